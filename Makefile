@@ -1,0 +1,31 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both install into .venv first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+
+# torch first, pinned: a CPU wheel of exactly this version is available; an unpinned torch pulls a CUDA build.
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/fpdiff check example:tinycnn --json fpdiff-out/demo.json
+
+test: install
+	$(BIN)/python -m pytest -q tests
+
+bench: install
+	$(BIN)/python bench/bench_check.py
+
+clean:
+	rm -rf $(VENV) .fpdiff-cache fpdiff-out
