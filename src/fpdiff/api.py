@@ -1,0 +1,7 @@
+"""The Python API; the CLI and the pytest plugin are thin layers over it."""
+from __future__ import annotations
+
+from .check import CheckResult, Cell, check
+from .sources.examples import names as examples
+
+__all__ = ["check", "CheckResult", "Cell", "examples"]

@@ -1,0 +1,114 @@
+"""The backend registry: built-ins and users' plugins register the same way (entry points or --plugin)."""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+from ..errors import UsageError
+
+ENTRY_POINT_GROUP = "fpdiff.backends"
+# A cast cell is reported as dtype-changed when fewer than half of its float arithmetic ops ran in the requested
+# dtype. Some fp32 ops are normal in an fp16 model (torch itself computes norm statistics and softmax sums in
+# fp32); a backend that runs most ops wider than asked is not measuring the precision the user asked about.
+MOSTLY = 0.5
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """The minimum a plugin provides. `prepare` gets a torch.export.ExportedProgram already cast to whole-model
+    precisions and returns a callable from CPU tensors to a sequence of tensors."""
+    name: str
+
+    def available(self) -> str | None: ...
+
+    def prepare(self, program, precision: str, device: str) -> Callable[..., Sequence[Any]]: ...
+
+
+@dataclass
+class Prepared:
+    """What a built-in backend hands back: the runnable, plus facts it knows about what it really computes."""
+    run: Callable[..., Sequence[Any]]
+    computed_dtype: str | None = None  # None: read it from the outputs
+    notes: list = field(default_factory=list)  # compare.Finding: facts such as a demoted signature
+    info: dict = field(default_factory=dict)  # e.g. {"cache": "hit", "fp16_share": 0.4}
+
+
+def _is_backend_class(obj) -> bool:
+    return (inspect.isclass(obj) and isinstance(getattr(obj, "name", None), str)
+            and callable(getattr(obj, "available", None))
+            and (callable(getattr(obj, "prepare", None)) or callable(getattr(obj, "prepare_task", None))))
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._classes: dict[str, type] = {}
+        self._origin: dict[str, str] = {}
+
+    def register(self, cls: type, origin: str) -> None:
+        if not _is_backend_class(cls):
+            raise UsageError(f"{origin}: {cls!r} is not a backend (needs name, available(), prepare())")
+        if cls.name in self._classes and self._origin[cls.name] != origin:
+            raise UsageError(f"backend name {cls.name!r} from {origin} is already taken by {self._origin[cls.name]}")
+        self._classes[cls.name] = cls
+        self._origin[cls.name] = origin
+
+    def load_entry_points(self) -> None:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                cls = ep.load()
+            except Exception as e:  # one broken plugin must not hide the others
+                self._broken = getattr(self, "_broken", {})
+                self._broken[ep.name] = f"cannot load entry point {ep.value}: {e}"
+                continue
+            self.register(cls, f"entry point {ep.value}")
+
+    def load_plugin_file(self, path: str) -> list[str]:
+        p = Path(path)
+        if not p.is_file():
+            raise UsageError(f"plugin file not found: {path}")
+        name = "fpdiff_plugin_" + p.stem
+        spec = importlib.util.spec_from_file_location(name, p)
+        mod = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(mod)
+        except Exception as e:
+            raise UsageError(f"plugin {path} raised {type(e).__name__}: {e}") from e
+        found = [obj for obj in vars(mod).values()
+                 if _is_backend_class(obj) and getattr(obj, "__module__", None) == name]
+        if not found:
+            raise UsageError(f"plugin {path} defines no backend class (name, available(), prepare())")
+        for cls in found:
+            self.register(cls, f"plugin {path}")
+        return [c.name for c in found]
+
+    def names(self) -> list[str]:
+        return list(self._classes)
+
+    def create(self, name: str):
+        if name not in self._classes:
+            broken = getattr(self, "_broken", {})
+            if name in broken:
+                raise UsageError(broken[name])
+            raise UsageError(f"unknown backend {name!r}; known: {', '.join(self._classes)}")
+        return self._classes[name]()
+
+
+def registry(plugins: Sequence[str] = ()) -> Registry:
+    reg = Registry()
+    reg.load_entry_points()
+    for p in plugins:
+        reg.load_plugin_file(p)
+    return reg
+
+
+def to_numpy(t):
+    """A CPU tensor as numpy; bfloat16 as ml_dtypes.bfloat16, which ONNX Runtime and IREE both accept."""
+    import torch
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()

@@ -1,0 +1,29 @@
+"""The ONNX reference evaluator (numpy): float64 judge and per-precision baseline for ONNX models."""
+from __future__ import annotations
+
+from . import Prepared, to_numpy
+
+
+class OnnxRefBackend:
+    name = "onnxref"
+
+    def available(self) -> str | None:
+        try:
+            from onnx.reference import ReferenceEvaluator  # noqa: F401
+        except ImportError as e:
+            return f"onnx.reference does not import: {e}"
+        return None
+
+    def prepare_task(self, task) -> Prepared:
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+        from ..errors import Unsupported
+        if task.device != "cpu":
+            raise Unsupported("the ONNX reference evaluator runs on the CPU only")
+        model = onnx.load(str(task.onnx_file()))
+        ev = ReferenceEvaluator(model)
+        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+
+        def run(*inputs):
+            return ev.run(None, {n: to_numpy(t) for n, t in zip(names, inputs)})
+        return Prepared(run)

@@ -1,0 +1,89 @@
+"""ONNX Runtime: CPU execution provider (CUDA EP where installed), on the exported or given ONNX graph."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from ..compare import Finding
+from ..errors import Unsupported
+from . import MOSTLY, Prepared, to_numpy as _to_numpy
+
+# Ops that move or reshape data without arithmetic: their dtype says nothing about where rounding happens.
+_DATA_MOVEMENT = {"Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
+                  "Shape", "Identity", "Expand", "Flatten", "Constant", "ConstantOfShape", "Range", "Where",
+                  "ScatterElements", "ScatterND", "GatherElements", "Tile", "Pad"}
+
+
+def op_dtypes(model_path: Path) -> Counter:
+    """Count arithmetic nodes of an (ORT-optimized) graph by the float type they compute in."""
+    import onnx
+    m = onnx.load(str(model_path))
+    try:
+        m = onnx.shape_inference.infer_shapes(m)
+    except Exception:
+        pass  # contrib ops unknown to onnx: the types ORT wrote into value_info are still there
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in
+             list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)}
+    types.update({t.name: t.data_type for t in m.graph.initializer})
+    names = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
+             onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.DOUBLE: "float64"}
+    counts: Counter = Counter()
+    for node in m.graph.node:
+        if node.op_type in _DATA_MOVEMENT:
+            continue
+        float_types = [names[types[n]] for n in node.input if types.get(n) in names]
+        if float_types:
+            counts[max(set(float_types), key=float_types.count)] += 1
+    return counts
+
+
+class OrtBackend:
+    name = "ort"
+
+    def available(self) -> str | None:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as e:
+            return f"onnxruntime does not import: {e}"
+        return None
+
+    def prepare_task(self, task) -> Prepared:
+        import onnxruntime as ort
+        if task.precision.autocast is not None:
+            raise Unsupported("autocast has no ONNX Runtime form (it is a torch dispatch policy); "
+                              "fpdiff plan exports a mixed-precision graph instead")
+        providers = ["CPUExecutionProvider"]
+        if task.device.startswith("cuda"):
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise Unsupported("this onnxruntime has no CUDAExecutionProvider")
+            providers = ["CUDAExecutionProvider"]
+        path = task.onnx_file()
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        optimized = path.with_name(path.stem + f".ort-{task.device.replace(':', '')}.onnx")
+        opts.optimized_model_filepath = str(optimized)
+        session = ort.InferenceSession(str(path), opts, providers=providers)
+        names = [i.name for i in session.get_inputs()]
+        notes, info = [], {}
+        want = task.requested_dtype
+        if want in ("float16", "bfloat16") and optimized.exists():
+            counts = op_dtypes(optimized)
+            total = sum(counts.values())
+            if total:
+                share = counts[want] / total
+                info["op_dtypes"] = dict(counts)
+                info["requested_dtype_share"] = round(share, 4)
+                if share < MOSTLY:
+                    notes.append(Finding("dtype-changed", f"ONNX Runtime ran {counts[want]} of {total} arithmetic ops "
+                                         f"in {want}; the rest in {', '.join(k for k in counts if k != want)} "
+                                         "through casts it inserted (its kernels for this provider lack the dtype)",
+                                         remedy="judge this cell as mostly wider than asked; for real "
+                                         f"{want} numerics use a provider with {want} kernels (CUDA, TensorRT)"))
+
+        def run(*inputs):
+            feed = {n: _to_numpy(t) for n, t in zip(names, inputs)}
+            return session.run(None, feed)
+
+        return Prepared(run, None, notes, info)

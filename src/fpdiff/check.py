@@ -1,0 +1,261 @@
+"""The grid: every (backend, device, precision, shape variant) cell judged against float64 and its baseline."""
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from . import compare, graph, precision as prec
+from .backends import registry
+from .cache import default_root
+from .compare import Finding, Metrics
+from .errors import UsageError
+from .graph import STATIC, ShapeVariant
+from .sources import Source, load
+from .task import Job
+from .worker import CRASH, ERROR, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
+
+DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
+DEFAULT_TIMEOUT = 300.0  # seconds per cell: a cold inductor or IREE compile of a mid-size model fits in it
+SHAPE_BLIND = {"torch"}  # eager runs the nn.Module itself: shape variants do not exist for it
+
+
+@dataclass
+class Cell:
+    backend: str
+    device: str
+    precision: str
+    shape_variant: str
+    status: str
+    reason: str = ""
+    metrics: dict | None = None
+    baseline_metrics: dict | None = None
+    computed_dtype: str | None = None
+    output_dtypes: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    duration_s: float = 0.0
+    info: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["findings"] = [f.as_dict() for f in self.findings]
+        return d
+
+
+@dataclass
+class CheckResult:
+    model: str
+    cells: list[Cell]
+    reference: dict
+    versions: dict
+    duration_s: float = 0.0
+
+    def exit_code(self, strict: bool = False) -> int:
+        if strict:
+            return int(any(c.status != compare.PASS for c in self.cells))
+        return int(any(c.status in compare.FAILING for c in self.cells))
+
+    def as_dict(self) -> dict:
+        return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "reference": self.reference,
+                "versions": self.versions, "duration_s": round(self.duration_s, 3),
+                "cells": [c.as_dict() for c in self.cells],
+                "summary": {s: sum(c.status == s for c in self.cells) for s in
+                            (compare.PASS, compare.PRECISION_LOSS, compare.MISMATCH, compare.UNSUPPORTED,
+                             compare.CRASH, compare.TIMEOUT)}}
+
+
+def versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+    out = {"python": platform.python_version()}
+    for pkg in ("fpdiff", "torch", "onnx", "onnxruntime", "onnxscript", "iree-base-compiler", "iree-base-runtime"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _check_inputs(source: Source, allow_nonfinite: bool) -> None:
+    for name, t in zip(source.input_names, source.inputs):
+        a = t.numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+        if a.dtype.kind == "f" and not np.isfinite(a).all():
+            n = int(np.count_nonzero(~np.isfinite(a)))
+            if not allow_nonfinite:
+                raise UsageError(f"input {name!r} has {n} non-finite values (NaN/Inf); metrics would be meaningless "
+                                 "- fix the inputs, or pass --allow-nonfinite to run anyway")
+
+
+def _save_data(source: Source, run_dir: Path) -> str:
+    path = run_dir / "source.pt"
+    data = {"fingerprint": source.fingerprint, "inputs": source.inputs, "input_names": source.input_names}
+    if source.ref.kind == "torch":
+        data["state"] = source.module.state_dict()
+    torch.save(data, path)
+    return str(path)
+
+
+def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
+          precisions: Sequence[str] = prec.DEFAULT_PRECISIONS, devices: Sequence[str] = ("cpu",),
+          plugins: Sequence[str] = (), iree_flags: Sequence[str] = (), shape_variants: Sequence[str] | None = None,
+          inputs: str | None = None, shapes: dict[str, list[int]] | None = None, seed: int = 0,
+          allow_nonfinite: bool = False, timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None | bool = None,
+          progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
+    """Run the grid and judge every cell. `cache_dir=False` turns the compile cache off."""
+    t_start = time.perf_counter()
+    reg = registry(plugins)
+    for b in backends:
+        reg.create(b)  # unknown names fail here, before any work
+    ps = [prec.get(p) for p in precisions]
+    if not ps:
+        raise UsageError("no precision given")
+    for d in devices:
+        if d != "cpu" and not d.startswith("cuda"):
+            raise UsageError(f"unknown device {d!r}; use cpu or cuda")
+    source = load(model, inputs=inputs, shapes=shapes, seed=seed)
+    _check_inputs(source, allow_nonfinite)
+    variants = graph.variants(source.dynamic_shapes)
+    if shape_variants:
+        variants = [graph.find_variant(source.dynamic_shapes, v) for v in shape_variants]
+    tol_over = source.tolerance
+    for name in tol_over:
+        prec.get(name)
+    judge_backend = "torch" if source.ref.kind == "torch" else "onnxref"
+    cache = None if cache_dir is False else str(cache_dir or default_root())
+    run_dir = Path(tempfile.mkdtemp(prefix="fpdiff-run-"))
+    data_path = _save_data(source, run_dir)
+
+    def job(backend: str, p: str, device: str, variant: ShapeVariant) -> Job:
+        flags = tuple(iree_flags) if backend == "iree" else ()
+        return Job(source.ref, data_path, backend, p, device, variant, tuple(plugins), flags, cache, seed)
+
+    cells = [(b, d, p, v) for b in backends for d in devices for p in ps
+             for v in ([STATIC] if b in SHAPE_BLIND else variants)]
+    baselines = {p.name: (judge_backend, "cuda" if p.cuda_only else "cpu", p, STATIC) for p in ps}
+    order = [(judge_backend, "cpu", prec.get("fp64"), STATIC)] + list(baselines.values()) + cells
+    order = list(dict.fromkeys((b, d, p.name, v) for b, d, p, v in order))
+    results: dict[tuple, JobResult] = {}
+    env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
+    with WorkerPool(env) as pool:
+        for i, (b, d, p, v) in enumerate(order):
+            if progress:
+                progress(f"{b} {d} {p} {v.name}", i, len(order))
+            results[(b, d, p, v)] = pool.run(job(b, p, d, v), timeout)
+            if i == 0:
+                ref = results[(b, d, p, v)]
+                if ref.status != OK:
+                    raise UsageError(f"the float64 reference ({b} on cpu) failed: {ref.message}")
+        if progress:
+            progress("done", len(order), len(order))
+    ref = results[(judge_backend, "cpu", "fp64", STATIC)]
+    ref_out = ref.outputs
+
+    base_metrics: dict[str, Metrics | None] = {}
+    for name, (b, d, p, v) in baselines.items():
+        r = results[(b, d, name, v)]
+        base_metrics[name] = _measure(ref_out, r, p) if r.status == OK else None
+
+    out_cells = []
+    for b, d, p, v in cells:
+        r = results[(b, d, p.name, v)]
+        if tol_over.get(p.name):
+            p = prec.Precision(**{**p.__dict__, "tolerance": float(tol_over[p.name])})
+        out_cells.append(_judge_cell(b, d, p, v, r, ref_out, base_metrics.get(p.name)))
+    _variant_findings(out_cells, {(b, d, p.name, v.name): results[(b, d, p.name, v)] for b, d, p, v in cells})
+    reference = {"backend": judge_backend, "device": "cpu", "dtype": "float64",
+                 "outputs": [list(a.shape) for a in ref_out], "duration_s": round(ref.prepare_s + ref.run_s, 3)}
+    return CheckResult(source.ref.label, out_cells, reference, versions(), time.perf_counter() - t_start)
+
+
+def _measure(ref_out, r: JobResult, p: prec.Precision) -> Metrics:
+    if len(r.outputs) != len(ref_out) or any(a.shape != b.shape for a, b in zip(r.outputs, ref_out)):
+        raise _ShapeMismatch(f"outputs {[list(a.shape) for a in r.outputs]} vs float64 "
+                             f"{[list(a.shape) for a in ref_out]}")
+    return compare.measure(ref_out, r.outputs, p.compute)
+
+
+class _ShapeMismatch(Exception):
+    pass
+
+
+def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult, ref_out,
+                baseline: Metrics | None) -> Cell:
+    cell = Cell(b, d, p.name, v.name, r.status, duration_s=round(r.prepare_s + r.run_s, 3), info=r.info,
+                output_dtypes=r.output_dtypes, findings=list(r.notes))
+    if r.status != OK:
+        cell.status = {UNSUPPORTED: compare.UNSUPPORTED, TIMEOUT: compare.TIMEOUT}.get(r.status, compare.CRASH)
+        cell.reason = r.message if r.status != ERROR else f"raised while running: {r.message}"
+        if r.status == UNSUPPORTED:
+            cell.findings.append(_unsupported_finding(b, p, r))
+        elif r.status == CRASH and r.log_tail:
+            cell.info["log_tail"] = r.log_tail[-1500:]
+        return cell
+    try:
+        m = _measure(ref_out, r, p)
+    except _ShapeMismatch as e:
+        cell.status, cell.reason = compare.MISMATCH, f"output shapes differ: {e}"
+        return cell
+    j = compare.judge(m, p, baseline)
+    cell.status, cell.reason = j.status, j.reason
+    cell.metrics, cell.baseline_metrics = m.as_dict(), baseline.as_dict() if baseline else None
+    cell.findings += j.findings
+    cell.computed_dtype = r.computed_dtype or _dtype_of_outputs(r.output_dtypes)
+    cell.findings += _dtype_findings(p, cell, r)
+    if j.status != compare.PASS:
+        cell.findings += compare.range_findings(ref_out, p)
+    return cell
+
+
+def _dtype_of_outputs(dtypes: list[str]) -> str | None:
+    floats = sorted({d for d in dtypes if "float" in d})
+    return "+".join(floats) if floats else None
+
+
+def _dtype_findings(p: prec.Precision, cell: Cell, r: JobResult) -> list[Finding]:
+    """A whole-model cast must come back in its dtype; a backend that returns something else changed it."""
+    if not p.is_cast or any(f.kind == "dtype-changed" for f in cell.findings):
+        return []
+    want = prec.dtype_name(p.dtype)
+    got = sorted({d for d in r.output_dtypes if "float" in d and d != want})
+    if got:
+        return [Finding("dtype-changed", f"asked for {want}, the backend returned {', '.join(got)}",
+                        remedy="check the backend's precision flags; this cell is not a real " + p.name + " run")]
+    return []
+
+
+def _unsupported_finding(b: str, p: prec.Precision, r: JobResult) -> Finding:
+    what = f"op {r.op}" if r.op else "the model"
+    msg = f"{b} cannot run {what} in {p.name}: {r.message}"
+    remedy = None
+    if p.is_cast and p.dtype in (torch.float16, torch.bfloat16):
+        amp = "amp-fp16" if p.dtype == torch.float16 else "amp-bf16"
+        remedy = (f"run under autocast ({amp}: weights stay fp32, {r.op or 'unsupported ops'} computed in fp32), "
+                  "or keep that op in fp32")
+    elif p.name == "fp64":
+        remedy = "fp64 is rarely supported by compilers; use fp32 on this backend and fp64 only as the judge"
+    return Finding("unsupported", msg, op=r.op, remedy=remedy)
+
+
+def _variant_findings(cells: list[Cell], results: dict) -> None:
+    """Shape variants of one backend must agree; when one departs, say which and against which."""
+    groups: dict[tuple, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault((c.backend, c.device, c.precision), []).append(c)
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        good = [c for c in group if c.status in (compare.PASS, compare.PRECISION_LOSS)]
+        bad = [c for c in group if c.status not in (compare.PASS, compare.PRECISION_LOSS, compare.UNSUPPORTED)]
+        if good and bad:
+            for c in bad:
+                c.findings.append(Finding("variant-disagreement",
+                                          f"shape variant {c.shape_variant} is {c.status} while "
+                                          f"{', '.join(g.shape_variant for g in good)} of the same backend are not",
+                                          remedy="a dynamic-shape bug in the backend: try fpdiff locate with "
+                                          f"--shape-variant {c.shape_variant}"))

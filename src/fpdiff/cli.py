@@ -1,0 +1,120 @@
+"""Command line: parses, calls the API, prints. Usage and input errors: one line, exit 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import UsageError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own errors: one line, exit 2
+        self.exit(EXIT_USAGE, f"fpdiff: error: {message}\n")
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _shape(text: str) -> tuple[str, list[int]]:
+    name, _, dims = text.partition("=")
+    try:
+        values = [int(d) for d in dims.split(",")] if dims else []
+    except ValueError:
+        values = []
+    if not name or not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"--shape wants NAME=D0,D1,... with integers, got {text!r}")
+    return name, values
+
+
+def parser() -> argparse.ArgumentParser:
+    from .check import DEFAULT_BACKENDS, DEFAULT_TIMEOUT
+    from .precision import DEFAULT_PRECISIONS, PRECISIONS
+    p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64")
+    c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
+    c.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
+                   help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
+    c.add_argument("--precisions", type=_csv, default=list(DEFAULT_PRECISIONS),
+                   help=f"comma list of {','.join(PRECISIONS)} (default {','.join(DEFAULT_PRECISIONS)})")
+    c.add_argument("--devices", type=_csv, default=["cpu"], help="comma list of cpu,cuda (default cpu)")
+    c.add_argument("--plugin", action="append", default=[], metavar="PATH", help="load backends from a .py file")
+    c.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
+                   help="extra iree-compile flag (repeatable); yours win over fpdiff's defaults")
+    c.add_argument("--shape-variants", type=_csv, default=None, help="only these variants (static,dynamic,...)")
+    c.add_argument("--inputs", help="npz with one array per ONNX input")
+    c.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1",
+                   help="shape of an ONNX input with symbolic dims")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--allow-nonfinite", action="store_true", help="run even if inputs hold NaN/Inf")
+    c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per cell (default %(default)s)")
+    c.add_argument("--no-cache", action="store_true", help="do not reuse compiled artifacts")
+    c.add_argument("--cache-dir", default=None)
+    c.add_argument("--json", metavar="PATH", help="write the JSON report here")
+    c.add_argument("--strict", action="store_true", help="exit 1 unless every cell passes")
+    sub.add_parser("examples", help="list the built-in example models")
+    sub.add_parser("backends", help="list registered backends and whether they are available")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return _run(args)
+    except UsageError as e:
+        if args.debug:
+            raise
+        print(f"fpdiff: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("fpdiff: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(args) -> int:
+    from rich.console import Console
+    console = Console()
+    if args.command == "examples":
+        from .api import examples
+        for name, doc in examples().items():
+            console.print(f"[bold]example:{name}[/bold]  {doc}", highlight=False)
+        return EXIT_OK
+    if args.command == "backends":
+        from .backends import registry
+        reg = registry()
+        for name in reg.names():
+            why = reg.create(name).available()
+            console.print(f"{name:10s} {'available' if not why else 'unavailable: ' + why}", highlight=False)
+        return EXIT_OK
+    return _check(args, console)
+
+
+def _check(args, console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from . import api
+    from .report import json_report, terminal
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        tid = bar.add_task("loading", total=None)
+
+        def progress(what: str, i: int, n: int) -> None:
+            bar.update(tid, description=what, completed=i, total=n)
+        result = api.check(args.model, backends=args.backends, precisions=args.precisions, devices=args.devices,
+                           plugins=args.plugin, iree_flags=args.iree_flag, shape_variants=args.shape_variants,
+                           inputs=args.inputs, shapes=dict(args.shape), seed=args.seed,
+                           allow_nonfinite=args.allow_nonfinite, timeout=args.timeout,
+                           cache_dir=False if args.no_cache else args.cache_dir, progress=progress)
+    terminal.render(result, console)
+    if args.json:
+        json_report.write(result, args.json)
+        console.print(f"JSON report: {args.json}", highlight=False)
+    return result.exit_code(strict=args.strict)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

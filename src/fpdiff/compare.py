@@ -1,0 +1,171 @@
+"""Metrics against the float64 reference and the verdict rules; knows nothing of backends."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .precision import Precision
+
+PASS, PRECISION_LOSS, MISMATCH = "pass", "precision-loss", "mismatch"
+UNSUPPORTED, CRASH, TIMEOUT = "unsupported", "crash", "timeout"
+FAILING = (MISMATCH, CRASH, TIMEOUT)
+
+# Mismatch rule: a cell is a likely backend bug when its error is more than BASELINE_FACTOR times the error of
+# the reference implementation (torch eager on the CPU) at the same precision. Two correct implementations of one
+# precision make errors of the same size (different summation orders and approximations, same rounding unit):
+# over many output elements the ratio of their relative L2 errors stays within ~1.5x, and torch's own accuracy
+# minifier accepts up to 3x. 4x keeps a margin above that; small outputs (< SMALL_NUMEL elements) average
+# over few errors, so they get 8x. A 1e-3 error in one fp32 op is thousands of times the fp32 baseline.
+BASELINE_FACTOR = 4.0
+SMALL_NUMEL = 1000
+SMALL_BASELINE_FACTOR = 8.0
+# The max-error rule catches errors confined to a few elements, which relative L2 dilutes. Maxima of two
+# independent error samples vary more than their means, hence a wider factor.
+MAX_FACTOR = 16.0
+
+
+@dataclass
+class Metrics:
+    max_abs: float
+    max_rel: float
+    rel_l2: float
+    cosine: float
+    snr_db: float
+    ulp_max: float
+    ulp_median: float
+    max_norm: float  # max |error| / max |reference|: the worst element, on the output's own scale
+    nan: int
+    inf: int
+    numel: int
+
+    def as_dict(self) -> dict:
+        return {k: _json_float(v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Finding:
+    kind: str  # dtype-changed, nan, inf, overflow, underflow, variant-disagreement, no-baseline, ...
+    message: str
+    op: str | None = None
+    remedy: str | None = None
+
+    def as_dict(self) -> dict:
+        return dict(kind=self.kind, message=self.message, op=self.op, remedy=self.remedy)
+
+
+@dataclass
+class Judgement:
+    status: str
+    reason: str
+    findings: list[Finding] = field(default_factory=list)
+
+
+def _json_float(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return v
+
+
+def ulp_size(ref: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """Spacing of `dtype` at each |ref| (the distance to the next representable value)."""
+    fi = torch.finfo(dtype)
+    mant_bits = int(round(-math.log2(fi.eps)))
+    mag = np.maximum(np.abs(ref), fi.tiny)  # below the smallest normal, the spacing is constant
+    exp = np.floor(np.log2(mag))
+    return np.exp2(exp - mant_bits)
+
+
+def measure(ref: list[np.ndarray], out: list[np.ndarray], ulp_dtype: torch.dtype) -> Metrics:
+    """Metrics over all outputs together (flattened): the worst element and the aggregate both count."""
+    r = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in ref]) if ref else np.zeros(0)
+    o = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in out]) if out else np.zeros(0)
+    ref_finite = np.isfinite(r)
+    nan = int(np.count_nonzero(np.isnan(o) & ~np.isnan(r)))
+    inf = int(np.count_nonzero(np.isinf(o) & ~np.isinf(r)))
+    both = ref_finite & np.isfinite(o)
+    bad = int(np.count_nonzero(ref_finite & ~np.isfinite(o)))
+    rf, of = r[both], o[both]
+    d = np.abs(of - rf)
+    if bad or rf.size == 0:
+        inf_or_zero = math.inf if bad else 0.0
+        return Metrics(inf_or_zero, inf_or_zero, inf_or_zero, math.nan if bad else 1.0,
+                       -math.inf if bad else math.inf, inf_or_zero, inf_or_zero, inf_or_zero, nan, inf, int(r.size))
+    ref_norm = float(np.linalg.norm(rf))
+    err_norm = float(np.linalg.norm(d))
+    tiny = float(torch.finfo(ulp_dtype).tiny)
+    max_abs = float(d.max())
+    max_rel = float((d / np.maximum(np.abs(rf), tiny)).max())
+    rel_l2 = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
+    on = float(np.linalg.norm(of))
+    cosine = float(np.dot(rf, of) / (ref_norm * on)) if ref_norm > 0 and on > 0 else (1.0 if err_norm == 0 else 0.0)
+    snr_db = 10 * math.log10(ref_norm**2 / err_norm**2) if err_norm > 0 else math.inf
+    ulps = d / ulp_size(rf, ulp_dtype)
+    max_ref = float(np.abs(rf).max())
+    max_norm = max_abs / max_ref if max_ref > 0 else (0.0 if max_abs == 0 else math.inf)
+    return Metrics(max_abs, max_rel, rel_l2, cosine, snr_db, float(ulps.max()), float(np.median(ulps)),
+                   max_norm, nan, inf, int(r.size))
+
+
+def range_findings(ref: list[np.ndarray], precision: Precision) -> list[Finding]:
+    """Output values the precision cannot hold, judged on the float64 reference alone."""
+    fi = torch.finfo(precision.compute)
+    r = np.concatenate([np.abs(np.asarray(a, dtype=np.float64)).ravel() for a in ref])
+    r = r[np.isfinite(r)]
+    found = []
+    over = int(np.count_nonzero(r > fi.max))
+    if over:
+        found.append(Finding("overflow", f"{over} reference output values exceed the {precision.name} maximum "
+                             f"{fi.max:.4g} (largest {r.max():.4g})",
+                             remedy="keep the producing ops in fp32 (fpdiff locate / plan), or rescale"))
+    nz = r[r > 0]
+    under = int(np.count_nonzero(nz < fi.smallest_normal))
+    if under and under >= 0.01 * max(nz.size, 1):
+        found.append(Finding("underflow", f"{under} of {nz.size} nonzero reference output values are below the "
+                             f"smallest normal {precision.name} {fi.smallest_normal:.3g} (subnormal or flushed)",
+                             remedy="keep the producing ops in fp32, or rescale the output"))
+    return found
+
+
+def judge(m: Metrics, precision: Precision, baseline: Metrics | None) -> Judgement:
+    """Verdict for one finished cell: pass, precision-loss or mismatch, with the rule that decided it."""
+    tol = precision.tolerance
+    findings: list[Finding] = []
+    if m.nan or m.inf:
+        kinds = [("nan", m.nan), ("inf", m.inf)]
+        for kind, n in kinds:
+            if n:
+                findings.append(Finding(kind, f"{n} output values are {kind.upper()} where float64 is finite"))
+        if baseline is not None and (baseline.nan or baseline.inf):
+            return Judgement(PRECISION_LOSS, f"non-finite outputs, as in the baseline at {precision.name}", findings)
+        if baseline is None:
+            findings.append(_no_baseline())
+            return Judgement(PRECISION_LOSS, "non-finite outputs; no baseline to compare with", findings)
+        return Judgement(MISMATCH, f"non-finite outputs where the baseline at {precision.name} is finite", findings)
+    if m.rel_l2 <= tol and (baseline is None or m.max_norm <= max(tol * 10, MAX_FACTOR * baseline.max_norm)):
+        return Judgement(PASS, f"rel L2 {m.rel_l2:.2e} <= tolerance {tol:.0e}", findings)
+    if baseline is None:
+        findings.append(_no_baseline())
+        return Judgement(PRECISION_LOSS, f"rel L2 {m.rel_l2:.2e} > tolerance {tol:.0e}; no baseline", findings)
+    factor = BASELINE_FACTOR if m.numel >= SMALL_NUMEL else SMALL_BASELINE_FACTOR
+    if m.rel_l2 > max(tol, factor * baseline.rel_l2):
+        return Judgement(MISMATCH, f"rel L2 {m.rel_l2:.2e} is {_ratio(m.rel_l2, baseline.rel_l2)} the baseline's "
+                         f"{baseline.rel_l2:.2e} at {precision.name} (limit {factor:g}x)", findings)
+    if m.max_norm > max(tol * 10, MAX_FACTOR * baseline.max_norm):
+        return Judgement(MISMATCH, f"worst element error {m.max_norm:.2e} (of max |ref|) is "
+                         f"{_ratio(m.max_norm, baseline.max_norm)} the baseline's {baseline.max_norm:.2e} "
+                         f"(limit {MAX_FACTOR:g}x): an error confined to few elements", findings)
+    return Judgement(PRECISION_LOSS, f"rel L2 {m.rel_l2:.2e} > tolerance {tol:.0e}, but within "
+                     f"{factor:g}x the baseline's {baseline.rel_l2:.2e}: {precision.name} is too coarse here",
+                     findings)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.1f}x" if b > 0 else "infinitely more than"
+
+
+def _no_baseline() -> Finding:
+    return Finding("no-baseline", "the reference implementation could not run this precision, so precision "
+                   "loss cannot be told from a backend bug", remedy="compare with another backend at this precision")

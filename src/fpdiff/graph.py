@@ -1,0 +1,105 @@
+"""Shape variants of a model's declared dynamic dims, and the exported program for each (variant, precision)."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+
+from .errors import UsageError
+from .precision import Precision, cast_inputs
+
+
+@dataclass(frozen=True)
+class ShapeVariant:
+    name: str
+    static: frozenset[str] | None  # names of declared dims kept static; None: all static (no dynamic_shapes)
+
+    def as_dynamic_shapes(self, declared):
+        """The declared dynamic_shapes with this variant's static dims replaced by None (None: fully static)."""
+        if self.static is None:
+            return None
+        return _map_dims(declared, lambda d: None if _dim_name(d) in self.static else d)
+
+
+STATIC = ShapeVariant("static", None)
+
+
+def _dim_name(d) -> str:
+    return getattr(d, "__name__", None) or str(d)
+
+
+def _is_dim(x) -> bool:
+    return x is not None and not isinstance(x, (dict, list, tuple, int))
+
+
+def _map_dims(spec, fn):
+    if isinstance(spec, dict):
+        return {k: (fn(v) if _is_dim(v) else _map_dims(v, fn)) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(fn(v) if _is_dim(v) else _map_dims(v, fn) for v in spec)
+    return spec
+
+
+def declared_dims(spec) -> list[str]:
+    names: list[str] = []
+    _map_dims(spec, lambda d: names.append(_dim_name(d)) or d)
+    return sorted(set(names))
+
+
+def variants(spec) -> list[ShapeVariant]:
+    """static, dynamic, and mixed: every proper subset of dims kept static for <= 3 dims, else each dim alone."""
+    if spec is None:
+        return [STATIC]
+    dims = declared_dims(spec)
+    if not dims:
+        raise UsageError("dynamic_shapes() declares no dynamic dims")
+    out = [STATIC, ShapeVariant("dynamic", frozenset())]
+    if len(dims) <= 3:
+        subsets = [c for r in range(1, len(dims)) for c in itertools.combinations(dims, r)]
+    else:
+        subsets = [(d,) for d in dims]
+    out += [ShapeVariant("mixed:" + "+".join(s) + "-static", frozenset(s)) for s in subsets]
+    return out
+
+
+def find_variant(spec, name: str) -> ShapeVariant:
+    for v in variants(spec):
+        if v.name == name:
+            return v
+    raise UsageError(f"unknown shape variant {name!r}; this model has: {', '.join(v.name for v in variants(spec))}")
+
+
+def cast_module(module: torch.nn.Module, precision: Precision) -> torch.nn.Module:
+    """Whole-model cast for cast precisions (like .half()); autocast precisions keep fp32 weights."""
+    import copy
+    m = copy.deepcopy(module)
+    return m.to(precision.dtype) if precision.is_cast else m.float()
+
+
+def export(module: torch.nn.Module, inputs: tuple, precision: Precision, variant: ShapeVariant,
+           declared) -> torch.export.ExportedProgram:
+    """torch.export of the model as the backend gets it: cast to the precision, with the variant's dynamic dims."""
+    m = cast_module(module, precision)
+    args = cast_inputs(inputs, precision) if precision.is_cast else tuple(
+        t.float() if t.is_floating_point() else t for t in inputs)
+    return torch.export.export(m, args, dynamic_shapes=variant.as_dynamic_shapes(declared), strict=False)
+
+
+def dynamic_dims(declared, input_names: list[str], variant: ShapeVariant) -> list[list[int]]:
+    """Per positional input, the dims this variant leaves dynamic (for torch.compile's mark_dynamic)."""
+    spec = variant.as_dynamic_shapes(declared)
+    per_input: list = [None] * len(input_names)
+    if isinstance(spec, dict):
+        per_input = [spec.get(n) for n in input_names]
+    elif isinstance(spec, (list, tuple)):
+        per_input = list(spec) + [None] * (len(input_names) - len(spec))
+    out = []
+    for s in per_input:
+        if isinstance(s, dict):
+            out.append(sorted(int(k) for k, v in s.items() if _is_dim(v)))
+        elif isinstance(s, (list, tuple)):
+            out.append([i for i, v in enumerate(s) if _is_dim(v)])
+        else:
+            out.append([])
+    return out

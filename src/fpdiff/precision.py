@@ -1,0 +1,82 @@
+"""One vocabulary of precisions for every backend, with the numbers the verdict rules are derived from."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Precision:
+    name: str
+    dtype: torch.dtype  # dtype of weights and float inputs handed to the backend
+    compute: torch.dtype  # the narrowest dtype arithmetic is expected to round to
+    autocast: torch.dtype | None = None  # autocast: weights stay fp32, ops choose per torch's policy
+    cuda_only: bool = False
+    # Relative-L2 error vs float64 below which a cell passes. Reasons, per precision, below.
+    tolerance: float = 0.0
+
+    @property
+    def is_cast(self) -> bool:
+        """Whole-model cast (like .half()): every float tensor must really be of `dtype`."""
+        return self.autocast is None
+
+    @property
+    def unit_roundoff(self) -> float:
+        return float(torch.finfo(self.compute).eps) / 2
+
+
+# Tolerances (relative L2 of the output against float64). A pass means "as close as this format can be
+# expected to get for a model of moderate depth"; anything beyond it is precision-loss or mismatch, decided
+# against the baseline (see compare.py), so these numbers never decide alone that a backend is wrong.
+#   fp64: u = 1.1e-16; 1e-12 leaves room for different accumulation orders over millions of terms.
+#   fp32/tf32-off: u = 6.0e-8; 1e-5 (about 170 u) absorbs reordered and blocked reductions, fused kernels and
+#         different exp/tanh approximations across backends; a 1e-3 relative error in any one op is 10-100x over.
+#   tf32: inputs of matmul/conv rounded to 10 mantissa bits (u = 4.9e-4); per-op error ~3e-4 measured on an H100,
+#         so 5e-3 allows about 10 layers of it.
+#   fp16: u = 4.9e-4; 1e-2 (about 20 u): measured all-MiniLM-L6-v2 at 1.6e-3 on torch CPU (6 layers).
+#   bf16: u = 3.9e-3; 5e-2 (about 13 u): measured all-MiniLM-L6-v2 at 1.3e-2 on torch CPU.
+#   amp-*: the low-precision ops round like the pure format, the rest stay fp32: same tolerance as the format.
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("fp64", torch.float64, torch.float64, tolerance=1e-12),
+        Precision("fp32", torch.float32, torch.float32, tolerance=1e-5),
+        Precision("tf32", torch.float32, torch.float32, cuda_only=True, tolerance=5e-3),
+        Precision("fp16", torch.float16, torch.float16, tolerance=1e-2),
+        Precision("bf16", torch.bfloat16, torch.bfloat16, tolerance=5e-2),
+        Precision("amp-fp16", torch.float32, torch.float16, autocast=torch.float16, tolerance=1e-2),
+        Precision("amp-bf16", torch.float32, torch.bfloat16, autocast=torch.bfloat16, tolerance=5e-2),
+    )
+}
+
+DEFAULT_PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "amp-bf16")
+
+
+def get(name: str) -> Precision:
+    try:
+        return PRECISIONS[name]
+    except KeyError:
+        raise UsageError(f"unknown precision {name!r}; known: {', '.join(PRECISIONS)}") from None
+
+
+def parse_list(text: str) -> list[Precision]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UsageError("no precision given")
+    return [get(n) for n in names]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def cast_tensor(t: torch.Tensor, precision: Precision) -> torch.Tensor:
+    """Float tensors take the precision's dtype; integer and bool tensors stay as they are."""
+    return t.to(precision.dtype) if t.is_floating_point() else t
+
+
+def cast_inputs(inputs: tuple, precision: Precision) -> tuple:
+    return tuple(cast_tensor(t, precision) for t in inputs)

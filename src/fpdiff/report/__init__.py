@@ -1,0 +1,1 @@
+"""Reports of a check: terminal table and JSON."""

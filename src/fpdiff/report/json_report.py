@@ -1,0 +1,21 @@
+"""The JSON report: stable keys, documented in the README."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..compare import _json_float
+
+
+def _clean(x):
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return _json_float(x) if isinstance(x, float) else x
+
+
+def write(result, path: str | Path) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(_clean(result.as_dict()), indent=2))

@@ -1,0 +1,52 @@
+"""The terminal grid: one row per (backend, device, shape variant), one column per precision."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+STYLE = {"pass": "green", "precision-loss": "yellow", "mismatch": "bold red", "unsupported": "dim",
+         "crash": "bold magenta", "timeout": "magenta"}
+
+
+def _cell_text(c) -> str:
+    style = STYLE.get(c.status, "")
+    text = f"[{style}]{c.status}[/{style}]"
+    if c.metrics and c.metrics.get("rel_l2") is not None:
+        v = c.metrics["rel_l2"]
+        text += f"\n{v:.1e}" if isinstance(v, float) else f"\n{v}"
+    marks = sorted({f.kind for f in c.findings if f.kind not in ("unsupported",)})
+    if marks:
+        text += "\n[cyan]" + ",".join(marks) + "[/cyan]"
+    return text
+
+
+def render(result, console: Console | None = None, verbose: bool = False) -> None:
+    console = console or Console()
+    precisions = list(dict.fromkeys(c.precision for c in result.cells))
+    rows: dict[tuple, dict] = {}
+    for c in result.cells:
+        rows.setdefault((c.backend, c.device, c.shape_variant), {})[c.precision] = c
+    table = Table(title=f"fpdiff check {result.model}  (rel L2 vs float64; judge: {result.reference['backend']} "
+                  "float64 on cpu)", show_lines=True)
+    for col in ("backend", "device", "shapes"):
+        table.add_column(col, style="bold" if col == "backend" else None)
+    for p in precisions:
+        table.add_column(p, justify="center")
+    for (b, d, v), by_p in rows.items():
+        table.add_row(b, d, v, *[_cell_text(by_p[p]) if p in by_p else "" for p in precisions])
+    console.print(table)
+    notable = [c for c in result.cells if c.status != "pass" or c.findings]
+    for c in notable:
+        head = f"[{STYLE.get(c.status, '')}]{c.status}[/]  {c.backend}/{c.device}/{c.precision}/{c.shape_variant}"
+        console.print(f"{head}: {c.reason}", highlight=False)
+        for f in c.findings:
+            if f.kind == "unsupported" and f.message.endswith(c.reason):
+                line = ""
+            else:
+                line = f"    [cyan]{f.kind}[/cyan]: {f.message}"
+            if f.remedy:
+                line += ("\n" if line else "") + f"    [green]remedy[/green]: {f.remedy}"
+            if line:
+                console.print(line, highlight=False)
+    s = result.as_dict()["summary"]
+    console.print(" ".join(f"{k}={v}" for k, v in s.items() if v) + f"   ({result.duration_s:.1f} s)")

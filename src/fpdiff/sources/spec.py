@@ -1,0 +1,80 @@
+"""Spec files: a Python file with model() and inputs(), optional dynamic_shapes() and tolerance."""
+from __future__ import annotations
+
+import importlib.util
+import io
+import sys
+from pathlib import Path
+
+import torch
+
+from ..errors import UsageError
+from . import Source, SourceRef, digest
+
+
+def import_spec(path: Path):
+    """Import a spec file as a fresh module; any error in it is the user's and is said in one line."""
+    name = f"fpdiff_spec_{digest(str(path.resolve()))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import spec file {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # the user's code: report, do not crash
+        raise UsageError(f"spec {path} raised {type(e).__name__}: {e}") from e
+    return mod
+
+
+def build(mod, path: Path, seed: int) -> tuple[torch.nn.Module, tuple]:
+    """Call model() and inputs() under a fixed seed, so every process builds the same weights and inputs."""
+    for fn in ("model", "inputs"):
+        if not callable(getattr(mod, fn, None)):
+            raise UsageError(f"spec {path} does not define {fn}()")
+    torch.manual_seed(seed)
+    model = _call(mod.model, "model", path)
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"spec {path}: model() must return a torch.nn.Module, got {type(model).__name__}")
+    torch.manual_seed(seed + 1)
+    inputs = _call(mod.inputs, "inputs", path)
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    if isinstance(inputs, list):
+        inputs = tuple(inputs)
+    if not isinstance(inputs, tuple) or not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise UsageError(f"spec {path}: inputs() must return a non-empty tuple of tensors")
+    return model.eval(), tuple(t.detach().cpu() for t in inputs)
+
+
+def _call(fn, name: str, path: Path):
+    try:
+        return fn()
+    except Exception as e:
+        raise UsageError(f"spec {path}: {name}() raised {type(e).__name__}: {e}") from e
+
+
+def load_spec(path: Path, label: str, seed: int) -> Source:
+    mod = import_spec(path)
+    model, inputs = build(mod, path, seed)
+    dyn = None
+    if callable(getattr(mod, "dynamic_shapes", None)):
+        dyn = _call(mod.dynamic_shapes, "dynamic_shapes", path)
+    tol = getattr(mod, "tolerance", None) or {}
+    if not isinstance(tol, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in tol.values()):
+        raise UsageError(f"spec {path}: tolerance must be a dict of precision name -> positive number")
+    names = _input_names(model, len(inputs))
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    fp = digest(path.read_bytes(), buf.getvalue())
+    return Source(SourceRef("torch", str(path.resolve()), label), inputs, names, dyn, dict(tol), model, fp)
+
+
+def _input_names(model: torch.nn.Module, n: int) -> list[str]:
+    import inspect
+    try:
+        params = [p.name for p in inspect.signature(model.forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return params[:n] if len(params) >= n else [f"input{i}" for i in range(n)]

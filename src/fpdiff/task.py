@@ -1,0 +1,104 @@
+"""What one (backend, precision, device, shape variant) job sees: the model in the form each backend wants."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import graph
+from .cache import Cache
+from .graph import ShapeVariant
+from .precision import Precision, cast_inputs, dtype_name
+from .sources import SourceRef
+
+
+@dataclass(frozen=True)
+class Job:
+    """Picklable description of one cell, sent to a worker process."""
+    source: SourceRef
+    data_path: str  # torch.save'd {"state": state_dict, "inputs": tuple} (torch) or {"inputs": ...} (onnx)
+    backend: str
+    precision: str
+    device: str
+    variant: ShapeVariant
+    plugins: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()  # extra backend flags (IREE compiler flags)
+    cache_dir: str | None = None
+    seed: int = 0
+
+
+class LoadedSource:
+    """The model rebuilt inside a worker; exports and ONNX files are memoized per worker and cached on disk."""
+
+    def __init__(self, ref: SourceRef, data_path: str, seed: int) -> None:
+        self.ref = ref
+        data = torch.load(data_path, weights_only=False)
+        self.fingerprint: str = data["fingerprint"]
+        self.inputs: tuple = tuple(torch.from_numpy(np.asarray(a)) if isinstance(a, np.ndarray) else a
+                                   for a in data["inputs"])
+        self.input_names: list[str] = data["input_names"]
+        self.declared = None
+        self.module: torch.nn.Module | None = None
+        self.onnx = None
+        if ref.kind == "torch":
+            from .sources.spec import build, import_spec
+            mod = import_spec(Path(ref.path))
+            self.module, _ = build(mod, Path(ref.path), seed)
+            self.module.load_state_dict(data["state"])
+            self.declared = mod.dynamic_shapes() if callable(getattr(mod, "dynamic_shapes", None)) else None
+        else:
+            from .sources.onnx_file import read_model
+            self.onnx = read_model(Path(ref.path))
+        self._programs: dict = {}
+
+    def program(self, precision: Precision, variant: ShapeVariant) -> torch.export.ExportedProgram:
+        key = (precision.name if precision.is_cast else "fp32", variant.name)
+        if key not in self._programs:
+            self._programs[key] = graph.export(self.module, self.inputs, precision, variant, self.declared)
+        return self._programs[key]
+
+
+@dataclass
+class Task:
+    """Handed to a built-in backend's prepare_task: everything about the cell, nothing about verdicts."""
+    source: LoadedSource
+    precision: Precision
+    device: str
+    variant: ShapeVariant
+    cache: Cache
+    flags: tuple[str, ...] = ()
+    _memo: dict = field(default_factory=dict)
+
+    @property
+    def is_torch(self) -> bool:
+        return self.source.ref.kind == "torch"
+
+    def inputs(self) -> tuple:
+        """Inputs as the backend receives them: float inputs in the precision's dtype (fp32 under autocast)."""
+        if self.precision.is_cast:
+            return cast_inputs(self.source.inputs, self.precision)
+        return tuple(t.float() if t.is_floating_point() else t for t in self.source.inputs)
+
+    def program(self) -> torch.export.ExportedProgram:
+        return self.source.program(self.precision, self.variant)
+
+    def module(self) -> torch.nn.Module:
+        return graph.cast_module(self.source.module, self.precision)
+
+    def key(self, *extra: str) -> tuple[str, ...]:
+        """Cache key parts for an artifact of this cell: model content, precision, variant, versions, flags."""
+        return (self.source.fingerprint, self.precision.name, self.variant.name, torch.__version__,
+                " ".join(self.flags), *extra)
+
+    def onnx_file(self) -> Path:
+        """An ONNX graph of the model at this precision: exported from the cast program, or the source cast."""
+        if "onnx" not in self._memo:
+            from . import export
+            self._memo["onnx"] = export.onnx_for(self)
+        return self._memo["onnx"]
+
+    @property
+    def requested_dtype(self) -> str:
+        return dtype_name(self.precision.dtype)

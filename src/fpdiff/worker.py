@@ -1,0 +1,249 @@
+"""Runs backend jobs in a child process with a timeout, so a crash or hang costs one cell, not the run."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import re
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .task import Job
+
+OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT = "ok", "unsupported", "error", "crash", "timeout"
+
+
+@dataclass
+class JobResult:
+    status: str  # ok | unsupported | error (raised while running) | crash | timeout
+    outputs: list[np.ndarray] = field(default_factory=list)  # as float64 (or the integer/bool dtype)
+    output_dtypes: list[str] = field(default_factory=list)  # what the backend returned, before conversion
+    computed_dtype: str | None = None
+    notes: list = field(default_factory=list)
+    info: dict = field(default_factory=dict)
+    message: str = ""
+    op: str | None = None
+    dtype: str | None = None
+    prepare_s: float = 0.0
+    run_s: float = 0.0
+    log_tail: str = ""
+
+
+# Messages by which torch, ONNX Runtime and compilers say "this op has no kernel for this dtype".
+_UNSUPPORTED_PATTERNS = [
+    re.compile(r'"(?P<op>[\w.:]+)" not implemented for \'(?P<dtype>\w+)\''),
+    re.compile(r"Could not find an implementation for (?P<op>\w+)\(\d+\) node with name '(?P<node>[^']*)'"),
+    re.compile(r"Type '[^']*' of input parameter \([^)]*\) of operator \((?P<op>\w+)\) in node \((?P<node>[^)]*)\) is invalid"),
+    re.compile(r"(?P<op>[\w.:]+) (?:is )?not (?:yet )?(?:implemented|supported) for (?:dtype )?(?P<dtype>[\w.]+)"),
+]
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str | None, str | None]:
+    """(status, op, dtype): a missing kernel is `unsupported`, anything else raised while running is `error`."""
+    from .errors import Unsupported
+    if isinstance(exc, Unsupported):
+        return UNSUPPORTED, exc.op, exc.dtype
+    text = str(exc)
+    for pat in _UNSUPPORTED_PATTERNS:
+        m = pat.search(text)
+        if m:
+            g = m.groupdict()
+            op = g.get("op")
+            if g.get("node"):
+                op = f"{op} (node {g['node']})"
+            return UNSUPPORTED, op, g.get("dtype")
+    return ERROR, None, None
+
+
+def _to_numpy(outputs) -> tuple[list[np.ndarray], list[str]]:
+    import torch
+    from torch.utils._pytree import tree_flatten
+    leaves, _ = tree_flatten(outputs)
+    arrays, dtypes = [], []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            dtypes.append(str(leaf.dtype).removeprefix("torch."))
+            t = leaf.detach().cpu()
+            arrays.append((t.double() if t.is_floating_point() else t).numpy())
+        elif isinstance(leaf, np.ndarray) or hasattr(leaf, "to_host"):  # numpy, or an IREE DeviceArray
+            a = np.asarray(leaf.to_host() if hasattr(leaf, "to_host") else leaf)
+            dtypes.append(str(a.dtype))
+            arrays.append(a.astype(np.float64) if _is_float(a.dtype) else a)
+        else:
+            raise TypeError(f"backend returned {type(leaf).__name__}, expected tensors")
+    return arrays, dtypes
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "f" or dtype.name == "bfloat16"  # ml_dtypes' bfloat16 is not kind "f"
+
+
+class _State:
+    """Per-worker memo: loaded sources and backend instances survive across jobs."""
+
+    def __init__(self) -> None:
+        self.sources: dict = {}
+        self.registries: dict = {}
+
+    def run(self, job: Job) -> JobResult:
+        import torch
+
+        from . import precision as prec
+        from .backends import Prepared, registry
+        from .cache import Cache
+        from .task import LoadedSource, Task
+
+        p = prec.get(job.precision)
+        reg = self.registries.get(job.plugins) or self.registries.setdefault(job.plugins, registry(job.plugins))
+        backend = reg.create(job.backend)
+        why = backend.available()
+        if why:
+            return JobResult(UNSUPPORTED, message=f"{job.backend} is not available: {why}")
+        if job.device.startswith("cuda") and not torch.cuda.is_available():
+            return JobResult(UNSUPPORTED, message="no CUDA device on this machine")
+        if p.cuda_only and not job.device.startswith("cuda"):
+            return JobResult(UNSUPPORTED, message=f"{p.name} is a CUDA tensor-core mode; it does not exist on {job.device}")
+        key = (job.source, job.data_path, job.seed)
+        if key not in self.sources:
+            self.sources[key] = LoadedSource(job.source, job.data_path, job.seed)
+        task = Task(self.sources[key], p, job.device, job.variant, Cache(job.cache_dir), job.flags)
+        t0 = time.perf_counter()
+        try:
+            if hasattr(backend, "prepare_task"):
+                prepared = backend.prepare_task(task)
+            else:  # the plugin protocol: a program already cast for whole-model precisions
+                if not task.is_torch:
+                    return JobResult(UNSUPPORTED, message=f"{job.backend} takes torch programs; this model is ONNX")
+                prepared = Prepared(backend.prepare(task.program(), p.name, job.device))
+        except Exception as e:
+            status, op, dt = classify_exception(e)
+            return JobResult(UNSUPPORTED if status == ERROR else status, message=_one_line(e), op=op,
+                             dtype=dt or p.name, prepare_s=time.perf_counter() - t0, log_tail=traceback.format_exc(-3))
+        t1 = time.perf_counter()
+        inputs = task.inputs()
+        try:
+            outs = prepared.run(*inputs)
+            if job.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            arrays, dtypes = _to_numpy(outs)
+        except Exception as e:
+            status, op, dt = classify_exception(e)
+            return JobResult(status, notes=list(prepared.notes), info=dict(prepared.info), message=_one_line(e),
+                             op=op, dtype=dt or (p.name if op else None), prepare_s=t1 - t0,
+                             run_s=time.perf_counter() - t1, log_tail=traceback.format_exc(-3))
+        return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes), dict(prepared.info),
+                         prepare_s=t1 - t0, run_s=time.perf_counter() - t1)
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:600]}" if text else type(e).__name__
+
+
+def _serve(conn, log_path: str) -> None:
+    """Child main loop: stdout/stderr go to a log file so backend chatter never mixes into the report."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    state = _State()
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        os.ftruncate(1, 0)
+        os.lseek(1, 0, os.SEEK_SET)
+        try:
+            result = state.run(job)
+        except Exception as e:  # loading the source or the registry failed: still an answer, not a dead worker
+            result = JobResult(ERROR, message=_one_line(e), log_tail=traceback.format_exc(-3))
+        conn.send(result)
+
+
+class WorkerPool:
+    """One child process at a time, reused across jobs, replaced after a crash or a timeout."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self._ctx = mp.get_context("spawn")
+        self._proc = None
+        self._conn = None
+        self._log = Path(tempfile.mkdtemp(prefix="fpdiff-worker-")) / "worker.log"
+        self._env = env or {}
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        saved = {k: os.environ.get(k) for k in self._env}
+        os.environ.update(self._env)
+        try:
+            self._proc = self._ctx.Process(target=_serve, args=(child, str(self._log)), daemon=True)
+            self._proc.start()
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        child.close()
+        self._conn = parent
+
+    def run(self, job: Job, timeout: float) -> JobResult:
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        t0 = time.perf_counter()
+        try:
+            self._conn.send(job)
+            if self._conn.poll(timeout):
+                return self._conn.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self._proc.join(5)
+            code = self._proc.exitcode
+            self._proc = None
+            return JobResult(CRASH, message=f"backend process died ({_exit_text(code)})", log_tail=self._tail(),
+                             run_s=time.perf_counter() - t0)
+        self.close(kill=True)
+        return JobResult(TIMEOUT, message=f"no answer within {timeout:g} s; the process was killed",
+                         log_tail=self._tail(), run_s=time.perf_counter() - t0)
+
+    def _tail(self, n: int = 2000) -> str:
+        try:
+            return self._log.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def close(self, kill: bool = False) -> None:
+        if self._proc is None:
+            return
+        if kill:
+            self._proc.kill()
+        else:
+            try:
+                self._conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc = None
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        import signal
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return f"killed by {name}{hint}"
+    return f"exit code {code}"
