@@ -86,6 +86,14 @@ def export(module: torch.nn.Module, inputs: tuple, precision: Precision, variant
     return torch.export.export(m, args, dynamic_shapes=variant.as_dynamic_shapes(declared), strict=False)
 
 
+def functional(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """The program without in-place ops (scatter_ ...), for consumers that need value semantics. Only when
+    needed: decomposing also splits composite ops (group_norm) that some importers handle only whole."""
+    mutating = any(n.op == "call_function" and getattr(getattr(n.target, "_schema", None), "is_mutable", False)
+                   for n in program.graph.nodes)
+    return program.run_decompositions({}) if mutating else program
+
+
 def dynamic_dims(declared, input_names: list[str], variant: ShapeVariant) -> list[list[int]]:
     """Per positional input, the dims this variant leaves dynamic (for torch.compile's mark_dynamic)."""
     spec = variant.as_dynamic_shapes(declared)

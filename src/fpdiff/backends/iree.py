@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..compare import Finding
 from ..errors import Unsupported
+from ..graph import functional
 from . import MOSTLY, Prepared, to_numpy as _to_numpy
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
@@ -97,7 +98,7 @@ class IreeBackend:
             if task.is_torch:
                 from iree.compiler.extras.fx_importer import FxImporter
                 imp = FxImporter()
-                imp.import_frozen_program(task.program(), func_name="main")
+                imp.import_frozen_program(functional(task.program()), func_name="main")
                 mlir.write_text(str(imp.module))
                 flags = ["--iree-input-type=torch", *flags]
             else:

@@ -20,7 +20,7 @@ def _cell_text(c) -> str:
     return text
 
 
-def render(result, console: Console | None = None, verbose: bool = False) -> None:
+def render(result, console: Console | None = None) -> None:
     console = console or Console()
     precisions = list(dict.fromkeys(c.precision for c in result.cells))
     rows: dict[tuple, dict] = {}
@@ -35,18 +35,21 @@ def render(result, console: Console | None = None, verbose: bool = False) -> Non
     for (b, d, v), by_p in rows.items():
         table.add_row(b, d, v, *[_cell_text(by_p[p]) if p in by_p else "" for p in precisions])
     console.print(table)
-    notable = [c for c in result.cells if c.status != "pass" or c.findings]
-    for c in notable:
-        head = f"[{STYLE.get(c.status, '')}]{c.status}[/]  {c.backend}/{c.device}/{c.precision}/{c.shape_variant}"
-        console.print(f"{head}: {c.reason}", highlight=False)
+    for c in result.cells:
+        if c.status != "pass":
+            console.print(f"[{STYLE.get(c.status, '')}]{c.status}[/]  {_label(c)}: {c.reason}", highlight=False)
+    grouped: dict[tuple, list[str]] = {}
+    for c in result.cells:
         for f in c.findings:
-            if f.kind == "unsupported" and f.message.endswith(c.reason):
-                line = ""
-            else:
-                line = f"    [cyan]{f.kind}[/cyan]: {f.message}"
-            if f.remedy:
-                line += ("\n" if line else "") + f"    [green]remedy[/green]: {f.remedy}"
-            if line:
-                console.print(line, highlight=False)
+            grouped.setdefault((f.kind, f.message, f.remedy), []).append(_label(c))
+    for (kind, message, remedy), where in grouped.items():
+        cells = ", ".join(where) if len(where) <= 3 else f"{len(where)} cells ({where[0]}, ...)"
+        console.print(f"[cyan]{kind}[/cyan] in {cells}: {message}", highlight=False)
+        if remedy:
+            console.print(f"    [green]remedy[/green]: {remedy}", highlight=False)
     s = result.as_dict()["summary"]
     console.print(" ".join(f"{k}={v}" for k, v in s.items() if v) + f"   ({result.duration_s:.1f} s)")
+
+
+def _label(c) -> str:
+    return f"{c.backend}/{c.device}/{c.precision}/{c.shape_variant}"

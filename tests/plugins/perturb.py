@@ -1,0 +1,45 @@
+"""A plugin backend with a known bug: one chosen op's output is off by 1e-3 relative (alternating sign)."""
+import torch
+
+TARGETS = {torch.ops.aten.linear.default, torch.ops.aten.conv2d.default, torch.ops.aten.addmm.default,
+           torch.ops.aten.mm.default}
+
+
+def _perturb(x):
+    sign = torch.ones_like(x).flatten()
+    sign[1::2] = -1
+    return x * (1 + 1e-3 * sign.reshape(x.shape))
+
+
+class PerturbBackend:
+    name = "perturb"
+    which = 1  # perturb the second matching op
+
+    def available(self):
+        return None
+
+    def prepare(self, program, precision, device):
+        gm = program.module()
+        hits = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in TARGETS]
+        node = hits[min(self.which, len(hits) - 1)]
+        with gm.graph.inserting_after(node):
+            new = gm.graph.call_function(_perturb, (node,))
+        node.replace_all_uses_with(new, delete_user_cb=lambda user: user is not new)
+        gm.recompile()
+
+        def run(*inputs):
+            with torch.no_grad():
+                return gm(*inputs)
+        return run
+
+
+class HonestBackend:
+    """Runs the program it is given as is: must never be judged mismatch."""
+    name = "honest"
+
+    def available(self):
+        return None
+
+    def prepare(self, program, precision, device):
+        gm = program.module()
+        return lambda *inputs: gm(*inputs)

@@ -1,0 +1,110 @@
+"""The grid on real backends: the seed scenarios of the check command."""
+import pytest
+
+import fpdiff
+from conftest import PLUGINS, SPECS
+
+
+def cells(result, **match):
+    return [c for c in result.cells if all(getattr(c, k) == v for k, v in match.items())]
+
+
+def one(result, **match):
+    found = cells(result, **match)
+    assert len(found) == 1, (match, [(c.backend, c.precision, c.shape_variant) for c in result.cells])
+    return found[0]
+
+
+@pytest.mark.parametrize("example", ["tinycnn", "tinyformer", "rmsnorm", "router"])
+def test_fp32_examples_never_mismatch_on_any_backend(example):
+    r = fpdiff.check(f"example:{example}", backends=["torch", "inductor", "ort", "iree"], precisions=["fp32"],
+                     shape_variants=["static"])
+    for c in r.cells:
+        assert c.status == "pass", (c.backend, c.status, c.reason)
+        assert c.metrics["rel_l2"] < 1e-5
+    assert r.exit_code() == 0
+
+
+def test_iree_fp64_really_computes_in_float64():
+    r = fpdiff.check(str(SPECS / "f64_mul.py"), backends=["iree"], precisions=["fp64"])
+    c = one(r, backend="iree")
+    assert c.status == "pass", c.reason
+    assert c.computed_dtype == "float64"
+    assert c.output_dtypes == ["float64"]
+    assert "--iree-input-demote-f64-to-f32=false" in c.info["flags"]
+    assert not [f for f in c.findings if f.kind == "dtype-changed"]
+    # fp32 would lose the low digits of a*b ~ 1e9: this model can tell f64 from f32 apart
+    assert c.metrics["max_abs"] < 1e-6
+
+
+def test_iree_user_flags_that_keep_demotion_give_dtype_changed_with_the_flag_as_remedy():
+    r = fpdiff.check(str(SPECS / "f64_mul.py"), backends=["iree"], precisions=["fp64"],
+                     iree_flags=["--iree-input-demote-f64-to-f32=true"])
+    c = one(r, backend="iree")
+    changed = [f for f in c.findings if f.kind == "dtype-changed"]
+    assert changed, (c.status, c.reason, c.findings)
+    assert "--iree-input-demote-f64-to-f32=false" in changed[0].remedy
+    assert c.status != "pass"
+
+
+def test_op_without_kernel_in_a_dtype_is_unsupported_naming_op_and_remedy_that_works():
+    r = fpdiff.check("example:tinycnn", backends=["ort", "torch"], precisions=["fp32", "bf16", "amp-bf16"])
+    c = one(r, backend="ort", precision="bf16")
+    assert c.status == "unsupported"
+    f = [f for f in c.findings if f.kind == "unsupported"][0]
+    assert f.op and f.op.split()[0] == "Conv"  # ONNX Runtime's CPU provider has no bf16 Conv
+    assert "ort" in f.message and "bf16" in f.message
+    assert "amp-bf16" in f.remedy
+    # the remedy works: the model under autocast bf16 meets the bf16 tolerance
+    assert one(r, backend="torch", precision="amp-bf16").status == "pass"
+    assert r.exit_code() == 0  # unsupported is not a failure
+
+
+def test_mixed_static_dynamic_variants_run_on_ort_and_iree():
+    r = fpdiff.check("example:router", backends=["ort", "iree"], precisions=["fp32"])
+    variants = {c.shape_variant for c in r.cells}
+    assert variants == {"static", "dynamic", "mixed:tokens-static", "mixed:top_k-static"}
+    for c in r.cells:
+        assert c.status == "pass", (c.backend, c.shape_variant, c.reason)
+
+
+def test_plugin_that_perturbs_one_op_is_mismatch_and_honest_plugin_passes():
+    r = fpdiff.check("example:tinyformer", backends=["perturb", "honest"], precisions=["fp32"],
+                     plugins=[str(PLUGINS / "perturb.py")], shape_variants=["static", "dynamic"])
+    for c in cells(r, backend="perturb"):
+        assert c.status == "mismatch", c.reason
+        assert c.metrics["rel_l2"] > 1e-4
+    for c in cells(r, backend="honest"):
+        assert c.status == "pass", c.reason
+    assert r.exit_code() == 1
+
+
+def test_crash_timeout_and_unavailable_backends_cost_one_cell_each():
+    r = fpdiff.check("example:tinycnn", backends=["dies", "hangs", "absent", "torch"], precisions=["fp32"],
+                     plugins=[str(PLUGINS / "misbehave.py")], timeout=20)
+    assert one(r, backend="dies").status == "crash"
+    assert "exit code 3" in one(r, backend="dies").reason
+    assert one(r, backend="hangs").status == "timeout"
+    absent = one(r, backend="absent")
+    assert absent.status == "unsupported" and "hardware" in absent.reason
+    assert one(r, backend="torch").status == "pass"  # the grid went on
+    assert r.exit_code() == 1
+
+
+def test_fp16_overflow_inside_an_op_is_precision_loss_not_mismatch():
+    r = fpdiff.check("example:rmsnorm", backends=["torch", "iree"], precisions=["fp16", "bf16"])
+    t = one(r, backend="torch", precision="fp16")
+    assert t.status == "precision-loss"  # the baseline itself: fp16 is too coarse, no backend is wrong
+    assert one(r, backend="torch", precision="bf16").status == "pass"
+    assert one(r, backend="iree", precision="fp16").status in ("precision-loss", "unsupported")
+
+
+def test_cuda_precisions_without_a_gpu_are_unsupported_with_reason():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: the cells would run")
+    r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["tf32", "fp32"], devices=["cpu", "cuda"])
+    tf32 = one(r, device="cpu", precision="tf32")
+    assert tf32.status == "unsupported" and "CUDA" in tf32.reason
+    assert one(r, device="cuda", precision="fp32").status == "unsupported"
+    assert one(r, device="cpu", precision="fp32").status == "pass"
