@@ -60,6 +60,18 @@ def test_op_without_kernel_in_a_dtype_is_unsupported_naming_op_and_remedy_that_w
     assert r.exit_code() == 0  # unsupported is not a failure
 
 
+def test_ort_fp16_scatter_add_is_unsupported_and_autocast_runs_it():
+    r = fpdiff.check(str(SPECS / "scatter_add_pool.py"), backends=["ort", "torch"],
+                     precisions=["fp32", "fp16", "amp-fp16"])
+    c = one(r, backend="ort", precision="fp16")
+    assert c.status == "unsupported"
+    f = [f for f in c.findings if f.kind == "unsupported"][0]
+    assert f.op.startswith(("ScatterND", "ScatterElements")) and "fp16" in f.message
+    assert "amp-fp16" in f.remedy
+    assert one(r, backend="ort", precision="fp32").status == "pass"
+    assert one(r, backend="torch", precision="amp-fp16").status == "pass"
+
+
 def test_mixed_static_dynamic_variants_run_on_ort_and_iree():
     r = fpdiff.check("example:router", backends=["ort", "iree"], precisions=["fp32"])
     variants = {c.shape_variant for c in r.cells}

@@ -168,7 +168,8 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
             p = prec.Precision(**{**p.__dict__, "tolerance": float(tol_over[p.name])})
         fp32 = results.get((b, d, "fp32", v))
         out_cells.append(_judge_cell(b, d, p, v, r, ref_out, base_metrics.get(p.name),
-                                     fp32_ok=fp32 is None or fp32.status == OK))
+                                     fp32_ok=fp32 is None or fp32.status == OK,
+                                     torch_source=source.ref.kind == "torch"))
     _variant_findings(out_cells, {(b, d, p.name, v.name): results[(b, d, p.name, v)] for b, d, p, v in cells})
     reference = {"backend": judge_backend, "device": "cpu", "dtype": "float64",
                  "outputs": [list(a.shape) for a in ref_out], "duration_s": round(ref.prepare_s + ref.run_s, 3)}
@@ -187,14 +188,14 @@ class _ShapeMismatch(Exception):
 
 
 def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult, ref_out,
-                baseline: Metrics | None, fp32_ok: bool) -> Cell:
+                baseline: Metrics | None, fp32_ok: bool, torch_source: bool) -> Cell:
     cell = Cell(b, d, p.name, v.name, r.status, duration_s=round(r.prepare_s + r.run_s, 3), info=r.info,
                 output_dtypes=r.output_dtypes, findings=list(r.notes))
     if r.status != OK:
         cell.status = {UNSUPPORTED: compare.UNSUPPORTED, TIMEOUT: compare.TIMEOUT}.get(r.status, compare.CRASH)
         cell.reason = r.message if r.status != ERROR else f"raised while running: {r.message}"
         if r.status == UNSUPPORTED:
-            cell.findings.append(_unsupported_finding(b, p, r, fp32_ok))
+            cell.findings.append(_unsupported_finding(b, p, r, fp32_ok, torch_source))
         elif r.status == CRASH and r.log_tail:
             cell.info["log_tail"] = r.log_tail[-1500:]
         return cell
@@ -231,15 +232,18 @@ def _dtype_findings(p: prec.Precision, cell: Cell, r: JobResult) -> list[Finding
     return []
 
 
-def _unsupported_finding(b: str, p: prec.Precision, r: JobResult, fp32_ok: bool) -> Finding:
+def _unsupported_finding(b: str, p: prec.Precision, r: JobResult, fp32_ok: bool, torch_source: bool) -> Finding:
     """Name op, dtype and backend; suggest autocast only when the refusal is about the dtype (fp32 ran)."""
     what = f"op {r.op}" if r.op else "the model"
     msg = f"{b} cannot run {what} in {p.name}"
     remedy = None
-    if fp32_ok and p.is_cast and p.dtype in (torch.float16, torch.bfloat16):
+    if not fp32_ok:
+        pass  # not a dtype refusal: the backend cannot run this model at all
+    elif p.is_cast and p.dtype in (torch.float16, torch.bfloat16):
         amp = "amp-fp16" if p.dtype == torch.float16 else "amp-bf16"
-        remedy = (f"run under autocast ({amp}: weights stay fp32, {r.op or 'unsupported ops'} computed in fp32), "
-                  "or keep that op in fp32")
+        keep = f"keep {r.op or 'the refused op'} in fp32"
+        remedy = (f"run under autocast ({amp}: weights stay fp32, torch picks fp32 for ops that need it), or {keep}"
+                  if torch_source else f"{keep} (an ONNX graph has no autocast)")
     elif p.name == "fp64":
         remedy = "fp64 is rarely supported by compilers; use fp32 on this backend and fp64 only as the judge"
     return Finding("unsupported", msg, op=r.op, remedy=remedy)

@@ -37,6 +37,8 @@ class JobResult:
 _UNSUPPORTED_PATTERNS = [
     re.compile(r'"(?P<op>[\w.:]+)" not implemented for \'(?P<dtype>\w+)\''),
     re.compile(r"Could not find an implementation for (?P<op>\w+)\(\d+\) node with name '(?P<node>[^']*)'"),
+    re.compile(r"running (?P<op>\w+) node\. Name:'(?P<node>[^']*)' Status Message: .*?(?P<dtype>\w+) data type is "
+               r"not supported"),
     re.compile(r"Type '[^']*' of input parameter \([^)]*\) of operator \((?P<op>\w+)\) in node \((?P<node>[^)]*)\) is invalid"),
     re.compile(r"(?P<op>[\w.:]+) (?:is )?not (?:yet )?(?:implemented|supported) for (?:dtype )?(?P<dtype>[\w.]+)"),
 ]

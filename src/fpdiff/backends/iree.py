@@ -1,6 +1,7 @@
 """IREE: torch programs through the FX importer, ONNX graphs through iree-import-onnx; llvm-cpu or cuda."""
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -51,12 +52,36 @@ def computed_dtypes(phase_dir: Path) -> tuple[Counter, bool]:
     return counts, demoted
 
 
+@contextlib.contextmanager
+def _inline_weights(on: bool):
+    """Weights as dense<> literals instead of dense_resource<>: iree-compile 3.13 rejects bf16 and f64 weights in
+    the resource form ("'arith.constant' op failed to verify that all of {value, result} have same type").
+    Only the encoding of the same values changes."""
+    if not on:
+        yield
+        return
+    import iree.compiler.extras.fx_importer as fxi
+    from iree.compiler.ir import DenseElementsAttr
+
+    class _Dense:
+        @staticmethod
+        def get_from_buffer(arr, name, tensor_type):
+            return DenseElementsAttr.get(arr, type=tensor_type.element_type, shape=list(tensor_type.shape))
+
+    saved = fxi.DenseResourceElementsAttr
+    fxi.DenseResourceElementsAttr = _Dense
+    try:
+        yield
+    finally:
+        fxi.DenseResourceElementsAttr = saved
+
+
 def _unsupported_from_compile(stderr: str, precision: str) -> Unsupported:
     lines = [ln for ln in stderr.splitlines() if "error" in ln.lower()] or stderr.splitlines()[-3:] or ["(no output)"]
     m = re.search(r"undefined symbol: (\w+)", stderr)
     op = m.group(1) if m else None
     if not op:
-        m = re.search(r"'([\w.]+)' op", lines[0])
+        m = re.search(r"'([\w.]+)' op|operation '([\w.]+)'", stderr)
         op = m.group(1) if m else None
     return Unsupported(f"iree-compile failed: {lines[0].strip()[:400]}", op=op, dtype=precision)
 
@@ -97,9 +122,10 @@ class IreeBackend:
             mlir = Path(tmp) / "model.mlir"
             if task.is_torch:
                 from iree.compiler.extras.fx_importer import FxImporter
-                imp = FxImporter()
-                imp.import_frozen_program(functional(task.program()), func_name="main")
-                mlir.write_text(str(imp.module))
+                with _inline_weights(task.precision.name in ("bf16", "fp64")):
+                    imp = FxImporter()
+                    imp.import_frozen_program(functional(task.program()), func_name="main")
+                    mlir.write_text(str(imp.module))
                 flags = ["--iree-input-type=torch", *flags]
             else:
                 r = subprocess.run([_tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],

@@ -52,8 +52,8 @@ class OrtBackend:
     def prepare_task(self, task) -> Prepared:
         import onnxruntime as ort
         if task.precision.autocast is not None:
-            raise Unsupported("autocast has no ONNX Runtime form (it is a torch dispatch policy); "
-                              "fpdiff plan exports a mixed-precision graph instead")
+            raise Unsupported("autocast is a torch dispatch policy with no faithful ONNX form (torch.onnx exports "
+                              "it as LayerNormalization with mixed input types, which ONNX Runtime refuses)")
         providers = ["CPUExecutionProvider"]
         if task.device.startswith("cuda"):
             if "CUDAExecutionProvider" not in ort.get_available_providers():

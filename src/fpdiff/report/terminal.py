@@ -41,6 +41,8 @@ def render(result, console: Console | None = None) -> None:
     grouped: dict[tuple, list[str]] = {}
     for c in result.cells:
         for f in c.findings:
+            if f.kind == "unsupported" and not f.remedy:
+                continue  # the status line above says it all
             grouped.setdefault((f.kind, f.message, f.remedy), []).append(_label(c))
     for (kind, message, remedy), where in grouped.items():
         cells = ", ".join(where) if len(where) <= 3 else f"{len(where)} cells ({where[0]}, ...)"

@@ -1,0 +1,154 @@
+"""The command line: exit codes, and one clear line for every bad input (no traceback unless --debug)."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SPECS
+
+
+def run(*args, cwd=None):
+    p = subprocess.run([sys.executable, "-m", "fpdiff", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def assert_usage_error(args, needle, cwd=None):
+    code, out, err = run(*args, cwd=cwd)
+    assert code == 2, (code, out, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0], err
+
+
+@pytest.fixture(scope="module")
+def onnx_model(tmp_path_factory):
+    d = tmp_path_factory.mktemp("onnx")
+    m = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Tanh()).eval()
+    from torch.export import Dim
+    torch.onnx.export(m, (torch.randn(2, 8),), str(d / "m.onnx"), dynamo=True, optimize=False,
+                      dynamic_shapes=({0: Dim("batch")},))
+    return d / "m.onnx"
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_missing_file(tmp_path):
+    assert_usage_error(["check", str(tmp_path / "nope.py")], "not found")
+
+
+def test_directory_as_model(tmp_path):
+    assert_usage_error(["check", str(tmp_path)], "directory")
+
+
+def test_spec_without_model(tmp_path):
+    assert_usage_error(["check", write(tmp_path, "s.py", "def inputs(): return ()\n")], "does not define model()")
+
+
+def test_spec_that_raises(tmp_path):
+    assert_usage_error(["check", write(tmp_path, "s.py", "raise ValueError('boom')\n")], "ValueError: boom")
+
+
+def test_spec_whose_model_raises(tmp_path):
+    text = "import torch\ndef model(): raise RuntimeError('no weights')\ndef inputs(): return (torch.ones(1),)\n"
+    assert_usage_error(["check", write(tmp_path, "s.py", text)], "model() raised RuntimeError: no weights")
+
+
+def test_spec_inputs_not_tensors(tmp_path):
+    text = "import torch\ndef model(): return torch.nn.Identity()\ndef inputs(): return [1, 2]\n"
+    assert_usage_error(["check", write(tmp_path, "s.py", text)], "tuple of tensors")
+
+
+def test_unparsable_onnx(tmp_path):
+    assert_usage_error(["check", write(tmp_path, "m.onnx", "not a protobuf")], "cannot read ONNX file")
+
+
+def test_unknown_model_kind(tmp_path):
+    assert_usage_error(["check", write(tmp_path, "m.txt", "x")], "unknown model kind")
+
+
+def test_unknown_example():
+    assert_usage_error(["check", "example:nope"], "unknown example 'nope'")
+
+
+def test_unknown_backend_and_precision():
+    assert_usage_error(["check", "example:tinycnn", "--backends", "torch,tensorrt"], "unknown backend 'tensorrt'")
+    assert_usage_error(["check", "example:tinycnn", "--precisions", "fp8"], "unknown precision 'fp8'")
+
+
+def test_unknown_shape_variant():
+    assert_usage_error(["check", "example:tinyformer", "--shape-variants", "wobbly"], "unknown shape variant")
+
+
+def test_bad_shape_syntax_and_missing_plugin(tmp_path):
+    assert_usage_error(["check", "example:tinycnn", "--shape", "x=a,b"], "--shape wants NAME=D0,D1")
+    assert_usage_error(["check", "example:tinycnn", "--plugin", str(tmp_path / "p.py")], "plugin file not found")
+
+
+def test_onnx_symbolic_dims_need_shape(onnx_model):
+    assert_usage_error(["check", str(onnx_model)], "give its shape with --shape")
+
+
+def test_npz_missing_wrong_shape_wrong_dtype(onnx_model, tmp_path):
+    name = "x"
+    import onnx
+    name = [i.name for i in onnx.load(str(onnx_model)).graph.input][0]
+    cases = {"missing": ({"other": np.zeros((2, 8), np.float32)}, "lacks arrays"),
+             "shape": ({name: np.zeros((2, 7), np.float32)}, "does not fit"),
+             "dtype": ({name: np.zeros((2, 8), np.float64)}, "dtype float64")}
+    for key, (arrays, needle) in cases.items():
+        path = tmp_path / f"{key}.npz"
+        np.savez(path, **arrays)
+        assert_usage_error(["check", str(onnx_model), "--inputs", str(path)], needle)
+    assert_usage_error(["check", str(onnx_model), "--inputs", str(tmp_path / "none.npz")], "inputs file not found")
+
+
+def test_nonfinite_inputs_refused_unless_allowed(tmp_path):
+    text = ("import torch\ndef model(): return torch.nn.Linear(4, 4)\n"
+            "def inputs(): return (torch.tensor([[1.0, float('nan'), 2.0, 3.0]]),)\n")
+    spec = write(tmp_path, "s.py", text)
+    assert_usage_error(["check", spec, "--backends", "torch"], "non-finite")
+    code, out, err = run("check", spec, "--backends", "torch", "--precisions", "fp32", "--allow-nonfinite")
+    assert code == 0, (out, err)
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    code, out, err = run("--debug", "check", str(tmp_path / "nope.py"))
+    assert code != 0 and "Traceback" in err
+
+
+def test_onnx_model_checks_with_json_report(onnx_model, tmp_path):
+    import json
+    out_json = tmp_path / "r.json"
+    code, out, err = run("check", str(onnx_model), "--shape", "input=3,8", "--backends", "ort,iree",
+                         "--precisions", "fp32,fp16", "--json", str(out_json))
+    assert code == 0, (out, err)
+    report = json.loads(out_json.read_text())
+    assert report["reference"]["backend"] == "onnxref" and report["reference"]["dtype"] == "float64"
+    keys = {"backend", "device", "precision", "shape_variant", "status", "metrics", "baseline_metrics",
+            "computed_dtype", "findings", "duration_s"}
+    for c in report["cells"]:
+        assert keys <= set(c)
+        assert c["status"] == "pass", c
+        for f in c["findings"]:
+            assert set(f) == {"kind", "message", "op", "remedy"}
+    assert "pass" in out
+
+
+def test_mismatch_exits_1(tmp_path):
+    from conftest import PLUGINS
+    code, out, err = run("check", "example:tinycnn", "--plugin", str(PLUGINS / "perturb.py"), "--backends",
+                         "perturb", "--precisions", "fp32")
+    assert code == 1 and "mismatch" in out, (out, err)
+
+
+def test_examples_and_backends_list():
+    code, out, _ = run("examples")
+    assert code == 0 and "example:tinycnn" in out and "example:router" in out
+    code, out, _ = run("backends")
+    assert code == 0 and "iree" in out and "ort" in out

@@ -1,0 +1,28 @@
+from torch.export import Dim
+
+from fpdiff import graph
+
+
+def test_no_dynamic_shapes_means_static_only():
+    assert [v.name for v in graph.variants(None)] == ["static"]
+
+
+def test_two_dims_give_static_dynamic_and_each_mixed():
+    a, b = Dim("a"), Dim("b")
+    names = [v.name for v in graph.variants({"x": {0: a, 1: b}})]
+    assert names == ["static", "dynamic", "mixed:a-static", "mixed:b-static"]
+
+
+def test_three_dims_give_all_proper_subsets_and_four_each_alone():
+    spec3 = {"x": {0: Dim("a"), 1: Dim("b")}, "y": {0: Dim("c")}}
+    assert len(graph.variants(spec3)) == 2 + 6
+    spec4 = {"x": {0: Dim("a"), 1: Dim("b"), 2: Dim("c"), 3: Dim("d")}}
+    assert len(graph.variants(spec4)) == 2 + 4
+
+
+def test_variant_replaces_its_static_dims_with_none():
+    a, b = Dim("a"), Dim("b")
+    spec = {"x": {0: a, 1: b}, "y": (a, None)}
+    v = graph.find_variant(spec, "mixed:a-static")
+    assert v.as_dynamic_shapes(spec) == {"x": {0: None, 1: b}, "y": (None, None)}
+    assert graph.dynamic_dims(spec, ["x", "y"], v) == [[1], []]
