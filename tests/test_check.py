@@ -120,3 +120,19 @@ def test_cuda_precisions_without_a_gpu_are_unsupported_with_reason():
     assert tf32.status == "unsupported" and "CUDA" in tf32.reason
     assert one(r, device="cuda", precision="fp32").status == "unsupported"
     assert one(r, device="cpu", precision="fp32").status == "pass"
+
+
+def test_inductor_runs_every_shape_variant():
+    r = fpdiff.check("example:tinyformer", backends=["inductor"], precisions=["fp32"])
+    assert len(r.cells) == 4
+    for c in r.cells:
+        assert c.status == "pass", (c.shape_variant, c.reason)
+
+
+def test_compile_cache_is_reused_on_a_second_run(tmp_path):
+    kw = dict(backends=["iree"], precisions=["fp16"], cache_dir=str(tmp_path))
+    first = fpdiff.check("example:tinycnn", **kw)
+    second = fpdiff.check("example:tinycnn", **kw)
+    assert one(first, backend="iree").info["cache"] == "miss"
+    assert one(second, backend="iree").info["cache"] == "hit"
+    assert one(first, backend="iree").metrics == one(second, backend="iree").metrics
