@@ -136,3 +136,15 @@ def test_compile_cache_is_reused_on_a_second_run(tmp_path):
     assert one(first, backend="iree").info["cache"] == "miss"
     assert one(second, backend="iree").info["cache"] == "hit"
     assert one(first, backend="iree").metrics == one(second, backend="iree").metrics
+
+
+def test_inductor_autocast_cells_really_run_their_own_dtype():
+    r = fpdiff.check("example:tinyformer", backends=["torch", "inductor"], precisions=["amp-fp16", "amp-bf16"],
+                     shape_variants=["static"])
+    for p in ("amp-fp16", "amp-bf16"):
+        eager, compiled = one(r, backend="torch", precision=p), one(r, backend="inductor", precision=p)
+        ratio = compiled.metrics["rel_l2"] / eager.metrics["rel_l2"]
+        assert 0.25 < ratio < 4, (p, compiled.metrics["rel_l2"], eager.metrics["rel_l2"])
+    # bf16 keeps 8 mantissa bits, fp16 11: the bf16 cell must be clearly less accurate
+    assert one(r, backend="inductor", precision="amp-bf16").metrics["rel_l2"] > \
+        3 * one(r, backend="inductor", precision="amp-fp16").metrics["rel_l2"]

@@ -1,13 +1,16 @@
 """Runs backend jobs in a child process with a timeout, so a crash or hang costs one cell, not the run."""
 from __future__ import annotations
 
-import multiprocessing as mp
+import socket
+import subprocess
+import sys
 import os
 import re
 import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
@@ -146,11 +149,9 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:600]}" if text else type(e).__name__
 
 
-def _serve(conn, log_path: str) -> None:
-    """Child main loop: stdout/stderr go to a log file so backend chatter never mixes into the report."""
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+def _serve(conn) -> None:
+    """Child main loop. Its stdout/stderr are the log file, truncated per job, so backend chatter never mixes
+    into the report and a crash leaves its last words for the cell."""
     state = _State()
     while True:
         try:
@@ -159,8 +160,12 @@ def _serve(conn, log_path: str) -> None:
             return
         if job is None:
             return
-        os.ftruncate(1, 0)
-        os.lseek(1, 0, os.SEEK_SET)
+        for fd in (1, 2):
+            try:
+                os.ftruncate(fd, 0)
+                os.lseek(fd, 0, os.SEEK_SET)
+            except OSError:
+                pass
         try:
             result = state.run(job)
         except Exception as e:  # loading the source or the registry failed: still an answer, not a dead worker
@@ -169,39 +174,41 @@ def _serve(conn, log_path: str) -> None:
 
 
 class WorkerPool:
-    """One child process at a time, reused across jobs, replaced after a crash or a timeout."""
+    """One child process at a time, reused across jobs, replaced after a crash or a timeout. The child is a
+    fresh interpreter (`python -m fpdiff.worker`), so callers need no `if __name__ == "__main__"` guard."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
-        self._ctx = mp.get_context("spawn")
-        self._proc = None
-        self._conn = None
+        self._proc: subprocess.Popen | None = None
+        self._conn: Connection | None = None
         self._log = Path(tempfile.mkdtemp(prefix="fpdiff-worker-")) / "worker.log"
         self._env = env or {}
 
     def _start(self) -> None:
-        parent, child = self._ctx.Pipe()
-        saved = {k: os.environ.get(k) for k in self._env}
-        os.environ.update(self._env)
-        try:
-            self._proc = self._ctx.Process(target=_serve, args=(child, str(self._log)), daemon=True)
-            self._proc.start()
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
-        child.close()
-        self._conn = parent
+        ours, theirs = socket.socketpair()
+        with open(self._log, "wb") as log:
+            self._proc = subprocess.Popen([sys.executable, "-m", "fpdiff.worker", str(theirs.fileno())],
+                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                          pass_fds=(theirs.fileno(),), env={**os.environ, **self._env})
+        theirs.close()
+        self._conn = Connection(ours.detach())
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
 
     def run(self, job: Job, timeout: float) -> JobResult:
-        if self._proc is None or not self._proc.is_alive():
+        if not self._alive():
             self._start()
         t0 = time.perf_counter()
         try:
             self._conn.send(job)
             if self._conn.poll(timeout):
                 return self._conn.recv()
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            self._proc.join(5)
-            code = self._proc.exitcode
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            try:
+                code = self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                code = self._proc.wait()
             self._proc = None
             return JobResult(CRASH, message=f"backend process died ({_exit_text(code)})", log_tail=self._tail(),
                              run_s=time.perf_counter() - t0)
@@ -225,9 +232,12 @@ class WorkerPool:
                 self._conn.send(None)
             except (BrokenPipeError, OSError):
                 pass
-        self._proc.join(10)
-        if self._proc.is_alive():
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
             self._proc.kill()
+            self._proc.wait()
+        self._conn.close()
         self._proc = None
 
     def __enter__(self) -> "WorkerPool":
@@ -249,3 +259,8 @@ def _exit_text(code: int | None) -> str:
         hint = " (out of memory?)" if name == "SIGKILL" else ""
         return f"killed by {name}{hint}"
     return f"exit code {code}"
+
+
+if __name__ == "__main__":  # run as a module: serve through the importable twin, so results pickle by name
+    from fpdiff.worker import _serve as serve
+    serve(Connection(int(sys.argv[1])))

@@ -20,6 +20,10 @@ class InductorBackend:
             raise Unsupported("torch.compile runs torch models; this model is ONNX")
         torch._dynamo.reset()  # no guards or graphs carried over from another cell
         module = task.module().to(task.device)
+        if task.precision.autocast is not None:
+            # autocast inside the compiled region: traced into the graph, so the graph itself differs per
+            # autocast dtype (entered outside, a graph compiled under amp-fp16 was seen reused for amp-bf16)
+            module = _Autocast(module, task.device.split(":")[0], task.precision.autocast)
         dims = dynamic_dims(task.source.declared, task.source.input_names, task.variant)
         compiled = torch.compile(module, backend="inductor", dynamic=False if not any(dims) else None)
 
@@ -29,6 +33,16 @@ class InductorBackend:
                     torch._dynamo.mark_dynamic(t, d)
             return compiled(*inputs)
 
-        run = device_runner(call, task.precision, task.device)
+        run = device_runner(call, task.precision, task.device, autocast=False)
         run(*task.inputs())  # compile now, so a compile failure is `unsupported` and run time excludes it
         return Prepared(run, computed_dtype(task.precision))
+
+
+class _Autocast(torch.nn.Module):
+    def __init__(self, inner: torch.nn.Module, device_type: str, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.inner, self.device_type, self.dtype = inner, device_type, dtype
+
+    def forward(self, *args):
+        with torch.autocast(device_type=self.device_type, dtype=self.dtype):
+            return self.inner(*args)

@@ -10,12 +10,12 @@ from ..precision import Precision, dtype_name
 from . import Prepared
 
 
-def precision_context(precision: Precision, device: str):
+def precision_context(precision: Precision, device: str, autocast: bool = True):
     """Autocast for amp-*, and TF32 on or off explicitly (cuDNN convs default to TF32 on CUDA: fp32 must not)."""
     stack = contextlib.ExitStack()
     if device.startswith("cuda"):
         stack.enter_context(_tf32(precision.name == "tf32"))
-    if precision.autocast is not None:
+    if autocast and precision.autocast is not None:
         stack.enter_context(torch.autocast(device_type=device.split(":")[0], dtype=precision.autocast))
     return stack
 
@@ -37,10 +37,10 @@ def computed_dtype(precision: Precision) -> str:
     return "tf32 (float32 storage)" if precision.name == "tf32" else dtype_name(precision.dtype)
 
 
-def device_runner(fn, precision: Precision, device: str):
+def device_runner(fn, precision: Precision, device: str, autocast: bool = True):
     """Move inputs to the device, run under the precision's context, bring outputs back to the CPU."""
     def run(*inputs):
-        with torch.no_grad(), precision_context(precision, device):
+        with torch.no_grad(), precision_context(precision, device, autocast):
             out = fn(*(t.to(device) for t in inputs))
         return torch.utils._pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
     return run
