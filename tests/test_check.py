@@ -17,8 +17,7 @@ def one(result, **match):
 
 @pytest.mark.parametrize("example", ["tinycnn", "tinyformer", "rmsnorm", "router"])
 def test_fp32_examples_never_mismatch_on_any_backend(example):
-    r = fpdiff.check(f"example:{example}", backends=["torch", "inductor", "ort", "iree"], precisions=["fp32"],
-                     shape_variants=["static"])
+    r = fpdiff.check(f"example:{example}", backends=["torch", "inductor", "ort", "iree"], precisions=["fp32"])
     for c in r.cells:
         assert c.status == "pass", (c.backend, c.status, c.reason)
         assert c.metrics["rel_l2"] < 1e-5
@@ -148,3 +147,14 @@ def test_inductor_autocast_cells_really_run_their_own_dtype():
     # bf16 keeps 8 mantissa bits, fp16 11: the bf16 cell must be clearly less accurate
     assert one(r, backend="inductor", precision="amp-bf16").metrics["rel_l2"] > \
         3 * one(r, backend="inductor", precision="amp-fp16").metrics["rel_l2"]
+
+
+def test_a_variant_that_departs_is_named_as_variant_disagreement():
+    r = fpdiff.check("example:tinyformer", backends=["dynbug"], precisions=["fp32"],
+                     plugins=[str(PLUGINS / "perturb.py")])
+    assert one(r, shape_variant="static").status == "pass"
+    for v in ("dynamic", "mixed:batch-static", "mixed:seq-static"):
+        c = one(r, shape_variant=v)
+        assert c.status == "mismatch"
+        f = [f for f in c.findings if f.kind == "variant-disagreement"]
+        assert f and "static" in f[0].message and v in f[0].message

@@ -152,3 +152,22 @@ def test_examples_and_backends_list():
     assert code == 0 and "example:tinycnn" in out and "example:router" in out
     code, out, _ = run("backends")
     assert code == 0 and "iree" in out and "ort" in out
+
+
+def test_locate_names_the_culprit_and_writes_json(tmp_path):
+    import json
+    code, out, err = run("locate", "example:rmsnorm", "--precision", "fp16", "--json", str(tmp_path / "l.json"))
+    assert code == 0, err
+    assert "overflow" in out and "rmsnorm.py:15" in out
+    data = json.loads((tmp_path / "l.json").read_text())
+    assert data["culprit"]["op"] == "aten.mul.Tensor" and len(data["ops"]) == 9
+
+
+def test_locate_with_nothing_wrong_says_so():
+    code, out, _ = run("locate", "example:tinycnn", "--precision", "fp32")
+    assert code == 0 and "no op departs" in out
+
+
+def test_locate_bad_input():
+    assert_usage_error(["locate", "example:tinycnn", "--backend", "ort"], "torch backend")
+    assert_usage_error(["locate", "example:tinycnn", "--precision", "fp7"], "unknown precision")

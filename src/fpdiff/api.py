@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .check import CheckResult, Cell, check
+from .locate import LocateResult, locate
 from .sources.examples import names as examples
 
-__all__ = ["check", "CheckResult", "Cell", "examples"]
+__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult"]

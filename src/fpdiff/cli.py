@@ -56,6 +56,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cache-dir", default=None)
     c.add_argument("--json", metavar="PATH", help="write the JSON report here")
     c.add_argument("--strict", action="store_true", help="exit 1 unless every cell passes")
+    loc = sub.add_parser("locate", help="the first op whose own error at a precision is out of line")
+    loc.add_argument("model", help="spec .py file or example:NAME")
+    loc.add_argument("--backend", default="torch", help="torch (eager) for now")
+    loc.add_argument("--precision", default="fp16")
+    loc.add_argument("--seed", type=int, default=0)
+    loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
+    loc.add_argument("--json", metavar="PATH", help="write per-op data here")
     sub.add_parser("examples", help="list the built-in example models")
     sub.add_parser("backends", help="list registered backends and whether they are available")
     return p
@@ -90,7 +97,26 @@ def _run(args) -> int:
             why = reg.create(name).available()
             console.print(f"{name:10s} {'available' if not why else 'unavailable: ' + why}", highlight=False)
         return EXIT_OK
+    if args.command == "locate":
+        return _locate(args, console)
     return _check(args, console)
+
+
+def _locate(args, console) -> int:
+    import json
+    from pathlib import Path
+
+    from . import api
+    from .report import terminal
+    result = api.locate(args.model, backend=args.backend, precision=args.precision, seed=args.seed)
+    terminal.render_locate(result, console, args.top)
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps({"model": result.model, "backend": result.backend,
+                                               "precision": result.precision, "output_error": result.output_error,
+                                               "culprit": result.culprit.as_dict() if result.culprit else None,
+                                               "ops": [o.as_dict() for o in result.ops]}, indent=2, default=str))
+    return EXIT_OK
 
 
 def _check(args, console) -> int:

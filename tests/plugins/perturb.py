@@ -43,3 +43,14 @@ class HonestBackend:
     def prepare(self, program, precision, device):
         gm = program.module()
         return lambda *inputs: gm(*inputs)
+
+
+class DynamicOnlyBug(PerturbBackend):
+    """Correct on static shapes, wrong whenever the program has a symbolic dim (as IREE #21028 was for mixed)."""
+    name = "dynbug"
+
+    def prepare(self, program, precision, device):
+        symbolic = any(not isinstance(d, int) for n in program.graph.nodes if n.op == "placeholder"
+                       and hasattr(n.meta.get("val"), "shape") for d in n.meta["val"].shape)
+        return super().prepare(program, precision, device) if symbolic else \
+            HonestBackend().prepare(program, precision, device)

@@ -55,3 +55,29 @@ def render(result, console: Console | None = None) -> None:
 
 def _label(c) -> str:
     return f"{c.backend}/{c.device}/{c.precision}/{c.shape_variant}"
+
+
+def render_locate(result, console: Console | None = None, top: int = 10) -> None:
+    console = console or Console()
+    c = result.culprit
+    head = f"fpdiff locate {result.model} --backend {result.backend} --precision {result.precision}: "
+    if c is None:
+        console.print(head + f"no op departs (output rel L2 {result.output_error:.2e}); nothing to blame "
+                      "beyond ordinary rounding", highlight=False)
+    else:
+        console.print(head + f"[bold red]{c.op}[/] (node {c.node}, module {c.stack or '(root)'}, {c.source}) "
+                      f"- {c.cause}: its own error is {_ratio(c)} what {result.precision} must lose there",
+                      highlight=False)
+    t = Table(title="worst ops by own error / floor", show_lines=False)
+    for col in ("#", "op", "module", "source", "accum.", "local", "ratio", "cause"):
+        t.add_column(col, no_wrap=col in ("op", "ratio"))
+    for o in result.worst(top):
+        op = o.op.removeprefix("aten.").rsplit(".", 1)[0]
+        t.add_row(str(o.index), op, o.stack or "(root)", o.source.rsplit("/", 1)[-1], f"{o.accumulated:.1e}",
+                  f"{o.local:.1e}", _ratio(o), o.cause)
+    console.print(t)
+
+
+def _ratio(o) -> str:
+    import math
+    return "inf" if not math.isfinite(o.ratio) else f"{o.ratio:.1f}x"

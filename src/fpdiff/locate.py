@@ -1,0 +1,216 @@
+"""The op where a precision departs: per-op local and accumulated error against float64, in one streamed pass."""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from . import graph, precision as prec
+from .errors import UsageError
+from .sources import load
+
+# An op is the culprit when the error it makes by itself (fed float64-run inputs, computing at P) is over
+# LOCAL_FACTOR times what P must lose on it anyway: the larger of (a) rounding its exact output to P and
+# (b) computing it exactly from inputs rounded to P (the op's own conditioning), and at least one unit
+# roundoff. A correct op at P lands within a few of that floor (sqrt(depth) growth of accumulation error in
+# long reductions stays under 8 for depths up to ~64 when the accumulator is wider, as torch's CPU kernels are);
+# a wrong or overflowing op lands orders of magnitude above it.
+LOCAL_FACTOR = 8.0
+
+
+@dataclass
+class OpError:
+    index: int
+    node: str
+    op: str
+    stack: str  # nn.Module path
+    source: str  # user file:line
+    accumulated: float  # rel L2 of the P run's output vs float64
+    local: float  # rel L2 of the op alone at P on float64 inputs
+    floor: float  # what P must lose on this op
+    nonfinite: int  # non-finite values in the local output where float64 is finite
+    ref_max: float
+    flushed: float  # share of nonzero float64 values that P flushes to zero (below half its smallest subnormal)
+
+    @property
+    def cause(self) -> str:
+        if not self.culprit:
+            return "inherits" if self.accumulated > LOCAL_FACTOR * self.floor else "within floor"
+        if self.nonfinite:
+            return "overflow"
+        return "underflow" if self.flushed >= 0.01 else "error"
+
+    @property
+    def ratio(self) -> float:
+        if self.nonfinite:
+            return math.inf
+        return self.local / self.floor if self.floor > 0 else (0.0 if self.local == 0 else math.inf)
+
+    @property
+    def culprit(self) -> bool:
+        return self.ratio > LOCAL_FACTOR
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["ratio"] = self.ratio if math.isfinite(self.ratio) else "inf"
+        return d
+
+
+@dataclass
+class LocateResult:
+    model: str
+    backend: str
+    precision: str
+    ops: list[OpError] = field(default_factory=list)
+    output_error: float = 0.0
+
+    @property
+    def culprit(self) -> OpError | None:
+        return next((o for o in self.ops if o.culprit), None)
+
+    def worst(self, n: int = 10) -> list[OpError]:
+        return sorted(self.ops, key=lambda o: (-o.ratio if math.isfinite(o.ratio) else -1e300))[:n]
+
+
+def _rel_l2(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, int]:
+    out, ref = out.double(), ref.double()
+    finite = torch.isfinite(ref)
+    bad = int((finite & ~torch.isfinite(out)).sum())
+    if bad:
+        return math.inf, bad
+    o, r = out[finite], ref[finite]
+    den = float(torch.linalg.vector_norm(r))
+    num = float(torch.linalg.vector_norm(o - r))
+    return (num / den if den > 0 else (0.0 if num == 0 else math.inf)), 0
+
+
+def _representation(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
+    """Rounding error of P on the values it can hold as normals, and the share of nonzero values it flushes to
+    zero. Values outside the normal range are not part of the floor: losing them is the op's failure at P."""
+    fi = torch.finfo(dtype)
+    a = ref.abs()
+    normal = torch.isfinite(ref) & (a >= fi.smallest_normal) & (a <= fi.max)
+    err, _ = _rel_l2(ref[normal].to(dtype), ref[normal]) if bool(normal.any()) else (0.0, 0)
+    nonzero = torch.isfinite(ref) & (a > 0)
+    flushed = float(((a < fi.smallest_normal * fi.eps / 2) & nonzero).sum()) / max(int(nonzero.sum()), 1)
+    return err, flushed
+
+
+def _floats(x) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def _cat(ts: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.detach().reshape(-1).double() for t in ts]) if ts else torch.zeros(0, dtype=torch.float64)
+
+
+def _like(x, template):
+    """Cast each float tensor of x to the dtype the same value had in the P run."""
+    flat_t = tree_flatten(template)[0]
+    flat_x, spec = tree_flatten(x)
+    cast = [a.to(b.dtype) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
+            and b.is_floating_point() else a for a, b in zip(flat_x, flat_t)]
+    return torch.utils._pytree.tree_unflatten(cast, spec)
+
+
+def _where(node) -> tuple[str, str]:
+    stack = node.meta.get("nn_module_stack") or {}
+    path = list(stack.values())[-1][0] if stack else ""
+    trace = node.meta.get("stack_trace") or ""
+    torch_dir = os.path.dirname(torch.__file__)
+    lines = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ") and torch_dir not in ln]
+    src = ""
+    if lines:
+        last = lines[-1]  # innermost frame: the user's line that made this op
+        try:
+            fname = last.split('"')[1]
+            lineno = last.split("line ")[1].split(",")[0]
+            src = f"{fname}:{lineno}"
+        except IndexError:
+            src = last
+    return path, src
+
+
+def _attr(gm: torch.nn.Module, target: str):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision) -> tuple[list[OpError], float]:
+    """Run float64 and P side by side op by op over torch.export graphs, freeing values after their last use."""
+    v = graph.STATIC
+    gm64 = graph.export(module, inputs, prec.get("fp64"), v, None).module()
+    gmp = graph.export(module, inputs, p, v, None).module()
+    n64, np_ = list(gm64.graph.nodes), list(gmp.graph.nodes)
+    if [str(a.target) for a in n64] != [str(b.target) for b in np_]:
+        raise UsageError(f"the float64 and {p.name} exports of this model differ in structure; locate cannot pair ops")
+    last_use = {}
+    for i, n in enumerate(np_):
+        for a in n.all_input_nodes:
+            last_use[a.name] = i
+    env64: dict[str, object] = {}
+    envp: dict[str, object] = {}
+    users_in = [t for t in inputs]
+    ph = 0
+    ops: list[OpError] = []
+    out_err = 0.0
+    with torch.no_grad():
+        for i, (a, b) in enumerate(zip(n64, np_)):
+            if b.op == "placeholder":
+                t = users_in[ph]
+                ph += 1
+                env64[b.name] = t.double() if t.is_floating_point() else t
+                envp[b.name] = prec.cast_tensor(t, p) if p.is_cast else (t.float() if t.is_floating_point() else t)
+            elif b.op == "get_attr":
+                env64[b.name] = _attr(gm64, a.target)
+                envp[b.name] = _attr(gmp, b.target)
+            elif b.op == "call_function":
+                args64, kw64 = tree_map(lambda x: env64[x.name] if isinstance(x, torch.fx.Node) else x, (a.args, a.kwargs))
+                argsp, kwp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x, (b.args, b.kwargs))
+                out64 = a.target(*args64, **kw64)
+                outp = b.target(*argsp, **kwp)
+                env64[b.name], envp[b.name] = out64, outp
+                r64 = _floats(out64)
+                if r64 and b.target is not getattr(__import__("operator"), "getitem"):
+                    ref = _cat(r64)
+                    acc, _ = _rel_l2(_cat(_floats(outp)), ref)
+                    local_in = _like((args64, kw64), (argsp, kwp))
+                    local, bad = _rel_l2(_cat(_floats(b.target(*local_in[0], **local_in[1]))), ref)
+                    rounded_in = tree_map(lambda x: x.double() if isinstance(x, torch.Tensor) and x.is_floating_point()
+                                          else x, local_in)
+                    cond, _ = _rel_l2(_cat(_floats(a.target(*rounded_in[0], **rounded_in[1]))), ref)
+                    repr_err, flushed = _representation(ref, p.compute)
+                    floor = max(cond if math.isfinite(cond) else 0.0, repr_err, p.unit_roundoff)
+                    path, src = _where(b)
+                    fin = ref[torch.isfinite(ref)]
+                    ops.append(OpError(len(ops), b.name, str(b.target), path, src, acc, local, floor, bad,
+                                       float(fin.abs().max()) if fin.numel() else 0.0, flushed))
+            elif b.op == "output":
+                outs64 = tree_map(lambda x: env64[x.name] if isinstance(x, torch.fx.Node) else x, a.args)
+                outsp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x, b.args)
+                out_err, _ = _rel_l2(_cat(_floats(outsp)), _cat(_floats(outs64)))
+            elif b.op == "call_module" and str(b.target).startswith("_guards"):
+                pass  # export's input-shape guards: no arithmetic
+            else:
+                raise UsageError(f"locate cannot step through graph node {b.op} {b.target}")
+            for name in [n.name for n in b.all_input_nodes if last_use.get(n.name) == i]:
+                env64.pop(name, None)
+                envp.pop(name, None)
+    return ops, out_err
+
+
+def locate(model: str, *, backend: str = "torch", precision: str = "fp16", seed: int = 0) -> LocateResult:
+    """Find the first op whose own error at `precision` is out of line (torch eager)."""
+    p = prec.get(precision)
+    if backend != "torch":
+        raise UsageError(f"locate runs on the torch backend for now; {backend!r} is not supported yet")
+    source = load(model, seed=seed)
+    if source.ref.kind != "torch":
+        raise UsageError("locate needs a torch model (spec file or example:NAME)")
+    ops, out_err = analyse(source.module, source.inputs, p)
+    return LocateResult(source.ref.label, backend, p.name, ops, out_err)
