@@ -169,5 +169,13 @@ def test_locate_with_nothing_wrong_says_so():
 
 
 def test_locate_bad_input():
-    assert_usage_error(["locate", "example:tinycnn", "--backend", "ort"], "torch backend")
+    assert_usage_error(["locate", "example:tinycnn", "--backend", "nope"], "unknown backend")
     assert_usage_error(["locate", "example:tinycnn", "--precision", "fp7"], "unknown precision")
+
+
+def test_locate_on_a_plugin_backend_names_the_segment_and_exits_1():
+    from conftest import PLUGINS
+    code, out, err = run("locate", "example:tinycnn", "--backend", "perturb", "--plugin", str(PLUGINS / "perturb.py"),
+                         "--precision", "fp32")
+    assert code == 1, err
+    assert "perturb departs at ops 0..0" in out and "features.0" in out

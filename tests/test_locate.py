@@ -33,6 +33,10 @@ def test_healthy_fp16_and_bf16_claim_no_culprit():
         assert fpdiff.locate("example:tinyformer", precision=p).culprit is None
 
 
-def test_other_backends_are_refused_clearly():
-    with pytest.raises(UsageError, match="torch backend"):
-        fpdiff.locate("example:tinycnn", backend="iree")
+def test_unknown_backend_and_onnx_models_are_refused_clearly(tmp_path):
+    with pytest.raises(UsageError, match="unknown backend"):
+        fpdiff.locate("example:tinycnn", backend="tensorrt")
+    bad = tmp_path / "m.onnx"
+    bad.write_bytes(b"")
+    with pytest.raises(UsageError):
+        fpdiff.locate(str(bad))

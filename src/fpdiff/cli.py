@@ -58,8 +58,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--strict", action="store_true", help="exit 1 unless every cell passes")
     loc = sub.add_parser("locate", help="the first op whose own error at a precision is out of line")
     loc.add_argument("model", help="spec .py file or example:NAME")
-    loc.add_argument("--backend", default="torch", help="torch (eager) for now")
+    loc.add_argument("--backend", default="torch",
+                     help="torch: per-op analysis; any other backend or plugin: bisection over segments")
     loc.add_argument("--precision", default="fp16")
+    loc.add_argument("--device", default="cpu")
+    loc.add_argument("--plugin", action="append", default=[], metavar="PATH")
+    loc.add_argument("--iree-flag", action="append", default=[], metavar="FLAG")
+    loc.add_argument("--timeout", type=float, default=300.0, help="seconds per segment compile+run")
     loc.add_argument("--seed", type=int, default=0)
     loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
     loc.add_argument("--json", metavar="PATH", help="write per-op data here")
@@ -108,15 +113,19 @@ def _locate(args, console) -> int:
 
     from . import api
     from .report import terminal
-    result = api.locate(args.model, backend=args.backend, precision=args.precision, seed=args.seed)
+    result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
+                        seed=args.seed, plugins=tuple(args.plugin), iree_flags=tuple(args.iree_flag),
+                        timeout=args.timeout)
     terminal.render_locate(result, console, args.top)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"model": result.model, "backend": result.backend,
                                                "precision": result.precision, "output_error": result.output_error,
                                                "culprit": result.culprit.as_dict() if result.culprit else None,
+                                               "segment": result.segment, "compiles": result.compiles,
                                                "ops": [o.as_dict() for o in result.ops]}, indent=2, default=str))
-    return EXIT_OK
+    # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
+    return EXIT_FAIL if result.segment else EXIT_OK
 
 
 def _check(args, console) -> int:

@@ -66,6 +66,8 @@ class LocateResult:
     precision: str
     ops: list[OpError] = field(default_factory=list)
     output_error: float = 0.0
+    segment: dict | None = None  # compiled backends: the smallest failing segment, its ops and verdict
+    compiles: int = 0
 
     @property
     def culprit(self) -> OpError | None:
@@ -204,13 +206,32 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision) -> tuple[
     return ops, out_err
 
 
-def locate(model: str, *, backend: str = "torch", precision: str = "fp16", seed: int = 0) -> LocateResult:
-    """Find the first op whose own error at `precision` is out of line (torch eager)."""
+def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
+           plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = 300.0,
+           cache_dir: str | None = None) -> LocateResult:
+    """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
+    segment of ops that the backend computes wrongly, by bisection over standalone segments."""
     p = prec.get(precision)
-    if backend != "torch":
-        raise UsageError(f"locate runs on the torch backend for now; {backend!r} is not supported yet")
+    from .backends import registry
+    registry(plugins).create(backend)  # unknown names fail before any work
     source = load(model, seed=seed)
     if source.ref.kind != "torch":
         raise UsageError("locate needs a torch model (spec file or example:NAME)")
     ops, out_err = analyse(source.module, source.inputs, p)
-    return LocateResult(source.ref.label, backend, p.name, ops, out_err)
+    result = LocateResult(source.ref.label, backend, p.name, ops, out_err)
+    if backend == "torch":
+        return result
+    from .cache import default_root
+    from .locate_segments import Bisector
+    b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins),
+                 tuple(iree_flags) if backend == "iree" else (), timeout, cache_dir or str(default_root()))
+    try:
+        found = b.bisect()
+    finally:
+        b.close()
+    result.compiles = len(b.asked)
+    if found is not None:
+        op, path, src = b.where(found.start)
+        result.segment = {"start": found.start, "end": found.end, "ops": found.ops, "status": found.status,
+                          "reason": found.reason, "first_op": op, "module": path, "source": src}
+    return result

@@ -48,12 +48,17 @@ class LoadedSource:
             self.module, _ = build(mod, Path(ref.path), seed)
             self.module.load_state_dict(data["state"])
             self.declared = mod.dynamic_shapes() if callable(getattr(mod, "dynamic_shapes", None)) else None
+        elif ref.kind == "program":  # a segment cut out by locate, already at its precision
+            self.fixed_program = torch.export.load(ref.path)
+            self.module = self.fixed_program.module()
         else:
             from .sources.onnx_file import read_model
             self.onnx = read_model(Path(ref.path))
         self._programs: dict = {}
 
     def program(self, precision: Precision, variant: ShapeVariant) -> torch.export.ExportedProgram:
+        if self.ref.kind == "program":
+            return self.fixed_program
         key = (precision.name if precision.is_cast else "fp32", variant.name)
         if key not in self._programs:
             self._programs[key] = graph.export(self.module, self.inputs, precision, variant, self.declared)
@@ -73,7 +78,7 @@ class Task:
 
     @property
     def is_torch(self) -> bool:
-        return self.source.ref.kind == "torch"
+        return self.source.ref.kind in ("torch", "program")
 
     def inputs(self) -> tuple:
         """Inputs as the backend receives them: float inputs in the precision's dtype (fp32 under autocast)."""

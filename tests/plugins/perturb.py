@@ -11,26 +11,45 @@ def _perturb(x):
     return x * (1 + 1e-3 * sign.reshape(x.shape))
 
 
+def _width(node):
+    """Output features/channels of a linear or conv node: an intrinsic property of the op, as a kernel bug's
+    trigger would be (SEEDS #3: one conv layout), so the bug follows the op into any segment cut around it."""
+    w = node.args[1] if len(node.args) > 1 else None
+    val = getattr(w, "meta", {}).get("val")
+    return val.shape[0] if val is not None and val.dim() >= 2 else None
+
+
 class PerturbBackend:
+    """Corrupts the linear/conv ops with these output widths (tinyformer: mlp.0 has 256, tinycnn: conv 0 has 16)."""
     name = "perturb"
-    which = 1  # perturb the second matching op
+    widths = {256, 16}
 
     def available(self):
         return None
 
     def prepare(self, program, precision, device):
         gm = program.module()
-        hits = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in TARGETS]
-        node = hits[min(self.which, len(hits) - 1)]
-        with gm.graph.inserting_after(node):
-            new = gm.graph.call_function(_perturb, (node,))
-        node.replace_all_uses_with(new, delete_user_cb=lambda user: user is not new)
+        for node in [n for n in gm.graph.nodes if n.op == "call_function" and n.target in TARGETS
+                     and _width(n) in self.widths]:
+            with gm.graph.inserting_after(node):
+                new = gm.graph.call_function(_perturb, (node,))
+            node.replace_all_uses_with(new, delete_user_cb=lambda user: user is not new)
         gm.recompile()
 
         def run(*inputs):
             with torch.no_grad():
                 return gm(*inputs)
         return run
+
+
+class PerturbQKV(PerturbBackend):
+    name = "perturb-qkv"
+    widths = {192}  # tinyformer's qkv projection (3 x 64)
+
+
+class PerturbLast(PerturbBackend):
+    name = "perturb-last"
+    widths = {10, 64}  # tinycnn's head; tinyformer's proj and mlp.2
 
 
 class HonestBackend:

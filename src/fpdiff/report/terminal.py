@@ -59,8 +59,10 @@ def _label(c) -> str:
 
 def render_locate(result, console: Console | None = None, top: int = 10) -> None:
     console = console or Console()
+    console.print(f"[bold]fpdiff locate {result.model} --backend {result.backend} --precision {result.precision}[/]",
+                  highlight=False)
     c = result.culprit
-    head = f"fpdiff locate {result.model} --backend {result.backend} --precision {result.precision}: "
+    head = f"torch eager at {result.precision}: "
     if c is None:
         console.print(head + f"no op departs (output rel L2 {result.output_error:.2e}); nothing to blame "
                       "beyond ordinary rounding", highlight=False)
@@ -68,7 +70,17 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
         console.print(head + f"[bold red]{c.op}[/] (node {c.node}, module {c.stack or '(root)'}, {c.source}) "
                       f"- {c.cause}: its own error is {_ratio(c)} what {result.precision} must lose there",
                       highlight=False)
-    t = Table(title="worst ops by own error / floor", show_lines=False)
+    if result.backend != "torch":
+        seg = result.segment
+        if seg is None:
+            console.print(f"{result.backend} at {result.precision}: the whole graph agrees with torch eager within the "
+                          f"check rules ({result.compiles} compile)", highlight=False)
+        else:
+            where = f"module {seg['module'] or '(root)'}, {seg['source']}"
+            console.print(f"[bold red]{result.backend} departs at ops {seg['start']}..{seg['end'] - 1}[/]: "
+                          f"{', '.join(seg['ops'])} ({where}) - {seg['status']}: {seg['reason']}  "
+                          f"[{result.compiles} compiles]", highlight=False)
+    t = Table(title="torch eager: worst ops by own error / floor", show_lines=False)
     for col in ("#", "op", "module", "source", "accum.", "local", "ratio", "cause"):
         t.add_column(col, no_wrap=col in ("op", "ratio"))
     for o in result.worst(top):

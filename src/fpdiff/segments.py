@@ -1,0 +1,85 @@
+"""Cut a contiguous run of ops out of an exported graph as a standalone program, so any backend can be asked
+about just those ops (no "mark all outputs", which changes what a compiler fuses)."""
+from __future__ import annotations
+
+import operator
+
+import torch
+from torch import fx
+
+
+def units(gm: fx.GraphModule) -> list[list[fx.Node]]:
+    """Ops in graph order, each with the getitem nodes that unpack it (never split from their producer)."""
+    out: list[list[fx.Node]] = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is operator.getitem and out and n.args[0] in out[-1]:
+            out[-1].append(n)
+        else:
+            out.append([n])
+    return out
+
+
+def _set_attr(root: torch.nn.Module, target: str, value) -> None:
+    *path, leaf = target.split(".")
+    mod = root
+    for p in path:
+        if not hasattr(mod, p):
+            mod.add_module(p, torch.nn.Module())
+        mod = getattr(mod, p)
+    if isinstance(value, torch.nn.Parameter):
+        mod.register_parameter(leaf, value)
+    elif isinstance(value, torch.Tensor):
+        mod.register_buffer(leaf, value)
+    else:
+        setattr(mod, leaf, value)
+
+
+def _get_attr(root: torch.nn.Module, target: str):
+    obj = root
+    for p in target.split("."):
+        obj = getattr(obj, p)
+    return obj
+
+
+def cut(gm: fx.GraphModule, nodes: list[fx.Node]) -> tuple[fx.GraphModule, list[str], list[str]]:
+    """A GraphModule computing `nodes`; its inputs are the values they take from outside (weights stay inside),
+    its outputs every value they hand to the rest of the graph (or the last one)."""
+    inside = set(nodes)
+    g = fx.Graph()
+    root = torch.nn.Module()
+    env: dict[fx.Node, fx.Node] = {}
+    inputs: list[str] = []
+    for n in nodes:
+        for a in n.all_input_nodes:
+            if a in inside or a in env:
+                continue
+            if a.op == "get_attr":
+                _set_attr(root, a.target, _get_attr(gm, a.target))
+                env[a] = g.get_attr(a.target)
+            else:
+                env[a] = g.placeholder(a.name)
+                inputs.append(a.name)
+        env[n] = g.node_copy(n, lambda x: env[x])
+    leaving = [n for n in nodes if any(u not in inside for u in n.users)
+               and isinstance(n.meta.get("val"), torch.Tensor)]
+    if not leaving:
+        leaving = [nodes[-1]]
+    g.output(tuple(env[n] for n in leaving))
+    return fx.GraphModule(root, g), inputs, [n.name for n in leaving]
+
+
+def values(gm: fx.GraphModule, inputs: tuple) -> dict[str, object]:
+    """Every node's value from one eager run (what segments are fed; small models only hold them all)."""
+    vals: dict[str, object] = {}
+
+    class Rec(fx.Interpreter):
+        def run_node(self, n):
+            r = super().run_node(n)
+            vals[n.name] = r
+            return r
+
+    with torch.no_grad():
+        Rec(gm).run(*inputs)
+    return vals
