@@ -65,6 +65,18 @@ class LoadedSource:
         return self._programs[key]
 
 
+def _versions() -> str:
+    """Versions of everything that turns a model into an artifact: a new exporter or compiler means a new key."""
+    from importlib.metadata import PackageNotFoundError, version
+    parts = []
+    for pkg in ("torch", "onnx", "onnxscript", "iree-base-compiler"):
+        try:
+            parts.append(f"{pkg}={version(pkg)}")
+        except PackageNotFoundError:
+            parts.append(f"{pkg}=none")
+    return ",".join(parts)
+
+
 @dataclass
 class Task:
     """Handed to a built-in backend's prepare_task: everything about the cell, nothing about verdicts."""
@@ -94,7 +106,7 @@ class Task:
 
     def key(self, *extra: str) -> tuple[str, ...]:
         """Cache key parts for an artifact of this cell: model content, precision, variant, versions, flags."""
-        return (self.source.fingerprint, self.precision.name, self.variant.name, torch.__version__,
+        return (self.source.fingerprint, self.precision.name, self.variant.name, _versions(),
                 " ".join(self.flags), *extra)
 
     def onnx_file(self) -> Path:
