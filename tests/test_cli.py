@@ -156,15 +156,17 @@ def test_examples_and_backends_list():
 
 def test_locate_names_the_culprit_and_writes_json(tmp_path):
     import json
-    code, out, err = run("locate", "example:rmsnorm", "--precision", "fp16", "--json", str(tmp_path / "l.json"))
+    code, out, err = run("locate", "example:rmsnorm", "--precision", "fp16", "--json", str(tmp_path / "l.json"),
+                         "--repro", str(tmp_path / "bundle"))
     assert code == 0, err
+    assert "repro bundle: python" in out and (tmp_path / "bundle" / "repro.py").exists()
     assert "overflow" in out and "rmsnorm.py:15" in out
     data = json.loads((tmp_path / "l.json").read_text())
     assert data["culprit"]["op"] == "aten.mul.Tensor" and len(data["ops"]) == 9
 
 
-def test_locate_with_nothing_wrong_says_so():
-    code, out, _ = run("locate", "example:tinycnn", "--precision", "fp32")
+def test_locate_with_nothing_wrong_says_so(tmp_path):
+    code, out, _ = run("locate", "example:tinycnn", "--precision", "fp32", cwd=tmp_path)
     assert code == 0 and "no op departs" in out
 
 
@@ -173,9 +175,9 @@ def test_locate_bad_input():
     assert_usage_error(["locate", "example:tinycnn", "--precision", "fp7"], "unknown precision")
 
 
-def test_locate_on_a_plugin_backend_names_the_segment_and_exits_1():
+def test_locate_on_a_plugin_backend_names_the_segment_and_exits_1(tmp_path):
     from conftest import PLUGINS
     code, out, err = run("locate", "example:tinycnn", "--backend", "perturb", "--plugin", str(PLUGINS / "perturb.py"),
-                         "--precision", "fp32")
+                         "--precision", "fp32", "--no-repro", cwd=tmp_path)
     assert code == 1, err
     assert "perturb departs at ops 0..0" in out and "features.0" in out

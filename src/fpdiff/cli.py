@@ -65,6 +65,9 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--plugin", action="append", default=[], metavar="PATH")
     loc.add_argument("--iree-flag", action="append", default=[], metavar="FLAG")
     loc.add_argument("--timeout", type=float, default=300.0, help="seconds per segment compile+run")
+    loc.add_argument("--repro", metavar="DIR", help="where the repro bundle goes "
+                     "(default fpdiff-out/repro-BACKEND-PRECISION when there is something to reproduce)")
+    loc.add_argument("--no-repro", action="store_true", help="write no repro bundle")
     loc.add_argument("--seed", type=int, default=0)
     loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
     loc.add_argument("--json", metavar="PATH", help="write per-op data here")
@@ -115,14 +118,18 @@ def _locate(args, console) -> int:
     from .report import terminal
     result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
                         seed=args.seed, plugins=tuple(args.plugin), iree_flags=tuple(args.iree_flag),
-                        timeout=args.timeout)
+                        timeout=args.timeout, repro=None if args.no_repro else
+                        (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}"))
     terminal.render_locate(result, console, args.top)
+    if result.repro:
+        console.print(f"repro bundle: python {result.repro}", highlight=False)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"model": result.model, "backend": result.backend,
                                                "precision": result.precision, "output_error": result.output_error,
                                                "culprit": result.culprit.as_dict() if result.culprit else None,
                                                "segment": result.segment, "compiles": result.compiles,
+                                               "repro": result.repro,
                                                "ops": [o.as_dict() for o in result.ops]}, indent=2, default=str))
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
     return EXIT_FAIL if result.segment else EXIT_OK

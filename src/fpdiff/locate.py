@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import graph, precision as prec
+from pathlib import Path
+
+from . import compare, graph, precision as prec
 from .errors import UsageError
 from .sources import load
 
@@ -68,6 +70,7 @@ class LocateResult:
     output_error: float = 0.0
     segment: dict | None = None  # compiled backends: the smallest failing segment, its ops and verdict
     compiles: int = 0
+    repro: str | None = None  # the repro script, when a bundle was written
 
     @property
     def culprit(self) -> OpError | None:
@@ -208,30 +211,43 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision) -> tuple[
 
 def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
            plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = 300.0,
-           cache_dir: str | None = None) -> LocateResult:
+           cache_dir: str | None = None, repro: str | None = None) -> LocateResult:
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
     segment of ops that the backend computes wrongly, by bisection over standalone segments."""
     p = prec.get(precision)
     from .backends import registry
-    registry(plugins).create(backend)  # unknown names fail before any work
+    reg = registry(plugins)
+    reg.create(backend)  # unknown names fail before any work
     source = load(model, seed=seed)
     if source.ref.kind != "torch":
         raise UsageError("locate needs a torch model (spec file or example:NAME)")
     ops, out_err = analyse(source.module, source.inputs, p)
     result = LocateResult(source.ref.label, backend, p.name, ops, out_err)
-    if backend == "torch":
+    culprit = result.culprit
+    if backend == "torch" and not (repro and culprit and p.is_cast):
         return result
     from .cache import default_root
     from .locate_segments import Bisector
     b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins),
                  tuple(iree_flags) if backend == "iree" else (), timeout, cache_dir or str(default_root()))
     try:
+        if backend == "torch":  # the repro of a precision culprit: the op alone at P on float64-run inputs
+            u = b.unit_of(culprit.node)
+            result.repro = str(b.bundle(u, u + 1, Path(repro), limit=LOCAL_FACTOR * culprit.floor,
+                                        baseline_rel_l2=culprit.floor, backend_out=None, plugin_file=None))
+            return result
         found = b.bisect()
+        result.compiles = len(b.asked)
+        if found is not None:
+            op, path, src = b.where(found.start)
+            result.segment = {"start": found.start, "end": found.end, "ops": found.ops, "status": found.status,
+                              "reason": found.reason, "first_op": op, "module": path, "source": src}
+            if repro:
+                factor = compare.BASELINE_FACTOR
+                limit = max(p.tolerance, factor * found.baseline_rel_l2)
+                result.repro = str(b.bundle(found.start, found.end, Path(repro), limit=limit,
+                                            baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs,
+                                            plugin_file=reg.plugin_file(backend)))
     finally:
         b.close()
-    result.compiles = len(b.asked)
-    if found is not None:
-        op, path, src = b.where(found.start)
-        result.segment = {"start": found.start, "end": found.end, "ops": found.ops, "status": found.status,
-                          "reason": found.reason, "first_op": op, "module": path, "source": src}
     return result

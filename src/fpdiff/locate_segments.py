@@ -24,6 +24,8 @@ class SegmentVerdict:
     status: str  # a compare verdict, or crash/unsupported/timeout from the worker
     reason: str
     ops: list[str] = field(default_factory=list)
+    outputs: list | None = None  # the backend's outputs, kept for short segments (the repro bundle's)
+    baseline_rel_l2: float = 0.0
 
 
 def _np(x) -> np.ndarray:
@@ -52,9 +54,9 @@ class Bisector:
     def close(self) -> None:
         self.pool.close()
 
-    def verdict(self, start: int, end: int) -> SegmentVerdict:
-        if (start, end) in self.asked:
-            return self.asked[(start, end)]
+    def segment(self, start: int, end: int):
+        """The segment as a program at P, its inputs (float64-run values cast), float64 expected outputs and
+        torch eager's outputs at P."""
         nodes = [n for u in self.units[start:end] for n in u]
         sub, in_names, out_names = segments.cut(self.gmp, nodes)
         ins = []
@@ -68,6 +70,12 @@ class Bisector:
         with torch.no_grad():
             eager = [_np(t) for t in sub(*ins)]
         program = torch.export.export(sub, tuple(ins), strict=False)
+        return nodes, program, ins, in_names, expected, eager
+
+    def verdict(self, start: int, end: int) -> SegmentVerdict:
+        if (start, end) in self.asked:
+            return self.asked[(start, end)]
+        nodes, program, ins, in_names, expected, eager = self.segment(start, end)
         path = self.dir / f"segment-{start}-{end}.pt2"
         torch.export.save(program, str(path))
         data = self.dir / f"segment-{start}-{end}.inputs.pt"
@@ -82,12 +90,13 @@ class Bisector:
             m = compare.measure(expected, r.outputs, self.p.compute)
             base = compare.measure(expected, eager, self.p.compute)
             j = compare.judge(m, self.p, base)
-            v = SegmentVerdict(start, end, j.status, j.reason, ops)
+            v = SegmentVerdict(start, end, j.status, j.reason, ops, r.outputs if end - start <= 4 else None,
+                               base.rel_l2)
         self.asked[(start, end)] = v
         return v
 
     def fails(self, start: int, end: int) -> bool:
-        return self.verdict(start, end).status in (compare.MISMATCH, "crash", "error")
+        return self.verdict(start, end).status in (compare.MISMATCH, "crash", "error", "unsupported", "timeout")
 
     def bisect(self) -> SegmentVerdict | None:
         """Smallest failing segment: the shortest failing prefix fixes its end, then the latest start that
@@ -117,3 +126,22 @@ class Bisector:
         node = self.units[unit][0]
         path, src = _where(node)
         return str(node.target), path, src
+
+    def unit_of(self, node_name: str) -> int:
+        return next(i for i, u in enumerate(self.units) if any(n.name == node_name for n in u))
+
+    def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
+               backend_out: list | None, plugin_file: str | None) -> Path:
+        from . import repro
+        from .check import versions
+        nodes, program, ins, _, expected, _ = self.segment(start, end)
+        kind = self.backend if self.backend in ("torch", "inductor", "ort", "iree") else "plugin"
+        flags = []
+        if kind == "iree":
+            from .backends.iree import compile_flags
+            flags = compile_flags(self.device, self.p.name, self.flags)
+        title = f"{self.backend} at {self.p.name}, ops {start}..{end - 1}: {', '.join(str(n.target) for n in nodes)}"
+        return repro.write(out, title=title, backend=self.backend, kind=kind, precision=self.p, device=self.device,
+                           program=program, inputs=ins, expected=expected, backend_out=backend_out,
+                           baseline_rel_l2=baseline_rel_l2, limit=limit, flags=flags, plugin_file=plugin_file,
+                           versions=versions())

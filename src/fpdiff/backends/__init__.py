@@ -85,6 +85,11 @@ class Registry:
             self.register(cls, f"plugin {path}")
         return [c.name for c in found]
 
+    def plugin_file(self, name: str) -> str | None:
+        """The file a --plugin backend came from (None for entry points and built-ins)."""
+        origin = self._origin.get(name, "")
+        return origin.removeprefix("plugin ") if origin.startswith("plugin ") else None
+
     def names(self) -> list[str]:
         return list(self._classes)
 

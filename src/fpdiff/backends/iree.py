@@ -52,6 +52,15 @@ def computed_dtypes(phase_dir: Path) -> tuple[Counter, bool]:
     return counts, demoted
 
 
+def import_program(program, precision_name: str, mlir: Path) -> None:
+    """torch program -> torch-dialect MLIR through IREE's FX importer (functional form, weights inline)."""
+    from iree.compiler.extras.fx_importer import FxImporter
+    with _inline_weights(precision_name in ("bf16", "fp64")):
+        imp = FxImporter()
+        imp.import_frozen_program(functional(program), func_name="main")
+        mlir.write_text(str(imp.module))
+
+
 @contextlib.contextmanager
 def _inline_weights(on: bool):
     """Weights as dense<> literals instead of dense_resource<>: iree-compile 3.13 rejects bf16 and f64 weights in
@@ -121,11 +130,7 @@ class IreeBackend:
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-") as tmp:
             mlir = Path(tmp) / "model.mlir"
             if task.is_torch:
-                from iree.compiler.extras.fx_importer import FxImporter
-                with _inline_weights(task.precision.name in ("bf16", "fp64")):
-                    imp = FxImporter()
-                    imp.import_frozen_program(functional(task.program()), func_name="main")
-                    mlir.write_text(str(imp.module))
+                import_program(task.program(), task.precision.name, mlir)
                 flags = ["--iree-input-type=torch", *flags]
             else:
                 r = subprocess.run([_tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
