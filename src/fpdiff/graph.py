@@ -78,9 +78,13 @@ def cast_module(module: torch.nn.Module, precision: Precision) -> torch.nn.Modul
 
 
 def export(module: torch.nn.Module, inputs: tuple, precision: Precision, variant: ShapeVariant,
-           declared) -> torch.export.ExportedProgram:
-    """torch.export of the model as the backend gets it: cast to the precision, with the variant's dynamic dims."""
-    m = cast_module(module, precision)
+           declared, in_place: bool = False) -> torch.export.ExportedProgram:
+    """torch.export of the model as the backend gets it: cast to the precision, with the variant's dynamic dims.
+    `in_place` casts the caller's module itself instead of a copy (saves one copy of the weights)."""
+    if in_place:
+        m = module.to(precision.dtype) if precision.is_cast else module.float()
+    else:
+        m = cast_module(module, precision)
     args = cast_inputs(inputs, precision) if precision.is_cast else tuple(
         t.float() if t.is_floating_point() else t for t in inputs)
     return torch.export.export(m, args, dynamic_shapes=variant.as_dynamic_shapes(declared), strict=False)

@@ -31,7 +31,7 @@ class OpError:
     stack: str  # nn.Module path
     source: str  # user file:line
     accumulated: float  # rel L2 of the P run's output vs float64
-    local: float  # rel L2 of the op alone at P on float64 inputs
+    local: float | None  # rel L2 of the op alone at P on float64 inputs (None: not examined, acc within floor)
     floor: float  # what P must lose on this op
     nonfinite: int  # non-finite values in the local output where float64 is finite
     ref_max: float
@@ -49,6 +49,8 @@ class OpError:
     def ratio(self) -> float:
         if self.nonfinite:
             return math.inf
+        if self.local is None:
+            return 0.0
         return self.local / self.floor if self.floor > 0 else (0.0 if self.local == 0 else math.inf)
 
     @property
@@ -81,7 +83,11 @@ class LocateResult:
 
 
 def _rel_l2(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, int]:
-    out, ref = out.double(), ref.double()
+    """Relative L2 over values finite in float64, and how many of those the output lost to NaN/Inf."""
+    out = out.double()
+    num, den = float(torch.linalg.vector_norm(out - ref)), float(torch.linalg.vector_norm(ref))
+    if math.isfinite(num) and math.isfinite(den):  # no NaN/Inf anywhere (a norm would show it): no masks
+        return (num / den if den > 0 else (0.0 if num == 0 else math.inf)), 0
     finite = torch.isfinite(ref)
     bad = int((finite & ~torch.isfinite(out)).sum())
     if bad:
@@ -93,14 +99,21 @@ def _rel_l2(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, int]:
 
 
 def _representation(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
-    """Rounding error of P on the values it can hold as normals, and the share of nonzero values it flushes to
-    zero. Values outside the normal range are not part of the floor: losing them is the op's failure at P."""
+    """Rounding error of P on the values it holds as normals, and the share of nonzero values it flushes to zero
+    (below half its smallest subnormal). Values outside the normal range are not part of the floor: losing them
+    is the op's failure at P."""
     fi = torch.finfo(dtype)
     a = ref.abs()
-    normal = torch.isfinite(ref) & (a >= fi.smallest_normal) & (a <= fi.max)
-    err, _ = _rel_l2(ref[normal].to(dtype), ref[normal]) if bool(normal.any()) else (0.0, 0)
-    nonzero = torch.isfinite(ref) & (a > 0)
-    flushed = float(((a < fi.smallest_normal * fi.eps / 2) & nonzero).sum()) / max(int(nonzero.sum()), 1)
+    smallest = float(torch.where(a > 0, a, math.inf).min()) if a.numel() else math.inf
+    if float(a.max() if a.numel() else 0) <= fi.max and smallest >= fi.smallest_normal:  # all normal or zero
+        err, _ = _rel_l2(ref.to(dtype), ref)
+        return err, 0.0
+    flush = fi.smallest_normal * fi.eps / 2
+    nonzero = int(torch.count_nonzero(a))
+    flushed = int(torch.count_nonzero((a < flush) & (a > 0))) / max(nonzero, 1)
+    outside = (a > fi.max) | ((a < fi.smallest_normal) & (a > 0))
+    keep = torch.isfinite(ref) & ~outside
+    err, _ = _rel_l2(ref[keep].to(dtype), ref[keep]) if bool(keep.any()) else (0.0, 0)
     return err, flushed
 
 
@@ -146,11 +159,13 @@ def _attr(gm: torch.nn.Module, target: str):
     return obj
 
 
-def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision) -> tuple[list[OpError], float]:
+def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
+            own: bool = False) -> tuple[list[OpError], float]:
     """Run float64 and P side by side op by op over torch.export graphs, freeing values after their last use."""
     v = graph.STATIC
-    gm64 = graph.export(module, inputs, prec.get("fp64"), v, None).module()
     gmp = graph.export(module, inputs, p, v, None).module()
+    # the float64 program takes the caller's module itself: only two weight sets (fp64 and P) are ever held
+    gm64 = graph.export(module, inputs, prec.get("fp64"), v, None, in_place=own).module()
     n64, np_ = list(gm64.graph.nodes), list(gmp.graph.nodes)
     if [str(a.target) for a in n64] != [str(b.target) for b in np_]:
         raise UsageError(f"the float64 and {p.name} exports of this model differ in structure; locate cannot pair ops")
@@ -184,13 +199,20 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision) -> tuple[
                 if r64 and b.target is not getattr(__import__("operator"), "getitem"):
                     ref = _cat(r64)
                     acc, _ = _rel_l2(_cat(_floats(outp)), ref)
-                    local_in = _like((args64, kw64), (argsp, kwp))
-                    local, bad = _rel_l2(_cat(_floats(b.target(*local_in[0], **local_in[1]))), ref)
-                    rounded_in = tree_map(lambda x: x.double() if isinstance(x, torch.Tensor) and x.is_floating_point()
-                                          else x, local_in)
-                    cond, _ = _rel_l2(_cat(_floats(a.target(*rounded_in[0], **rounded_in[1]))), ref)
-                    repr_err, flushed = _representation(ref, p.compute)
-                    floor = max(cond if math.isfinite(cond) else 0.0, repr_err, p.unit_roundoff)
+                    local, bad, flushed, floor = None, 0, 0.0, p.unit_roundoff
+                    if acc > LOCAL_FACTOR * floor:  # only then is the exact floor worth its passes over the data
+                        repr_err, flushed = _representation(ref, p.compute)
+                        floor = max(repr_err, p.unit_roundoff)
+                    # Examined only where something is off: an op whose accumulated error is within the floor
+                    # cannot be making much error of its own; skipping it keeps locate near one plain pass each.
+                    if acc > LOCAL_FACTOR * floor or flushed >= 0.01:
+                        local_in = _like((args64, kw64), (argsp, kwp))
+                        local, bad = _rel_l2(_cat(_floats(b.target(*local_in[0], **local_in[1]))), ref)
+                        if local > LOCAL_FACTOR * floor:  # maybe ill-conditioned: what exact math on P inputs loses
+                            rounded_in = tree_map(lambda x: x.double() if isinstance(x, torch.Tensor)
+                                                  and x.is_floating_point() else x, local_in)
+                            cond, _ = _rel_l2(_cat(_floats(a.target(*rounded_in[0], **rounded_in[1]))), ref)
+                            floor = max(floor, cond if math.isfinite(cond) else 0.0)
                     path, src = _where(b)
                     fin = ref[torch.isfinite(ref)]
                     ops.append(OpError(len(ops), b.name, str(b.target), path, src, acc, local, floor, bad,
@@ -221,7 +243,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     source = load(model, seed=seed)
     if source.ref.kind != "torch":
         raise UsageError("locate needs a torch model (spec file or example:NAME)")
-    ops, out_err = analyse(source.module, source.inputs, p)
+    ops, out_err = analyse(source.module, source.inputs, p, own=backend == "torch")
     result = LocateResult(source.ref.label, backend, p.name, ops, out_err)
     culprit = result.culprit
     if backend == "torch" and not (repro and culprit and p.is_cast):
