@@ -17,7 +17,6 @@ PRECISIONS = ("fp32", "fp16")
 def compile_all(out: Path) -> None:
     import subprocess
 
-    import torch
     from iree.compiler.extras.fx_importer import FxImporter
 
     from fpdiff import graph, precision as prec

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SPECS
 
 
 def run(*args, cwd=None):

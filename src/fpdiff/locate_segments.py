@@ -10,7 +10,6 @@ import numpy as np
 import torch
 
 from . import compare, graph, precision as prec, segments
-from .cache import default_root
 from .errors import UsageError
 from .sources import SourceRef, digest
 from .task import Job

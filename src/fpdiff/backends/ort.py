@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 
 from ..compare import Finding
 from ..errors import Unsupported
