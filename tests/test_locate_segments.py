@@ -2,7 +2,7 @@
 import pytest
 
 import fpdiff
-from conftest import PLUGINS
+from conftest import PLUGINS, SPECS
 
 PLUGIN = (str(PLUGINS / "perturb.py"),)
 
@@ -31,3 +31,42 @@ def test_tinyformer_first_corrupted_of_two_is_found_first():
 def test_healthy_backend_gets_no_culprit_with_one_compile(backend):
     r = fpdiff.locate("example:tinycnn", backend=backend, precision="fp32", plugins=PLUGIN)
     assert r.segment is None and r.compiles == 1
+
+
+@pytest.fixture(scope="module")
+def onnx_models(tmp_path_factory):
+    import importlib.util
+
+    import numpy as np
+    import torch
+    d = tmp_path_factory.mktemp("onnx")
+    spec = importlib.util.spec_from_file_location("sap", SPECS / "scatter_add_pool.py")
+    sap = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sap)
+    torch.manual_seed(0)
+    torch.onnx.export(sap.model().eval(), sap.inputs(), str(d / "sap.onnx"), dynamo=True, optimize=False)
+    rng = np.random.default_rng(0)
+    np.savez(d / "sap.npz", x=rng.standard_normal((12, 16)).astype(np.float32), bag=rng.integers(0, 4, 12))
+    from fpdiff.sources import load
+    tf = load("example:tinyformer")
+    torch.onnx.export(tf.module, tf.inputs, str(d / "tf.onnx"), dynamo=True, optimize=False)
+    return d
+
+
+def test_onnx_model_refusal_is_narrowed_to_one_node(onnx_models):
+    r = fpdiff.locate(str(onnx_models / "sap.onnx"), backend="ort", precision="fp16",
+                      inputs=str(onnx_models / "sap.npz"))
+    assert r.segment["end"] - r.segment["start"] == 1
+    assert r.segment["ops"][0].startswith("ScatterND") and r.segment["status"] == "unsupported"
+
+
+@pytest.mark.parametrize("backend", ["ort", "iree"])
+def test_onnx_model_on_a_healthy_backend_has_no_culprit(onnx_models, backend):
+    r = fpdiff.locate(str(onnx_models / "tf.onnx"), backend=backend, precision="fp32")
+    assert r.segment is None and r.compiles == 1
+
+
+def test_onnx_model_refuses_torch_backends(onnx_models):
+    from fpdiff.errors import UsageError
+    with pytest.raises(UsageError, match="torch models"):
+        fpdiff.locate(str(onnx_models / "tf.onnx"), backend="torch")

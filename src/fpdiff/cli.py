@@ -68,6 +68,8 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--repro", metavar="DIR", help="where the repro bundle goes "
                      "(default fpdiff-out/repro-BACKEND-PRECISION when there is something to reproduce)")
     loc.add_argument("--no-repro", action="store_true", help="write no repro bundle")
+    loc.add_argument("--inputs", help="npz with one array per ONNX input")
+    loc.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1")
     loc.add_argument("--seed", type=int, default=0)
     loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
     loc.add_argument("--json", metavar="PATH", help="write per-op data here")
@@ -118,7 +120,8 @@ def _locate(args, console) -> int:
     from .report import terminal
     result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
                         seed=args.seed, plugins=tuple(args.plugin), iree_flags=tuple(args.iree_flag),
-                        timeout=args.timeout, repro=None if args.no_repro else
+                        timeout=args.timeout, inputs=args.inputs, shapes=dict(args.shape),
+                        repro=None if args.no_repro else
                         (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}"))
     terminal.render_locate(result, console, args.top)
     if result.repro:

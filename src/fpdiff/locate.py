@@ -233,25 +233,32 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
 
 def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
            plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = 300.0,
-           cache_dir: str | None = None, repro: str | None = None) -> LocateResult:
+           cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
+           shapes: dict[str, list[int]] | None = None) -> LocateResult:
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
     segment of ops that the backend computes wrongly, by bisection over standalone segments."""
     p = prec.get(precision)
     from .backends import registry
     reg = registry(plugins)
     reg.create(backend)  # unknown names fail before any work
-    source = load(model, seed=seed)
-    if source.ref.kind != "torch":
-        raise UsageError("locate needs a torch model (spec file or example:NAME)")
-    ops, out_err = analyse(source.module, source.inputs, p, own=backend == "torch")
-    result = LocateResult(source.ref.label, backend, p.name, ops, out_err)
-    culprit = result.culprit
-    if backend == "torch" and not (repro and culprit and p.is_cast):
-        return result
+    source = load(model, seed=seed, inputs=inputs, shapes=shapes)
     from .cache import default_root
-    from .locate_segments import Bisector
-    b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins),
-                 tuple(iree_flags) if backend == "iree" else (), timeout, cache_dir or str(default_root()))
+    from .locate_segments import Bisector, OnnxBisector
+    cache = cache_dir or str(default_root())
+    flags = tuple(iree_flags) if backend == "iree" else ()
+    if source.ref.kind == "onnx":
+        if backend in ("torch", "inductor"):
+            raise UsageError(f"{backend} runs torch models; for an ONNX model use --backend ort, iree or onnxref")
+        result = LocateResult(source.ref.label, backend, p.name)
+        b = OnnxBisector(source.module, dict(zip(source.input_names, source.inputs)), p, backend, device,
+                         tuple(plugins), flags, timeout, cache)
+    else:
+        ops, out_err = analyse(source.module, source.inputs, p, own=backend == "torch")
+        result = LocateResult(source.ref.label, backend, p.name, ops, out_err)
+        culprit = result.culprit
+        if backend == "torch" and not (repro and culprit and p.is_cast):
+            return result
+        b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache)
     try:
         if backend == "torch":  # the repro of a precision culprit: the op alone at P on float64-run inputs
             u = b.unit_of(culprit.node)
@@ -264,9 +271,8 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
             op, path, src = b.where(found.start)
             result.segment = {"start": found.start, "end": found.end, "ops": found.ops, "status": found.status,
                               "reason": found.reason, "first_op": op, "module": path, "source": src}
-            if repro:
-                factor = compare.BASELINE_FACTOR
-                limit = max(p.tolerance, factor * found.baseline_rel_l2)
+            if repro and source.ref.kind == "torch":
+                limit = max(p.tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2)
                 result.repro = str(b.bundle(found.start, found.end, Path(repro), limit=limit,
                                             baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs,
                                             plugin_file=reg.plugin_file(backend)))

@@ -53,6 +53,9 @@ class Bisector:
     def close(self) -> None:
         self.pool.close()
 
+    def count(self) -> int:
+        return len(self.units)
+
     def segment(self, start: int, end: int):
         """The segment as a program at P, its inputs (float64-run values cast), float64 expected outputs and
         torch eager's outputs at P."""
@@ -71,18 +74,25 @@ class Bisector:
         program = torch.export.export(sub, tuple(ins), strict=False)
         return nodes, program, ins, in_names, expected, eager
 
-    def verdict(self, start: int, end: int) -> SegmentVerdict:
-        if (start, end) in self.asked:
-            return self.asked[(start, end)]
+    def _job(self, start: int, end: int) -> tuple[Job, list, list, list[str]]:
+        """The worker job for a segment, with float64 expected outputs, the baseline's outputs and op names."""
         nodes, program, ins, in_names, expected, eager = self.segment(start, end)
         path = self.dir / f"segment-{start}-{end}.pt2"
         torch.export.save(program, str(path))
+        return (self._make_job("program", path, ins, in_names, start, end), expected, eager,
+                [str(n.target) for n in nodes])
+
+    def _make_job(self, kind: str, path: Path, ins: list, in_names: list[str], start: int, end: int) -> Job:
         data = self.dir / f"segment-{start}-{end}.inputs.pt"
         torch.save({"fingerprint": digest(path.read_bytes()), "inputs": tuple(ins), "input_names": in_names}, data)
-        job = Job(SourceRef("program", str(path), f"ops {start}..{end - 1}"), str(data), self.backend,
-                  self.p.name, self.device, graph.STATIC, self.plugins, self.flags, self.cache)
+        return Job(SourceRef(kind, str(path), f"ops {start}..{end - 1}"), str(data), self.backend,
+                   self.p.name, self.device, graph.STATIC, self.plugins, self.flags, self.cache)
+
+    def verdict(self, start: int, end: int) -> SegmentVerdict:
+        if (start, end) in self.asked:
+            return self.asked[(start, end)]
+        job, expected, eager, ops = self._job(start, end)
         r = self.pool.run(job, self.timeout)
-        ops = [str(n.target) for n in nodes]
         if r.status != OK:
             v = SegmentVerdict(start, end, r.status, r.message, ops)
         else:
@@ -100,7 +110,7 @@ class Bisector:
     def bisect(self) -> SegmentVerdict | None:
         """Smallest failing segment: the shortest failing prefix fixes its end, then the latest start that
         still fails fixes its beginning. About 2*log2(ops) compiles."""
-        n = len(self.units)
+        n = self.count()
         if n == 0 or not self.fails(0, n):
             return None
         lo, hi = 1, n
@@ -144,3 +154,67 @@ class Bisector:
                            program=program, inputs=ins, expected=expected, backend_out=backend_out,
                            baseline_rel_l2=baseline_rel_l2, limit=limit, flags=flags, plugin_file=plugin_file,
                            versions=versions())
+
+
+class OnnxBisector(Bisector):
+    """The same bisection over an ONNX graph's nodes; the judge is the ONNX reference evaluator in float64 and
+    the baseline the evaluator on the segment cast to P."""
+
+    def __init__(self, model, feeds: dict, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
+                 flags: tuple[str, ...], timeout: float, cache: str | None) -> None:
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+
+        from .backends.onnxref import _float64_ops
+        from .export import ONNX_TYPE, cast_model
+        if not p.is_cast or p.name == "bf16":
+            raise UsageError("locate on ONNX models takes fp64, fp32 or fp16")
+        self.p, self.backend, self.device = p, backend, device
+        self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
+        self.model64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
+        self.modelp = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE[prec.dtype_name(p.dtype)]))
+        ev = ReferenceEvaluator(self.model64, new_ops=_float64_ops())
+        feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
+        try:
+            self.v64 = ev.run(None, feeds64, intermediate=True)
+        except Exception as e:  # the model or its inputs are at fault, not a backend
+            raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
+        self.nodes = list(self.modelp.graph.node)
+        self.inits = {t.name for t in self.modelp.graph.initializer}
+        self.asked = {}
+        self.dir = Path(tempfile.mkdtemp(prefix="fpdiff-locate-"))
+        self.pool = WorkerPool()
+
+    def count(self) -> int:
+        return len(self.nodes)
+
+    def segment_model(self, start: int, end: int):
+        import onnx.utils
+        inside = self.nodes[start:end]
+        produced = {o for n in inside for o in n.output}
+        inputs = list(dict.fromkeys(i for n in inside for i in n.input
+                                    if i and i not in produced and i not in self.inits))
+        used_after = {i for n in self.nodes[end:] for i in n.input} | {o.name for o in self.modelp.graph.output}
+        outputs = [o for n in inside for o in n.output if o in used_after] or [inside[-1].output[0]]
+        sub = onnx.utils.Extractor(self.modelp).extract_model(inputs, outputs)
+        return sub, inputs, outputs
+
+    def _job(self, start: int, end: int):
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+        sub, in_names, out_names = self.segment_model(start, end)
+        dtype = np.dtype(prec.dtype_name(self.p.dtype))
+        ins = [self.v64[n].astype(dtype) if self.v64[n].dtype.kind == "f" else self.v64[n] for n in in_names]
+        expected = [np.asarray(self.v64[n], dtype=np.float64) for n in out_names]
+        baseline = [np.asarray(a, dtype=np.float64) for a in
+                    ReferenceEvaluator(sub).run(None, dict(zip(in_names, ins)))]
+        path = self.dir / f"segment-{start}-{end}.onnx"
+        onnx.save(sub, str(path))
+        return (self._make_job("onnx", path, ins, in_names, start, end), expected, baseline,
+                [f"{n.op_type} ({n.name})" for n in self.nodes[start:end]])
+
+    def where(self, unit: int) -> tuple[str, str, str]:
+        return self.nodes[unit].op_type, "", ""
+
+    def bundle(self, start: int, end: int, out: Path, **kw) -> Path:
+        raise UsageError("repro bundles for ONNX models are not written yet")

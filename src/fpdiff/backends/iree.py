@@ -151,9 +151,10 @@ class IreeBackend:
         module = rt.VmModule.mmap(config.vm_instance, str(vmfb))
         ctx = rt.SystemContext(config=config)
         ctx.add_vm_module(module)
-        names = [n for n in ("main", "main_graph") if module.lookup_function(n) is not None]
+        names = [n for n in ("main", "main_graph") if module.lookup_function(n) is not None] or [
+            n for n in module.function_names if not n.startswith("__") and not n.endswith("$async")]
         if not names:
-            raise Unsupported("compiled module exports neither main nor main_graph")
+            raise Unsupported("the compiled module exports no function to call")
         fn = ctx.modules.module[names[0]]
 
         def run(*inputs):

@@ -63,7 +63,11 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
                   highlight=False)
     c = result.culprit
     head = f"torch eager at {result.precision}: "
-    if c is None:
+    if not result.ops and result.backend != "torch":  # an ONNX model: no torch analysis
+        head = None
+    if head is None:
+        pass
+    elif c is None:
         console.print(head + f"no op departs (output rel L2 {result.output_error:.2e}); nothing to blame "
                       "beyond ordinary rounding", highlight=False)
     else:
@@ -73,13 +77,15 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
     if result.backend != "torch":
         seg = result.segment
         if seg is None:
-            console.print(f"{result.backend} at {result.precision}: the whole graph agrees with torch eager within the "
-                          f"check rules ({result.compiles} compile)", highlight=False)
+            console.print(f"{result.backend} at {result.precision}: the whole graph agrees with the baseline at "
+                          f"the same precision within the check rules ({result.compiles} compile)", highlight=False)
         else:
-            where = f"module {seg['module'] or '(root)'}, {seg['source']}"
+            where = f" (module {seg['module'] or '(root)'}, {seg['source']})" if seg["source"] else ""
             console.print(f"[bold red]{result.backend} departs at ops {seg['start']}..{seg['end'] - 1}[/]: "
-                          f"{', '.join(seg['ops'])} ({where}) - {seg['status']}: {seg['reason']}  "
+                          f"{', '.join(seg['ops'])}{where} - {seg['status']}: {seg['reason']}  "
                           f"[{result.compiles} compiles]", highlight=False)
+    if not result.ops:
+        return
     t = Table(title="torch eager: worst ops by own error / floor", show_lines=False)
     for col in ("#", "op", "module", "source", "accum.", "local", "ratio", "cause"):
         t.add_column(col, no_wrap=col in ("op", "ratio"))
