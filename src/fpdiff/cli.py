@@ -68,6 +68,8 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--repro", metavar="DIR", help="where the repro bundle goes "
                      "(default fpdiff-out/repro-BACKEND-PRECISION when there is something to reproduce)")
     loc.add_argument("--no-repro", action="store_true", help="write no repro bundle")
+    loc.add_argument("--mark-all", action="store_true", help="ort only: one run with every tensor marked as an "
+                     "output (fast; may change what ORT fuses and so hide a fusion bug)")
     loc.add_argument("--inputs", help="npz with one array per ONNX input")
     loc.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1")
     loc.add_argument("--seed", type=int, default=0)
@@ -120,7 +122,7 @@ def _locate(args, console) -> int:
     from .report import terminal
     result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
                         seed=args.seed, plugins=tuple(args.plugin), iree_flags=tuple(args.iree_flag),
-                        timeout=args.timeout, inputs=args.inputs, shapes=dict(args.shape),
+                        timeout=args.timeout, inputs=args.inputs, shapes=dict(args.shape), mark_all=args.mark_all,
                         repro=None if args.no_repro else
                         (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}"))
     terminal.render_locate(result, console, args.top)
@@ -132,7 +134,7 @@ def _locate(args, console) -> int:
                                                "precision": result.precision, "output_error": result.output_error,
                                                "culprit": result.culprit.as_dict() if result.culprit else None,
                                                "segment": result.segment, "compiles": result.compiles,
-                                               "repro": result.repro,
+                                               "repro": result.repro, "mark_all": result.mark_all,
                                                "ops": [o.as_dict() for o in result.ops]}, indent=2, default=str))
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
     return EXIT_FAIL if result.segment else EXIT_OK

@@ -30,7 +30,10 @@ def onnx_for(task) -> Path:
 
 def export_program(program, path: Path) -> None:
     """torch.onnx's dynamo exporter, optimizer off: its constant folding deletes `x + 1e-8` (a real number change)."""
+    import logging
+
     import torch
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # "torchvision is not installed" and such
     with contextlib.redirect_stdout(io.StringIO()):
         onnx_program = torch.onnx.export(program, (), dynamo=True, optimize=False, verbose=False)
     onnx_program.save(str(path))

@@ -73,6 +73,7 @@ class LocateResult:
     segment: dict | None = None  # compiled backends: the smallest failing segment, its ops and verdict
     compiles: int = 0
     repro: str | None = None  # the repro script, when a bundle was written
+    mark_all: dict | None = None  # ORT's every-tensor-marked run: per tensor verdicts, the first departure
 
     @property
     def culprit(self) -> OpError | None:
@@ -234,7 +235,7 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
 def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
            plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = 300.0,
            cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
-           shapes: dict[str, list[int]] | None = None) -> LocateResult:
+           shapes: dict[str, list[int]] | None = None, mark_all: bool = False) -> LocateResult:
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
     segment of ops that the backend computes wrongly, by bisection over standalone segments."""
     p = prec.get(precision)
@@ -242,6 +243,8 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     reg = registry(plugins)
     reg.create(backend)  # unknown names fail before any work
     source = load(model, seed=seed, inputs=inputs, shapes=shapes)
+    if mark_all:
+        return _mark_all(source, backend, p, device)
     from .cache import default_root
     from .locate_segments import Bisector, OnnxBisector
     cache = cache_dir or str(default_root())
@@ -278,4 +281,35 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                                             plugin_file=reg.plugin_file(backend)))
     finally:
         b.close()
+    return result
+
+
+def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateResult:
+    """ORT with every tensor marked as an output: one run, fusion possibly changed (see locate_markall)."""
+    if backend != "ort":
+        raise UsageError("--mark-all is ONNX Runtime's fast path: use it with --backend ort")
+    import tempfile
+
+    import onnx
+
+    from .export import export_program
+    from .locate_markall import mark_all
+    if source.ref.kind == "onnx":
+        model, feeds = source.module, dict(zip(source.input_names, source.inputs))
+    else:
+        path = Path(tempfile.mkdtemp(prefix="fpdiff-markall-")) / "model.onnx"
+        export_program(graph.export(source.module, source.inputs, prec.get("fp32"), graph.STATIC, None), path)
+        model = onnx.load(str(path))
+        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        feeds = {n: t.numpy() for n, t in zip(names, source.inputs)}
+    result = LocateResult(source.ref.label, backend, p.name)
+    result.mark_all = mark_all(model, feeds, p, device)
+    first = result.mark_all["first_departure"]
+    if result.mark_all.get("refused"):
+        result.segment = {"start": None, "end": None, "ops": [], "status": "unsupported",
+                          "reason": result.mark_all["refused"], "first_op": None, "module": "", "source": ""}
+    elif first:
+        result.segment = {"start": None, "end": None, "ops": [f"{first['op']} ({first['node']})"],
+                          "status": first["status"], "reason": first["reason"], "first_op": first["op"],
+                          "module": "", "source": ""}
     return result

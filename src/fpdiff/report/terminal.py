@@ -74,7 +74,21 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
         console.print(head + f"[bold red]{c.op}[/] (node {c.node}, module {c.stack or '(root)'}, {c.source}) "
                       f"- {c.cause}: its own error is {_ratio(c)} what {result.precision} must lose there",
                       highlight=False)
-    if result.backend != "torch":
+    if result.mark_all is not None:
+        first = result.mark_all["first_departure"]
+        n = result.mark_all["tensors"]
+        judged = sum(r["status"] == "mismatch" for r in result.mark_all["rows"])
+        if not result.mark_all.get("refused"):
+            console.print(f"ort --mark-all: {n} tensors judged against float64 and the reference evaluator at "
+                          f"{result.precision}; {judged} mismatch (caveat: marking outputs can change ORT's "
+                          "fusions)", highlight=False)
+        if result.mark_all.get("refused"):
+            console.print(f"[bold red]ORT refused the run[/]: {result.mark_all['refused']}\n"
+                          "run without --mark-all: the segment bisection narrows a refusal to its op", highlight=False)
+        if first:
+            console.print(f"[bold red]first departure[/]: {first['op']} ({first['node']}), tensor {first['tensor']}: "
+                          f"{first['reason']}", highlight=False)
+    elif result.backend != "torch":
         seg = result.segment
         if seg is None:
             console.print(f"{result.backend} at {result.precision}: the whole graph agrees with the baseline at "

@@ -1,0 +1,65 @@
+"""ORT's fast path for locate: every tensor marked as an output in one run, each judged against float64 and
+against the reference evaluator at the same precision. Marking outputs can change what ORT fuses, so a bug that
+lives in a fusion may vanish here: the segment bisection is the default for that reason."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from . import compare, precision as prec
+from .errors import UsageError
+
+
+def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Precision, device: str = "cpu") -> dict:
+    """Per float tensor in graph order: ORT's error at P and the baseline's, both against float64, with the
+    check verdict; the first `mismatch` is where ORT departs."""
+    import onnxruntime as ort
+    from onnx.reference import ReferenceEvaluator
+
+    from .backends.onnxref import _float64_ops
+    from .export import FLOATS, ONNX_TYPE, cast_model
+    if not p.is_cast or p.name == "bf16":
+        raise UsageError("--mark-all takes fp64, fp32 or fp16")
+    m64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
+    mp = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE[prec.dtype_name(p.dtype)]))
+    dtype = np.dtype(prec.dtype_name(p.dtype))
+    feeds64 = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
+    feedsp = {k: v.astype(dtype) if v.dtype.kind == "f" else v for k, v in feeds.items()}
+    try:
+        v64 = ReferenceEvaluator(m64, new_ops=_float64_ops()).run(None, feeds64, intermediate=True)
+    except Exception as e:
+        raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
+    try:
+        vbase = ReferenceEvaluator(mp).run(None, feedsp, intermediate=True)
+    except Exception:
+        vbase = {}
+    infos = {vi.name: vi for vi in list(mp.graph.value_info) + list(mp.graph.output)}
+    names = [o for n in mp.graph.node for o in n.output
+             if o in infos and infos[o].type.tensor_type.elem_type in FLOATS]
+    marked = onnx.ModelProto()
+    marked.CopyFrom(mp)
+    present = {o.name for o in marked.graph.output}
+    marked.graph.output.extend(infos[n] for n in names if n not in present)
+    providers = ["CUDAExecutionProvider"] if device.startswith("cuda") else ["CPUExecutionProvider"]
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    ort.set_default_logger_severity(4)  # a refused kernel is reported in the result, not logged to the terminal
+    try:
+        session = ort.InferenceSession(marked.SerializeToString(), opts, providers=providers)
+        outs = dict(zip(names, session.run(names, feedsp)))
+    except Exception as e:  # ORT refused the graph or a kernel: that is the answer, not an fpdiff failure
+        return {"tensors": len(names), "first_departure": None, "rows": [], "refused": " ".join(str(e).split())[:600]}
+    producer = {o: n for n in mp.graph.node for o in n.output}
+    rows, first = [], None
+    for name in names:
+        ref = [np.asarray(v64[name], dtype=np.float64)]
+        m = compare.measure(ref, [np.asarray(outs[name], dtype=np.float64)], p.compute)
+        base = compare.measure(ref, [np.asarray(vbase[name], dtype=np.float64)], p.compute) if name in vbase else None
+        j = compare.judge(m, p, base)
+        node = producer[name]
+        row = {"tensor": name, "node": node.name, "op": node.op_type, "status": j.status,
+               "rel_l2": m.rel_l2, "baseline_rel_l2": base.rel_l2 if base else None, "reason": j.reason}
+        rows.append(row)
+        if first is None and j.status == compare.MISMATCH:
+            first = row
+    return {"tensors": len(rows), "first_departure": first, "rows": rows}
