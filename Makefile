@@ -24,8 +24,12 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q tests
 
+# benchmarks compare against Polygraphy: installed here only, never a dependency of fpdiff
 bench: install
+	$(BIN)/pip install -q polygraphy==0.53.6
 	$(BIN)/python bench/bench_check.py
+	$(BIN)/python bench/bench_locate.py
+	$(BIN)/python bench/bench_vs_polygraphy.py
 
 clean:
 	rm -rf $(VENV) .fpdiff-cache fpdiff-out
