@@ -180,3 +180,10 @@ def test_locate_on_a_plugin_backend_names_the_segment_and_exits_1(tmp_path):
                          "--precision", "fp32", "--no-repro", cwd=tmp_path)
     assert code == 1, err
     assert "perturb departs at ops 0..0" in out and "features.0" in out
+
+
+def test_locate_bad_shape_variant():
+    assert_usage_error(["locate", "example:tinyformer", "--backend", "ort", "--shape-variant", "wobbly"],
+                       "unknown shape variant")
+    assert_usage_error(["locate", "example:tinycnn", "--backend", "ort", "--shape-variant", "dynamic"],
+                       "declares dynamic_shapes")

@@ -20,9 +20,10 @@ def test_three_dims_give_all_proper_subsets_and_four_each_alone():
     assert len(graph.variants(spec4)) == 2 + 4
 
 
-def test_variant_replaces_its_static_dims_with_none():
+def test_variant_marks_its_static_dims_static():
     a, b = Dim("a"), Dim("b")
     spec = {"x": {0: a, 1: b}, "y": (a, None)}
     v = graph.find_variant(spec, "mixed:a-static")
-    assert v.as_dynamic_shapes(spec) == {"x": {0: None, 1: b}, "y": (None, None)}
+    static = Dim.STATIC
+    assert v.as_dynamic_shapes(spec) == {"x": {0: static, 1: b}, "y": (static, None)}
     assert graph.dynamic_dims(spec, ["x", "y"], v) == [[1], []]

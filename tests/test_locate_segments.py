@@ -90,3 +90,17 @@ def test_mark_all_is_for_ort_only():
     from fpdiff.errors import UsageError
     with pytest.raises(UsageError, match="--backend ort"):
         fpdiff.locate("example:tinycnn", backend="iree", mark_all=True)
+
+
+def test_a_dynamic_shape_bug_is_located_only_under_dynamic_variants():
+    for variant, found in (("static", False), ("dynamic", True), ("mixed:seq-static", True)):
+        r = fpdiff.locate("example:tinyformer", backend="dynbug", precision="fp32", plugins=PLUGIN,
+                          shape_variant=variant)
+        assert (r.segment is not None) == found, variant
+        if found:
+            assert r.segment["module"] == "mlp.0" and r.segment["end"] - r.segment["start"] == 1
+
+
+def test_router_segments_keep_mixed_dims_on_iree():
+    r = fpdiff.locate("example:router", backend="iree", precision="fp32", shape_variant="mixed:tokens-static")
+    assert r.segment is None and r.compiles == 1

@@ -72,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
                      "output (fast; may change what ORT fuses and so hide a fusion bug)")
     loc.add_argument("--inputs", help="npz with one array per ONNX input")
     loc.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1")
+    loc.add_argument("--shape-variant", help="segments keep this variant's dynamic dims (static, dynamic, mixed:...)")
     loc.add_argument("--seed", type=int, default=0)
     loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
     loc.add_argument("--json", metavar="PATH", help="write per-op data here")
@@ -123,6 +124,7 @@ def _locate(args, console) -> int:
     result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
                         seed=args.seed, plugins=tuple(args.plugin), iree_flags=tuple(args.iree_flag),
                         timeout=args.timeout, inputs=args.inputs, shapes=dict(args.shape), mark_all=args.mark_all,
+                        shape_variant=args.shape_variant,
                         repro=None if args.no_repro else
                         (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}"))
     terminal.render_locate(result, console, args.top)

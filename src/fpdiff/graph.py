@@ -16,10 +16,10 @@ class ShapeVariant:
     static: frozenset[str] | None  # names of declared dims kept static; None: all static (no dynamic_shapes)
 
     def as_dynamic_shapes(self, declared):
-        """The declared dynamic_shapes with this variant's static dims replaced by None (None: fully static)."""
+        """The declared dynamic_shapes with this variant's static dims marked static (None: fully static)."""
         if self.static is None:
             return None
-        return _map_dims(declared, lambda d: None if _dim_name(d) in self.static else d)
+        return _map_dims(declared, lambda d: torch.export.Dim.STATIC if _dim_name(d) in self.static else d)
 
 
 STATIC = ShapeVariant("static", None)
@@ -30,7 +30,7 @@ def _dim_name(d) -> str:
 
 
 def _is_dim(x) -> bool:
-    return x is not None and not isinstance(x, (dict, list, tuple, int))
+    return x is not None and x is not torch.export.Dim.STATIC and not isinstance(x, (dict, list, tuple, int))
 
 
 def _map_dims(spec, fn):

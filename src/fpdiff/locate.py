@@ -235,7 +235,8 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
 def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
            plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = 300.0,
            cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
-           shapes: dict[str, list[int]] | None = None, mark_all: bool = False) -> LocateResult:
+           shapes: dict[str, list[int]] | None = None, mark_all: bool = False,
+           shape_variant: str | None = None) -> LocateResult:
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
     segment of ops that the backend computes wrongly, by bisection over standalone segments."""
     p = prec.get(precision)
@@ -243,6 +244,11 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     reg = registry(plugins)
     reg.create(backend)  # unknown names fail before any work
     source = load(model, seed=seed, inputs=inputs, shapes=shapes)
+    variant = graph.STATIC
+    if shape_variant:
+        if source.ref.kind != "torch" or source.dynamic_shapes is None:
+            raise UsageError("--shape-variant needs a torch model that declares dynamic_shapes()")
+        variant = graph.find_variant(source.dynamic_shapes, shape_variant)
     if mark_all:
         return _mark_all(source, backend, p, device)
     from .cache import default_root
@@ -261,7 +267,8 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
         culprit = result.culprit
         if backend == "torch" and not (repro and culprit and p.is_cast):
             return result
-        b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache)
+        b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache,
+                     variant, source.dynamic_shapes)
     try:
         if backend == "torch":  # the repro of a precision culprit: the op alone at P on float64-run inputs
             u = b.unit_of(culprit.node)

@@ -35,13 +35,15 @@ class Bisector:
     """Asks the backend about segments [start, end) of op units; remembers every answer (one compile each)."""
 
     def __init__(self, module: torch.nn.Module, inputs: tuple, p: prec.Precision, backend: str, device: str,
-                 plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float, cache: str | None) -> None:
+                 plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float, cache: str | None,
+                 variant: graph.ShapeVariant = graph.STATIC, declared=None) -> None:
         if not p.is_cast:
             raise UsageError("locate on compiled backends takes whole-model precisions (fp32, fp16, bf16, fp64)")
         self.p, self.backend, self.device = p, backend, device
         self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
-        gm64 = graph.export(module, inputs, prec.get("fp64"), graph.STATIC, None).module()
-        self.gmp = graph.export(module, inputs, p, graph.STATIC, None).module()
+        # both exports under the shape variant: same structure, and segments keep the variant's symbolic dims
+        gm64 = graph.export(module, inputs, prec.get("fp64"), variant, declared).module()
+        self.gmp = graph.export(module, inputs, p, variant, declared).module()
         if [str(n.target) for n in gm64.graph.nodes] != [str(n.target) for n in self.gmp.graph.nodes]:
             raise UsageError(f"the float64 and {p.name} exports of this model differ in structure")
         self.v64 = segments.values(gm64, tuple(t.double() if t.is_floating_point() else t for t in inputs))
@@ -71,7 +73,8 @@ class Bisector:
         expected = [_np(self.v64[n]) for n in out_names]
         with torch.no_grad():
             eager = [_np(t) for t in sub(*ins)]
-        program = torch.export.export(sub, tuple(ins), strict=False)
+        program = torch.export.export(sub, tuple(ins), strict=False,
+                                      dynamic_shapes=segments.dynamic_dims(self.gmp, in_names))
         return nodes, program, ins, in_names, expected, eager
 
     def _job(self, start: int, end: int) -> tuple[Job, list, list, list[str]]:

@@ -51,16 +51,23 @@ def cut(gm: fx.GraphModule, nodes: list[fx.Node]) -> tuple[fx.GraphModule, list[
     root = torch.nn.Module()
     env: dict[fx.Node, fx.Node] = {}
     inputs: list[str] = []
+    def bring(a: fx.Node) -> None:
+        if a in inside or a in env:
+            return
+        if a.op == "get_attr":
+            _set_attr(root, a.target, _get_attr(gm, a.target))
+            env[a] = g.get_attr(a.target)
+        elif a.op == "call_function" and not isinstance(a.meta.get("val"), torch.Tensor) and a.all_input_nodes:
+            for b in a.all_input_nodes:  # a size read off a tensor (sym_size): recompute it inside
+                bring(b)
+            env[a] = g.node_copy(a, lambda x: env[x])
+        else:
+            env[a] = g.placeholder(a.name)
+            inputs.append(a.name)
+
     for n in nodes:
         for a in n.all_input_nodes:
-            if a in inside or a in env:
-                continue
-            if a.op == "get_attr":
-                _set_attr(root, a.target, _get_attr(gm, a.target))
-                env[a] = g.get_attr(a.target)
-            else:
-                env[a] = g.placeholder(a.name)
-                inputs.append(a.name)
+            bring(a)
         env[n] = g.node_copy(n, lambda x: env[x])
     leaving = [n for n in nodes if any(u not in inside for u in n.users)
                and isinstance(n.meta.get("val"), torch.Tensor)]
@@ -83,3 +90,16 @@ def values(gm: fx.GraphModule, inputs: tuple) -> dict[str, object]:
     with torch.no_grad():
         Rec(gm).run(*inputs)
     return vals
+
+
+def dynamic_dims(gm: fx.GraphModule, names: list[str]) -> dict[str, dict[int, object]] | None:
+    """For a segment cut from a dynamic program: which dims of its inputs were symbolic, as torch.export wants."""
+    from torch.export import Dim
+    by_name = {n.name: n for n in gm.graph.nodes}
+    spec = {}
+    for name in names:
+        val = by_name[name].meta.get("val")
+        if isinstance(val, torch.Tensor):
+            dims = {i: Dim.AUTO for i, s in enumerate(val.shape) if isinstance(s, torch.SymInt)}
+            spec[name] = dims or None
+    return spec if any(spec.values()) else None
