@@ -28,7 +28,6 @@ def timed(cmd: list[str]) -> tuple[float, float, str, int]:
 
 def main() -> None:
     import onnx
-    import torch
     from polygraphy.json import save_json
 
     from fpdiff import graph, precision as prec
