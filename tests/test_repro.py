@@ -34,6 +34,8 @@ def test_ort_refusal_is_narrowed_to_the_op_and_reproduced_with_onnxruntime_alone
     r = fpdiff.locate(str(SPECS / "scatter_add_pool.py"), backend="ort", precision="fp16", repro=str(tmp_path / "b"))
     assert r.segment["ops"] == ["aten.index_add.default"] and r.segment["status"] == "unsupported"
     assert (tmp_path / "b" / "segment.onnx").exists()
+    f = r.findings[0]
+    assert f.kind == "unsupported" and f.op == "aten.index_add.default" and r.repro in f.remedy
     p = run_script(r.repro, tmp_path)
     assert p.returncode != 0 and "ScatterND" in p.stderr
 

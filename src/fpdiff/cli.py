@@ -137,6 +137,7 @@ def _locate(args, console) -> int:
                                                "culprit": result.culprit.as_dict() if result.culprit else None,
                                                "segment": result.segment, "compiles": result.compiles,
                                                "repro": result.repro, "mark_all": result.mark_all,
+                                               "findings": [f.as_dict() for f in result.findings],
                                                "ops": [o.as_dict() for o in result.ops]}, indent=2, default=str))
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
     return EXIT_FAIL if result.segment else EXIT_OK

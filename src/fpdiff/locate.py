@@ -74,6 +74,7 @@ class LocateResult:
     compiles: int = 0
     repro: str | None = None  # the repro script, when a bundle was written
     mark_all: dict | None = None  # ORT's every-tensor-marked run: per tensor verdicts, the first departure
+    findings: list = field(default_factory=list)  # compare.Finding: a crash or refusal inside a segment
 
     @property
     def culprit(self) -> OpError | None:
@@ -288,6 +289,12 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                                             plugin_file=reg.plugin_file(backend)))
     finally:
         b.close()
+    seg = result.segment
+    if seg and seg["status"] not in (compare.MISMATCH, compare.PRECISION_LOSS, compare.PASS):
+        remedy = f"python {result.repro}" if result.repro else "rerun with --repro DIR for a standalone repro"
+        result.findings.append(compare.Finding(seg["status"], f"{backend} {seg['status']} on ops "
+                                               f"{', '.join(seg['ops'])}: {seg['reason']}", op=seg["first_op"],
+                                               remedy=remedy))
     return result
 
 
