@@ -27,7 +27,7 @@ def test_tinyformer_first_corrupted_of_two_is_found_first():
     assert r.segment["module"] == "proj"  # proj comes before mlp.2 in graph order
 
 
-@pytest.mark.parametrize("backend", ["ort", "iree", "honest"])
+@pytest.mark.parametrize("backend", ["ort", "iree", "inductor", "honest"])
 def test_healthy_backend_gets_no_culprit_with_one_compile(backend):
     r = fpdiff.locate("example:tinycnn", backend=backend, precision="fp32", plugins=PLUGIN)
     assert r.segment is None and r.compiles == 1
@@ -104,3 +104,12 @@ def test_a_dynamic_shape_bug_is_located_only_under_dynamic_variants():
 def test_router_segments_keep_mixed_dims_on_iree():
     r = fpdiff.locate("example:router", backend="iree", precision="fp32", shape_variant="mixed:tokens-static")
     assert r.segment is None and r.compiles == 1
+
+
+def test_conv_filter_read_with_swapped_dims_is_located_deep_in_a_stack():
+    from conftest import SPECS
+    r = fpdiff.locate(str(SPECS / "conv1d_stack.py"), backend="convswap", precision="fp32", plugins=PLUGIN)
+    assert len(r.ops) >= 20
+    assert r.segment["module"] == "blocks.3.0" and r.segment["ops"] == ["aten.conv1d.default"]
+    check = fpdiff.check(str(SPECS / "conv1d_stack.py"), backends=["convswap"], precisions=["fp32"], plugins=PLUGIN)
+    assert check.cells[0].status == "mismatch"

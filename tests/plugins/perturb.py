@@ -73,3 +73,27 @@ class DynamicOnlyBug(PerturbBackend):
                        and hasattr(n.meta.get("val"), "shape") for d in n.meta["val"].shape)
         return super().prepare(program, precision, device) if symbolic else \
             HonestBackend().prepare(program, precision, device)
+
+
+def _swapped_conv1d(x, weight, bias=None, stride=(1,), padding=(0,), dilation=(1,), groups=1):
+    return torch.nn.functional.conv1d(x, weight.transpose(1, 2), bias, stride, padding, dilation, groups)
+
+
+class ConvSwap(PerturbBackend):
+    """SEEDS #3's bug: a 1-D conv whose filter is read with its channel and kernel dims swapped (only possible
+    unnoticed when in_channels == kernel_size, as in the IREE report's 2x2x2 filter)."""
+    name = "convswap"
+
+    def prepare(self, program, precision, device):
+        gm = program.module()
+        for n in gm.graph.nodes:
+            w = n.args[1].meta.get("val") if n.op == "call_function" and len(n.args) > 1 and hasattr(
+                n.args[1], "meta") else None
+            if n.target == torch.ops.aten.conv1d.default and w is not None and w.shape[1] == w.shape[2]:
+                n.target = _swapped_conv1d
+        gm.recompile()
+
+        def run(*inputs):
+            with torch.no_grad():
+                return gm(*inputs)
+        return run
