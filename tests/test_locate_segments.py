@@ -53,11 +53,15 @@ def onnx_models(tmp_path_factory):
     return d
 
 
-def test_onnx_model_refusal_is_narrowed_to_one_node(onnx_models):
+def test_onnx_model_refusal_is_narrowed_to_one_node_with_a_repro(onnx_models, tmp_path):
+    import subprocess
+    import sys
     r = fpdiff.locate(str(onnx_models / "sap.onnx"), backend="ort", precision="fp16",
-                      inputs=str(onnx_models / "sap.npz"))
+                      inputs=str(onnx_models / "sap.npz"), repro=str(tmp_path / "b"))
     assert r.segment["end"] - r.segment["start"] == 1
     assert r.segment["ops"][0].startswith("ScatterND") and r.segment["status"] == "unsupported"
+    p = subprocess.run([sys.executable, r.repro], capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode != 0 and "ScatterND" in p.stderr
 
 
 @pytest.mark.parametrize("backend", ["ort", "iree"])

@@ -282,7 +282,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
             op, path, src = b.where(found.start)
             result.segment = {"start": found.start, "end": found.end, "ops": found.ops, "status": found.status,
                               "reason": found.reason, "first_op": op, "module": path, "source": src}
-            if repro and source.ref.kind == "torch":
+            if repro and (source.ref.kind == "torch" or backend in ("ort", "iree")):
                 limit = max(p.tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2)
                 result.repro = str(b.bundle(found.start, found.end, Path(repro), limit=limit,
                                             baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs,

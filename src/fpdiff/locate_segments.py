@@ -219,5 +219,22 @@ class OnnxBisector(Bisector):
     def where(self, unit: int) -> tuple[str, str, str]:
         return self.nodes[unit].op_type, "", ""
 
-    def bundle(self, start: int, end: int, out: Path, **kw) -> Path:
-        raise UsageError("repro bundles for ONNX models are not written yet")
+    def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
+               backend_out: list | None, plugin_file: str | None) -> Path:
+        from . import repro
+        from .check import versions
+        if self.backend not in ("ort", "iree"):
+            raise UsageError("repro bundles for ONNX models are written for ort and iree")
+        sub, in_names, out_names = self.segment_model(start, end)
+        dtype = np.dtype(prec.dtype_name(self.p.dtype))
+        ins = [self.v64[n].astype(dtype) if self.v64[n].dtype.kind == "f" else self.v64[n] for n in in_names]
+        expected = [np.asarray(self.v64[n], dtype=np.float64) for n in out_names]
+        flags = []
+        if self.backend == "iree":
+            from .backends.iree import compile_flags
+            flags = compile_flags(self.device, self.p.name, self.flags)
+        title = f"{self.backend} at {self.p.name}, ONNX nodes {start}..{end - 1}"
+        return repro.write(out, title=title, backend=self.backend, kind=self.backend, precision=self.p,
+                           device=self.device, program=sub, inputs=ins, expected=expected, backend_out=backend_out,
+                           baseline_rel_l2=baseline_rel_l2, limit=limit, flags=flags, plugin_file=None,
+                           versions=versions())

@@ -68,7 +68,8 @@ def as_np(x, dtype):
         return x.astype(ml_dtypes.bfloat16)
     return x.astype(dtype) if x.dtype.kind == "f" else x
 module = rt.load_vm_flatbuffer_file(str(here / "segment.vmfb"), driver=meta["driver"])
-outs = module.main(*[as_np(x, d) for x, d in zip(xs, meta["input_dtypes"])])
+fn = [n for n in module.vm_module.function_names if not n.startswith("__") and not n.endswith("$async")][0]
+outs = module[fn](*[as_np(x, d) for x, d in zip(xs, meta["input_dtypes"])])
 outs = [o.to_host() for o in (outs if isinstance(outs, (list, tuple)) else [outs])]
 ''',
 }
@@ -94,12 +95,18 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def write(out: Path, *, title: str, backend: str, kind: str, precision: Precision, device: str,
-          program: torch.export.ExportedProgram, inputs: list[torch.Tensor], expected: list[np.ndarray],
+          program, inputs: list, expected: list[np.ndarray],
           backend_out: list[np.ndarray] | None, baseline_rel_l2: float, limit: float, flags: list[str],
           plugin_file: str | None, versions: dict) -> Path:
     """Write the bundle for `kind` (torch, inductor, ort, iree or plugin) and return the script's path."""
     out.mkdir(parents=True, exist_ok=True)
-    torch.export.save(program, str(out / "segment.pt2"))
+    onnx_segment = not isinstance(program, torch.export.ExportedProgram)  # an ONNX model's segment
+    if onnx_segment:
+        import onnx
+        onnx.save(program, str(out / "segment.onnx"))
+        inputs = [torch.from_numpy(np.ascontiguousarray(a)) for a in inputs]
+    else:
+        torch.export.save(program, str(out / "segment.pt2"))
     np.savez(out / "inputs.npz", **{f"in{i}": _np(t) for i, t in enumerate(inputs)})
     np.savez(out / "expected.npz", **{f"out{i}": a for i, a in enumerate(expected)})
     if backend_out is not None:
@@ -108,13 +115,19 @@ def write(out: Path, *, title: str, backend: str, kind: str, precision: Precisio
             "input_dtypes": [str(t.dtype).removeprefix("torch.") for t in inputs], "baseline_rel_l2": baseline_rel_l2,
             "limit": limit, "versions": versions, "plugin_file": plugin_file,
             "driver": "cuda" if device.startswith("cuda") else "local-task"}
-    if kind == "ort":
+    if kind == "ort" and not onnx_segment:
         from .export import export_program
         export_program(program, out / "segment.onnx")
     elif kind == "iree":
         from .backends.iree import _tool, import_program
-        import_program(program, precision.name, out / "segment.mlir")
-        cmd = [_tool("iree-compile"), str(out / "segment.mlir"), "--iree-input-type=torch", *flags,
+        if onnx_segment:
+            subprocess.run([_tool("iree-import-onnx"), str(out / "segment.onnx"), "-o", str(out / "segment.mlir")],
+                           check=True, capture_output=True)
+            input_type = []
+        else:
+            import_program(program, precision.name, out / "segment.mlir")
+            input_type = ["--iree-input-type=torch"]
+        cmd = [_tool("iree-compile"), str(out / "segment.mlir"), *input_type, *flags,
                "-o", str(out / "segment.vmfb")]
         subprocess.run(cmd, check=True, capture_output=True)
         meta["compile_command"] = " ".join(["iree-compile", "segment.mlir", *cmd[2:-2], "-o", "segment.vmfb"])
