@@ -27,6 +27,14 @@ class SegmentVerdict:
     baseline_rel_l2: float = 0.0
 
 
+def _signature(reason: str) -> str:
+    """A failure message without paths, numbers and names of temporary files: what kind of failure it is."""
+    import re
+    text = re.sub(r"(/[\w.\-]+)+", "", reason)
+    text = re.sub(r"\d+", "", text)
+    return text[:160]
+
+
 def _np(x) -> np.ndarray:
     return x.detach().double().numpy() if x.is_floating_point() else x.numpy()
 
@@ -108,7 +116,14 @@ class Bisector:
         return v
 
     def fails(self, start: int, end: int) -> bool:
-        return self.verdict(start, end).status in (compare.MISMATCH, "crash", "error", "unsupported", "timeout")
+        """Fails the way the whole graph does: a mismatch, or the same refusal or crash. A segment can also fail
+        for reasons of its own (an importer that cannot take a cut-out op alone); chasing those would blame a
+        boundary artifact instead of the op behind the whole graph's failure."""
+        v = self.verdict(start, end)
+        whole = self.verdict(0, self.count())
+        if v.status != whole.status or v.status not in (compare.MISMATCH, "crash", "error", "unsupported", "timeout"):
+            return False
+        return v.status == compare.MISMATCH or _signature(v.reason) == _signature(whole.reason)
 
     def bisect(self) -> SegmentVerdict | None:
         """Smallest failing segment: the shortest failing prefix fixes its end, then the latest start that

@@ -50,6 +50,9 @@ class LoadedSource:
             self.declared = mod.dynamic_shapes() if callable(getattr(mod, "dynamic_shapes", None)) else None
         elif ref.kind == "program":  # a segment cut out by locate, already at its precision
             self.fixed_program = torch.export.load(ref.path)
+            for n in self.fixed_program.graph.nodes:  # save/load turns a multi-output op's list value into a
+                if n.op == "call_function" and isinstance(n.meta.get("val"), tuple):  # tuple, which IREE's FX
+                    n.meta["val"] = list(n.meta["val"])  # importer cannot type: restore what export produced
             self.module = self.fixed_program.module()
         else:
             from .sources.onnx_file import read_model
