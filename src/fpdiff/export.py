@@ -75,8 +75,6 @@ def _cast_graph(g: onnx.GraphProto, target: int) -> None:
         for a in node.attribute:
             if node.op_type == "Cast" and a.name == "to" and a.i in FLOATS:
                 a.i = target
-            elif node.op_type == "CastLike":
-                pass
             elif a.type == onnx.AttributeProto.TENSOR:
                 _cast_tensor(a.t, target)
             elif a.type == onnx.AttributeProto.GRAPH:

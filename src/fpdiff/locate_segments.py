@@ -217,13 +217,17 @@ class OnnxBisector(Bisector):
         sub = onnx.utils.Extractor(self.modelp).extract_model(inputs, outputs)
         return sub, inputs, outputs
 
-    def _job(self, start: int, end: int):
-        import onnx
-        from onnx.reference import ReferenceEvaluator
+    def segment_io(self, start: int, end: int):
+        """The segment's sub-model, its input names, inputs (float64-run values cast to P), float64 expected."""
         sub, in_names, out_names = self.segment_model(start, end)
         dtype = np.dtype(prec.dtype_name(self.p.dtype))
         ins = [self.v64[n].astype(dtype) if self.v64[n].dtype.kind == "f" else self.v64[n] for n in in_names]
-        expected = [np.asarray(self.v64[n], dtype=np.float64) for n in out_names]
+        return sub, in_names, ins, [np.asarray(self.v64[n], dtype=np.float64) for n in out_names]
+
+    def _job(self, start: int, end: int):
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+        sub, in_names, ins, expected = self.segment_io(start, end)
         baseline = [np.asarray(a, dtype=np.float64) for a in
                     ReferenceEvaluator(sub).run(None, dict(zip(in_names, ins)))]
         path = self.dir / f"segment-{start}-{end}.onnx"
@@ -240,10 +244,7 @@ class OnnxBisector(Bisector):
         from .check import versions
         if self.backend not in ("ort", "iree"):
             raise UsageError("repro bundles for ONNX models are written for ort and iree")
-        sub, in_names, out_names = self.segment_model(start, end)
-        dtype = np.dtype(prec.dtype_name(self.p.dtype))
-        ins = [self.v64[n].astype(dtype) if self.v64[n].dtype.kind == "f" else self.v64[n] for n in in_names]
-        expected = [np.asarray(self.v64[n], dtype=np.float64) for n in out_names]
+        sub, _, ins, expected = self.segment_io(start, end)
         flags = []
         if self.backend == "iree":
             from .backends.iree import compile_flags
