@@ -13,7 +13,7 @@ from pathlib import Path
 from ..compare import Finding
 from ..errors import Unsupported
 from ..graph import functional
-from . import MOSTLY, Prepared, to_numpy as _to_numpy
+from . import MOSTLY, Prepared, mixed_dtype, to_numpy as _to_numpy
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 # sm_80 compiles and runs on H100/H200 with iree-base-compiler 3.13; sm_90 fails with "missing GPU target".
@@ -123,7 +123,7 @@ class IreeBackend:
             what = "its public signature demoted from f64 to f32" if demoted else "ops in other dtypes"
             notes.append(Finding("dtype-changed", f"IREE compiled {counts[want]} of {total} float ops in {want}, "
                                  f"{what} ({dict(counts)})", remedy=remedy))
-        computed = max(counts, key=counts.get) if counts else None
+        computed = mixed_dtype(counts, want)
         return Prepared(self._runner(vmfb, task.device), computed, notes, info)
 
     def _compile(self, task, flags: list[str], out: Path) -> None:

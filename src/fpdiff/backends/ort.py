@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..compare import Finding
 from ..errors import Unsupported
-from . import MOSTLY, Prepared, to_numpy as _to_numpy
+from . import MOSTLY, Prepared, mixed_dtype, to_numpy as _to_numpy
 
 # Ops that move or reshape data without arithmetic: their dtype says nothing about where rounding happens.
 _DATA_MOVEMENT = {"Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
@@ -85,4 +85,4 @@ class OrtBackend:
             feed = {n: _to_numpy(t) for n, t in zip(names, inputs)}
             return session.run(None, feed)
 
-        return Prepared(run, None, notes, info)
+        return Prepared(run, mixed_dtype(info.get("op_dtypes", {}), want), notes, info)
