@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from .errors import UsageError
 from .graph import STATIC, ShapeVariant
 from .sources import Source, load
 from .task import Job
+from .versions import report_versions as versions
 from .worker import CRASH, ERROR, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
 
 DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
@@ -69,17 +69,6 @@ class CheckResult:
                 "summary": {s: sum(c.status == s for c in self.cells) for s in
                             (compare.PASS, compare.PRECISION_LOSS, compare.MISMATCH, compare.UNSUPPORTED,
                              compare.CRASH, compare.TIMEOUT)}}
-
-
-def versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-    out = {"python": platform.python_version()}
-    for pkg in ("fpdiff", "torch", "onnx", "onnxruntime", "onnxscript", "iree-base-compiler", "iree-base-runtime"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = None
-    return out
 
 
 def _check_inputs(source: Source, allow_nonfinite: bool) -> None:

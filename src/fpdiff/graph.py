@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 
 import torch
@@ -115,3 +116,22 @@ def dynamic_dims(declared, input_names: list[str], variant: ShapeVariant) -> lis
         else:
             out.append([])
     return out
+
+
+def where(node) -> tuple[str, str]:
+    """A node's nn.Module path and the user's file:line that made it (torch's own frames skipped)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    path = list(stack.values())[-1][0] if stack else ""
+    trace = node.meta.get("stack_trace") or ""
+    torch_dir = os.path.dirname(torch.__file__)
+    lines = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ") and torch_dir not in ln]
+    src = ""
+    if lines:
+        last = lines[-1]  # innermost frame: the user's line that made this op
+        try:
+            fname = last.split('"')[1]
+            lineno = last.split("line ")[1].split(",")[0]
+            src = f"{fname}:{lineno}"
+        except IndexError:
+            src = last
+    return path, src

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import math
-import os
+import operator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from pathlib import Path
-
-from . import compare, graph, precision as prec
+from . import compare, graph, precision as prec, segments
 from .errors import UsageError
 from .sources import load
 
@@ -136,31 +135,6 @@ def _like(x, template):
     return torch.utils._pytree.tree_unflatten(cast, spec)
 
 
-def _where(node) -> tuple[str, str]:
-    stack = node.meta.get("nn_module_stack") or {}
-    path = list(stack.values())[-1][0] if stack else ""
-    trace = node.meta.get("stack_trace") or ""
-    torch_dir = os.path.dirname(torch.__file__)
-    lines = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ") and torch_dir not in ln]
-    src = ""
-    if lines:
-        last = lines[-1]  # innermost frame: the user's line that made this op
-        try:
-            fname = last.split('"')[1]
-            lineno = last.split("line ")[1].split(",")[0]
-            src = f"{fname}:{lineno}"
-        except IndexError:
-            src = last
-    return path, src
-
-
-def _attr(gm: torch.nn.Module, target: str):
-    obj = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
             own: bool = False) -> tuple[list[OpError], float]:
     """Run float64 and P side by side op by op over torch.export graphs, freeing values after their last use."""
@@ -189,8 +163,8 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
                 env64[b.name] = t.double() if t.is_floating_point() else t
                 envp[b.name] = prec.cast_tensor(t, p) if p.is_cast else (t.float() if t.is_floating_point() else t)
             elif b.op == "get_attr":
-                env64[b.name] = _attr(gm64, a.target)
-                envp[b.name] = _attr(gmp, b.target)
+                env64[b.name] = segments.get_attr(gm64, a.target)
+                envp[b.name] = segments.get_attr(gmp, b.target)
             elif b.op == "call_function":
                 args64, kw64 = tree_map(lambda x: env64[x.name] if isinstance(x, torch.fx.Node) else x, (a.args, a.kwargs))
                 argsp, kwp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x, (b.args, b.kwargs))
@@ -198,7 +172,7 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
                 outp = b.target(*argsp, **kwp)
                 env64[b.name], envp[b.name] = out64, outp
                 r64 = _floats(out64)
-                if r64 and b.target is not getattr(__import__("operator"), "getitem"):
+                if r64 and b.target is not operator.getitem:
                     ref = _cat(r64)
                     acc, _ = _rel_l2(_cat(_floats(outp)), ref)
                     local, bad, flushed, floor = None, 0, 0.0, p.unit_roundoff
@@ -215,7 +189,7 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
                                                   and x.is_floating_point() else x, local_in)
                             cond, _ = _rel_l2(_cat(_floats(a.target(*rounded_in[0], **rounded_in[1]))), ref)
                             floor = max(floor, cond if math.isfinite(cond) else 0.0)
-                    path, src = _where(b)
+                    path, src = graph.where(b)
                     fin = ref[torch.isfinite(ref)]
                     ops.append(OpError(len(ops), b.name, str(b.target), path, src, acc, local, floor, bad,
                                        float(fin.abs().max()) if fin.numel() else 0.0, flushed))

@@ -47,8 +47,7 @@ class Bisector:
                  variant: graph.ShapeVariant = graph.STATIC, declared=None) -> None:
         if not p.is_cast:
             raise UsageError("locate on compiled backends takes whole-model precisions (fp32, fp16, bf16, fp64)")
-        self.p, self.backend, self.device = p, backend, device
-        self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
+        self._setup(p, backend, device, plugins, flags, timeout, cache)
         # both exports under the shape variant: same structure, and segments keep the variant's symbolic dims
         gm64 = graph.export(module, inputs, prec.get("fp64"), variant, declared).module()
         self.gmp = graph.export(module, inputs, p, variant, declared).module()
@@ -56,6 +55,11 @@ class Bisector:
             raise UsageError(f"the float64 and {p.name} exports of this model differ in structure")
         self.v64 = segments.values(gm64, tuple(t.double() if t.is_floating_point() else t for t in inputs))
         self.units = segments.units(self.gmp)
+
+    def _setup(self, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
+               flags: tuple[str, ...], timeout: float, cache: str | None) -> None:
+        self.p, self.backend, self.device = p, backend, device
+        self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
         self.asked: dict[tuple[int, int], SegmentVerdict] = {}
         self.dir = Path(tempfile.mkdtemp(prefix="fpdiff-locate-"))
         self.pool = WorkerPool()
@@ -149,9 +153,8 @@ class Bisector:
         return self.verdict(lo, end)
 
     def where(self, unit: int) -> tuple[str, str, str]:
-        from .locate import _where
         node = self.units[unit][0]
-        path, src = _where(node)
+        path, src = graph.where(node)
         return str(node.target), path, src
 
     def unit_of(self, node_name: str) -> int:
@@ -160,7 +163,7 @@ class Bisector:
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
                backend_out: list | None, plugin_file: str | None) -> Path:
         from . import repro
-        from .check import versions
+        from .versions import report_versions as versions
         nodes, program, ins, _, expected, _ = self.segment(start, end)
         kind = self.backend if self.backend in ("torch", "inductor", "ort", "iree") else "plugin"
         flags = []
@@ -187,8 +190,6 @@ class OnnxBisector(Bisector):
         from .export import ONNX_TYPE, cast_model
         if not p.is_cast or p.name == "bf16":
             raise UsageError("locate on ONNX models takes fp64, fp32 or fp16")
-        self.p, self.backend, self.device = p, backend, device
-        self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
         self.model64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
         self.modelp = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE[prec.dtype_name(p.dtype)]))
         ev = ReferenceEvaluator(self.model64, new_ops=_float64_ops())
@@ -199,9 +200,7 @@ class OnnxBisector(Bisector):
             raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
         self.nodes = list(self.modelp.graph.node)
         self.inits = {t.name for t in self.modelp.graph.initializer}
-        self.asked = {}
-        self.dir = Path(tempfile.mkdtemp(prefix="fpdiff-locate-"))
-        self.pool = WorkerPool()
+        self._setup(p, backend, device, plugins, flags, timeout, cache)
 
     def count(self) -> int:
         return len(self.nodes)
@@ -241,7 +240,7 @@ class OnnxBisector(Bisector):
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
                backend_out: list | None, plugin_file: str | None) -> Path:
         from . import repro
-        from .check import versions
+        from .versions import report_versions as versions
         if self.backend not in ("ort", "iree"):
             raise UsageError("repro bundles for ONNX models are written for ort and iree")
         sub, _, ins, expected = self.segment_io(start, end)

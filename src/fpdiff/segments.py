@@ -36,7 +36,7 @@ def _set_attr(root: torch.nn.Module, target: str, value) -> None:
         setattr(mod, leaf, value)
 
 
-def _get_attr(root: torch.nn.Module, target: str):
+def get_attr(root: torch.nn.Module, target: str):
     obj = root
     for p in target.split("."):
         obj = getattr(obj, p)
@@ -55,7 +55,7 @@ def cut(gm: fx.GraphModule, nodes: list[fx.Node]) -> tuple[fx.GraphModule, list[
         if a in inside or a in env:
             return
         if a.op == "get_attr":
-            _set_attr(root, a.target, _get_attr(gm, a.target))
+            _set_attr(root, a.target, get_attr(gm, a.target))
             env[a] = g.get_attr(a.target)
         elif a.op == "call_function" and not isinstance(a.meta.get("val"), torch.Tensor) and a.all_input_nodes:
             for b in a.all_input_nodes:  # a size read off a tensor (sym_size): recompute it inside

@@ -70,14 +70,8 @@ class LoadedSource:
 
 def _versions() -> str:
     """Versions of everything that turns a model into an artifact: a new exporter or compiler means a new key."""
-    from importlib.metadata import PackageNotFoundError, version
-    parts = []
-    for pkg in ("torch", "onnx", "onnxscript", "iree-base-compiler"):
-        try:
-            parts.append(f"{pkg}={version(pkg)}")
-        except PackageNotFoundError:
-            parts.append(f"{pkg}=none")
-    return ",".join(parts)
+    from .versions import versions
+    return ",".join(f"{k}={v}" for k, v in versions(("torch", "onnx", "onnxscript", "iree-base-compiler")).items())
 
 
 @dataclass

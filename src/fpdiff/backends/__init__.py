@@ -18,6 +18,12 @@ ENTRY_POINT_GROUP = "fpdiff.backends"
 MOSTLY = 0.25
 
 
+def too_wide(counts: dict, want: str) -> bool:
+    """The dtype-changed rule on counted float ops (see MOSTLY)."""
+    total = sum(counts.values())
+    return bool(total) and counts.get(want, 0) < MOSTLY * total
+
+
 def mixed_dtype(counts: dict, want: str) -> str | None:
     """What a cell computed in, from counted float ops: the requested dtype with its share when others ran too."""
     total = sum(counts.values())

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..compare import Finding
 from ..errors import Unsupported
 from ..graph import functional
-from . import MOSTLY, Prepared, mixed_dtype, to_numpy as _to_numpy
+from . import Prepared, mixed_dtype, to_numpy as _to_numpy, too_wide
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 # sm_80 compiles and runs on H100/H200 with iree-base-compiler 3.13; sm_90 fails with "missing GPU target".
@@ -117,7 +117,7 @@ class IreeBackend:
         notes, info = [], {"cache": "hit" if hit else "miss", "flags": flags, "op_dtypes": dict(counts)}
         want = task.requested_dtype
         total = sum(counts.values())
-        if demoted or (total and counts[want] < MOSTLY * total):
+        if demoted or too_wide(counts, want):
             remedy = (f"compile with {DEMOTE_F64}=false" if want == "float64"
                       else "check the compile flags for demotion/promotion options")
             what = "its public signature demoted from f64 to f32" if demoted else "ops in other dtypes"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..compare import Finding
 from ..errors import Unsupported
-from . import MOSTLY, Prepared, mixed_dtype, to_numpy as _to_numpy
+from . import Prepared, mixed_dtype, to_numpy as _to_numpy, too_wide
 
 # Ops that move or reshape data without arithmetic: their dtype says nothing about where rounding happens.
 _DATA_MOVEMENT = {"Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
@@ -74,7 +74,7 @@ class OrtBackend:
                 share = counts[want] / total
                 info["op_dtypes"] = dict(counts)
                 info["requested_dtype_share"] = round(share, 4)
-                if share < MOSTLY:
+                if too_wide(counts, want):
                     notes.append(Finding("dtype-changed", f"ONNX Runtime ran {counts[want]} of {total} arithmetic ops "
                                          f"in {want}; the rest in {', '.join(k for k in counts if k != want)} "
                                          "through casts it inserted (its kernels for this provider lack the dtype)",
