@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .check import CheckResult, Cell, check
 from .locate import LocateResult, locate
+from .ranges import RangesResult, ranges
 from .sources.examples import names as examples
 
-__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult"]
+__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult"]

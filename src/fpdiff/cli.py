@@ -76,12 +76,20 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--seed", type=int, default=0)
     loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
     loc.add_argument("--json", metavar="PATH", help="write per-op data here")
+    r = sub.add_parser("ranges", help="ranges of every float64 intermediate, judged for fp16 and bf16")
+    r.add_argument("model", help="spec .py file or example:NAME")
+    r.add_argument("--precision", default="fp16,bf16", help="comma list of fp16,bf16 (default %(default)s)")
+    r.add_argument("--all", action="store_true", help="every op, not only those with findings")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--json", metavar="PATH", help="write per-op ranges here")
     sub.add_parser("examples", help="list the built-in example models")
     sub.add_parser("backends", help="list registered backends and whether they are available")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    import warnings
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch internals' deprecation chatter
     args = parser().parse_args(argv)
     try:
         return _run(args)
@@ -97,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args) -> int:
     from rich.console import Console
-    console = Console()
+    # piped or logged output: wide enough for the tables; a terminal keeps its own width
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     if args.command == "examples":
         from .api import examples
         for name, doc in examples().items():
@@ -112,6 +121,8 @@ def _run(args) -> int:
         return EXIT_OK
     if args.command == "locate":
         return _locate(args, console)
+    if args.command == "ranges":
+        return _ranges(args, console)
     return _check(args, console)
 
 
@@ -141,6 +152,24 @@ def _locate(args, console) -> int:
                                                "ops": [o.as_dict() for o in result.ops]}, indent=2, default=str))
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
     return EXIT_FAIL if result.segment else EXIT_OK
+
+
+def _write_json(path: str, data: dict, console) -> None:
+    import json
+    from pathlib import Path
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(data, indent=2, default=str))
+    console.print(f"JSON: {path}", highlight=False)
+
+
+def _ranges(args, console) -> int:
+    from . import api
+    from .report import terminal
+    result = api.ranges(args.model, precisions=args.precision, seed=args.seed)
+    terminal.render_ranges(result, console, args.all)
+    if args.json:
+        _write_json(args.json, result.as_dict(), console)
+    return EXIT_OK  # ranges informs; plan and check decide
 
 
 def _check(args, console) -> int:

@@ -1,0 +1,298 @@
+"""Where a format cannot hold a model's numbers: every float64 intermediate, composite ops opened, per dtype."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from . import graph
+from .errors import UsageError
+from .sources import load
+
+# Rules, each with its reason (the README repeats them). u is the format's unit roundoff.
+#  risk   overflow: any value beyond the format's max becomes inf, and inf spreads (NaN after inf-inf or 0*inf).
+#  risk   rounding: rounding the exact values to the format loses more than RISK_ROUNDING x u (relative L2). A
+#         value held as a normal number loses at most u, so this only fires when the tensor's mass sits in the
+#         subnormal or flushed range: the op's result is mostly noise in that format.
+#  risk   constant: a scalar argument or weight that becomes 0 or inf, or moves by more than RISK_ROUNDING x u
+#         (an eps of 1e-8 is 0 in fp16; an exported graph stores it in the format).
+#  note   flush: at least FLUSH_NOTE of the nonzero values become 0; harmless when they are tiny against the
+#         rest, harmful when a later op divides by them or takes their log or rsqrt.
+#  note   headroom: max |x| within HEADROOM x of the format's max: inputs a few times larger overflow.
+#  note   reduction: more than 1/(2u) terms summed per output (fp16: 1024, bf16: 128); the worst-case error bound
+#         of accumulating in the format reaches 1/2. torch's CPU kernels and most GPU matmuls accumulate in fp32,
+#         so this only bites on a backend that accumulates in the format itself.
+RISK_ROUNDING = 8.0  # the same factor as locate's: a correct op at P lands within a few u
+FLUSH_NOTE = 0.01
+HEADROOM = 4.0
+LOW_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+# Ops that only move, repeat or regroup values: their outputs hold nothing their inputs did not.
+_MOVES = {"view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze",
+          "as_strided", "broadcast_in_dim", "slice", "select", "clone", "alias", "contiguous", "split",
+          "split_with_sizes", "unbind", "cat", "stack", "_to_copy", "detach", "lift_fresh_copy", "copy",
+          "expand_copy", "view_copy", "permute_copy", "squeeze_copy", "unsqueeze_copy", "index_select",
+          "constant_pad_nd", "repeat", "flip", "roll", "narrow", "diagonal", "chunk", "collapse_view",
+          "split_dim", "select_scatter", "slice_scatter"}
+# Ops that sum terms per output: the reduced elements (sum-like) or the contraction length (matmul-like).
+_SUMS = {"sum", "mean", "var", "var_mean", "std", "std_mean", "prod", "cumsum", "logsumexp", "nansum"}
+_CONTRACTIONS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "convolution", "linear", "dot", "mv", "addmv"}
+
+# Composite ops opened so their insides (sum of squares, exp, variance) are measured, on top of core ATen's.
+_A = torch.ops.aten
+_OPEN = [_A._softmax, _A._log_softmax, _A.softmax, _A.log_softmax, _A.native_layer_norm, _A.layer_norm,
+         _A.native_group_norm, _A.group_norm, _A.var_mean, _A.var, _A.std, _A.logsumexp, _A.gelu, _A._safe_softmax,
+         _A.scaled_dot_product_attention,          _A._scaled_dot_product_flash_attention_for_cpu, _A.rms_norm, _A.linear, _A.silu, _A.mish, _A.softplus,
+         _A.hardswish, _A.norm, _A.linalg_vector_norm, _A.cosine_similarity, _A.instance_norm]
+
+
+@dataclass
+class DtypeRange:
+    """One op's values as one low-precision format would hold them."""
+    overflow: float  # share of finite values that become inf
+    flushed: float  # share of nonzero values that become 0
+    subnormal: float  # share of nonzero values held as subnormals
+    rounding: float  # relative L2 of rounding the finite values to the format
+    risks: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class OpRange:
+    index: int
+    node: str
+    op: str
+    part_of: str  # the op of the exported graph this one was decomposed from ("" when not decomposed)
+    origin: str  # that op's node name in the exported graph (the unit `plan` keeps in fp32)
+    module: str
+    source: str
+    numel: int
+    max_abs: float
+    min_abs: float  # smallest nonzero |x| (inf when all zero)
+    depth: int | None  # terms summed per output, for reductions and contractions
+    dtypes: dict[str, DtypeRange] = field(default_factory=dict)
+
+    def risky(self, dtype: str) -> bool:
+        return bool(self.dtypes[dtype].risks)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["dtypes"] = {k: dict(v.__dict__) for k, v in self.dtypes.items()}
+        d["min_abs"] = self.min_abs if math.isfinite(self.min_abs) else None
+        return d
+
+
+@dataclass
+class ConstantRange:
+    name: str  # the weight's name, or the node and argument position of a scalar
+    kind: str  # "weight" or "scalar"
+    used_by: list[str]  # exported-graph node names (origins) that use it
+    value: float  # the scalar, or a weight's max |w|
+    dtypes: dict[str, list[str]] = field(default_factory=dict)  # dtype -> reasons it does not survive
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RangesResult:
+    model: str
+    dtypes: list[str]
+    ops: list[OpRange] = field(default_factory=list)
+    constants: list[ConstantRange] = field(default_factory=list)
+
+    def risky(self, dtype: str) -> list[OpRange]:
+        return [o for o in self.ops if o.dtypes[dtype].risks]
+
+    def noted(self, dtype: str) -> list[OpRange]:
+        return [o for o in self.ops if o.dtypes[dtype].notes and not o.dtypes[dtype].risks]
+
+    def origins(self, dtype: str) -> dict[str, list[str]]:
+        """Exported-graph node -> the reasons (risks first) found on it or inside it, for `plan`'s seeds."""
+        out: dict[str, list[str]] = {}
+        for o in self.ops:
+            r = o.dtypes[dtype]
+            if r.risks:
+                out.setdefault(o.origin, []).extend(f"{o.op}: {x}" for x in r.risks)
+        for c in self.constants:
+            for u in c.used_by:
+                if c.dtypes.get(dtype):
+                    out.setdefault(u, []).extend(f"{c.name}: {x}" for x in c.dtypes[dtype])
+        return out
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "dtypes": self.dtypes, "ops": [o.as_dict() for o in self.ops],
+                "constants": [c.as_dict() for c in self.constants],
+                "risky": {d: [o.node for o in self.risky(d)] for d in self.dtypes}}
+
+
+def _name(target) -> str:
+    n = getattr(target, "__name__", str(target))
+    return n.split(".")[0]
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _dtype_range(x: torch.Tensor, dt: torch.dtype, tag: str, depth: int | None) -> DtypeRange:
+    fi = torch.finfo(dt)
+    u = float(fi.eps) / 2
+    finite = x[torch.isfinite(x)]
+    a = finite.abs()
+    n = max(a.numel(), 1)
+    r = finite.to(dt)
+    over = int(torch.isinf(r).sum())
+    nonzero = a > 0
+    nz = max(int(nonzero.sum()), 1)
+    flushed = int(((r == 0) & nonzero).sum())
+    sub = int(((a < fi.smallest_normal) & nonzero).sum()) - flushed
+    kept = ~torch.isinf(r)
+    num = float(torch.linalg.vector_norm(r[kept].double() - finite[kept])) if a.numel() else 0.0
+    den = float(torch.linalg.vector_norm(finite[kept])) if a.numel() else 0.0
+    rounding = num / den if den > 0 else 0.0
+    dr = DtypeRange(over / n, flushed / nz, sub / nz, rounding)
+    mx = float(a.max()) if a.numel() else 0.0
+    if over:
+        dr.risks.append(f"{dr.overflow:.1%} of values overflow {tag} (max |x| {_g(mx)} > {_g(fi.max)})")
+    if rounding > RISK_ROUNDING * u:
+        dr.risks.append(f"rounding to {tag} alone loses {_g(rounding)} relative ({dr.subnormal:.0%} subnormal, "
+                        f"{dr.flushed:.0%} flushed to 0; {tag} holds normals to {_g(u)})")
+    if dr.flushed >= FLUSH_NOTE and not dr.risks:
+        dr.notes.append(f"{dr.flushed:.1%} of nonzero values flush to 0 in {tag} (|x| < {_g(float(fi.tiny) * u)})")
+    if not over and mx * HEADROOM > fi.max:
+        dr.notes.append(f"max |x| {_g(mx)} is within {HEADROOM:g}x of {tag}'s max {_g(fi.max)}")
+    if depth and depth > 1 / (2 * u):
+        dr.notes.append(f"sums {depth} terms per output: accumulated in {tag} the error bound is {_g(depth * u)}")
+    return dr
+
+
+def _depth(node, args) -> int | None:
+    name = _name(node.target)
+    val = node.meta.get("val")
+    if name in _SUMS and args and isinstance(args[0], torch.Tensor):
+        out = val[0] if isinstance(val, (tuple, list)) else val
+        if name == "cumsum":
+            return int(args[0].shape[args[1]]) if len(args) > 1 else None
+        return max(args[0].numel() // max(out.numel(), 1), 1) if isinstance(out, torch.Tensor) else None
+    if name in _CONTRACTIONS:
+        if name == "convolution":
+            w = args[1]
+            return int(w.shape[1] * math.prod(w.shape[2:]))
+        a = args[1] if name in ("addmm", "baddbmm", "addmv") else args[0]
+        return int(a.shape[-1]) if isinstance(a, torch.Tensor) and a.dim() else None
+    return None
+
+
+def _scalar_reasons(v: float, dtypes: list[str]) -> dict[str, list[str]]:
+    out = {}
+    for tag in dtypes:
+        dt = LOW_DTYPES[tag]
+        c = float(torch.tensor(v, dtype=torch.float64).to(dt))
+        u = float(torch.finfo(dt).eps) / 2
+        if v != 0 and c == 0:
+            out[tag] = [f"{_g(v)} is 0 in {tag} (as an exported graph stores it)"]
+        elif math.isfinite(v) and math.isinf(c):
+            out[tag] = [f"{_g(v)} is {'-' if c < 0 else ''}inf in {tag}"]
+        elif v != 0 and math.isfinite(v) and abs(c - v) / abs(v) > RISK_ROUNDING * u:
+            out[tag] = [f"{_g(v)} becomes {_g(c)} in {tag} ({abs(c - v) / abs(v):.1%} off: subnormal)"]
+    return out
+
+
+def _origin(node) -> tuple[str, str]:
+    """The exported-graph node this decomposed node came from (the root of its provenance): name and op."""
+    src = node.meta.get("from_node") or []
+    root = None
+    while src:
+        root, src = src[0], src[0].from_node
+    return (root.name, str(root.target)) if root is not None else (node.name, str(node.target))
+
+
+class _Walk(torch.fx.Interpreter):
+    """Runs the decomposed float64 program, measuring each op's output before the interpreter frees it."""
+
+    def __init__(self, gm, dtypes: list[str], result: RangesResult) -> None:
+        super().__init__(gm)
+        self.dtypes, self.result = dtypes, result
+
+    def run_node(self, n):
+        out = super().run_node(n)
+        if n.op != "call_function":
+            return out
+        name = _name(n.target)
+        origin, part_of = _origin(n)
+        args = [self.env[a] if isinstance(a, torch.fx.Node) else a for a in n.args]
+        for i, a in enumerate(n.args):
+            if isinstance(a, float) and (reasons := _scalar_reasons(a, self.dtypes)):
+                self.result.constants.append(ConstantRange(f"{n.name} argument {i}", "scalar", [origin], a, reasons))
+        for k, a in n.kwargs.items():
+            if isinstance(a, float) and (reasons := _scalar_reasons(a, self.dtypes)):
+                self.result.constants.append(ConstantRange(f"{n.name} {k}", "scalar", [origin], a, reasons))
+        if name in _MOVES or not isinstance(out, torch.Tensor) or not out.is_floating_point():
+            return out
+        x = out.detach().double().reshape(-1)
+        a = x[torch.isfinite(x)].abs()
+        nz = a[a > 0]
+        depth = _depth(n, args)
+        module, source = graph.where(n)
+        op = OpRange(len(self.result.ops), n.name, str(n.target), "" if origin == n.name else part_of,
+                     origin, module, source, x.numel(), float(a.max()) if a.numel() else 0.0,
+                     float(nz.min()) if nz.numel() else math.inf, depth)
+        for tag in self.dtypes:
+            op.dtypes[tag] = _dtype_range(x, LOW_DTYPES[tag], tag, depth)
+        self.result.ops.append(op)
+        return out
+
+
+def decomposed(module: torch.nn.Module, inputs: tuple) -> torch.export.ExportedProgram:
+    """The float64 program in core ATen, with the composite ops that hide intermediates opened as well."""
+    from torch._decomp import core_aten_decompositions, get_decompositions
+    m = module.double()
+    args = tuple(t.double() if t.is_floating_point() else t for t in inputs)
+    ep = torch.export.export(m, args, strict=False)
+    table = core_aten_decompositions()
+    table.update(get_decompositions(_OPEN))
+    return ep.run_decompositions(table)
+
+
+def _weights(ep: torch.export.ExportedProgram, dtypes: list[str], result: RangesResult) -> None:
+    """Weights and buffers whose values the format cannot hold (overflow, mass in subnormals, flushed)."""
+    sig = ep.graph_signature
+    by_input = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
+    state = {**ep.state_dict, **ep.constants}
+    for n in ep.graph.nodes:
+        if n.op != "placeholder" or n.name not in by_input:
+            continue
+        w = state.get(by_input[n.name])
+        if not isinstance(w, torch.Tensor) or not w.is_floating_point() or w.numel() == 0:
+            continue
+        x = w.detach().double().reshape(-1)
+        users = sorted({_origin(u)[0] for u in n.users})
+        reasons = {}
+        for tag in dtypes:
+            dr = _dtype_range(x, LOW_DTYPES[tag], tag, None)
+            if dr.risks:
+                reasons[tag] = dr.risks
+        if reasons:
+            result.constants.append(ConstantRange(by_input[n.name], "weight", users, float(x.abs().max()), reasons))
+
+
+def ranges(model: str, *, precisions: str | list[str] = ("fp16", "bf16"), seed: int = 0) -> RangesResult:
+    """Every intermediate of the float64 run of a torch model, judged for each low-precision format."""
+    names = [p.strip() for p in (precisions.split(",") if isinstance(precisions, str) else precisions) if p.strip()]
+    bad = [p for p in names if p not in LOW_DTYPES]
+    if bad or not names:
+        raise UsageError(f"ranges judges low-precision formats: give --precision from {', '.join(LOW_DTYPES)}"
+                         + (f" (not {', '.join(bad)})" if bad else ""))
+    source = load(model, seed=seed)
+    if source.ref.kind != "torch":
+        raise UsageError("ranges opens composite ops through torch's decompositions: give a spec .py or "
+                         "example:NAME (for an ONNX model, use its torch source)")
+    result = RangesResult(source.ref.label, names)
+    ep = decomposed(source.module, source.inputs)
+    _weights(ep, names, result)
+    args = tuple(t.double() if t.is_floating_point() else t for t in source.inputs)
+    with torch.no_grad():
+        _Walk(ep.module(), names, result).run(*args)
+    return result

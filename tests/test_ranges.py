@@ -1,0 +1,76 @@
+"""ranges: every float64 intermediate, inside composite ops too, judged per low-precision format."""
+import json
+
+import pytest
+
+import fpdiff
+from conftest import SPECS
+from fpdiff.cli import main
+from fpdiff.errors import UsageError
+
+
+def test_square_inside_rmsnorm_overflows_fp16_not_bf16():
+    r = fpdiff.ranges("example:rmsnorm")
+    risky = r.risky("fp16")
+    assert [o.op for o in risky] == ["aten.mul.Tensor"]
+    assert risky[0].source.endswith("rmsnorm.py:15") and risky[0].dtypes["fp16"].overflow > 0
+    assert "overflow fp16" in risky[0].dtypes["fp16"].risks[0]
+    assert r.risky("bf16") == []  # bf16 has fp32's range
+
+
+def test_variance_inside_layer_norm_is_opened_and_flagged():
+    r = fpdiff.ranges(str(SPECS / "hidden_intermediates.py"), precisions="fp16")
+    risky = r.risky("fp16")
+    var = [o for o in risky if "var" in o.op]
+    assert var and var[0].part_of.startswith("aten.layer_norm") and var[0].origin == "layer_norm"
+    # the layer norm's input and output fit fp16: the risk is only visible inside it
+    outside = [o for o in r.ops if o.origin != "layer_norm" and o.max_abs > 65504]
+    assert outside == []
+
+
+def test_eps_that_is_zero_in_fp16_is_named():
+    r = fpdiff.ranges(str(SPECS / "hidden_intermediates.py"))
+    eps = [c for c in r.constants if c.kind == "scalar" and c.value == 1e-8]
+    assert eps and "is 0 in fp16" in eps[0].dtypes["fp16"][0]
+    assert "bf16" not in eps[0].dtypes  # bf16 holds 1e-8 to its own rounding
+
+
+def test_underflow_of_squared_small_weights():
+    r = fpdiff.ranges(str(SPECS / "demod_underflow.py"), precisions=["fp16"])
+    first = r.risky("fp16")[0]
+    assert first.op == "aten.mul.Tensor" and first.dtypes["fp16"].flushed > 0.5
+    assert "flushed to 0" in first.dtypes["fp16"].risks[0]
+
+
+def test_healthy_models_have_no_risk():
+    for ex in ("tinyformer", "tinycnn", "router"):
+        r = fpdiff.ranges(f"example:{ex}")
+        assert r.risky("fp16") == [] and r.risky("bf16") == [], ex
+
+
+def test_cli_table_and_json(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["ranges", "example:rmsnorm", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "fp16 risk" in text and "overflow" in text
+    data = json.loads(out.read_text())
+    assert data["risky"]["fp16"] == ["mul"]
+    assert next(o for o in data["ops"] if o["node"] == "mul")["dtypes"]["fp16"]["overflow"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["example:rmsnorm", "--precision", "fp8"], "low-precision formats"),
+    (["example:nope"], "unknown example"),
+])
+def test_cli_bad_input_is_one_line(args, message, capsys):
+    assert main(["ranges", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_onnx_models_are_refused_clearly(tmp_path):
+    import torch
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(torch.nn.Linear(4, 4), (torch.randn(2, 4),), str(path), dynamo=True)
+    with pytest.raises(UsageError, match="torch source"):
+        fpdiff.ranges(str(path))
