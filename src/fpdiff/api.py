@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from .check import CheckResult, Cell, check
 from .locate import LocateResult, locate
+from .plan import Plan, plan
+from .plan_torch import apply_plan
 from .ranges import RangesResult, ranges
 from .sources.examples import names as examples
 
-__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult"]
+__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult", "plan", "Plan", "apply_plan"]

@@ -82,6 +82,24 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--all", action="store_true", help="every op, not only those with findings")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", metavar="PATH", help="write per-op ranges here")
+    pl = sub.add_parser("plan", help="the ops to keep in fp32 so fp16/bf16 meets a tolerance, verified")
+    pl.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
+    pl.add_argument("--precision", default="fp16", help="fp16 or bf16 (default %(default)s)")
+    pl.add_argument("--backend", default="torch", help="where the plan is verified (default %(default)s)")
+    pl.add_argument("--tolerance", type=float, default=None,
+                    help="relative L2 vs float64 to meet (default: the precision's check tolerance)")
+    pl.add_argument("--device", default="cpu")
+    pl.add_argument("--plugin", action="append", default=[], metavar="PATH")
+    pl.add_argument("--iree-flag", action="append", default=[], metavar="FLAG")
+    pl.add_argument("--timeout", type=float, default=300.0, help="seconds per trial on a compiled backend")
+    pl.add_argument("--save", metavar="PATH", help="write the verified plan (JSON) here")
+    pl.add_argument("--load", metavar="PATH", help="re-verify a saved plan instead of searching")
+    pl.add_argument("--export-onnx", metavar="PATH", help="write the planned model as ONNX, verified with ORT")
+    pl.add_argument("--no-speed", action="store_true", help="do not time the planned model")
+    pl.add_argument("--inputs", help="npz with one array per ONNX input")
+    pl.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1")
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--json", metavar="PATH", help="write the plan and its search record here")
     sub.add_parser("examples", help="list the built-in example models")
     sub.add_parser("backends", help="list registered backends and whether they are available")
     return p
@@ -123,6 +141,8 @@ def _run(args) -> int:
         return _locate(args, console)
     if args.command == "ranges":
         return _ranges(args, console)
+    if args.command == "plan":
+        return _plan(args, console)
     return _check(args, console)
 
 
@@ -170,6 +190,24 @@ def _ranges(args, console) -> int:
     if args.json:
         _write_json(args.json, result.as_dict(), console)
     return EXIT_OK  # ranges informs; plan and check decide
+
+
+def _plan(args, console) -> int:
+    from . import api
+    from .report import terminal
+    with console.status("planning: evidence, then trials"):
+        result = api.plan(args.model, precision=args.precision, backend=args.backend, tolerance=args.tolerance,
+                          device=args.device, seed=args.seed, plugins=tuple(args.plugin),
+                          iree_flags=tuple(args.iree_flag), timeout=args.timeout, inputs=args.inputs,
+                          shapes=dict(args.shape), load=args.load, save=args.save, export_onnx=args.export_onnx,
+                          measure_speed=not args.no_speed)
+    terminal.render_plan(result, console)
+    if args.save and result.passed:
+        console.print(f"plan saved: {args.save}", highlight=False)
+    if args.json:
+        _write_json(args.json, result.as_dict(), console)
+    exported_ok = result.export is None or result.export.get("verified")
+    return EXIT_OK if result.passed and exported_ok else EXIT_FAIL
 
 
 def _check(args, console) -> int:

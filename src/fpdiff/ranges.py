@@ -43,8 +43,9 @@ _CONTRACTIONS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "convolution", "line
 _A = torch.ops.aten
 _OPEN = [_A._softmax, _A._log_softmax, _A.softmax, _A.log_softmax, _A.native_layer_norm, _A.layer_norm,
          _A.native_group_norm, _A.group_norm, _A.var_mean, _A.var, _A.std, _A.logsumexp, _A.gelu, _A._safe_softmax,
-         _A.scaled_dot_product_attention,          _A._scaled_dot_product_flash_attention_for_cpu, _A.rms_norm, _A.linear, _A.silu, _A.mish, _A.softplus,
-         _A.hardswish, _A.norm, _A.linalg_vector_norm, _A.cosine_similarity, _A.instance_norm]
+         _A.scaled_dot_product_attention, _A._scaled_dot_product_flash_attention_for_cpu, _A.rms_norm, _A.linear,
+         _A.silu, _A.mish, _A.softplus, _A.hardswish, _A.norm, _A.linalg_vector_norm, _A.cosine_similarity,
+         _A.instance_norm]
 
 
 @dataclass
@@ -289,10 +290,15 @@ def ranges(model: str, *, precisions: str | list[str] = ("fp16", "bf16"), seed: 
     if source.ref.kind != "torch":
         raise UsageError("ranges opens composite ops through torch's decompositions: give a spec .py or "
                          "example:NAME (for an ONNX model, use its torch source)")
-    result = RangesResult(source.ref.label, names)
-    ep = decomposed(source.module, source.inputs)
+    return measure(source.module, source.inputs, names, source.ref.label)
+
+
+def measure(module: torch.nn.Module, inputs: tuple, names: list[str], label: str = "") -> RangesResult:
+    """ranges() on a module and its inputs (the module is cast to float64 in place)."""
+    result = RangesResult(label, names)
+    ep = decomposed(module, inputs)
     _weights(ep, names, result)
-    args = tuple(t.double() if t.is_floating_point() else t for t in source.inputs)
+    args = tuple(t.double() if t.is_floating_point() else t for t in inputs)
     with torch.no_grad():
         _Walk(ep.module(), names, result).run(*args)
     return result

@@ -99,6 +99,9 @@ class Task:
         return self.source.program(self.precision, self.variant)
 
     def module(self) -> torch.nn.Module:
+        if self.source.ref.kind == "program":  # fixed dtypes already (a segment at P, a mixed-precision plan)
+            import copy
+            return copy.deepcopy(self.source.module)
         return graph.cast_module(self.source.module, self.precision)
 
     def key(self, *extra: str) -> tuple[str, ...]:

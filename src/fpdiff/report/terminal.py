@@ -159,3 +159,55 @@ def render_ranges(result, console: Console | None = None, show_all: bool = False
                       "that do not survive", highlight=False)
     if not show_all:
         console.print("(ops without findings hidden; --all shows every op)")
+
+
+def _err(v) -> str:
+    return "inf/NaN" if v is None or v == float("inf") else f"{v:.2e}"
+
+
+def render_plan(plan, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(f"[bold]fpdiff plan {plan.model} --precision {plan.precision} --backend {plan.backend}[/] "
+                  f"(tolerance {plan.tolerance:g}, rel L2 vs float64)", highlight=False)
+    pure = "[green]passes[/]" if plan.pure_error is not None and plan.pure_error <= plan.tolerance else "[red]fails[/]"
+    line = f"pure {plan.precision}: {_err(plan.pure_error)} {pure}"
+    if plan.fp32_error is not None:
+        line += f"   all ops fp32: {_err(plan.fp32_error)}"
+    console.print(line, highlight=False)
+    extra = f" + {len(plan.analyses)} analysis passes ({'; '.join(plan.analyses)})" if plan.analyses else ""
+    console.print(f"search: {plan.evaluations} end-to-end evaluations{extra}, {plan.seconds:.1f} s", highlight=False)
+    if not plan.passed:
+        console.print(f"[bold red]no plan[/]: {plan.message or 'the plan fails its verification'} "
+                      f"(error {_err(plan.error)})", highlight=False)
+    elif not plan.keep:
+        console.print(f"[green]empty plan[/]: the whole model meets the tolerance at {plan.precision}", highlight=False)
+    else:
+        console.print(f"[green]verified plan[/]: keep {len(plan.keep)} of {plan.units} ops in fp32 -> error "
+                      f"{_err(plan.error)}; {plan.low_fraction:.1%} of the flops stay {plan.precision}",
+                      highlight=False)
+        t = Table(show_lines=False)
+        for col in ("node", "op", "module", "source", "why"):
+            t.add_column(col, no_wrap=col in ("node", "op"))
+        for k in plan.keep:
+            t.add_row(k["node"], _op_name(k["op"]), k["module"] or "(root)", k["source"].rsplit("/", 1)[-1],
+                      "\n".join(k["why"]))
+        console.print(t)
+    if plan.autocast:
+        a = plan.autocast
+        if a.get("error") is None:
+            console.print(f"autocast ({a['precision']}): {a.get('status')} - {a.get('reason', '')}", highlight=False)
+        else:
+            ok = "[green]meets the tolerance[/]" if a["passed"] else "[red]misses the tolerance[/]"
+            ms = f", {a['ms']:.2f} ms vs fp32 {a['fp32_ms']:.2f} ms (torch eager cpu)" if "ms" in a else ""
+            console.print(f"autocast ({a['precision']}): {_err(a['error'])} {ok}{ms}", highlight=False)
+    if plan.speed:
+        s = plan.speed
+        ms = ", ".join(f"{k} {v:.2f} ms" for k, v in s["ms"].items())
+        console.print(f"speed ({s['where']}): {ms} -> plan {s['plan_vs_fp32']:.2f}x fp32's throughput, "
+                      f"{s['plan_vs_pure']:.0%} of pure {plan.precision}'s", highlight=False)
+    if plan.export:
+        e = plan.export
+        ok = "[green]verified[/]" if e.get("verified") else "[red]NOT verified[/]"
+        detail = f"error {_err(e.get('error'))}" if "error" in e else e.get("reason", "")
+        console.print(f"ONNX {e['path']}: {ok} with onnxruntime ({detail}); {e.get('fp32_nodes', 0)} nodes compute "
+                      f"in fp32, {e.get('low_nodes', 0)} in {plan.precision}", highlight=False)

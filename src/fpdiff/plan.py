@@ -1,0 +1,287 @@
+"""The few ops to keep in fp32 so a model meets a tolerance at fp16/bf16: found from evidence, then verified."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import precision as prec
+from .errors import UsageError
+
+PLAN_FORMAT = 1
+# Ops whose results torch's autocast keeps in fp32 (exp, log, pow, norms, softmax, reductions): the
+# field's prior for what a low precision hurts. Used only to order candidates nobody has evidence against.
+PRIOR = {"exp", "expm1", "log", "log1p", "log_softmax", "softmax", "_softmax", "_log_softmax", "pow", "rsqrt",
+         "reciprocal", "sqrt", "div", "layer_norm", "group_norm", "batch_norm", "native_layer_norm",
+         "native_group_norm", "rms_norm", "sum", "mean", "var", "std", "cumsum", "prod", "logsumexp", "norm",
+         "linalg_vector_norm", "erf", "tanh", "sigmoid", "softplus", "cosine_similarity", "upsample_bilinear2d",
+         "upsample_nearest2d", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Div", "Softmax", "LogSoftmax",
+         "LayerNormalization", "GroupNormalization", "InstanceNormalization", "BatchNormalization", "ReduceSum",
+         "ReduceMean", "ReduceSumSquare", "ReduceLogSumExp", "ReduceL2", "CumSum", "Erf", "Tanh", "Sigmoid",
+         "Softplus", "Resize"}
+
+
+@dataclass
+class Unit:
+    """One op the plan can keep in fp32."""
+    node: str
+    op: str
+    module: str = ""
+    source: str = ""
+    flops: float = 0.0  # rough cost, for the share of compute left at the low precision
+
+
+@dataclass
+class Trial:
+    keep: list[str]
+    error: float  # relative L2 of the outputs vs float64 (inf: non-finite or the backend failed)
+    passed: bool
+    status: str = "ok"  # ok, or the backend's failure (unsupported, crash, timeout)
+    seconds: float = 0.0
+
+
+@dataclass
+class Plan:
+    model: str
+    precision: str
+    backend: str
+    tolerance: float
+    graph: str  # digest of the units, so a plan is never applied to another model
+    keep: list[dict] = field(default_factory=list)  # node, op, module, source, why
+    error: float | None = None  # the final verified end-to-end error
+    passed: bool = False
+    units: int = 0
+    low_fraction: float = 0.0  # share of the model's flops left at the low precision
+    evaluations: int = 0  # end-to-end runs of mixed models (pure and all-fp32 included)
+    analyses: list[str] = field(default_factory=list)  # evidence passes run before the search
+    seconds: float = 0.0
+    pure_error: float | None = None
+    fp32_error: float | None = None
+    trials: list[dict] = field(default_factory=list)
+    autocast: dict | None = None  # the autocast remedy's verdict and speed, when tried
+    speed: dict | None = None
+    export: dict | None = None
+    message: str = ""
+
+    @property
+    def kept(self) -> set[str]:
+        return {k["node"] for k in self.keep}
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["fpdiff_plan"] = PLAN_FORMAT
+        return d
+
+    def save(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(self.as_dict(), indent=2, default=_json))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Plan":
+        p = Path(path)
+        if not p.is_file():
+            raise UsageError(f"plan file not found: {path}")
+        try:
+            d = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise UsageError(f"{path} is not a plan (not JSON: {e})") from None
+        if not isinstance(d, dict) or d.get("fpdiff_plan") != PLAN_FORMAT:
+            raise UsageError(f"{path} is not an fpdiff plan (format {PLAN_FORMAT})")
+        d.pop("fpdiff_plan")
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _json(v):
+    return None if isinstance(v, float) and not math.isfinite(v) else str(v)
+
+
+def graph_digest(units: list[Unit]) -> str:
+    from .sources import digest
+    return digest(*[f"{u.node}:{u.op}" for u in units])[:16]
+
+
+def check_matches(plan: Plan, units: list[Unit], label: str) -> None:
+    """A plan made for another model (or another export of it) is refused, naming what differs."""
+    names = {u.node: u.op for u in units}
+    for k in plan.keep:
+        if names.get(k["node"]) != k["op"]:
+            have = names.get(k["node"])
+            raise UsageError(f"the plan was made for {plan.model}, not {label}: its op {k['node']} ({k['op']}) "
+                             + ("is not in this model" if have is None else f"is {have} here"))
+    if plan.graph != graph_digest(units):
+        raise UsageError(f"the plan was made for {plan.model} ({plan.units} ops), not {label} ({len(units)} ops)")
+
+
+Evaluate = Callable[[frozenset[str]], Trial]
+
+
+class Search:
+    """Keep-sets tried end to end; each answer remembered, so no set is evaluated twice."""
+
+    def __init__(self, units: list[Unit], evaluate: Evaluate, tolerance: float) -> None:
+        self.units = units
+        self.names = [u.node for u in units]
+        self._evaluate = evaluate
+        self.tolerance = tolerance
+        self.trials: dict[frozenset[str], Trial] = {}
+
+    def trial(self, keep) -> Trial:
+        key = frozenset(keep)
+        if key not in self.trials:
+            self.trials[key] = self._evaluate(key)
+        return self.trials[key]
+
+    def passes(self, keep) -> bool:
+        return self.trial(keep).passed
+
+    def run(self, ranked: list[str], strong: list[str]) -> frozenset[str] | None:
+        """The strongest evidence first; grow along the ranking until it passes; then drop what is not needed.
+        Any subset can come out (not only a prefix of the graph). None: even all-fp32 fails."""
+        if self.passes(()):
+            return frozenset()
+        everything = frozenset(self.names)
+        if not self.passes(everything):
+            return None
+        keep = frozenset(strong)
+        if not (keep and self.passes(keep)):
+            order = [n for n in ranked if n not in keep] + [n for n in self.names if n not in keep and n not in ranked]
+            keep = self._grow(keep, order)
+        return self._shrink(keep, ranked)
+
+    def _grow(self, base: frozenset[str], order: list[str]) -> frozenset[str]:
+        """Doubling steps along the ranking to a passing prefix, then halving back to the shortest one."""
+        m, last_fail = 1, 0
+        while m < len(order) and not self.passes(base | frozenset(order[:m])):
+            last_fail, m = m, m * 2
+        m = min(m, len(order))
+        lo, hi = last_fail + 1, m  # shortest passing prefix is in (last_fail, m]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.passes(base | frozenset(order[:mid])):
+                hi = mid
+            else:
+                lo = mid + 1
+        return base | frozenset(order[:hi])
+
+    def _shrink(self, keep: frozenset[str], ranked: list[str]) -> frozenset[str]:
+        """Drop kept ops that are not needed: halves first (cheap when many are spare), then one by one from
+        the weakest evidence up."""
+        rank = {n: i for i, n in enumerate(ranked)}
+        items = sorted(keep, key=lambda n: -rank.get(n, len(rank) + self.names.index(n)))
+        chunk = len(items) // 2
+        while chunk >= 2:
+            i = 0
+            while i < len(items):
+                rest = items[:i] + items[i + chunk:]
+                if rest and self.passes(rest):
+                    items = rest
+                else:
+                    i += chunk
+            chunk //= 2
+        for n in list(items):
+            rest = [x for x in items if x != n]
+            if self.passes(rest):
+                items = rest
+        return frozenset(items)
+
+
+def low_fraction(units: list[Unit], keep) -> float:
+    total = sum(u.flops for u in units)
+    return 1.0 - sum(u.flops for u in units if u.node in keep) / total if total else 0.0
+
+
+def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[str, list[str]], t0: float) -> Plan:
+    """The plan as reported: the kept ops with their reasons, and the search's own account."""
+    by_name = {u.node: u for u in search.units}
+    plan.pure_error = search.trial(()).error
+    everything = frozenset(search.names)
+    if everything in search.trials:
+        plan.fp32_error = search.trials[everything].error
+    if found is None:
+        plan.passed = False
+        best = min(search.trials.values(), key=lambda t: t.error)
+        plan.error = best.error
+        plan.message = (f"no plan meets tolerance {plan.tolerance:g}: even every op in fp32 gives "
+                        f"{plan.fp32_error:.3g}; best reachable {best.error:.3g}")
+    else:
+        final = search.trial(found)
+        plan.passed, plan.error = final.passed, final.error
+        for n in sorted(found, key=search.names.index):
+            u = by_name[n]
+            plan.keep.append({"node": n, "op": u.op, "module": u.module, "source": u.source,
+                              "why": why.get(n) or ["needed: the plan fails without it"]})
+    plan.low_fraction = low_fraction(search.units, plan.kept)
+    plan.evaluations = len(search.trials)
+    plan.trials = [dict(t.__dict__) for t in search.trials.values()]
+    plan.seconds = time.perf_counter() - t0
+    return plan
+
+
+def rel_l2(expected: list, outputs: list) -> float:
+    import numpy as np
+
+    from . import compare
+    m = compare.measure([np.asarray(e) for e in expected], [np.asarray(o) for o in outputs], prec.get("fp32").compute)
+    return m.rel_l2 if (m.nan + m.inf) == 0 else math.inf
+
+
+def plan(model: str, *, precision: str = "fp16", backend: str = "torch", tolerance: float | None = None,
+         device: str = "cpu", seed: int = 0, plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (),
+         timeout: float = 300.0, cache_dir: str | None = None, inputs: str | None = None,
+         shapes: dict[str, list[int]] | None = None, load: str | None = None, save: str | None = None,
+         export_onnx: str | None = None, measure_speed: bool = True) -> Plan:
+    """Find (or load and re-verify) the ops to keep in fp32 so `model` at `precision` meets `tolerance` on
+    `backend`; try autocast when the pure precision fails; optionally save, export to ONNX and time it."""
+    from .backends import registry
+    from .sources import load as load_source
+    p = prec.get(precision)
+    if p.name not in ("fp16", "bf16"):
+        raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32; --precision {precision} is not one")
+    reg = registry(plugins)
+    reg.create(backend)  # unknown names fail before any work
+    loaded = Plan.load(load) if load else None
+    if loaded is not None and loaded.precision != p.name:
+        raise UsageError(f"the plan in {load} is for {loaded.precision}, not {p.name}")
+    source = load_source(model, seed=seed, inputs=inputs, shapes=shapes)
+    tol = tolerance if tolerance is not None else source.tolerance.get(p.name, p.tolerance)
+    if not (tol > 0 and math.isfinite(tol)):
+        raise UsageError(f"--tolerance must be a positive number, got {tol}")
+    from .cache import default_root
+    cache = cache_dir or str(default_root())
+    flags = tuple(iree_flags) if backend == "iree" else ()
+    if source.ref.kind == "onnx":
+        from .plan_onnx import plan_onnx
+        result = plan_onnx(source, p, backend=backend, tolerance=tol, load=loaded, export_onnx=export_onnx)
+    else:
+        from . import plan_torch as pt
+        result, gm = pt.plan_torch(source, p, backend=backend, tolerance=tol, device=device, plugins=tuple(plugins),
+                                   flags=flags, timeout=timeout, cache=cache, load=loaded)
+        expected = pt._float64_outputs(source.module, source.inputs)
+        if result.pure_error is None or not result.pure_error <= tol:
+            if backend in ("torch", "inductor"):
+                result.autocast = pt.autocast_remedy(source.module, source.inputs, expected, p, tol)
+            else:
+                result.autocast = _autocast_cell(model, backend, p, tol, device, plugins, iree_flags, timeout, seed)
+        if result.passed and measure_speed and backend in ("torch", "inductor"):
+            result.speed = pt.speed(source.module, gm, result.kept, source.inputs, p, compiled=backend == "inductor")
+        if export_onnx and result.passed:
+            result.export = pt.export_onnx(gm, result.kept, p, source.inputs, expected, tol, export_onnx)
+    if save and result.passed:
+        result.save(save)
+    return result
+
+
+def _autocast_cell(model: str, backend: str, p: prec.Precision, tol: float, device: str, plugins, iree_flags,
+                   timeout: float, seed: int) -> dict:
+    """Autocast on a backend other than torch: one check cell, its error judged by the plan's tolerance."""
+    from .check import check
+    r = check(model, backends=[backend], precisions=[f"amp-{p.name}"], devices=[device], plugins=list(plugins),
+              iree_flags=list(iree_flags), shape_variants=["static"], seed=seed, timeout=timeout)
+    c = r.cells[0]
+    err = (c.metrics or {}).get("rel_l2")
+    ok = isinstance(err, float) and err <= tol and c.status in ("pass", "precision-loss")
+    return {"precision": f"amp-{p.name}", "status": c.status, "reason": c.reason, "error": err, "passed": ok}
