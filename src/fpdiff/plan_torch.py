@@ -171,6 +171,8 @@ def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, dev
             found = frozenset(load.kept)
             search.trial(())  # the pure precision, for the report
             why = {k["node"]: k.get("why") or [] for k in load.keep}
+        elif search.passes(()):
+            found, why = frozenset(), {}  # nothing to keep: no evidence needed
         else:
             ranked, strong, why = evidence(source.module, source.inputs, p, [u.node for u in units])
             plan.analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]

@@ -1,0 +1,324 @@
+"""Low precision everywhere but in the nodes you keep: which nodes need float32 to fix a low-precision model?"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnx.defs import OpSchema
+
+from .errors import UsageError
+from .export import FLOATS, _np_cast
+
+HIGH = TensorProto.FLOAT  # what a kept node computes in
+LOWS = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
+SHORT = {TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16", TensorProto.FLOAT: "fp32",
+         TensorProto.DOUBLE: "fp64"}
+TYPE_STR = {TensorProto.FLOAT16: "tensor(float16)", TensorProto.BFLOAT16: "tensor(bfloat16)",
+            TensorProto.FLOAT: "tensor(float)", TensorProto.DOUBLE: "tensor(double)"}
+DTYPE_ATTRS = ("to", "dtype", "output_datatype")  # Cast; RandomNormal, EyeLike, Bernoulli...; window ops
+STANDARD = ("", "ai.onnx")
+
+# (op_type, input index): float inputs that keep the model's own type whatever their node computes in.
+# Every input whose schema type list lacks the compute type (NonMaxSuppression boxes/scores/thresholds,
+# DynamicQuantizeLinear x, QLinear* scales: "tensor(float)" only) is kept too, by the schema check in _plan;
+# the entries here are the geometry inputs that decide *where* or *how many*, not data a low model computes on.
+KEEP_TYPE = {
+    ("Resize", 1): "roi: crop box coordinates (T2: no bfloat16 in the spec either)",
+    ("Resize", 2): "scales: tensor(float) only in the spec; sets the output shape",
+    ("Upsample", 1): "scales: tensor(float) only in the spec; sets the output shape",
+    ("OneHot", 1): "depth: a class count that sets the output shape (rounded 2049 -> 2048 in fp16)",
+}
+
+
+def to_mixed(model: onnx.ModelProto, low: int, keep: Iterable[str] = ()) -> onnx.ModelProto:
+    """A copy of a float32/float64 model whose float math runs in `low` (TensorProto.FLOAT16 or BFLOAT16),
+    except in the nodes named in `keep`, which run in float32; Casts are inserted at the borders.
+
+    The graph's inputs and outputs keep their types, so the same feeds work for every keep set.
+    Float initializers and float Constant nodes hold no math: each is stored in the type its consumers
+    compute in (one copy per type, the second under a new name), rounded without clamping, so a value that
+    overflows or flushes in `low` does. Nodes with subgraphs (If, Loop, Scan), nodes outside the standard
+    domain, and nodes whose ONNX schema does not accept the compute type at all (Range in float16, Conv in
+    bfloat16 before opset 22) compute in the model's own types, as if kept; subgraphs are not descended.
+    Inputs that are geometry rather than data (KEEP_TYPE) and "tensor(float)"-only inputs keep their type.
+    Attributes (epsilon, LayerNormalization's stash_type) stay as the op defines them; sequences are not cast.
+    """
+    keep = [keep] if isinstance(keep, str) else list(keep)
+    if low not in LOWS:
+        raise UsageError(f"low must be TensorProto.FLOAT16 or BFLOAT16, not {low!r}")
+    names = {n.name for n in model.graph.node}
+    unknown = [k for k in keep if k not in names]
+    if unknown:
+        raise UsageError(f"keep: no node named {unknown[0]!r} in the model's graph")
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    _Mixer(m, low, set(keep)).run()
+    return m
+
+
+class _Mixer:
+    """One pass over the main graph in order; `versions` holds each float tensor's name per type."""
+
+    def __init__(self, m: onnx.ModelProto, low: int, keep: set[str]):
+        self.m, self.g, self.low, self.keep = m, m.graph, low, keep
+        self.orig = _known_types(onnx.shape_inference.infer_shapes(m).graph)
+        self.new_type = dict(self.orig)
+        self.opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in m.opset_import}
+        self.taken = _all_names(m.graph)
+        inputs = {i.name for i in self.g.input} | {s.values.name for s in self.g.sparse_initializer}
+        self.inits = {t.name: t for t in self.g.initializer if t.name not in inputs}
+        self.consts: dict[str, onnx.NodeProto] = {}
+        self.versions: dict[str, dict[int, str]] = {n: {self._elem(n): n} for n in inputs}
+        self.outputs = {o.name for o in self.g.output}
+        self.nodes: list[onnx.NodeProto] = []
+        self.extra_inits: list[onnx.TensorProto] = []
+
+    def run(self) -> None:
+        for name in self.outputs & self.inits.keys():
+            self._get(name, self._elem(name))  # an initializer that is a graph output keeps its type and name
+        for node in self.g.node:
+            self._node(node)
+        self.nodes += [n for out, n in self.consts.items() if out not in self.versions]  # unused: as they were
+        del self.g.node[:]
+        self.g.node.extend(self.nodes)
+        inits = [self.inits.get(t.name, t) for t in self.g.initializer] + self.extra_inits
+        del self.g.initializer[:]
+        self.g.initializer.extend(inits)
+        del self.g.value_info[:]  # stale types: shape inference redoes them
+
+    def _elem(self, name: str) -> int:
+        tp = self.orig.get(name)
+        return tp.tensor_type.elem_type if tp is not None and tp.HasField("tensor_type") else 0
+
+    def _fresh(self, base: str) -> str:
+        name, i = base, 0
+        while name in self.taken:
+            i += 1
+            name = f"{base}_{i}"
+        self.taken.add(name)
+        return name
+
+    def _node(self, node: onnx.NodeProto) -> None:
+        if _is_float_constant(node):
+            self.consts[node.output[0]] = node
+            if node.output[0] in self.outputs:
+                self._get(node.output[0], self._elem(node.output[0]))
+            return
+        t = self._compute_type(node)
+        planned = self._plan(node, t) if t else None
+        new, in_types, out_types = planned if planned else self._as_is(node)
+        for i, e in in_types.items():
+            new.input[i] = self._get(new.input[i], e)
+        self._emit(new, out_types)
+
+    def _compute_type(self, node: onnx.NodeProto) -> int | None:
+        """None: the node keeps the model's own types (subgraphs, other domains)."""
+        if node.domain not in STANDARD or any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute):
+            return None
+        return HIGH if node.name in self.keep else self.low
+
+    def _plan(self, node: onnx.NodeProto, t: int):
+        """The node computing in `t`: its new form, the types of its float inputs (by index) and of its outputs;
+        None when the op's schema refuses those types (the node then keeps the model's types)."""
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.opsets.get(node.domain, 1), node.domain)
+        except onnx.defs.SchemaError:
+            return None
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        _set_float_attrs(new, t)
+        floats, in_types = {}, {}
+        for i, name in enumerate(node.input):
+            if not name:
+                continue
+            e = self._elem(name)
+            if e in FLOATS:
+                allowed = _allowed(schema, i)
+                e = t if allowed and TYPE_STR[t] in allowed and (node.op_type, i) not in KEEP_TYPE else e
+                floats[i] = e
+                in_types[name] = _with_elem(self.orig[name], e)
+            elif name in self.new_type:
+                in_types[name] = self.new_type[name]
+            else:
+                return None  # an input of unknown type: nothing to check the plan against
+        out = self._infer(schema, new, in_types)
+        if out is None or any(o and o not in out for o in new.output):
+            return None
+        return new, floats, {o: out[o] for o in new.output if o}
+
+    def _infer(self, schema: OpSchema, node: onnx.NodeProto, in_types: dict) -> dict | None:
+        try:
+            return onnx.shape_inference.infer_node_outputs(
+                schema, node, in_types, opset_imports=list(self.m.opset_import), ir_version=self.m.ir_version)
+        except Exception:  # onnx raises InferenceError, ValidationError or RuntimeError for a type mismatch
+            return None
+
+    def _as_is(self, node: onnx.NodeProto):
+        """The node in the model's own types; outer-scope names its subgraphs read are renamed to those."""
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        floats = {i: self._elem(n) for i, n in enumerate(node.input) if n and self._elem(n) in FLOATS}
+        for sub in _subgraphs(new):
+            for name in _outer_refs(sub):
+                if self._elem(name) in FLOATS:
+                    _rename(sub, name, self._get(name, self._elem(name)))
+        return new, floats, {o: self.orig[o] for o in node.output if o in self.orig}
+
+    def _emit(self, node: onnx.NodeProto, out_types: dict) -> None:
+        """Append the node; a graph output computed in another type is renamed and cast back to its own."""
+        back = []
+        for j, out in enumerate(node.output):
+            tp = out_types.get(out)
+            if not out or tp is None:
+                continue
+            self.new_type[out] = tp
+            e = tp.tensor_type.elem_type if tp.HasField("tensor_type") else 0
+            if e not in FLOATS:
+                continue
+            want = self._elem(out)
+            if out in self.outputs and want in FLOATS and e != want:
+                node.output[j] = self._fresh(f"{out}__{SHORT[e]}")
+                back.append(helper.make_node("Cast", [node.output[j]], [out], self._fresh(f"{out}__cast_back"),
+                                             to=want))
+                self.versions[out] = {e: node.output[j], want: out}
+            else:
+                self.versions[out] = {e: out}
+        self.nodes += [node] + back
+
+    def _get(self, name: str, t: int) -> str:
+        """The name of `name` in type `t`: the tensor itself, a stored copy, or a new Cast of it."""
+        have = self.versions.get(name)
+        if have is None and (name in self.inits or name in self.consts):
+            return self._store(name, t, name)  # first use: keeps its name
+        if have is None:
+            return name  # unknown provenance: left as it is
+        if t not in have:
+            if name in self.inits or name in self.consts:
+                self._store(name, t, self._fresh(f"{name}__{SHORT[t]}"))
+            else:
+                src = next(iter(have.values()))  # as produced, never a rounded copy
+                out = self._fresh(f"{name}__{SHORT[t]}")
+                self.nodes.append(helper.make_node("Cast", [src], [out], self._fresh(f"{out}__cast"), to=t))
+                have[t] = out
+        return have[t]
+
+    def _store(self, name: str, t: int, new_name: str) -> str:
+        """An initializer or Constant in type `t` under `new_name`, rounded once from the original value."""
+        self.versions.setdefault(name, {})[t] = new_name
+        if name in self.inits:
+            old = self.inits[name]
+            tensor = old if t == old.data_type else _round(numpy_helper.to_array(old), t, new_name)
+            if new_name == name:
+                self.inits[name] = tensor
+            else:
+                self.extra_inits.append(_renamed(tensor, new_name))
+            return new_name
+        node = self.consts[name]
+        if t != self._elem(name) or new_name != name:
+            value = _round(_const_value(node), t, new_name)
+            node_name = node.name if new_name == name else self._fresh(f"{node.name or 'Constant'}__{SHORT[t]}")
+            node = helper.make_node("Constant", [], [new_name], node_name, value=value)
+        self.nodes.append(node)
+        return new_name
+
+
+def _known_types(g: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    types = {t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in g.initializer}
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        if vi.type.WhichOneof("value") is not None:
+            types[vi.name] = vi.type
+    return types
+
+
+def _all_names(g: onnx.GraphProto) -> set[str]:
+    names = {i.name for i in g.input} | {t.name for t in g.initializer} | {o.name for o in g.output}
+    for n in g.node:
+        names |= {n.name, *n.input, *n.output}
+        for sub in _subgraphs(n):
+            names |= _all_names(sub)
+    return names
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [g for a in node.attribute for g in ([a.g] if a.type == a.GRAPH else a.graphs)]
+
+
+def _outer_refs(g: onnx.GraphProto) -> set[str]:
+    """Names a subgraph (or its own subgraphs) reads from enclosing scopes."""
+    defined = {i.name for i in g.input} | {t.name for t in g.initializer} | {o for n in g.node for o in n.output}
+    used = {i for n in g.node for i in n.input if i} | {o.name for o in g.output}
+    for n in g.node:
+        for sub in _subgraphs(n):
+            used |= _outer_refs(sub)
+    return used - defined
+
+
+def _rename(g: onnx.GraphProto, old: str, new: str) -> None:
+    if old == new:
+        return
+    for n in g.node:
+        n.input[:] = [new if i == old else i for i in n.input]
+        for sub in _subgraphs(n):
+            _rename(sub, old, new)
+    for o in g.output:
+        if o.name == old:
+            o.name = new
+
+
+def _allowed(schema: OpSchema, i: int) -> set[str] | None:
+    formals = schema.inputs
+    if i < len(formals):
+        f = formals[i]
+    elif formals and formals[-1].option == OpSchema.FormalParameterOption.Variadic:
+        f = formals[-1]
+    else:
+        return None
+    for c in schema.type_constraints:
+        if c.type_param_str == f.type_str:
+            return set(c.allowed_type_strs)
+    return {f.type_str}
+
+
+def _with_elem(tp: onnx.TypeProto, elem: int) -> onnx.TypeProto:
+    new = onnx.TypeProto()
+    new.CopyFrom(tp)
+    new.tensor_type.elem_type = elem
+    return new
+
+
+def _set_float_attrs(node: onnx.NodeProto, t: int) -> None:
+    """Output-type attributes and float tensor attributes (ConstantOfShape's value) in `t`."""
+    for a in node.attribute:
+        if a.name in DTYPE_ATTRS and a.type == a.INT and a.i in FLOATS:
+            a.i = t
+        elif a.type == a.TENSOR and a.t.data_type in FLOATS and a.t.data_type != t:
+            a.t.CopyFrom(_round(numpy_helper.to_array(a.t), t, a.t.name))
+
+
+def _is_float_constant(node: onnx.NodeProto) -> bool:
+    if node.op_type != "Constant" or node.domain not in STANDARD or len(node.attribute) != 1:
+        return False
+    a = node.attribute[0]
+    return a.name in ("value_float", "value_floats") or (a.name == "value" and a.t.data_type in FLOATS)
+
+
+def _const_value(node: onnx.NodeProto) -> np.ndarray:
+    a = node.attribute[0]
+    if a.name == "value":
+        return numpy_helper.to_array(a.t)
+    return np.array(a.f if a.name == "value_float" else list(a.floats), dtype=np.float32)
+
+
+def _round(arr: np.ndarray, t: int, name: str) -> onnx.TensorProto:
+    """Rounded once to `t`, no clamping: what overflows becomes inf, what is too small flushes."""
+    with np.errstate(over="ignore", under="ignore"):
+        return numpy_helper.from_array(_np_cast(arr, t), name)
+
+
+def _renamed(tensor: onnx.TensorProto, name: str) -> onnx.TensorProto:
+    new = onnx.TensorProto()
+    new.CopyFrom(tensor)
+    new.name = name
+    return new
