@@ -123,7 +123,7 @@ class _Mixer:
         """The node computing in `t`: its new form, the types of its float inputs (by index) and of its outputs;
         None when the op's schema refuses those types (the node then keeps the model's types)."""
         try:
-            schema = onnx.defs.get_schema(node.op_type, self.opsets.get(node.domain, 1), node.domain)
+            schema = onnx.defs.get_schema(node.op_type, self.opsets.get("", 1), "")
         except onnx.defs.SchemaError:
             return None
         new = onnx.NodeProto()

@@ -1,0 +1,163 @@
+"""plan for ONNX models: evidence from the float64 reference run's ranges, trials of mixed graphs on ONNX Runtime."""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import precision as prec
+from .errors import UsageError
+from .plan import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2
+
+# Nodes that only move, reshape or pick values, or make constants: never worth keeping in fp32 by themselves.
+_MOVES = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Gather", "Slice", "Concat",
+          "Split", "Expand", "Shape", "Constant", "ConstantOfShape", "Cast", "CastLike", "Size", "Range",
+          "GatherElements", "GatherND", "Tile", "Pad", "Dropout"}
+
+
+def named(model):
+    """A copy whose every node has a unique name (plans and block lists name nodes)."""
+    import onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    seen: set[str] = set()
+    for i, n in enumerate(m.graph.node):
+        if not n.name or n.name in seen:
+            n.name = f"{n.op_type}_{i}"
+        seen.add(n.name)
+    return m
+
+
+def _flops(node, values: dict) -> float:
+    outs = [values[o] for o in node.output if o in values and isinstance(values[o], np.ndarray)]
+    numel = float(sum(o.size for o in outs))
+    ins = [values.get(i) for i in node.input]
+    if node.op_type in ("MatMul", "Gemm") and len(ins) > 1 and isinstance(ins[0], np.ndarray) and ins[0].ndim:
+        return 2.0 * numel * ins[0].shape[-1]
+    if node.op_type == "Conv" and len(ins) > 1 and isinstance(ins[1], np.ndarray):
+        return 2.0 * numel * float(np.prod(ins[1].shape[1:]))
+    return numel
+
+
+def float64_run(model, feeds: dict) -> dict:
+    """Every value of the graph computed in float64 by the ONNX reference evaluator (the judge)."""
+    from onnx.reference import ReferenceEvaluator
+
+    from .backends.onnxref import _float64_ops
+    from .export import ONNX_TYPE, cast_model
+    m64 = cast_model(model, ONNX_TYPE["float64"])
+    feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
+    ev = ReferenceEvaluator(m64, new_ops=_float64_ops())
+    try:
+        values = ev.run(None, feeds64, intermediate=True)
+    except Exception as e:  # the model or its inputs are at fault
+        raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
+    values.update({t.name: v for t, v in zip(m64.graph.initializer, [_arr(t) for t in m64.graph.initializer])})
+    return values
+
+
+def _arr(t):
+    from onnx import numpy_helper
+    return numpy_helper.to_array(t)
+
+
+def evidence(model, values: dict, p: prec.Precision, names: list[str]) -> tuple[list[str], list[str], dict]:
+    """Ranked candidates: nodes whose float64 outputs or float constants the format cannot hold (strong),
+    nodes with range notes, then the field's prior (ops autocast keeps in fp32), then graph order."""
+    import torch
+
+    from .ranges import _dtype_range, _scalar_reasons
+    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[p.name]
+    why: dict[str, list[str]] = {}
+    noted: list[str] = []
+    inits = {t.name for t in model.graph.initializer}
+    for n in model.graph.node:
+        if n.name not in set(names):
+            continue
+        for o in n.output:
+            v = values.get(o)
+            if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size:
+                r = _dtype_range(torch.from_numpy(np.asarray(v, dtype=np.float64)).reshape(-1), dt, p.name, None)
+                why.setdefault(n.name, []).extend(f"ranges: {x}" for x in r.risks)
+                if r.notes:
+                    noted.append(n.name)
+        for i in n.input:
+            v = values.get(i)
+            if i in inits and isinstance(v, np.ndarray) and v.dtype.kind == "f" and 0 < v.size <= 16:
+                for x in v.reshape(-1)[:16]:
+                    for reason in _scalar_reasons(float(x), [p.name]).get(p.name, []):
+                        why.setdefault(n.name, []).append(f"constant {i}: {reason}")
+    why = {k: list(dict.fromkeys(v)) for k, v in why.items() if v}
+    strong = [n for n in names if n in why]
+    ops = {n.name: n.op_type for n in model.graph.node}
+    prior = [n for n in names if ops[n] in PRIOR]
+    return list(dict.fromkeys(strong + noted + prior + names)), strong, why
+
+
+class OrtTrials:
+    """A keep-set as a mixed graph, run by ONNX Runtime's CPU provider in this process."""
+
+    def __init__(self, model, feeds: dict, expected: list, p: prec.Precision, tolerance: float) -> None:
+        from onnx import TensorProto
+        self.model, self.feeds, self.expected, self.tolerance = model, feeds, expected, tolerance
+        self.low = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[p.name]
+
+    def build(self, keep) -> object:
+        from .onnx_mixed import to_mixed
+        return to_mixed(self.model, self.low, keep)
+
+    def __call__(self, keep: frozenset[str]) -> Trial:
+        import onnxruntime as ort
+        t0 = time.perf_counter()
+        try:
+            m = self.build(keep)
+            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            out = sess.run(None, self.feeds)
+            err, status = rel_l2(self.expected, [np.asarray(o, dtype=np.float64) for o in out]), "ok"
+        except Exception as e:  # ORT refuses a kernel at this dtype: this keep-set does not run
+            err, status = math.inf, f"unsupported: {str(e).splitlines()[0][:200]}"
+        return Trial(sorted(keep), err, err <= self.tolerance, status, time.perf_counter() - t0)
+
+
+def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float, load: Plan | None,
+              export_onnx: str | None) -> Plan:
+    """Search (or re-verify a loaded plan) over the ONNX graph's nodes, on ONNX Runtime."""
+    if backend != "ort":
+        raise UsageError(f"plan on an ONNX model runs ONNX Runtime (--backend ort), not {backend}; "
+                         "for torch.compile or IREE, plan the model's torch source")
+    t0 = time.perf_counter()
+    model = named(source.module)
+    feeds = dict(zip(source.input_names, source.inputs))
+    values = float64_run(model, feeds)
+    expected = [np.asarray(values[o.name], dtype=np.float64) for o in model.graph.output]
+    names = [n.name for n in model.graph.node if n.op_type not in _MOVES and n.op_type not in ("Loop", "If", "Scan")
+             and any(isinstance(values.get(o), np.ndarray) and values[o].dtype.kind == "f" for o in n.output)]
+    nodes = {n.name: n for n in model.graph.node}
+    units = [Unit(n, nodes[n].op_type, "", "", _flops(nodes[n], values)) for n in names]
+    plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
+    trials = OrtTrials(model, feeds, expected, p, tolerance)
+    search = Search(units, trials, tolerance)
+    if load is not None:
+        check_matches(load, units, source.ref.label)
+        found, why = frozenset(load.kept), {k["node"]: k.get("why") or [] for k in load.keep}
+        search.trial(())
+    elif search.passes(()):
+        found, why = frozenset(), {}
+    else:
+        ranked, strong, why = evidence(model, values, p, names)
+        plan.analyses = ["ranges (the float64 reference run's values)"]
+        found = search.run(ranked, strong)
+    plan = finish(plan, search, found, why, t0)
+    if export_onnx and plan.passed:
+        import onnx
+
+        from .plan_torch import verify_onnx
+        path = Path(export_onnx)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(trials.build(plan.kept), str(path))
+        import torch
+        args = tuple(torch.from_numpy(np.asarray(feeds[n])) for n in source.input_names)
+        plan.export = {"path": str(path), **verify_onnx(onnx.load(str(path)), path, args, expected, tolerance)}
+    return plan
