@@ -24,12 +24,13 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q tests
 
-# benchmarks compare against Polygraphy: installed here only, never a dependency of fpdiff
+# benchmarks compare against Polygraphy and onnxconverter-common: installed here only, never dependencies of fpdiff
 bench: install
-	$(BIN)/pip install -q polygraphy==0.53.6
+	$(BIN)/pip install -q polygraphy==0.53.6 onnxconverter-common==1.16.0
 	$(BIN)/python bench/bench_check.py
 	$(BIN)/python bench/bench_locate.py
 	$(BIN)/python bench/bench_vs_polygraphy.py
+	$(BIN)/python bench/bench_plan.py
 
 clean:
 	rm -rf $(VENV) .fpdiff-cache fpdiff-out

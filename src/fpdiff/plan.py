@@ -138,19 +138,20 @@ class Search:
     def passes(self, keep) -> bool:
         return self.trial(keep).passed
 
-    def run(self, ranked: list[str], strong: list[str]) -> frozenset[str] | None:
-        """The strongest evidence first; grow along the ranking until it passes; then drop what is not needed.
-        Any subset can come out (not only a prefix of the graph). None: even all-fp32 fails."""
+    def run(self, ranked: list[str], strong: list[str], sources: list[str] = ()) -> frozenset[str] | None:
+        """The strongest evidence first (the ops where a problem starts, then every op with evidence); grow along
+        the ranking until it passes; then drop what is not needed. Any subset can come out (not only a prefix
+        of the graph). None: even all-fp32 fails."""
         if self.passes(()):
             return frozenset()
-        everything = frozenset(self.names)
-        if not self.passes(everything):
+        for first in (frozenset(sources), frozenset(strong)):
+            if first and self.passes(first):
+                return self._shrink(first, ranked)
+        if not self.passes(frozenset(self.names)):
             return None
         keep = frozenset(strong)
-        if not (keep and self.passes(keep)):
-            order = [n for n in ranked if n not in keep] + [n for n in self.names if n not in keep and n not in ranked]
-            keep = self._grow(keep, order)
-        return self._shrink(keep, ranked)
+        order = [n for n in ranked if n not in keep] + [n for n in self.names if n not in keep and n not in ranked]
+        return self._shrink(self._grow(keep, order), ranked)
 
     def _grow(self, base: frozenset[str], order: list[str]) -> frozenset[str]:
         """Doubling steps along the ranking to a passing prefix, then halving back to the shortest one."""

@@ -63,7 +63,8 @@ def _arr(t):
     return numpy_helper.to_array(t)
 
 
-def evidence(model, values: dict, p: prec.Precision, names: list[str]) -> tuple[list[str], list[str], dict]:
+def evidence(model, values: dict, p: prec.Precision,
+             names: list[str]) -> tuple[list[str], list[str], list[str], dict]:
     """Ranked candidates: nodes whose float64 outputs or float constants the format cannot hold (strong),
     nodes with range notes, then the field's prior (ops autocast keeps in fp32), then graph order."""
     import torch
@@ -73,6 +74,7 @@ def evidence(model, values: dict, p: prec.Precision, names: list[str]) -> tuple[
     why: dict[str, list[str]] = {}
     noted: list[str] = []
     inits = {t.name for t in model.graph.initializer}
+    inits |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
     for n in model.graph.node:
         if n.name not in set(names):
             continue
@@ -93,7 +95,47 @@ def evidence(model, values: dict, p: prec.Precision, names: list[str]) -> tuple[
     strong = [n for n in names if n in why]
     ops = {n.name: n.op_type for n in model.graph.node}
     prior = [n for n in names if ops[n] in PRIOR]
-    return list(dict.fromkeys(strong + noted + prior + names)), strong, why
+    return list(dict.fromkeys(strong + noted + prior + names)), strong, _sources(model, why, inits), why
+
+
+def _sources(model, why: dict, consts: set[str]) -> list[str]:
+    """Nodes where a problem starts: a constant the format cannot hold, or a risky output made from inputs
+    without risk (an Add of an already-overflowed tensor only inherits)."""
+    risky_out = {o for n in model.graph.node if n.name in why for o in n.output}
+    out = []
+    for n in model.graph.node:
+        if n.name not in why:
+            continue
+        if any(w.startswith("constant ") for w in why[n.name]):
+            out.append(n.name)
+        elif not any(i in risky_out for i in n.input if i not in consts):
+            out.append(n.name)
+    return out
+
+
+def follow_moves(model, keep) -> set[str]:
+    """Nodes that only move values take the type of what they move: fp32 when their data input is a graph input
+    or comes from a kept node (else a kept op's output would be rounded on its way through a Transpose)."""
+    out = set(keep)
+    fp32 = {o for n in model.graph.node if n.name in out for o in n.output} | {i.name for i in model.graph.input}
+    for n in model.graph.node:
+        if n.op_type in _MOVES and n.op_type not in ("Constant", "ConstantOfShape", "Shape", "Size", "Range") \
+                and n.input and n.input[0] in fp32:
+            out.add(n.name)
+            fp32.update(n.output)
+    # moves of weights (a Transpose of an initializer) take the type of the ops that read them
+    consts = {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant"
+                                                           for o in n.output}
+    readers: dict[str, list[str]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n.name)
+    for n in reversed(model.graph.node):
+        if n.op_type in _MOVES and n.input and n.input[0] in consts:
+            users = [u for o in n.output for u in readers.get(o, [])]
+            if users and all(u in out for u in users):
+                out.add(n.name)
+    return out
 
 
 class OrtTrials:
@@ -106,7 +148,7 @@ class OrtTrials:
 
     def build(self, keep) -> object:
         from .onnx_mixed import to_mixed
-        return to_mixed(self.model, self.low, keep)
+        return to_mixed(self.model, self.low, follow_moves(self.model, keep))
 
     def __call__(self, keep: frozenset[str]) -> Trial:
         import onnxruntime as ort
@@ -146,9 +188,9 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float, load
     elif search.passes(()):
         found, why = frozenset(), {}
     else:
-        ranked, strong, why = evidence(model, values, p, names)
+        ranked, strong, sources, why = evidence(model, values, p, names)
         plan.analyses = ["ranges (the float64 reference run's values)"]
-        found = search.run(ranked, strong)
+        found = search.run(ranked, strong, sources)
     plan = finish(plan, search, found, why, t0)
     if export_onnx and plan.passed:
         import onnx

@@ -123,7 +123,7 @@ class TorchTrials:
 
 
 def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
-             names: list[str]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+             names: list[str]) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
     """Candidates ranked by evidence: ranges' risks and locate's culprits first (strong), then ops by their own
     error at P, then ranges' notes and the field's prior (autocast's fp32 list), then the rest in graph order."""
     from .locate import analyse
@@ -139,12 +139,14 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
                                               if math.isfinite(o.ratio) else f"locate: {o.cause} (non-finite)")
     valid = set(names)
     strong = [n for n in names if n in why]
+    # where problems start: locate's culprits (their own error, not inherited) and ops reading a lost constant
+    sources = [n for n in strong if any(w.startswith(("locate:", "ranges: constant ")) for w in why[n])]
     by_ratio = [o.node for o in sorted(ops, key=lambda o: -o.ratio) if o.local is not None and o.node in valid
                 and o.node not in why]
     noted = [o.origin for o in r.ops if o.dtypes[p.name].notes and o.origin in valid]
     prior = [n for n in names if _op_of(n, ops) in PRIOR]
     ranked = list(dict.fromkeys(strong + by_ratio + noted + prior + names))
-    return ranked, strong, {n: v for n, v in why.items() if n in valid}
+    return ranked, strong, sources, {n: v for n, v in why.items() if n in valid}
 
 
 def _op_of(name: str, ops) -> str:
@@ -174,9 +176,9 @@ def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, dev
         elif search.passes(()):
             found, why = frozenset(), {}  # nothing to keep: no evidence needed
         else:
-            ranked, strong, why = evidence(source.module, source.inputs, p, [u.node for u in units])
+            ranked, strong, sources, why = evidence(source.module, source.inputs, p, [u.node for u in units])
             plan.analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]
-            found = search.run(ranked, strong)
+            found = search.run(ranked, strong, sources)
         plan = finish(plan, search, found, why, t0)
     finally:
         trials.close()

@@ -119,7 +119,7 @@ class RangesResult:
         for c in self.constants:
             for u in c.used_by:
                 if c.dtypes.get(dtype):
-                    out.setdefault(u, []).extend(f"{c.name}: {x}" for x in c.dtypes[dtype])
+                    out.setdefault(u, []).extend(f"constant {c.name}: {x}" for x in c.dtypes[dtype])
         return out
 
     def as_dict(self) -> dict:
