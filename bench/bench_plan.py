@@ -46,7 +46,7 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     from fpdiff.export import export_program
     from fpdiff.onnx_mixed import to_mixed
     from fpdiff.plan import rel_l2
-    from fpdiff.plan_onnx import float64_run, named
+    from fpdiff.plan_onnx import float64_run, follow_moves, named
     from fpdiff.plan_torch import _onnx_compute_types
     from fpdiff.sources import load
     src = load(str(HERE / "specs" / spec))
@@ -64,8 +64,7 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     t = time.perf_counter()
     plan = fpdiff.plan(str(path), precision="fp16", backend="ort", tolerance=tol, inputs=str(d / "inputs.npz"),
                        measure_speed=False)
-    ours = to_mixed(model, TensorProto.FLOAT16, __import__("fpdiff.plan_onnx", fromlist=["x"]).follow_moves(
-        model, plan.kept)) if plan.passed else None
+    ours = to_mixed(model, TensorProto.FLOAT16, follow_moves(model, plan.kept)) if plan.passed else None
     row["fpdiff"] = {"evaluations": plan.evaluations, "analyses": len(plan.analyses),
                      "seconds": time.perf_counter() - t, "passed": plan.passed, "kept": len(plan.keep),
                      "error": plan.error, "pure_error": plan.pure_error,

@@ -30,6 +30,12 @@ def named(model):
     return m
 
 
+def unit_names(model, values: dict) -> list[str]:
+    """Nodes a plan can keep in fp32: those computing floats, not moving them (subgraph nodes never)."""
+    return [n.name for n in model.graph.node if n.op_type not in _MOVES and n.op_type not in ("Loop", "If", "Scan")
+            and any(isinstance(values.get(o), np.ndarray) and values[o].dtype.kind == "f" for o in n.output)]
+
+
 def _flops(node, values: dict) -> float:
     outs = [values[o] for o in node.output if o in values and isinstance(values[o], np.ndarray)]
     numel = float(sum(o.size for o in outs))
@@ -174,8 +180,7 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float, load
     feeds = dict(zip(source.input_names, source.inputs))
     values = float64_run(model, feeds)
     expected = [np.asarray(values[o.name], dtype=np.float64) for o in model.graph.output]
-    names = [n.name for n in model.graph.node if n.op_type not in _MOVES and n.op_type not in ("Loop", "If", "Scan")
-             and any(isinstance(values.get(o), np.ndarray) and values[o].dtype.kind == "f" for o in n.output)]
+    names = unit_names(model, values)
     nodes = {n.name: n for n in model.graph.node}
     units = [Unit(n, nodes[n].op_type, "", "", _flops(nodes[n], values)) for n in names]
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))

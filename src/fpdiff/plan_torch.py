@@ -157,8 +157,9 @@ def _op_of(name: str, ops) -> str:
     return name.rstrip("_0123456789")
 
 
-def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, device: str, plugins: tuple[str, ...],
-               flags: tuple[str, ...], timeout: float, cache: str | None, load: Plan | None = None) -> tuple[Plan, object]:
+def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, device: str,
+               plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float, cache: str | None,
+               load: Plan | None = None) -> tuple[Plan, object]:
     """Search (or re-verify a loaded plan) and return it with the fp32 graph module it applies to."""
     t0 = time.perf_counter()
     gm = fp32_module(source.module, source.inputs)
