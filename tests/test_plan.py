@@ -125,3 +125,10 @@ def test_cli_json_and_speed(tmp_path, capsys):
     assert "verified plan" in text and "speed (torch eager cpu)" in text
     data = json.loads(out.read_text())
     assert data["fpdiff_plan"] == 1 and data["passed"] and data["speed"]["ms"]["plan"] > 0
+
+
+def test_a_backend_refusing_the_precision_is_said_plainly():
+    p = fpdiff.plan("example:rmsnorm", precision="bf16", backend="ort", measure_speed=False)
+    assert p.pure_status.startswith("unsupported") and "Gemm" in p.pure_status  # ORT CPU: no bf16 Gemm
+    assert p.passed and len(p.keep) == p.units and "every op stays fp32" in p.message
+    assert p.autocast["status"] == "unsupported"  # tried as the remedy, refused with its reason

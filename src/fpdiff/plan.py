@@ -59,6 +59,7 @@ class Plan:
     analyses: list[str] = field(default_factory=list)  # evidence passes run before the search
     seconds: float = 0.0
     pure_error: float | None = None
+    pure_status: str = "ok"  # or the backend's refusal of the pure precision
     fp32_error: float | None = None
     trials: list[dict] = field(default_factory=list)
     autocast: dict | None = None  # the autocast remedy's verdict and speed, when tried
@@ -199,6 +200,7 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
     """The plan as reported: the kept ops with their reasons, and the search's own account."""
     by_name = {u.node: u for u in search.units}
     plan.pure_error = search.trial(()).error
+    plan.pure_status = search.trial(()).status
     everything = frozenset(search.names)
     if everything in search.trials:
         plan.fp32_error = search.trials[everything].error
@@ -211,6 +213,10 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
     else:
         final = search.trial(found)
         plan.passed, plan.error = final.passed, final.error
+        if found and len(found) == len(search.names):
+            pure = search.trial(())
+            plan.message = (f"every op stays fp32: nothing of this model runs within the tolerance at "
+                            f"{plan.precision} on {plan.backend}" + (f" ({pure.status})" if pure.status != "ok" else ""))
         for n in sorted(found, key=search.names.index):
             u = by_name[n]
             plan.keep.append({"node": n, "op": u.op, "module": u.module, "source": u.source,

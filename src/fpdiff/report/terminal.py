@@ -171,6 +171,8 @@ def render_plan(plan, console: Console | None = None) -> None:
                   f"(tolerance {plan.tolerance:g}, rel L2 vs float64)", highlight=False)
     pure = "[green]passes[/]" if plan.pure_error is not None and plan.pure_error <= plan.tolerance else "[red]fails[/]"
     line = f"pure {plan.precision}: {_err(plan.pure_error)} {pure}"
+    if plan.pure_status != "ok":
+        line = f"pure {plan.precision}: [red]{plan.pure_status[:200]}[/]"
     if plan.fp32_error is not None:
         line += f"   all ops fp32: {_err(plan.fp32_error)}"
     console.print(line, highlight=False)
@@ -185,6 +187,8 @@ def render_plan(plan, console: Console | None = None) -> None:
         console.print(f"[green]verified plan[/]: keep {len(plan.keep)} of {plan.units} ops in fp32 -> error "
                       f"{_err(plan.error)}; {plan.low_fraction:.1%} of the flops stay {plan.precision}",
                       highlight=False)
+        if plan.message:
+            console.print(f"[yellow]{plan.message}[/]", highlight=False)
         t = Table(show_lines=False)
         for col in ("node", "op", "module", "source", "why"):
             t.add_column(col, no_wrap=col in ("node", "op"))
