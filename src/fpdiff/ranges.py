@@ -224,12 +224,12 @@ class _Walk(torch.fx.Interpreter):
         name = _name(n.target)
         origin, part_of = _origin(n)
         args = [self.env[a] if isinstance(a, torch.fx.Node) else a for a in n.args]
-        for i, a in enumerate(n.args):
+        # named after the exported-graph op that holds it (the decomposed node's own name is renumbered)
+        where = origin if part_of == str(n.target) else f"{origin} ({name} inside it)"
+        for key, a in [*enumerate(n.args), *n.kwargs.items()]:
             if isinstance(a, float) and (reasons := _scalar_reasons(a, self.dtypes)):
-                self.result.constants.append(ConstantRange(f"{n.name} argument {i}", "scalar", [origin], a, reasons))
-        for k, a in n.kwargs.items():
-            if isinstance(a, float) and (reasons := _scalar_reasons(a, self.dtypes)):
-                self.result.constants.append(ConstantRange(f"{n.name} {k}", "scalar", [origin], a, reasons))
+                label = f"argument {key}" if isinstance(key, int) else key
+                self.result.constants.append(ConstantRange(f"{where} {label}", "scalar", [origin], a, reasons))
         if name in _MOVES or not isinstance(out, torch.Tensor) or not out.is_floating_point():
             return out
         x = out.detach().double().reshape(-1)
