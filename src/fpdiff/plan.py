@@ -84,7 +84,7 @@ class Plan:
     def load(cls, path: str | Path) -> "Plan":
         p = Path(path)
         if not p.is_file():
-            raise UsageError(f"plan file not found: {path}")
+            raise UsageError(f"plan file not found: {path}" if not p.exists() else f"the plan must be a file: {path}")
         try:
             d = json.loads(p.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
