@@ -132,3 +132,11 @@ def test_a_backend_refusing_the_precision_is_said_plainly():
     assert p.pure_status.startswith("unsupported") and "Gemm" in p.pure_status  # ORT CPU: no bf16 Gemm
     assert p.passed and len(p.keep) == p.units and "every op stays fp32" in p.message
     assert p.autocast["status"] == "unsupported"  # tried as the remedy, refused with its reason
+
+
+def test_unwritable_outputs_lose_nothing(capsys):
+    assert main(["plan", "example:rmsnorm", "--no-speed", "--save", "/proc/no/plan.json"]) == 2
+    out, err = capsys.readouterr()
+    assert "verified plan" in out and "cannot write the plan" in err and err.count("\n") == 1
+    assert main(["plan", "example:rmsnorm", "--no-speed", "--export-onnx", "/proc/no/x.onnx"]) == 1
+    assert "cannot write" in capsys.readouterr().out

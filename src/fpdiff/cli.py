@@ -177,8 +177,11 @@ def _locate(args, console) -> int:
 def _write_json(path: str, data: dict, console) -> None:
     import json
     from pathlib import Path
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(data, indent=2, default=str))
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(data, indent=2, default=str))
+    except OSError as e:
+        raise UsageError(f"cannot write JSON to {path}: {e.strerror or e}") from None
     console.print(f"JSON: {path}", highlight=False)
 
 
@@ -199,10 +202,14 @@ def _plan(args, console) -> int:
         result = api.plan(args.model, precision=args.precision, backend=args.backend, tolerance=args.tolerance,
                           device=args.device, seed=args.seed, plugins=tuple(args.plugin),
                           iree_flags=tuple(args.iree_flag), timeout=args.timeout, inputs=args.inputs,
-                          shapes=dict(args.shape), load=args.load, save=args.save, export_onnx=args.export_onnx,
+                          shapes=dict(args.shape), load=args.load, export_onnx=args.export_onnx,
                           measure_speed=not args.no_speed)
-    terminal.render_plan(result, console)
+    terminal.render_plan(result, console)  # shown before saving: a bad --save path loses nothing
     if args.save and result.passed:
+        try:
+            result.save(args.save)
+        except OSError as e:
+            raise UsageError(f"cannot write the plan to {args.save}: {e.strerror or e}") from None
         console.print(f"plan saved: {args.save}", highlight=False)
     if args.json:
         _write_json(args.json, result.as_dict(), console)

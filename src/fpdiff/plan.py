@@ -215,8 +215,9 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
         plan.passed, plan.error = final.passed, final.error
         if found and len(found) == len(search.names):
             pure = search.trial(())
+            refused = f" ({pure.status})" if pure.status != "ok" else ""
             plan.message = (f"every op stays fp32: nothing of this model runs within the tolerance at "
-                            f"{plan.precision} on {plan.backend}" + (f" ({pure.status})" if pure.status != "ok" else ""))
+                            f"{plan.precision} on {plan.backend}{refused}")
         for n in sorted(found, key=search.names.index):
             u = by_name[n]
             plan.keep.append({"node": n, "op": u.op, "module": u.module, "source": u.source,
@@ -276,7 +277,10 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
         if result.passed and measure_speed and backend in ("torch", "inductor"):
             result.speed = pt.speed(source.module, gm, result.kept, source.inputs, p, compiled=backend == "inductor")
         if export_onnx and result.passed:
-            result.export = pt.export_onnx(gm, result.kept, p, source.inputs, expected, tol, export_onnx)
+            try:
+                result.export = pt.export_onnx(gm, result.kept, p, source.inputs, expected, tol, export_onnx)
+            except OSError as e:  # the plan itself stands; only the file could not be written
+                result.export = {"path": export_onnx, "verified": False, "reason": f"cannot write: {e.strerror or e}"}
     if save and result.passed:
         result.save(save)
     return result

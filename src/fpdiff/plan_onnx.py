@@ -202,8 +202,12 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float, load
 
         from .plan_torch import verify_onnx
         path = Path(export_onnx)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(trials.build(plan.kept), str(path))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            onnx.save(trials.build(plan.kept), str(path))
+        except OSError as e:  # the plan itself stands; only the file could not be written
+            plan.export = {"path": str(path), "verified": False, "reason": f"cannot write: {e.strerror or e}"}
+            return plan
         import torch
         args = tuple(torch.from_numpy(np.asarray(feeds[n])) for n in source.input_names)
         plan.export = {"path": str(path), **verify_onnx(onnx.load(str(path)), path, args, expected, tolerance)}
