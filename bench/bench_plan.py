@@ -6,7 +6,8 @@ Both tools judge a candidate the same way: relative L2 of the outputs against th
 <= tolerance (passed to onnxconverter-common as its validate_fn, with rtol/atol off). Its attempts are counted
 by wrapping that function; its own first call (fp32 against itself) is not counted.
 
-Run: .venv/bin/python bench/bench_plan.py   (needs `pip install onnxconverter-common==1.16.0`: `make bench` does)
+Run: .venv/bin/python bench/bench_plan.py [SPEC.py ...]
+(needs `pip install onnxconverter-common==1.16.0`: `make bench` does)
 """
 from __future__ import annotations
 
@@ -43,10 +44,11 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     from onnxconverter_common.auto_mixed_precision import auto_convert_mixed_precision
 
     import fpdiff
+    from fpdiff import precision as prec
     from fpdiff.export import export_program
     from fpdiff.onnx_mixed import to_mixed
     from fpdiff.plan import rel_l2
-    from fpdiff.plan_onnx import float64_run, follow_moves, named
+    from fpdiff.plan_onnx import OrtTrials, float64_run, named
     from fpdiff.plan_torch import _onnx_compute_types
     from fpdiff.sources import load
     src = load(str(HERE / "specs" / spec))
@@ -64,7 +66,8 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     t = time.perf_counter()
     plan = fpdiff.plan(str(path), precision="fp16", backend="ort", tolerance=tol, inputs=str(d / "inputs.npz"),
                        measure_speed=False)
-    ours = to_mixed(model, TensorProto.FLOAT16, follow_moves(model, plan.kept)) if plan.passed else None
+    trials = OrtTrials(model, feeds, expected, prec.get("fp16"), tol)
+    ours = trials.build(plan.kept) if plan.passed else None
     row["fpdiff"] = {"evaluations": plan.evaluations, "analyses": len(plan.analyses),
                      "seconds": time.perf_counter() - t, "passed": plan.passed, "kept": len(plan.keep),
                      "error": plan.error, "pure_error": plan.pure_error,
@@ -105,7 +108,10 @@ def main() -> None:
     import json
     d = Path(tempfile.mkdtemp(prefix="fpdiff-bench-plan-"))
     rows = []
+    only = sys.argv[1:]  # optional: spec file names to run
     for spec, tol in CASES:
+        if only and spec not in only:
+            continue
         row = run_case(spec, tol, d)
         rows.append(row)
         f, o = row["fpdiff"], row["onnxconverter_common"]

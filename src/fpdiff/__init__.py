@@ -2,5 +2,5 @@
 from .api import (Cell, CheckResult, LocateResult, Plan, RangesResult, apply_plan, check, examples, locate, plan,
                   ranges)
 
-__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult", "plan", "Plan",
-           "apply_plan"]
+__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult",
+           "plan", "Plan", "apply_plan"]

@@ -8,4 +8,5 @@ from .plan_torch import apply_plan
 from .ranges import RangesResult, ranges
 from .sources.examples import names as examples
 
-__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult", "plan", "Plan", "apply_plan"]
+__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult",
+           "plan", "Plan", "apply_plan"]

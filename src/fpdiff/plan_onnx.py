@@ -30,6 +30,49 @@ def named(model):
     return m
 
 
+# A pseudo-op the search can "keep": small float constants the format cannot hold (a -3.4e38 mask fill, an eps of
+# 1e-8) replaced by the format's nearest nonzero finite value, as onnxconverter-common and coremltools do by
+# default. fpdiff does it only as a named, verified plan entry, never silently; the judge stays the original model.
+CLAMP = "clamp-constants"
+CLAMP_MAX_SIZE = 16  # scalars and tiny tables (eps, fills, scales); weights are never touched
+
+
+def clamp_constants(model, low: int):
+    """A copy with small float constants moved into the format's range, and what moved."""
+    import onnx
+    import torch
+    from onnx import TensorProto, numpy_helper
+    fi = torch.finfo(torch.float16 if low == TensorProto.FLOAT16 else torch.bfloat16)
+    big, tiny = float(fi.max), float(fi.smallest_normal) * float(fi.eps)  # largest finite, smallest subnormal
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    changes: list[str] = []
+
+    def fix(t, where: str) -> None:
+        if t.data_type not in (TensorProto.FLOAT, TensorProto.DOUBLE):
+            return
+        a = numpy_helper.to_array(t)
+        if not 0 < a.size <= CLAMP_MAX_SIZE:
+            return
+        v = a.astype(np.float64)
+        new = np.where(np.abs(v) > big, np.sign(v) * big, v)
+        new = np.where((v != 0) & (np.abs(v) < tiny / 2), np.sign(v) * tiny, new)
+        if np.array_equal(new, v):
+            return
+        for old, nv in zip(v.reshape(-1), new.reshape(-1)):
+            if old != nv:
+                changes.append(f"{where}: {old:.3g} -> {nv:.3g}")
+        t.CopyFrom(numpy_helper.from_array(new.astype(a.dtype), t.name))
+    for t in m.graph.initializer:
+        fix(t, t.name)
+    for n in m.graph.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    fix(a.t, n.output[0])
+    return m, list(dict.fromkeys(changes))
+
+
 def unit_names(model, values: dict) -> list[str]:
     """Nodes a plan can keep in fp32: those computing floats, not moving them (subgraph nodes never)."""
     return [n.name for n in model.graph.node if n.op_type not in _MOVES and n.op_type not in ("Loop", "If", "Scan")
@@ -154,7 +197,9 @@ class OrtTrials:
 
     def build(self, keep) -> object:
         from .onnx_mixed import to_mixed
-        return to_mixed(self.model, self.low, follow_moves(self.model, keep))
+        model = clamp_constants(self.model, self.low)[0] if CLAMP in keep else self.model
+        keep = set(keep) - {CLAMP}
+        return to_mixed(model, self.low, follow_moves(model, keep))
 
     def __call__(self, keep: frozenset[str]) -> Trial:
         import onnxruntime as ort
@@ -183,6 +228,10 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float, load
     names = unit_names(model, values)
     nodes = {n.name: n for n in model.graph.node}
     units = [Unit(n, nodes[n].op_type, "", "", _flops(nodes[n], values)) for n in names]
+    low = OrtTrials(model, feeds, expected, p, tolerance).low
+    clamped = clamp_constants(model, low)[1]
+    if clamped:
+        units.append(Unit(CLAMP, "clamp constants"))
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
     trials = OrtTrials(model, feeds, expected, p, tolerance)
     search = Search(units, trials, tolerance)
@@ -195,6 +244,9 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float, load
     else:
         ranked, strong, sources, why = evidence(model, values, p, names)
         plan.analyses = ["ranges (the float64 reference run's values)"]
+        if clamped:  # the cheapest remedy first: no op in fp32, the lost constants moved into range
+            why[CLAMP] = [f"constant {c}" for c in clamped]
+            sources, strong, ranked = [CLAMP], list(dict.fromkeys(sources + strong)), ranked + [CLAMP]
         found = search.run(ranked, strong, sources)
     plan = finish(plan, search, found, why, t0)
     if export_onnx and plan.passed:

@@ -184,9 +184,10 @@ def render_plan(plan, console: Console | None = None) -> None:
     elif not plan.keep:
         console.print(f"[green]empty plan[/]: the whole model meets the tolerance at {plan.precision}", highlight=False)
     else:
-        console.print(f"[green]verified plan[/]: keep {len(plan.keep)} of {plan.units} ops in fp32 -> error "
-                      f"{_err(plan.error)}; {plan.low_fraction:.1%} of the flops stay {plan.precision}",
-                      highlight=False)
+        ops = [k for k in plan.keep if k["op"] != "clamp constants"]  # the clamp is a remedy, not an op
+        clamp = " (and small constants clamped into its range, below)" if len(ops) < len(plan.keep) else ""
+        console.print(f"[green]verified plan[/]: keep {len(ops)} ops in fp32{clamp} -> error {_err(plan.error)}; "
+                      f"{plan.low_fraction:.1%} of the flops stay {plan.precision}", highlight=False)
         if plan.message:
             console.print(f"[yellow]{plan.message}[/]", highlight=False)
         t = Table(show_lines=False)
