@@ -163,18 +163,18 @@ def _sources(model, why: dict, consts: set[str]) -> list[str]:
 
 
 def follow_moves(model, keep) -> set[str]:
-    """Nodes that only move values take the type of what they move: fp32 when their data input is a graph input
-    or comes from a kept node (else a kept op's output would be rounded on its way through a Transpose)."""
+    """Nodes that only move values take the type of what they move: fp32 when their data input comes from a kept
+    node (else a kept op's output would be rounded on its way through a Transpose)."""
     out = set(keep)
-    fp32 = {o for n in model.graph.node if n.name in out for o in n.output} | {i.name for i in model.graph.input}
+    fp32 = {o for n in model.graph.node if n.name in out for o in n.output}
     for n in model.graph.node:
         if n.op_type in _MOVES and n.op_type not in ("Constant", "ConstantOfShape", "Shape", "Size", "Range") \
                 and n.input and n.input[0] in fp32:
             out.add(n.name)
             fp32.update(n.output)
-    # moves of weights (a Transpose of an initializer) take the type of the ops that read them
+    # moves of weights and graph inputs (a Transpose of an initializer) take the type of the ops that read them
     consts = {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant"
-                                                           for o in n.output}
+                                                           for o in n.output} | {i.name for i in model.graph.input}
     readers: dict[str, list[str]] = {}
     for n in model.graph.node:
         for i in n.input:
