@@ -147,9 +147,6 @@ def _run(args) -> int:
 
 
 def _locate(args, console) -> int:
-    import json
-    from pathlib import Path
-
     from . import api
     from .report import terminal
     result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
@@ -162,27 +159,22 @@ def _locate(args, console) -> int:
     if result.repro:
         console.print(f"repro bundle: python {result.repro}", highlight=False)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"model": result.model, "backend": result.backend,
-                                               "precision": result.precision, "output_error": result.output_error,
-                                               "culprit": result.culprit.as_dict() if result.culprit else None,
-                                               "segment": result.segment, "compiles": result.compiles,
-                                               "repro": result.repro, "mark_all": result.mark_all,
-                                               "findings": [f.as_dict() for f in result.findings],
-                                               "ops": [o.as_dict() for o in result.ops]}, indent=2, default=str))
+        _write_json(args.json, {"model": result.model, "backend": result.backend, "precision": result.precision,
+                                "output_error": result.output_error,
+                                "culprit": result.culprit.as_dict() if result.culprit else None,
+                                "segment": result.segment, "compiles": result.compiles, "repro": result.repro,
+                                "mark_all": result.mark_all, "findings": [f.as_dict() for f in result.findings],
+                                "ops": [o.as_dict() for o in result.ops]})
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
     return EXIT_FAIL if result.segment else EXIT_OK
 
 
-def _write_json(path: str, data: dict, console) -> None:
-    import json
-    from pathlib import Path
+def _write_json(path: str, data: dict) -> None:
+    from .report.json_report import dump
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(data, indent=2, default=str))
+        dump(data, path)
     except OSError as e:
         raise UsageError(f"cannot write JSON to {path}: {e.strerror or e}") from None
-    console.print(f"JSON: {path}", highlight=False)
 
 
 def _ranges(args, console) -> int:
@@ -191,7 +183,8 @@ def _ranges(args, console) -> int:
     result = api.ranges(args.model, precisions=args.precision, seed=args.seed)
     terminal.render_ranges(result, console, args.all)
     if args.json:
-        _write_json(args.json, result.as_dict(), console)
+        _write_json(args.json, result.as_dict())
+        console.print(f"JSON: {args.json}", highlight=False)
     return EXIT_OK  # ranges informs; plan and check decide
 
 
@@ -212,7 +205,8 @@ def _plan(args, console) -> int:
             raise UsageError(f"cannot write the plan to {args.save}: {e.strerror or e}") from None
         console.print(f"plan saved: {args.save}", highlight=False)
     if args.json:
-        _write_json(args.json, result.as_dict(), console)
+        _write_json(args.json, result.as_dict())
+        console.print(f"JSON: {args.json}", highlight=False)
     exported_ok = result.export is None or result.export.get("verified")
     return EXIT_OK if result.passed and exported_ok else EXIT_FAIL
 

@@ -12,7 +12,7 @@ from .errors import UsageError
 _to = torch.ops.aten.to.dtype  # returns its input itself when the dtype already matches: free in eager
 
 # Ops that only move or regroup one input's values: they take their input's dtype and are never a plan unit.
-_MOVES = {"view", "_unsafe_view", "reshape", "expand", "expand_as", "permute", "transpose", "t", "unsqueeze",
+MOVES = {"view", "_unsafe_view", "reshape", "expand", "expand_as", "permute", "transpose", "t", "unsqueeze",
           "squeeze", "slice", "select", "clone", "alias", "contiguous", "detach", "split", "split_with_sizes",
           "chunk", "unbind", "flatten", "unflatten", "narrow", "view_as", "flip", "repeat", "getitem",
           "dropout", "lift_fresh_copy", "as_strided"}
@@ -37,7 +37,7 @@ def units(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """The ops a plan can keep in fp32: every call producing floats that is not a pure move of values."""
     out = []
     for n in gm.graph.nodes:
-        if n.op != "call_function" or op_name(n.target) in _MOVES:
+        if n.op != "call_function" or op_name(n.target) in MOVES:
             continue
         val = n.meta.get("val")
         if _is_float(val) and not (isinstance(val, torch.Tensor) and val.dtype == torch.float64):
@@ -73,10 +73,9 @@ def apply(gm: torch.fx.GraphModule, keep: set[str] | frozenset[str], low: torch.
             t = want[n.name]
 
             def cast(a, t=t, n=n):
-                if not isinstance(a, torch.fx.Node) or not _is_float(a.meta.get("val")) or dtype.get(a) == t:
-                    return a
-                if isinstance(a.meta.get("val"), (tuple, list)):
-                    return a
+                val = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+                if not isinstance(val, torch.Tensor) or not val.is_floating_point() or dtype.get(a) == t:
+                    return a  # not a float tensor (tuples are read through getitem), or already in t
                 key = (a, t)
                 if key not in casts:
                     with g.inserting_before(n):
@@ -90,11 +89,10 @@ def apply(gm: torch.fx.GraphModule, keep: set[str] | frozenset[str], low: torch.
             n.kwargs = kwargs
             val = n.meta.get("val")
             dtype[n] = t if isinstance(val, torch.Tensor) else None
-        elif n.op == "call_function" and op_name(n.target) in _MOVES and n.args:
-            first = n.args[0]
-            dtype[n] = dtype.get(first) if isinstance(first, torch.fx.Node) else None
-            if op_name(n.target) == "getitem":
-                dtype[n] = None
+        elif n.op == "call_function" and op_name(n.target) in MOVES and n.args:
+            first = n.args[0]  # a move keeps its input's dtype; an item of a tuple is not known here
+            known = isinstance(first, torch.fx.Node) and n.target is not operator.getitem
+            dtype[n] = dtype.get(first) if known else None
         elif n.op == "output":
             def back(a):
                 if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) \
@@ -115,7 +113,7 @@ def _store_weights(gm: torch.fx.GraphModule, want: dict[str, torch.dtype], low: 
         for u in n.users:
             if u.name in want:
                 out.add(want[u.name])
-            elif u.op == "call_function" and op_name(u.target) in _MOVES:
+            elif u.op == "call_function" and op_name(u.target) in MOVES:
                 out |= readers(u)
             else:
                 out.add(torch.float32)

@@ -77,8 +77,8 @@ class Plan:
         return d
 
     def save(self, path: str | Path) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(self.as_dict(), indent=2, default=_json))
+        from .report.json_report import dump
+        dump(self.as_dict(), path)
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
@@ -94,10 +94,6 @@ class Plan:
         d.pop("fpdiff_plan")
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
-
-
-def _json(v):
-    return None if isinstance(v, float) and not math.isfinite(v) else str(v)
 
 
 def graph_digest(units: list[Unit]) -> str:
@@ -191,6 +187,20 @@ class Search:
         return frozenset(items)
 
 
+def settle(plan: Plan, search: Search, load: Plan | None, label: str,
+           evidence: Callable[[], tuple]) -> tuple[frozenset[str] | None, dict[str, list[str]]]:
+    """The keep-set and its reasons: a loaded plan as it is (re-verified by `finish`); no evidence gathered
+    when the pure precision passes; else `evidence()` -> (ranked, strong, sources, why, analyses) and a search."""
+    if load is not None:
+        check_matches(load, search.units, label)
+        search.trial(())  # the pure precision, for the report
+        return frozenset(load.kept), {k["node"]: k.get("why") or [] for k in load.keep}
+    if search.passes(()):
+        return frozenset(), {}
+    ranked, strong, sources, why, plan.analyses = evidence()
+    return search.run(ranked, strong, sources), why
+
+
 def low_fraction(units: list[Unit], keep) -> float:
     total = sum(u.flops for u in units)
     return 1.0 - sum(u.flops for u in units if u.node in keep) / total if total else 0.0
@@ -199,8 +209,8 @@ def low_fraction(units: list[Unit], keep) -> float:
 def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[str, list[str]], t0: float) -> Plan:
     """The plan as reported: the kept ops with their reasons, and the search's own account."""
     by_name = {u.node: u for u in search.units}
-    plan.pure_error = search.trial(()).error
-    plan.pure_status = search.trial(()).status
+    pure = search.trial(())
+    plan.pure_error, plan.pure_status = pure.error, pure.status
     everything = frozenset(search.names)
     if everything in search.trials:
         plan.fp32_error = search.trials[everything].error
@@ -214,7 +224,6 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
         final = search.trial(found)
         plan.passed, plan.error = final.passed, final.error
         if found and len(found) == len(search.names):
-            pure = search.trial(())
             refused = f" ({pure.status})" if pure.status != "ok" else ""
             plan.message = (f"every op stays fp32: nothing of this model runs within the tolerance at "
                             f"{plan.precision} on {plan.backend}{refused}")
@@ -262,13 +271,14 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
     cache = cache_dir or str(default_root())
     flags = tuple(iree_flags) if backend == "iree" else ()
     if source.ref.kind == "onnx":
-        from .plan_onnx import plan_onnx
-        result = plan_onnx(source, p, backend=backend, tolerance=tol, load=loaded, export_onnx=export_onnx)
+        from . import plan_onnx as po
+        result, trials = po.plan_onnx(source, p, backend=backend, tolerance=tol, load=loaded)
+        exporter = lambda: po.export_onnx(trials, result.kept, export_onnx)  # noqa: E731
     else:
         from . import plan_torch as pt
-        result, gm = pt.plan_torch(source, p, backend=backend, tolerance=tol, device=device, plugins=tuple(plugins),
-                                   flags=flags, timeout=timeout, cache=cache, load=loaded)
-        expected = pt._float64_outputs(source.module, source.inputs)
+        result, gm, expected = pt.plan_torch(source, p, backend=backend, tolerance=tol, device=device,
+                                             plugins=tuple(plugins), flags=flags, timeout=timeout, cache=cache,
+                                             load=loaded)
         if result.pure_error is None or not result.pure_error <= tol:
             if backend in ("torch", "inductor"):
                 result.autocast = pt.autocast_remedy(source.module, source.inputs, expected, p, tol)
@@ -276,11 +286,12 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
                 result.autocast = _autocast_cell(model, backend, p, tol, device, plugins, iree_flags, timeout, seed)
         if result.passed and measure_speed and backend in ("torch", "inductor"):
             result.speed = pt.speed(source.module, gm, result.kept, source.inputs, p, compiled=backend == "inductor")
-        if export_onnx and result.passed:
-            try:
-                result.export = pt.export_onnx(gm, result.kept, p, source.inputs, expected, tol, export_onnx)
-            except OSError as e:  # the plan itself stands; only the file could not be written
-                result.export = {"path": export_onnx, "verified": False, "reason": f"cannot write: {e.strerror or e}"}
+        exporter = lambda: pt.export_onnx(gm, result.kept, p, source.inputs, expected, tol, export_onnx)  # noqa: E731
+    if export_onnx and result.passed:
+        try:
+            result.export = exporter()
+        except OSError as e:  # the plan itself stands; only the file could not be written
+            result.export = {"path": export_onnx, "verified": False, "reason": f"cannot write: {e.strerror or e}"}
     if save and result.passed:
         result.save(save)
     return result

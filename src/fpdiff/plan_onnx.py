@@ -9,7 +9,7 @@ import numpy as np
 
 from . import precision as prec
 from .errors import UsageError
-from .plan import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2
+from .plan import PRIOR, Plan, Search, Trial, Unit, finish, graph_digest, rel_l2, settle
 
 # Nodes that only move, reshape or pick values, or make constants: never worth keeping in fp32 by themselves.
 _MOVES = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Gather", "Slice", "Concat",
@@ -103,13 +103,9 @@ def float64_run(model, feeds: dict) -> dict:
         values = ev.run(None, feeds64, intermediate=True)
     except Exception as e:  # the model or its inputs are at fault
         raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
-    values.update({t.name: v for t, v in zip(m64.graph.initializer, [_arr(t) for t in m64.graph.initializer])})
-    return values
-
-
-def _arr(t):
     from onnx import numpy_helper
-    return numpy_helper.to_array(t)
+    values.update({t.name: numpy_helper.to_array(t) for t in m64.graph.initializer})
+    return values
 
 
 def evidence(model, values: dict, p: prec.Precision,
@@ -122,10 +118,10 @@ def evidence(model, values: dict, p: prec.Precision,
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[p.name]
     why: dict[str, list[str]] = {}
     noted: list[str] = []
-    inits = {t.name for t in model.graph.initializer}
-    inits |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    inits = _constants(model)
+    valid = set(names)
     for n in model.graph.node:
-        if n.name not in set(names):
+        if n.name not in valid:
             continue
         for o in n.output:
             v = values.get(o)
@@ -136,8 +132,8 @@ def evidence(model, values: dict, p: prec.Precision,
                     noted.append(n.name)
         for i in n.input:
             v = values.get(i)
-            if i in inits and isinstance(v, np.ndarray) and v.dtype.kind == "f" and 0 < v.size <= 16:
-                for x in v.reshape(-1)[:16]:
+            if i in inits and isinstance(v, np.ndarray) and v.dtype.kind == "f" and 0 < v.size <= CLAMP_MAX_SIZE:
+                for x in v.reshape(-1):
                     for reason in _scalar_reasons(float(x), [p.name]).get(p.name, []):
                         why.setdefault(n.name, []).append(f"constant {i}: {reason}")
     why = {k: list(dict.fromkeys(v)) for k, v in why.items() if v}
@@ -145,6 +141,12 @@ def evidence(model, values: dict, p: prec.Precision,
     ops = {n.name: n.op_type for n in model.graph.node}
     prior = [n for n in names if ops[n] in PRIOR]
     return list(dict.fromkeys(strong + noted + prior + names)), strong, _sources(model, why, inits), why
+
+
+def _constants(model) -> set[str]:
+    """Names of the graph's stored values: initializers and Constant nodes' outputs."""
+    return {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant"
+                                                        for o in n.output}
 
 
 def _sources(model, why: dict, consts: set[str]) -> list[str]:
@@ -173,8 +175,7 @@ def follow_moves(model, keep) -> set[str]:
             out.add(n.name)
             fp32.update(n.output)
     # moves of weights and graph inputs (a Transpose of an initializer) take the type of the ops that read them
-    consts = {t.name for t in model.graph.initializer} | {o for n in model.graph.node if n.op_type == "Constant"
-                                                           for o in n.output} | {i.name for i in model.graph.input}
+    consts = _constants(model) | {i.name for i in model.graph.input}
     readers: dict[str, list[str]] = {}
     for n in model.graph.node:
         for i in n.input:
@@ -191,13 +192,14 @@ class OrtTrials:
     """A keep-set as a mixed graph, run by ONNX Runtime's CPU provider in this process."""
 
     def __init__(self, model, feeds: dict, expected: list, p: prec.Precision, tolerance: float) -> None:
-        from onnx import TensorProto
+        from .export import ONNX_TYPE
         self.model, self.feeds, self.expected, self.tolerance = model, feeds, expected, tolerance
-        self.low = {"fp16": TensorProto.FLOAT16, "bf16": TensorProto.BFLOAT16}[p.name]
+        self.low = ONNX_TYPE[prec.dtype_name(p.dtype)]
+        self.clamped_model, self.clamped = clamp_constants(model, self.low)  # what `clamp-constants` changes
 
     def build(self, keep) -> object:
         from .onnx_mixed import to_mixed
-        model = clamp_constants(self.model, self.low)[0] if CLAMP in keep else self.model
+        model = self.clamped_model if CLAMP in keep else self.model
         keep = set(keep) - {CLAMP}
         return to_mixed(model, self.low, follow_moves(model, keep))
 
@@ -214,9 +216,10 @@ class OrtTrials:
         return Trial(sorted(keep), err, err <= self.tolerance, status, time.perf_counter() - t0)
 
 
-def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float, load: Plan | None,
-              export_onnx: str | None) -> Plan:
-    """Search (or re-verify a loaded plan) over the ONNX graph's nodes, on ONNX Runtime."""
+def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float,
+              load: Plan | None) -> tuple[Plan, OrtTrials]:
+    """Search (or re-verify a loaded plan) over the ONNX graph's nodes, on ONNX Runtime; the trials build the
+    planned graph again for export."""
     if backend != "ort":
         raise UsageError(f"plan on an ONNX model runs ONNX Runtime (--backend ort), not {backend}; "
                          "for torch.compile or IREE, plan the model's torch source")
@@ -228,39 +231,29 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float, load
     names = unit_names(model, values)
     nodes = {n.name: n for n in model.graph.node}
     units = [Unit(n, nodes[n].op_type, "", "", _flops(nodes[n], values)) for n in names]
-    low = OrtTrials(model, feeds, expected, p, tolerance).low
-    clamped = clamp_constants(model, low)[1]
-    if clamped:
+    trials = OrtTrials(model, feeds, expected, p, tolerance)
+    if trials.clamped:
         units.append(Unit(CLAMP, "clamp constants"))
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
-    trials = OrtTrials(model, feeds, expected, p, tolerance)
     search = Search(units, trials, tolerance)
-    if load is not None:
-        check_matches(load, units, source.ref.label)
-        found, why = frozenset(load.kept), {k["node"]: k.get("why") or [] for k in load.keep}
-        search.trial(())
-    elif search.passes(()):
-        found, why = frozenset(), {}
-    else:
-        ranked, strong, sources, why = evidence(model, values, p, names)
-        plan.analyses = ["ranges (the float64 reference run's values)"]
-        if clamped:  # the cheapest remedy first: no op in fp32, the lost constants moved into range
-            why[CLAMP] = [f"constant {c}" for c in clamped]
-            sources, strong, ranked = [CLAMP], list(dict.fromkeys(sources + strong)), ranked + [CLAMP]
-        found = search.run(ranked, strong, sources)
-    plan = finish(plan, search, found, why, t0)
-    if export_onnx and plan.passed:
-        import onnx
 
-        from .plan_torch import verify_onnx
-        path = Path(export_onnx)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            onnx.save(trials.build(plan.kept), str(path))
-        except OSError as e:  # the plan itself stands; only the file could not be written
-            plan.export = {"path": str(path), "verified": False, "reason": f"cannot write: {e.strerror or e}"}
-            return plan
-        import torch
-        args = tuple(torch.from_numpy(np.asarray(feeds[n])) for n in source.input_names)
-        plan.export = {"path": str(path), **verify_onnx(onnx.load(str(path)), path, args, expected, tolerance)}
-    return plan
+    def gather():
+        ranked, strong, sources, why = evidence(model, values, p, names)
+        if trials.clamped:  # the cheapest remedy first: no op in fp32, the lost constants moved into range
+            why[CLAMP] = [f"constant {c}" for c in trials.clamped]
+            sources, strong, ranked = [CLAMP], list(dict.fromkeys(sources + strong)), ranked + [CLAMP]
+        return ranked, strong, sources, why, ["ranges (the float64 reference run's values)"]
+    found, why = settle(plan, search, load, source.ref.label, gather)
+    return finish(plan, search, found, why, t0), trials
+
+
+def export_onnx(trials: OrtTrials, keep: set[str], path: str | Path) -> dict:
+    """The planned graph written out and verified with ONNX Runtime on the plan's inputs."""
+    import onnx
+
+    from .plan_torch import verify_onnx
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model = trials.build(keep)
+    onnx.save(model, str(path))
+    return verify_onnx(model, path, trials.feeds, trials.expected, trials.tolerance)

@@ -13,8 +13,9 @@ import torch
 
 from . import graph, mixed, precision as prec
 from .errors import UsageError
-from .plan import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2
+from .plan import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2, settle
 
+FP32 = prec.get("fp32")
 _CONTRACT = {"mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "conv1d", "conv2d", "conv3d", "convolution",
              "conv_transpose1d", "conv_transpose2d", "scaled_dot_product_attention", "einsum"}
 
@@ -23,8 +24,7 @@ def fp32_module(module: torch.nn.Module, inputs: tuple, dynamic_shapes=None) -> 
     """The model's fp32 export as a graph module, with in-place ops made functional (casts cannot follow a
     mutation into a copy)."""
     m = copy.deepcopy(module).float()
-    args = tuple(t.float() if t.is_floating_point() else t for t in inputs)
-    ep = torch.export.export(m, args, dynamic_shapes=dynamic_shapes, strict=False)
+    ep = torch.export.export(m, prec.cast_inputs(inputs, FP32), dynamic_shapes=dynamic_shapes, strict=False)
     return graph.functional(ep).module()
 
 
@@ -57,11 +57,8 @@ def units_of(gm: torch.fx.GraphModule) -> list[Unit]:
 
 
 def _float64_outputs(module: torch.nn.Module, inputs: tuple) -> list[np.ndarray]:
-    m = copy.deepcopy(module).double()
     with torch.no_grad():
-        out = m(*(t.double() if t.is_floating_point() else t for t in inputs))
-    flat = torch.utils._pytree.tree_flatten(out)[0]
-    return [t.numpy() for t in flat if isinstance(t, torch.Tensor)]
+        return _outputs(copy.deepcopy(module).double()(*prec.cast_inputs(inputs, prec.get("fp64"))))
 
 
 def _outputs(out) -> list[np.ndarray]:
@@ -77,7 +74,7 @@ class TorchTrials:
                  backend: str, device: str, plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float,
                  cache: str | None) -> None:
         self.gm, self.expected, self.p, self.tolerance = gm, expected, p, tolerance
-        self.inputs = tuple(t.float() if t.is_floating_point() else t for t in inputs)
+        self.inputs = prec.cast_inputs(inputs, FP32)
         self.backend, self.device, self.plugins, self.flags = backend, device, plugins, flags
         self.timeout, self.cache = timeout, cache
         self.pool = None
@@ -123,7 +120,7 @@ class TorchTrials:
 
 
 def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
-             names: list[str]) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
+             units: list[Unit]) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
     """Candidates ranked by evidence: ranges' risks and locate's culprits first (strong), then ops by their own
     error at P, then ranges' notes and the field's prior (autocast's fp32 list), then the rest in graph order."""
     from .locate import analyse
@@ -137,6 +134,7 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
         if o.culprit:
             why.setdefault(o.node, []).append(f"locate: {o.cause}, own error {o.ratio:.3g}x what {p.name} must lose"
                                               if math.isfinite(o.ratio) else f"locate: {o.cause} (non-finite)")
+    names = [u.node for u in units]
     valid = set(names)
     strong = [n for n in names if n in why]
     # where problems start: locate's culprits (their own error, not inherited) and ops reading a lost constant
@@ -144,23 +142,16 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
     by_ratio = [o.node for o in sorted(ops, key=lambda o: -o.ratio) if o.local is not None and o.node in valid
                 and o.node not in why]
     noted = [o.origin for o in r.ops if o.dtypes[p.name].notes and o.origin in valid]
-    prior = [n for n in names if _op_of(n, ops) in PRIOR]
+    prior = [u.node for u in units if u.op.split(".")[1 if u.op.startswith("aten.") else 0] in PRIOR]
     ranked = list(dict.fromkeys(strong + by_ratio + noted + prior + names))
     return ranked, strong, sources, {n: v for n, v in why.items() if n in valid}
 
 
-def _op_of(name: str, ops) -> str:
-    """The aten op name of a node (`layer_norm`), from locate's rows or else from the node's name."""
-    for o in ops:
-        if o.node == name:
-            return o.op.split(".")[1] if o.op.startswith("aten.") else o.op
-    return name.rstrip("_0123456789")
-
-
 def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, device: str,
                plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float, cache: str | None,
-               load: Plan | None = None) -> tuple[Plan, object]:
-    """Search (or re-verify a loaded plan) and return it with the fp32 graph module it applies to."""
+               load: Plan | None = None) -> tuple[Plan, torch.fx.GraphModule, list[np.ndarray]]:
+    """Search (or re-verify a loaded plan); return it with the fp32 graph module it applies to and the float64
+    outputs it was judged against."""
     t0 = time.perf_counter()
     gm = fp32_module(source.module, source.inputs)
     units = units_of(gm)
@@ -168,22 +159,14 @@ def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, dev
     expected = _float64_outputs(source.module, source.inputs)
     trials = TorchTrials(gm, source.inputs, expected, p, tolerance, backend, device, plugins, flags, timeout, cache)
     search = Search(units, trials, tolerance)
+    analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]
     try:
-        if load is not None:
-            check_matches(load, units, source.ref.label)
-            found = frozenset(load.kept)
-            search.trial(())  # the pure precision, for the report
-            why = {k["node"]: k.get("why") or [] for k in load.keep}
-        elif search.passes(()):
-            found, why = frozenset(), {}  # nothing to keep: no evidence needed
-        else:
-            ranked, strong, sources, why = evidence(source.module, source.inputs, p, [u.node for u in units])
-            plan.analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]
-            found = search.run(ranked, strong, sources)
+        found, why = settle(plan, search, load, source.ref.label,
+                            lambda: (*evidence(source.module, source.inputs, p, units), analyses))
         plan = finish(plan, search, found, why, t0)
     finally:
         trials.close()
-    return plan, gm
+    return plan, gm, expected
 
 
 def apply_plan(model: torch.nn.Module, plan: Plan | str | Path, inputs: tuple,
@@ -215,7 +198,7 @@ def timed(fn, inputs: tuple, reps: int = 5) -> float:
 def speed(module: torch.nn.Module, gm: torch.fx.GraphModule, keep: set[str], inputs: tuple, p: prec.Precision,
           compiled: bool = False) -> dict:
     """The planned model against fp32 and the pure low precision, side by side in one process."""
-    args = tuple(t.float() if t.is_floating_point() else t for t in inputs)
+    args = prec.cast_inputs(inputs, FP32)
     variants = {"fp32": copy.deepcopy(module).float(), p.name: mixed.apply(gm, frozenset(), p.dtype),
                 "plan": mixed.apply(gm, frozenset(keep), p.dtype)}
     if compiled:
@@ -231,7 +214,7 @@ def autocast_remedy(module: torch.nn.Module, inputs: tuple, expected: list, p: p
     """Autocast at the same low dtype, judged by the same tolerance, with its speed."""
     amp = prec.get(f"amp-{p.name}")
     m = copy.deepcopy(module).float()
-    args = tuple(t.float() if t.is_floating_point() else t for t in inputs)
+    args = prec.cast_inputs(inputs, FP32)
 
     def run(*a):
         with torch.autocast("cpu", dtype=amp.autocast):
@@ -251,26 +234,27 @@ def export_onnx(gm: torch.fx.GraphModule, keep: set[str], p: prec.Precision, inp
     import onnx
 
     from .export import export_program
-    args = tuple(t.float() if t.is_floating_point() else t for t in inputs)
+    args = prec.cast_inputs(inputs, FP32)
     program = torch.export.export(mixed.apply(gm, frozenset(keep), p.dtype), args, strict=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     export_program(program, path)
     model = onnx.load(str(path))
-    return {"path": str(path), **verify_onnx(model, path, args, expected, tolerance)}
+    names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    return verify_onnx(model, path, {n: a.numpy() for n, a in zip(names, args)}, expected, tolerance)
 
 
-def verify_onnx(model, path: Path, args: tuple, expected: list, tolerance: float) -> dict:
+def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float) -> dict:
+    """An exported plan run by ONNX Runtime on the same inputs, judged by the same tolerance."""
     import onnxruntime as ort
     types = _onnx_compute_types(model)
-    names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
     try:
-        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        out = sess.run(None, {n: a.numpy() for n, a in zip(names, args)})
+        out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
     except Exception as e:
-        return {"verified": False, "reason": f"onnxruntime refused it: {str(e).splitlines()[0]}", **types}
+        return {"path": str(path), "verified": False, "reason": f"onnxruntime refused it: {str(e).splitlines()[0]}",
+                **types}
     err = rel_l2(expected, [np.asarray(o, dtype=np.float64) for o in out])
-    return {"verified": err <= tolerance, "error": err, **types}
+    return {"path": str(path), "verified": err <= tolerance, "error": err, **types}
 
 
 def _onnx_compute_types(model) -> dict:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import graph
+from .mixed import MOVES, op_name
 from .errors import UsageError
 from .sources import load
 
@@ -28,13 +29,12 @@ FLUSH_NOTE = 0.01
 HEADROOM = 4.0
 LOW_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
-# Ops that only move, repeat or regroup values: their outputs hold nothing their inputs did not.
-_MOVES = {"view", "_unsafe_view", "reshape", "expand", "permute", "transpose", "t", "unsqueeze", "squeeze",
-          "as_strided", "broadcast_in_dim", "slice", "select", "clone", "alias", "contiguous", "split",
-          "split_with_sizes", "unbind", "cat", "stack", "_to_copy", "detach", "lift_fresh_copy", "copy",
-          "expand_copy", "view_copy", "permute_copy", "squeeze_copy", "unsqueeze_copy", "index_select",
-          "constant_pad_nd", "repeat", "flip", "roll", "narrow", "diagonal", "chunk", "collapse_view",
-          "split_dim", "select_scatter", "slice_scatter"}
+# Ops whose outputs hold nothing their inputs did not: mixed.MOVES (one input moved), plus ops that regroup or
+# pick several inputs' values; getitem is measured (it carries var_mean's and batch norm's separate outputs).
+_MOVES = (MOVES - {"getitem", "dropout"}) | {
+    "cat", "stack", "_to_copy", "copy", "expand_copy", "view_copy", "permute_copy", "squeeze_copy", "unsqueeze_copy",
+    "index_select", "constant_pad_nd", "roll", "diagonal", "broadcast_in_dim", "collapse_view", "split_dim",
+    "select_scatter", "slice_scatter"}
 # Ops that sum terms per output: the reduced elements (sum-like) or the contraction length (matmul-like).
 _SUMS = {"sum", "mean", "var", "var_mean", "std", "std_mean", "prod", "cumsum", "logsumexp", "nansum"}
 _CONTRACTIONS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "convolution", "linear", "dot", "mv", "addmv"}
@@ -128,11 +128,6 @@ class RangesResult:
                 "risky": {d: [o.node for o in self.risky(d)] for d in self.dtypes}}
 
 
-def _name(target) -> str:
-    n = getattr(target, "__name__", str(target))
-    return n.split(".")[0]
-
-
 def _g(x: float) -> str:
     return f"{x:.3g}"
 
@@ -170,7 +165,7 @@ def _dtype_range(x: torch.Tensor, dt: torch.dtype, tag: str, depth: int | None) 
 
 
 def _depth(node, args) -> int | None:
-    name = _name(node.target)
+    name = op_name(node.target)
     val = node.meta.get("val")
     if name in _SUMS and args and isinstance(args[0], torch.Tensor):
         out = val[0] if isinstance(val, (tuple, list)) else val
@@ -221,7 +216,7 @@ class _Walk(torch.fx.Interpreter):
         out = super().run_node(n)
         if n.op != "call_function":
             return out
-        name = _name(n.target)
+        name = op_name(n.target)
         origin, part_of = _origin(n)
         args = [self.env[a] if isinstance(a, torch.fx.Node) else a for a in n.args]
         # named after the exported-graph op that holds it (the decomposed node's own name is renumbered)

@@ -15,7 +15,12 @@ def _clean(x):
     return _json_float(x) if isinstance(x, float) else x
 
 
-def write(result, path: str | Path) -> None:
+def dump(data: dict, path: str | Path) -> None:
+    """Strict JSON for every report: inf as "inf", NaN as null, anything else unknown as its str."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(_clean(result.as_dict()), indent=2))
+    p.write_text(json.dumps(_clean(data), indent=2, default=str))
+
+
+def write(result, path: str | Path) -> None:
+    dump(result.as_dict(), path)

@@ -104,9 +104,9 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
     for col in ("#", "op", "module", "source", "accum.", "local", "ratio", "cause"):
         t.add_column(col, no_wrap=col in ("op", "ratio"))
     for o in result.worst(top):
-        op = o.op.removeprefix("aten.").rsplit(".", 1)[0]
-        t.add_row(str(o.index), op, o.stack or "(root)", o.source.rsplit("/", 1)[-1], f"{o.accumulated:.1e}",
-                  "-" if o.local is None else f"{o.local:.1e}", _ratio(o) if o.local is not None else "-", o.cause)
+        t.add_row(str(o.index), _op_name(o.op), o.stack or "(root)", o.source.rsplit("/", 1)[-1],
+                  f"{o.accumulated:.1e}", "-" if o.local is None else f"{o.local:.1e}",
+                  _ratio(o) if o.local is not None else "-", o.cause)
     console.print(t)
 
 
