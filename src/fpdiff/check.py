@@ -20,7 +20,7 @@ from .graph import STATIC, ShapeVariant
 from .sources import Source, load
 from .task import Job
 from .versions import report_versions as versions
-from .worker import CRASH, ERROR, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
+from .worker import CRASH, ERROR, INTERNAL, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
 
 DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
 DEFAULT_TIMEOUT = 300.0  # seconds per cell: a cold inductor or IREE compile of a mid-size model fits in it
@@ -42,6 +42,8 @@ class Cell:
     findings: list[Finding] = field(default_factory=list)
     duration_s: float = 0.0
     info: dict = field(default_factory=dict)
+    stage: str | None = None  # failed cells: the stage that failed (torch.export, onnx export, compile, run, ...)
+    component: str | None = None  # failed cells: who failed there, or "internal error in fpdiff"
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -66,9 +68,7 @@ class CheckResult:
         return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "reference": self.reference,
                 "versions": self.versions, "duration_s": round(self.duration_s, 3),
                 "cells": [c.as_dict() for c in self.cells],
-                "summary": {s: sum(c.status == s for c in self.cells) for s in
-                            (compare.PASS, compare.PRECISION_LOSS, compare.MISMATCH, compare.UNSUPPORTED,
-                             compare.CRASH, compare.TIMEOUT)}}
+                "summary": {s: sum(c.status == s for c in self.cells) for s in compare.STATUSES}}
 
 
 def _check_inputs(source: Source, allow_nonfinite: bool) -> None:
@@ -181,12 +181,16 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
     cell = Cell(b, d, p.name, v.name, r.status, duration_s=round(r.prepare_s + r.run_s, 3), info=r.info,
                 output_dtypes=r.output_dtypes, findings=list(r.notes))
     if r.status != OK:
-        cell.status = {UNSUPPORTED: compare.UNSUPPORTED, TIMEOUT: compare.TIMEOUT}.get(r.status, compare.CRASH)
-        cell.reason = r.message if r.status != ERROR else f"raised while running: {r.message}"
+        cell.status = {UNSUPPORTED: compare.UNSUPPORTED, TIMEOUT: compare.TIMEOUT,
+                       ERROR: compare.ERROR}.get(r.status, compare.CRASH)
+        cell.stage, cell.component = r.stage, r.component
+        cell.reason = _failure_reason(r)
         if r.status == UNSUPPORTED:
             cell.findings.append(_unsupported_finding(b, p, r, fp32_ok, torch_source))
-        elif r.status == CRASH and r.log_tail:
+        elif r.status in (CRASH, ERROR) and r.log_tail:
             cell.info["log_tail"] = r.log_tail[-1500:]
+        if r.traceback:
+            cell.info["traceback"] = r.traceback
         return cell
     try:
         m = _measure(ref_out, r, p)
@@ -202,6 +206,15 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
     if j.status != compare.PASS:
         cell.findings += compare.range_findings(ref_out, p)
     return cell
+
+
+def _failure_reason(r: JobResult) -> str:
+    """The failing component and stage first: the cell's backend is not blamed for an exporter's failure."""
+    if r.component == INTERNAL:
+        return f"internal error in fpdiff ({r.stage or 'unknown stage'}): {r.message} (traceback in the JSON report)"
+    where = " at ".join(x for x in (r.component, r.stage) if x)
+    return f"{where} failed: {r.message}" if where and r.status == ERROR else (
+        f"{where}: {r.message}" if where else r.message)
 
 
 def _dtype_of_outputs(dtypes: list[str]) -> str | None:

@@ -11,7 +11,11 @@ from .precision import Precision
 
 PASS, PRECISION_LOSS, MISMATCH = "pass", "precision-loss", "mismatch"
 UNSUPPORTED, CRASH, TIMEOUT = "unsupported", "crash", "timeout"
-FAILING = (MISMATCH, CRASH, TIMEOUT)
+# error: a component (exporter, converter, compiler, runtime) or fpdiff itself failed without declaring a refusal;
+# it is not `unsupported` (which means "this backend says it cannot") and, like a crash, fails the run.
+ERROR = "error"
+STATUSES = (PASS, PRECISION_LOSS, MISMATCH, UNSUPPORTED, ERROR, CRASH, TIMEOUT)
+FAILING = (MISMATCH, ERROR, CRASH, TIMEOUT)
 
 # Mismatch rule: a cell is a likely backend bug when its error is more than BASELINE_FACTOR times the error of
 # the reference implementation (torch eager on the CPU) at the same precision. Two correct implementations of one

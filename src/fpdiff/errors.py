@@ -1,4 +1,21 @@
-"""Errors that end a run with one clear line: usage and input errors exit 2, never a traceback."""
+"""Errors that end a run with one clear line, and the stage/component a backend failure is charged to."""
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Iterator
+
+# Stages a cell goes through; a failure is charged to the one that failed, never to the next in line.
+TORCH_EXPORT, ONNX_EXPORT, OPSET_CONVERSION = "torch.export", "onnx export", "opset conversion"
+IMPORT, COMPILE, LOAD, RUN = "import", "compile", "load", "run"
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def plain(text: str) -> str:
+    """Text without terminal color codes (exporters and compilers color their messages)."""
+    return _ANSI.sub("", text)
 
 
 class UsageError(Exception):
@@ -6,9 +23,54 @@ class UsageError(Exception):
 
 
 class Unsupported(Exception):
-    """A backend refuses a job (op not implemented for a dtype, failed compile, missing device)."""
+    """A declared refusal: no kernel for an op in a dtype, a precision or device that does not exist there, an op a
+    compiler says it cannot lower. Anything else that goes wrong is a StageError."""
 
-    def __init__(self, message: str, op: str | None = None, dtype: str | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, op: str | None = None, dtype: str | None = None,
+                 stage: str | None = None, component: str | None = None):
+        super().__init__(plain(message))
         self.op = op
         self.dtype = dtype
+        self.stage = stage
+        self.component = component
+
+
+class StageError(Exception):
+    """A component failed at a stage without declaring a refusal (an exporter assertion, a compiler crash)."""
+
+    def __init__(self, stage: str, component: str, message: str, op: str | None = None):
+        super().__init__(plain(message))
+        self.stage = stage
+        self.component = component
+        self.op = op
+
+
+@contextlib.contextmanager
+def stage(name: str, component: str) -> Iterator[None]:
+    """Charge what fails inside to (stage, component): a refusal keeps its kind, anything else becomes a StageError.
+    An exception raised by fpdiff's own code inside is left as it is, so it is reported as an internal error."""
+    try:
+        yield
+    except Unsupported as e:
+        e.stage = e.stage or name
+        e.component = e.component or component
+        raise
+    except (StageError, UsageError):
+        raise
+    except Exception as e:
+        if raised_by_fpdiff(e):
+            raise
+        text = " ".join(plain(str(e)).split())
+        raise StageError(name, component, f"{type(e).__name__}: {text[:600]}" if text else type(e).__name__) from e
+
+
+def raised_by_fpdiff(exc: BaseException) -> bool:
+    """True when the innermost frame of the traceback is fpdiff's own code (a bug of ours, not a component's)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    import fpdiff
+    root = str(Path(fpdiff.__file__).resolve().parent)
+    return str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(root)

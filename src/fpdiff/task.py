@@ -27,6 +27,7 @@ class Job:
     flags: tuple[str, ...] = ()  # extra backend flags (IREE compiler flags)
     cache_dir: str | None = None
     seed: int = 0
+    repeat: int = 1  # runs of the prepared model; outputs after the first are compared bitwise (determinism)
 
 
 class LoadedSource:

@@ -18,11 +18,12 @@ import numpy as np
 from .task import Job
 
 OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT = "ok", "unsupported", "error", "crash", "timeout"
+INTERNAL = "internal error in fpdiff"  # the component named when fpdiff's own code raised
 
 
 @dataclass
 class JobResult:
-    status: str  # ok | unsupported | error (raised while running) | crash | timeout
+    status: str  # ok | unsupported (declared refusal) | error (a component or fpdiff failed) | crash | timeout
     outputs: list[np.ndarray] = field(default_factory=list)  # as float64 (or the integer/bool dtype)
     output_dtypes: list[str] = field(default_factory=list)  # what the backend returned, before conversion
     computed_dtype: str | None = None
@@ -34,6 +35,10 @@ class JobResult:
     prepare_s: float = 0.0
     run_s: float = 0.0
     log_tail: str = ""
+    stage: str | None = None  # where it failed: torch.export, onnx export, opset conversion, import, compile, run
+    component: str | None = None  # who failed there (torch.onnx, iree-compile, onnxruntime, ...) or INTERNAL
+    traceback: str | None = None  # for internal errors: fpdiff's own bug, kept whole for the report
+    repeats: list = field(default_factory=list)  # outputs of further runs (--repeat), compared bitwise by check
 
 
 # Messages by which torch, ONNX Runtime and compilers say "this op has no kernel for this dtype".
@@ -52,7 +57,7 @@ def classify_exception(exc: BaseException) -> tuple[str, str | None, str | None]
     from .errors import Unsupported
     if isinstance(exc, Unsupported):
         return UNSUPPORTED, exc.op, exc.dtype
-    text = str(exc)
+    text = str(exc)  # a StageError keeps the component's message, so its missing-kernel refusals are still seen
     for pat in _UNSUPPORTED_PATTERNS:
         m = pat.search(text)
         if m:
@@ -62,6 +67,20 @@ def classify_exception(exc: BaseException) -> tuple[str, str | None, str | None]
                 op = f"{op} (node {g['node']})"
             return UNSUPPORTED, op, g.get("dtype")
     return ERROR, None, None
+
+
+def failure(exc: BaseException, stage: str, component: str, **kw) -> JobResult:
+    """A JobResult for an exception: refusal or error, charged to the stage and component that raised it."""
+    from .errors import plain, raised_by_fpdiff
+    status, op, dt = classify_exception(exc)
+    tb = traceback.format_exc()
+    stage = getattr(exc, "stage", None) or stage
+    component = getattr(exc, "component", None) or component
+    internal = status == ERROR and not hasattr(exc, "stage") and raised_by_fpdiff(exc)
+    if internal:
+        component = INTERNAL
+    return JobResult(status, message=plain(_one_line(exc)), op=op, dtype=dt, stage=stage, component=component,
+                     traceback=tb if internal else None, log_tail=plain(traceback.format_exc(-3)), **kw)
 
 
 def _to_numpy(outputs) -> tuple[list[np.ndarray], list[str]]:
@@ -97,7 +116,7 @@ class _State:
     def run(self, job: Job) -> JobResult:
         import torch
 
-        from . import precision as prec
+        from . import errors, precision as prec
         from .backends import Prepared, registry
         from .cache import Cache
         from .task import LoadedSource, Task
@@ -123,25 +142,35 @@ class _State:
             else:  # the plugin protocol: a program already cast for whole-model precisions
                 if not task.is_torch:
                     return JobResult(UNSUPPORTED, message=f"{job.backend} takes torch programs; this model is ONNX")
-                prepared = Prepared(backend.prepare(task.program(), p.name, job.device))
+                with errors.stage(errors.TORCH_EXPORT, "torch"):
+                    program = task.program()
+                with errors.stage(errors.COMPILE, f"plugin {job.backend}"):
+                    prepared = Prepared(backend.prepare(program, p.name, job.device))
         except Exception as e:
-            status, op, dt = classify_exception(e)
-            return JobResult(UNSUPPORTED if status == ERROR else status, message=_one_line(e), op=op,
-                             dtype=dt or p.name, prepare_s=time.perf_counter() - t0, log_tail=traceback.format_exc(-3))
+            r = failure(e, "prepare", job.backend, prepare_s=time.perf_counter() - t0)
+            r.dtype = r.dtype or p.name
+            return r
         t1 = time.perf_counter()
         inputs = task.inputs()
+        runs = []
         try:
-            outs = prepared.run(*inputs)
-            if job.device.startswith("cuda"):
-                torch.cuda.synchronize()
-            arrays, dtypes = _to_numpy(outs)
+            for _ in range(max(1, job.repeat)):
+                with errors.stage(errors.RUN, job.backend):
+                    outs = prepared.run(*inputs)
+                    if job.device.startswith("cuda"):
+                        torch.cuda.synchronize()
+                runs.append(outs)
+                if len(runs) == 1:
+                    t_first = time.perf_counter() - t1
+            arrays, dtypes = _to_numpy(runs[0])
+            repeats = [_to_numpy(o)[0] for o in runs[1:]]
         except Exception as e:
-            status, op, dt = classify_exception(e)
-            return JobResult(status, notes=list(prepared.notes), info=dict(prepared.info), message=_one_line(e),
-                             op=op, dtype=dt or (p.name if op else None), prepare_s=t1 - t0,
-                             run_s=time.perf_counter() - t1, log_tail=traceback.format_exc(-3))
+            r = failure(e, errors.RUN, job.backend, notes=list(prepared.notes), info=dict(prepared.info),
+                        prepare_s=t1 - t0, run_s=time.perf_counter() - t1)
+            r.dtype = r.dtype or (p.name if r.op else None)
+            return r
         return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes), dict(prepared.info),
-                         prepare_s=t1 - t0, run_s=time.perf_counter() - t1)
+                         prepare_s=t1 - t0, run_s=t_first, repeats=repeats)
 
 
 def _one_line(e: BaseException) -> str:
@@ -169,7 +198,7 @@ def _serve(conn) -> None:
         try:
             result = state.run(job)
         except Exception as e:  # loading the source or the registry failed: still an answer, not a dead worker
-            result = JobResult(ERROR, message=_one_line(e), log_tail=traceback.format_exc(-3))
+            result = failure(e, "load model", "fpdiff worker")
         conn.send(result)
 
 
