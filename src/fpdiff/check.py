@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from . import compare, graph, precision as prec
+from . import compare, graph, judge as judge_mod, precision as prec
 from .backends import registry
 from .cache import default_root
 from .compare import Finding, Metrics
@@ -23,8 +23,12 @@ from .versions import report_versions as versions
 from .worker import CRASH, ERROR, INTERNAL, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
 
 DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
+# Each cell runs its prepared model twice and flags `nondeterministic` when the outputs differ bitwise: a second
+# run costs no compile, and a backend that answers differently each time makes every verdict a sample of one.
+DEFAULT_REPEAT = 2
 DEFAULT_TIMEOUT = 300.0  # seconds per cell: a cold inductor or IREE compile of a mid-size model fits in it
-SHAPE_BLIND = {"torch"}  # eager runs the nn.Module itself: shape variants do not exist for it
+SHAPE_BLIND = {"torch"}
+STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested")  # --strict fails on these even when the cell passes  # eager runs the nn.Module itself: shape variants do not exist for it
 
 
 @dataclass
@@ -42,6 +46,7 @@ class Cell:
     findings: list[Finding] = field(default_factory=list)
     duration_s: float = 0.0
     info: dict = field(default_factory=dict)
+    effective_bits: float | None = None  # mantissa bits the cell's error corresponds to (compare.effective_bits)
     stage: str | None = None  # failed cells: the stage that failed (torch.export, onnx export, compile, run, ...)
     component: str | None = None  # failed cells: who failed there, or "internal error in fpdiff"
 
@@ -58,15 +63,18 @@ class CheckResult:
     reference: dict
     versions: dict
     duration_s: float = 0.0
+    judge: dict = field(default_factory=dict)  # the judge's cross-check (see judge.py)
+    source: dict = field(default_factory=dict)  # how the model was brought in: opset conversion, inputs
 
     def exit_code(self, strict: bool = False) -> int:
-        if strict:
-            return int(any(c.status != compare.PASS for c in self.cells))
+        if strict:  # a pass that computed another precision than asked is not a pass here
+            return int(any(c.status != compare.PASS or any(f.kind in STRICT_FINDINGS for f in c.findings)
+                           for c in self.cells))
         return int(any(c.status in compare.FAILING for c in self.cells))
 
     def as_dict(self) -> dict:
         return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "reference": self.reference,
-                "versions": self.versions, "duration_s": round(self.duration_s, 3),
+                "judge": self.judge, "source": self.source, "versions": self.versions, "duration_s": round(self.duration_s, 3),
                 "cells": [c.as_dict() for c in self.cells],
                 "summary": {s: sum(c.status == s for c in self.cells) for s in compare.STATUSES}}
 
@@ -95,7 +103,7 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
           plugins: Sequence[str] = (), iree_flags: Sequence[str] = (), shape_variants: Sequence[str] | None = None,
           inputs: str | None = None, shapes: dict[str, list[int]] | None = None, seed: int = 0,
           allow_nonfinite: bool = False, timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None | bool = None,
-          progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
+          repeat: int = DEFAULT_REPEAT, keep_opset: bool = False, progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
     """Run the grid and judge every cell. `cache_dir=False` turns the compile cache off."""
     t_start = time.perf_counter()
     reg = registry(plugins)
@@ -107,7 +115,7 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
     for d in devices:
         if d != "cpu" and not d.startswith("cuda"):
             raise UsageError(f"unknown device {d!r}; use cpu or cuda")
-    source = load(model, inputs=inputs, shapes=shapes, seed=seed)
+    source = load(model, inputs=inputs, shapes=shapes, seed=seed, keep_opset=keep_opset)
     _check_inputs(source, allow_nonfinite)
     variants = graph.variants(source.dynamic_shapes)
     if shape_variants:
@@ -115,19 +123,26 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
     tol_over = source.tolerance
     for name in tol_over:
         prec.get(name)
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
     judge_backend = "torch" if source.ref.kind == "torch" else "onnxref"
     cache = None if cache_dir is False else str(cache_dir or default_root())
     run_dir = Path(tempfile.mkdtemp(prefix="fpdiff-run-"))
     data_path = _save_data(source, run_dir)
 
-    def job(backend: str, p: str, device: str, variant: ShapeVariant) -> Job:
-        flags = tuple(iree_flags) if backend == "iree" else ()
-        return Job(source.ref, data_path, backend, p, device, variant, tuple(plugins), flags, cache, seed)
-
     cells = [(b, d, p, v) for b in backends for d in devices for p in ps
              for v in ([STATIC] if b in SHAPE_BLIND else variants)]
+    cell_keys = {(b, d, p.name, v) for b, d, p, v in cells}
+
+    def job(backend: str, p: str, device: str, variant: ShapeVariant) -> Job:
+        flags = tuple(iree_flags) if backend == "iree" else ()
+        n = repeat if (backend, device, p, variant) in cell_keys else 1
+        return Job(source.ref, data_path, backend, p, device, variant, tuple(plugins), flags, cache, seed, n)
+
     baselines = {p.name: (judge_backend, "cuda" if p.cuda_only else "cpu", p, STATIC) for p in ps}
-    order = [(judge_backend, "cpu", prec.get("fp64"), STATIC)] + list(baselines.values()) + cells
+    fp32 = prec.get("fp32")
+    checks = judge_mod.cross_check_jobs(source.ref.kind, judge_backend, fp32, STATIC)
+    order = [(judge_backend, "cpu", prec.get("fp64"), STATIC)] + list(baselines.values()) + checks + cells
     order = list(dict.fromkeys((b, d, p.name, v) for b, d, p, v in order))
     results: dict[tuple, JobResult] = {}
     env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
@@ -150,6 +165,7 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
         r = results[(b, d, name, v)]
         base_metrics[name] = _measure(ref_out, r, p) if r.status == OK else None
 
+    verdict_of_judge = judge_mod.cross_check(source, results, ref_out, judge_backend, fp32, STATIC)
     out_cells = []
     for b, d, p, v in cells:
         r = results[(b, d, p.name, v)]
@@ -160,9 +176,25 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
                                      fp32_ok=fp32 is None or fp32.status == OK,
                                      torch_source=source.ref.kind == "torch"))
     _variant_findings(out_cells, {(b, d, p.name, v.name): results[(b, d, p.name, v)] for b, d, p, v in cells})
+    stand_in = results.get(verdict_of_judge.stand_in) if verdict_of_judge.stand_in else None
+
+    def rejudge(key: tuple) -> compare.Judgement | None:
+        """The cell measured against the independent implementation instead of the judge."""
+        b, d, name, v = key
+        p = prec.get(name)
+        base = results.get(baselines[name][:2] + (name, STATIC))
+        try:
+            m = _measure(stand_in.outputs, results[key], p)
+            bm = _measure(stand_in.outputs, base, p) if base is not None and base.status == OK else None
+        except _ShapeMismatch:
+            return None
+        return compare.judge(m, p, bm)
+
+    judge_mod.hold_unconfirmed(verdict_of_judge, out_cells, [(b, d, p.name, v) for b, d, p, v in cells], rejudge)
     reference = {"backend": judge_backend, "device": "cpu", "dtype": "float64",
                  "outputs": [list(a.shape) for a in ref_out], "duration_s": round(ref.prepare_s + ref.run_s, 3)}
-    return CheckResult(source.ref.label, out_cells, reference, versions(), time.perf_counter() - t_start)
+    return CheckResult(source.ref.label, out_cells, reference, versions(), time.perf_counter() - t_start,
+                       judge=verdict_of_judge.as_dict(), source=dict(source.notes))
 
 
 def _measure(ref_out, r: JobResult, p: prec.Precision) -> Metrics:
@@ -199,12 +231,19 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
         return cell
     j = compare.judge(m, p, baseline)
     cell.status, cell.reason = j.status, j.reason
+    cell.effective_bits = round(j.effective_bits, 1) if j.effective_bits is not None else None
     cell.metrics, cell.baseline_metrics = m.as_dict(), baseline.as_dict() if baseline else None
     cell.findings += j.findings
     cell.computed_dtype = r.computed_dtype or _dtype_of_outputs(r.output_dtypes)
     cell.findings += _dtype_findings(p, cell, r)
     if j.status != compare.PASS:
         cell.findings += compare.range_findings(ref_out, p)
+    differ = compare.repeat_difference(r.outputs, r.repeats)
+    if differ:
+        cell.findings.append(Finding("nondeterministic", f"{1 + len(r.repeats)} runs of the same compiled model "
+                                     f"differ bitwise: {differ}; the verdict uses the first run",
+                                     remedy="look for atomics, unordered parallel reductions or uninitialized "
+                                     "memory in the backend; judge with more runs before trusting one"))
     return cell
 
 

@@ -30,7 +30,7 @@ def _shape(text: str) -> tuple[str, list[int]]:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .check import DEFAULT_BACKENDS, DEFAULT_TIMEOUT
+    from .check import DEFAULT_BACKENDS, DEFAULT_REPEAT, DEFAULT_TIMEOUT
     from .precision import DEFAULT_PRECISIONS, PRECISIONS
     p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -55,7 +55,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--no-cache", action="store_true", help="do not reuse compiled artifacts")
     c.add_argument("--cache-dir", default=None)
     c.add_argument("--json", metavar="PATH", help="write the JSON report here")
-    c.add_argument("--strict", action="store_true", help="exit 1 unless every cell passes")
+    c.add_argument("--strict", action="store_true",
+                   help="exit 1 unless every cell passes with no dtype-changed or coarser-than-requested finding")
+    c.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
+                   help="runs per cell; outputs that differ bitwise are flagged nondeterministic (default %(default)s)")
+    c.add_argument("--keep-opset", action="store_true",
+                   help="judge an old-opset ONNX model as given, without converting it to the current opset")
     loc = sub.add_parser("locate", help="the first op whose own error at a precision is out of line")
     loc.add_argument("model", help="spec .py file or example:NAME")
     loc.add_argument("--backend", default="torch",
@@ -225,8 +230,9 @@ def _check(args, console) -> int:
         result = api.check(args.model, backends=args.backends, precisions=args.precisions, devices=args.devices,
                            plugins=args.plugin, iree_flags=args.iree_flag, shape_variants=args.shape_variants,
                            inputs=args.inputs, shapes=dict(args.shape), seed=args.seed,
-                           allow_nonfinite=args.allow_nonfinite, timeout=args.timeout,
-                           cache_dir=False if args.no_cache else args.cache_dir, progress=progress)
+                           allow_nonfinite=args.allow_nonfinite, timeout=args.timeout, repeat=args.repeat,
+                           keep_opset=args.keep_opset, cache_dir=False if args.no_cache else args.cache_dir,
+                           progress=progress)
     terminal.render(result, console)
     if args.json:
         json_report.write(result, args.json)

@@ -14,7 +14,10 @@ UNSUPPORTED, CRASH, TIMEOUT = "unsupported", "crash", "timeout"
 # error: a component (exporter, converter, compiler, runtime) or fpdiff itself failed without declaring a refusal;
 # it is not `unsupported` (which means "this backend says it cannot") and, like a crash, fails the run.
 ERROR = "error"
-STATUSES = (PASS, PRECISION_LOSS, MISMATCH, UNSUPPORTED, ERROR, CRASH, TIMEOUT)
+# unjudged: the float64 judge failed its cross-check on this model (judge.py) and this cell departs from the judge
+# but not from the independent implementation: neither reading can stand alone, so no verdict is claimed.
+UNJUDGED = "unjudged"
+STATUSES = (PASS, PRECISION_LOSS, MISMATCH, UNJUDGED, UNSUPPORTED, ERROR, CRASH, TIMEOUT)
 FAILING = (MISMATCH, ERROR, CRASH, TIMEOUT)
 
 # Mismatch rule: a cell is a likely backend bug when its error is more than BASELINE_FACTOR times the error of
@@ -29,6 +32,16 @@ SMALL_BASELINE_FACTOR = 8.0
 # The max-error rule catches errors confined to a few elements, which relative L2 dilutes. Maxima of two
 # independent error samples vary more than their means, hence a wider factor.
 MAX_FACTOR = 16.0
+
+# Coarser-than-requested rule. A backend that computes in a narrower format than asked (bf16 when fp16 was asked,
+# TF32 when fp32 was, IREE's f64->f32 demotion) multiplies the baseline's error by about 2^(bits lost). Going
+# down to the next format a backend could silently use costs NEXT_FORMAT_GAP bits, so a cell whose error is
+# above the geometric middle, 2^(gap/2) times the baseline's (and above the mismatch factor, the spread of
+# healthy implementations), is flagged even under tolerance: fp16 -> bf16 loses 3 bits (flag above 4x),
+# fp32 -> tf32 13 bits (above ~90x), fp64 -> fp32 29 bits (above ~23000x). Below one unit roundoff of the
+# requested format nothing can be said (an exact baseline makes any ratio infinite).
+MANTISSA_BITS = {53: "fp64", 24: "fp32", 11: "fp16 or tf32", 8: "bf16", 4: "fp8 (e4m3)"}
+NEXT_FORMAT_GAP = {53: 29, 24: 13, 11: 3, 8: 4}
 
 
 @dataclass
@@ -65,6 +78,44 @@ class Judgement:
     status: str
     reason: str
     findings: list[Finding] = field(default_factory=list)
+    effective_bits: float | None = None  # mantissa bits the error corresponds to (see effective_bits())
+
+
+def mantissa_bits(dtype: torch.dtype) -> int:
+    """Significand bits including the implicit one: fp16 11, bf16 8, fp32 24, fp64 53."""
+    return int(round(-math.log2(torch.finfo(dtype).eps))) + 1
+
+
+def effective_bits(m: Metrics, baseline: Metrics | None, dtype: torch.dtype) -> float | None:
+    """The precision a cell's error corresponds to: the requested format's bits, less log2 of how many times the
+    baseline's error it makes (rounding error scales as 2^-bits, and the baseline rounds at the requested bits)."""
+    if baseline is None or not (0 < baseline.rel_l2 < math.inf) or not (0 < m.rel_l2 < math.inf):
+        return None
+    return mantissa_bits(dtype) - math.log2(m.rel_l2 / baseline.rel_l2)
+
+
+def _format_like(bits: float) -> str:
+    near = min(MANTISSA_BITS, key=lambda b: abs(b - bits))
+    return f"~{bits:.0f}-bit-mantissa arithmetic ({MANTISSA_BITS[near]}?)" if abs(near - bits) <= 1.5 else (
+        f"~{bits:.0f}-bit-mantissa arithmetic")
+
+
+def coarser_than_requested(m: Metrics, precision: Precision, baseline: Metrics | None) -> Finding | None:
+    """A cell under tolerance whose error says it computed in a narrower format than asked (rule above)."""
+    bits = effective_bits(m, baseline, precision.compute)
+    if bits is None or m.rel_l2 <= precision.unit_roundoff:
+        return None
+    want = mantissa_bits(precision.compute)
+    factor = BASELINE_FACTOR if m.numel >= SMALL_NUMEL else SMALL_BASELINE_FACTOR
+    limit = max(factor, 2 ** (NEXT_FORMAT_GAP.get(want, 3) / 2))
+    ratio = m.rel_l2 / baseline.rel_l2
+    if ratio <= limit:
+        return None
+    return Finding("coarser-than-requested",
+                   f"errors {ratio:.1f}x {precision.name}'s baseline (limit {limit:.3g}x): computes like "
+                   f"{_format_like(bits)}, not the {want} bits of {precision.name}",
+                   remedy="check which precision the backend really used (its precision hints, "
+                   "reduced-precision reductions, demotion flags); fpdiff locate finds where")
 
 
 def _json_float(v):
@@ -113,6 +164,25 @@ def measure(ref: list[np.ndarray], out: list[np.ndarray], ulp_dtype: torch.dtype
                    max_norm, nan, inf, int(r.size))
 
 
+def repeat_difference(first: list[np.ndarray], others: list[list[np.ndarray]]) -> str | None:
+    """How later runs of one compiled model differ from the first, bitwise (NaN equals NaN); None when identical."""
+    worst, n_diff, total = 0.0, 0, 0
+    for run in others:
+        for a, b in zip(first, run):
+            a, b = np.asarray(a), np.asarray(b)
+            if a.shape != b.shape:
+                return f"output shapes {list(a.shape)} vs {list(b.shape)}"
+            same = (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind == "f" else (a == b)
+            n_diff += int(np.count_nonzero(~same))
+            total += a.size
+            if a.dtype.kind == "f" and (~same).any():
+                d = np.abs(a - b)[~same]
+                worst = max(worst, float(np.nanmax(d)) if np.isfinite(d).any() else math.inf)
+    if not n_diff:
+        return None
+    return f"{n_diff} of {total} output values, max |difference| {worst:.3g}"
+
+
 def range_findings(ref: list[np.ndarray], precision: Precision) -> list[Finding]:
     """Output values the precision cannot hold, judged on the float64 reference alone."""
     fi = torch.finfo(precision.compute)
@@ -148,22 +218,26 @@ def judge(m: Metrics, precision: Precision, baseline: Metrics | None) -> Judgeme
             findings.append(_no_baseline())
             return Judgement(PRECISION_LOSS, "non-finite outputs; no baseline to compare with", findings)
         return Judgement(MISMATCH, f"non-finite outputs where the baseline at {precision.name} is finite", findings)
+    bits = effective_bits(m, baseline, precision.compute)
     if m.rel_l2 <= tol and (baseline is None or m.max_norm <= max(tol * 10, MAX_FACTOR * baseline.max_norm)):
-        return Judgement(PASS, f"rel L2 {m.rel_l2:.2e} <= tolerance {tol:.0e}", findings)
+        coarser = coarser_than_requested(m, precision, baseline)
+        return Judgement(PASS, f"rel L2 {m.rel_l2:.2e} <= tolerance {tol:.0e}", findings + [coarser] * bool(coarser),
+                         bits)
     if baseline is None:
         findings.append(_no_baseline())
         return Judgement(PRECISION_LOSS, f"rel L2 {m.rel_l2:.2e} > tolerance {tol:.0e}; no baseline", findings)
     factor = BASELINE_FACTOR if m.numel >= SMALL_NUMEL else SMALL_BASELINE_FACTOR
     if m.rel_l2 > max(tol, factor * baseline.rel_l2):
+        like = f"; computes like {_format_like(bits)}" if bits is not None and bits > 0 else ""
         return Judgement(MISMATCH, f"rel L2 {m.rel_l2:.2e} is {_ratio(m.rel_l2, baseline.rel_l2)} the baseline's "
-                         f"{baseline.rel_l2:.2e} at {precision.name} (limit {factor:g}x)", findings)
+                         f"{baseline.rel_l2:.2e} at {precision.name} (limit {factor:g}x){like}", findings, bits)
     if m.max_norm > max(tol * 10, MAX_FACTOR * baseline.max_norm):
         return Judgement(MISMATCH, f"worst element error {m.max_norm:.2e} (of max |ref|) is "
                          f"{_ratio(m.max_norm, baseline.max_norm)} the baseline's {baseline.max_norm:.2e} "
-                         f"(limit {MAX_FACTOR:g}x): an error confined to few elements", findings)
+                         f"(limit {MAX_FACTOR:g}x): an error confined to few elements", findings, bits)
     return Judgement(PRECISION_LOSS, f"rel L2 {m.rel_l2:.2e} > tolerance {tol:.0e}, but within "
                      f"{factor:g}x the baseline's {baseline.rel_l2:.2e}: {precision.name} is too coarse here",
-                     findings)
+                     findings, bits)
 
 
 def _ratio(a: float, b: float) -> str:

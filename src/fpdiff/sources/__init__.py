@@ -25,10 +25,11 @@ class Source:
     tolerance: dict[str, float] = field(default_factory=dict)
     module: object = None  # nn.Module (torch) or onnx.ModelProto (onnx)
     fingerprint: str = ""
+    notes: dict = field(default_factory=dict)  # how it was brought in: opset conversion, how inputs were made
 
 
 def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] | None = None,
-         seed: int = 0) -> Source:
+         seed: int = 0, keep_opset: bool = False) -> Source:
     """Resolve MODEL as given on the command line."""
     if model.startswith("example:"):
         from .examples import example_path
@@ -40,7 +41,7 @@ def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] 
         raise UsageError(f"model must be a file (spec .py or .onnx), got a directory: {model}")
     if path.suffix == ".onnx":
         from .onnx_file import load_onnx
-        return load_onnx(path, inputs=inputs, shapes=shapes or {}, seed=seed)
+        return load_onnx(path, inputs=inputs, shapes=shapes or {}, seed=seed, keep_opset=keep_opset)
     if path.suffix == ".py":
         if inputs:
             raise UsageError("--inputs applies to ONNX models; a spec file defines inputs() itself")

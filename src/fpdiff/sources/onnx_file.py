@@ -36,17 +36,31 @@ def _signature(vi) -> tuple[np.dtype, list]:
     return dtype, dims
 
 
-def load_onnx(path: Path, *, inputs: str | None, shapes: dict[str, list[int]], seed: int) -> Source:
+def load_onnx(path: Path, *, inputs: str | None, shapes: dict[str, list[int]], seed: int,
+              keep_opset: bool = False) -> Source:
     model = read_model(path)
     sig = {vi.name: _signature(vi) for vi in graph_inputs(model)}
     unknown = set(shapes) - set(sig)
     if unknown:
         raise UsageError(f"--shape names unknown inputs {sorted(unknown)}; the model's inputs: {list(sig)}")
-    arrays = _from_npz(Path(inputs), sig) if inputs else _generate(sig, shapes, seed)
+    if inputs:
+        arrays = _from_npz(Path(inputs), sig)
+        how = {n: f"from {inputs}" for n in sig}
+    else:
+        arrays, how = _generate(sig, shapes, seed, index_bounds(model))
     names = list(sig)
     fp = digest(path.read_bytes(), *(arrays[n].tobytes() for n in names))
-    return Source(SourceRef("onnx", str(path.resolve()), str(path)), tuple(arrays[n] for n in names), names,
-                  module=model, fingerprint=fp)
+    from ..cache import default_root
+    from .opset import default_opset, upgrade
+    if keep_opset:
+        converted, conversion = None, {"opset": default_opset(model), "status": "kept as given (--keep-opset)"}
+    else:
+        model, converted, conversion = upgrade(model, arrays, default_root() / "opset", fp)
+    run_path = converted or path.resolve()
+    if converted:  # another graph: its compiled artifacts must not be taken for the original's
+        fp = digest(fp, converted.name)
+    return Source(SourceRef("onnx", str(run_path), str(path)), tuple(arrays[n] for n in names), names,
+                  module=model, fingerprint=fp, notes={"conversion": conversion, "inputs": how})
 
 
 def _from_npz(path: Path, sig: dict) -> dict[str, np.ndarray]:
@@ -69,10 +83,43 @@ def _from_npz(path: Path, sig: dict) -> dict[str, np.ndarray]:
     return {n: data[n] for n in sig}
 
 
-def _generate(sig: dict, shapes: dict[str, list[int]], seed: int) -> dict[str, np.ndarray]:
-    """Floats ~ N(0, 1); integers uniform in [0, 10) (small: indices and token ids stay valid); bools fair coins."""
+# Ops through which an integer input reaches a Gather unchanged in value (token ids reshaped or cast on the way).
+_PASS_VALUES = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand"}
+
+
+def index_bounds(model) -> dict[str, tuple[int, str]]:
+    """Integer graph inputs used as Gather indices: (rows of the smallest table they index, which table), so
+    generated token ids stay inside every embedding they feed (a 2-row token-type table takes only 0 and 1)."""
+    inits = {t.name: list(t.dims) for t in model.graph.initializer}
+    consumers: dict[str, list] = {}
+    for node in model.graph.node:
+        for i, name in enumerate(node.input):
+            consumers.setdefault(name, []).append((node, i))
+    bounds: dict[str, tuple[int, str]] = {}
+    for vi in graph_inputs(model):
+        seen, todo = set(), [vi.name]
+        while todo:
+            name = todo.pop()
+            for node, i in consumers.get(name, []):
+                if node.op_type in _PASS_VALUES and i == 0 and node.output[0] not in seen:
+                    seen.add(node.output[0])
+                    todo.append(node.output[0])
+                elif node.op_type == "Gather" and i == 1 and node.input[0] in inits:
+                    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                    dims = inits[node.input[0]]
+                    rows = dims[axis] if -len(dims) <= axis < len(dims) else 0
+                    if rows > 0 and (vi.name not in bounds or rows < bounds[vi.name][0]):
+                        bounds[vi.name] = (rows, node.input[0])
+    return bounds
+
+
+def _generate(sig: dict, shapes: dict[str, list[int]], seed: int,
+              bounds: dict[str, tuple[int, str]] | None = None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Floats ~ N(0, 1); indices uniform over the table they index; other integers uniform in [0, 10) (small:
+    lengths and ids stay valid); bools fair coins. Also says, per input, how it was made."""
     rng = np.random.default_rng(seed)
-    out = {}
+    bounds = bounds or {}
+    out, how = {}, {}
     for name, (dtype, dims) in sig.items():
         if name in shapes:
             shape = shapes[name]
@@ -84,10 +131,17 @@ def _generate(sig: dict, shapes: dict[str, list[int]], seed: int) -> dict[str, n
             raise UsageError(f"input {name!r} has symbolic dims {dims}: give its shape with --shape {name}=D0,D1,...")
         if dtype.kind == "f":
             out[name] = rng.standard_normal(shape).astype(dtype)
+            how[name] = f"normal N(0, 1), {dtype}"
+        elif dtype.kind in "iu" and name in bounds:
+            rows, table = bounds[name]
+            out[name] = rng.integers(0, rows, size=shape).astype(dtype)
+            how[name] = f"uniform integers in [0, {rows}): indices into {table!r} ({rows} rows)"
         elif dtype.kind in "iu":
             out[name] = rng.integers(0, 10, size=shape).astype(dtype)
+            how[name] = "uniform integers in [0, 10)"
         elif dtype.kind == "b":
             out[name] = rng.random(shape) < 0.5
+            how[name] = "fair coins"
         else:
             raise UsageError(f"input {name!r}: cannot generate values of dtype {dtype}")
-    return out
+    return out, how
