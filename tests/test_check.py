@@ -158,3 +158,39 @@ def test_a_variant_that_departs_is_named_as_variant_disagreement():
         assert c.status == "mismatch"
         f = [f for f in c.findings if f.kind == "variant-disagreement"]
         assert f and "static" in f[0].message and v in f[0].message
+
+
+def test_a_backend_computing_bf16_when_asked_fp16_is_not_a_silent_pass():
+    r = fpdiff.check("example:tinycnn", backends=["downcast", "honest"], precisions=["fp16"],
+                     plugins=[str(PLUGINS / "downcast.py")])
+    bad, good = one(r, backend="downcast"), one(r, backend="honest")
+    assert bad.status == "pass"  # under tolerance: the verdict alone would say nothing
+    f = [f for f in bad.findings if f.kind == "coarser-than-requested"]
+    assert f and "bf16" in f[0].message, bad.findings
+    assert bad.effective_bits < 9.5 and good.effective_bits > 10.5
+    assert not [f for f in good.findings if f.kind == "coarser-than-requested"]
+    assert r.exit_code() == 0 and r.exit_code(strict=True) == 1
+
+
+def test_nondeterministic_outputs_are_flagged_and_the_first_run_judged():
+    r = fpdiff.check("example:tinycnn", backends=["flaky", "torch"], precisions=["fp32"],
+                     plugins=[str(PLUGINS / "misbehave.py")])
+    flaky = one(r, backend="flaky")
+    assert [f.kind for f in flaky.findings if f.kind == "nondeterministic"], flaky.findings
+    assert not [f for f in one(r, backend="torch").findings if f.kind == "nondeterministic"]
+    once = fpdiff.check("example:tinycnn", backends=["flaky"], precisions=["fp32"], repeat=1,
+                        plugins=[str(PLUGINS / "misbehave.py")])
+    assert not [f for f in once.cells[0].findings if f.kind == "nondeterministic"]
+
+
+def test_a_component_failing_is_an_error_charged_to_it_not_unsupported():
+    r = fpdiff.check("example:tinycnn", backends=["broken-compiler", "wrong-type"], precisions=["fp32"],
+                     plugins=[str(PLUGINS / "misbehave.py")])
+    c = one(r, backend="broken-compiler")
+    assert (c.status, c.stage, c.component) == ("error", "compile", "plugin broken-compiler"), c.reason
+    assert "AssertionError" in c.reason and "lowering pass lost a buffer" in c.reason
+    assert "\x1b" not in c.reason and "\x1b" not in c.info.get("log_tail", "")
+    w = one(r, backend="wrong-type")
+    assert (w.status, w.stage, w.component) == ("error", "run", "wrong-type"), w.reason
+    assert "internal" not in w.reason
+    assert r.exit_code() == 1

@@ -85,3 +85,71 @@ def test_range_findings_name_overflow_in_fp16_but_not_bf16():
     ref = [np.array([1e5, 1.0])]
     assert [f.kind for f in compare.range_findings(ref, get("fp16"))] == ["overflow"]
     assert compare.range_findings(ref, get("bf16")) == []
+
+
+def _rounded(ref, dtype):
+    return torch.from_numpy(ref).to(dtype).double().numpy()
+
+
+def test_effective_bits_of_rounding_to_each_format_against_an_fp16_baseline():
+    """Rounding the same values to bf16 instead of fp16 reads as ~8 bits, to fp16 as 11: the estimate works."""
+    ref = np.random.default_rng(1).standard_normal(4096)
+    base = m(ref, _rounded(ref, torch.float16), torch.float16)
+    bf = m(ref, _rounded(ref, torch.bfloat16), torch.float16)
+    assert abs(compare.effective_bits(base, base, torch.float16) - 11) < 1e-9
+    assert abs(compare.effective_bits(bf, base, torch.float16) - 8) < 0.5
+
+
+def test_a_pass_that_computes_in_bf16_when_fp16_was_asked_is_flagged():
+    ref = np.random.default_rng(2).standard_normal(4096)
+    p = get("fp16")
+    base = m(ref, _rounded(ref, torch.float16), torch.float16)
+    bf = m(ref, _rounded(ref, torch.bfloat16), torch.float16)
+    j = compare.judge(bf, p, base)
+    assert j.status == "pass"  # under the 1e-2 tolerance ...
+    f = [f for f in j.findings if f.kind == "coarser-than-requested"]
+    assert f and "bf16" in f[0].message  # ... but not silent
+    assert not compare.judge(base, p, base).findings
+
+
+def test_healthy_spreads_are_not_coarser():
+    """Two correct fp16 implementations differ by up to a few x in error; fp32 ones by more (other exp/tanh):
+    neither crosses the rule (fp16 limit 4x; fp32 limit ~90x: a TF32 downgrade costs 13 bits)."""
+    ref = np.random.default_rng(3).standard_normal(4096)
+    noise = np.random.default_rng(4).standard_normal(4096)
+    for dtype, name, ratio in ((torch.float16, "fp16", 3.5), (torch.float32, "fp32", 60.0)):
+        p = get(name)
+        u = p.unit_roundoff
+        base = m(ref, ref * (1 + u * noise), dtype)
+        cell = m(ref, ref * (1 + ratio * u * noise), dtype)
+        assert compare.coarser_than_requested(cell, p, base) is None, name
+    p = get("fp32")
+    tf32_like = m(ref, ref * (1 + 2 ** -11 * noise), torch.float32)
+    base = m(ref, ref * (1 + p.unit_roundoff * noise), torch.float32)
+    assert compare.coarser_than_requested(tf32_like, p, base) is not None
+
+
+def test_below_one_unit_roundoff_nothing_is_coarser():
+    ref = np.linspace(1, 2, 100)
+    exact = m(ref, ref, torch.float16)
+    tiny = m(ref, ref * (1 + 1e-6), torch.float16)
+    assert compare.coarser_than_requested(tiny, get("fp16"), exact) is None
+
+
+def test_a_mismatch_shaped_like_the_next_format_says_so_and_a_bug_does_not():
+    ref = np.random.default_rng(5).standard_normal(4096)
+    p = get("fp32")
+    base = m(ref, _rounded(ref, torch.float32), torch.float32)
+    as_fp16 = m(ref, _rounded(ref, torch.float16), torch.float32)  # fp32 asked, an fp16/tf32 round came back
+    assert "fp16 or tf32" in compare.judge(as_fp16, p, base).reason
+    bug = m(ref, ref * 1.3, torch.float32)
+    j = compare.judge(bug, p, base)
+    assert j.status == "mismatch" and "computes like" not in j.reason
+
+
+def test_repeat_difference_is_bitwise_and_nan_aware():
+    a = [np.array([1.0, np.nan, 3.0])]
+    assert compare.repeat_difference(a, [[np.array([1.0, np.nan, 3.0])]]) is None
+    d = compare.repeat_difference(a, [[np.array([1.0, np.nan, 3.0 + 2e-16 * 3])]])
+    assert d and d.startswith("1 of 3")
+    assert compare.repeat_difference(a, []) is None

@@ -22,3 +22,38 @@ def test_ort_type_error_on_load_is_unsupported():
 def test_other_errors_are_errors_and_explicit_unsupported_keeps_its_op():
     assert classify_exception(ValueError("shapes do not match"))[0] == "error"
     assert classify_exception(Unsupported("no", op="tanh", dtype="fp64")) == ("unsupported", "tanh", "fp64")
+
+
+def test_an_exception_from_fpdiffs_own_code_is_an_internal_error_with_its_traceback():
+    from fpdiff import compare
+    from fpdiff.worker import INTERNAL, failure
+    try:
+        compare.mantissa_bits("not a dtype")  # fpdiff's own code fails inside
+    except Exception as e:
+        r = failure(e, "run", "ort")
+    assert r.status == "error" and r.component == INTERNAL
+    assert "Traceback" in r.traceback and "compare.py" in r.traceback
+
+
+def test_a_components_exception_inside_a_stage_is_charged_to_it_without_color_codes():
+    from fpdiff import errors
+    from fpdiff.worker import failure
+    try:
+        with errors.stage(errors.IMPORT, "iree fx importer"):
+            import json
+            json.loads("\x1b[31m{not json\x1b[0m")  # raised inside a component, not fpdiff
+    except Exception as e:
+        r = failure(e, "prepare", "iree")
+    assert (r.status, r.stage, r.component) == ("error", "import", "iree fx importer")
+    assert "\x1b" not in r.message and r.traceback is None
+
+
+def test_a_declared_refusal_inside_a_stage_stays_unsupported_and_names_the_stage():
+    from fpdiff import errors
+    from fpdiff.worker import failure
+    try:
+        with errors.stage(errors.COMPILE, "iree-compile"):
+            raise errors.Unsupported("failed to legalize operation 'math.erf'", op="math.erf", dtype="fp64")
+    except Exception as e:
+        r = failure(e, "prepare", "iree")
+    assert (r.status, r.stage, r.component, r.op) == ("unsupported", "compile", "iree-compile", "math.erf")

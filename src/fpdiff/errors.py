@@ -55,7 +55,11 @@ def stage(name: str, component: str) -> Iterator[None]:
         e.stage = e.stage or name
         e.component = e.component or component
         raise
-    except (StageError, UsageError):
+    except StageError as e:
+        if e.component == "backend":  # raised by fpdiff about what a backend handed back: name the backend
+            e.component = component
+        raise
+    except UsageError:
         raise
     except Exception as e:
         if raised_by_fpdiff(e):

@@ -98,7 +98,8 @@ def _to_numpy(outputs) -> tuple[list[np.ndarray], list[str]]:
             dtypes.append(str(a.dtype))
             arrays.append(a.astype(np.float64) if _is_float(a.dtype) else a)
         else:
-            raise TypeError(f"backend returned {type(leaf).__name__}, expected tensors")
+            from .errors import RUN, StageError
+            raise StageError(RUN, "backend", f"returned {type(leaf).__name__}, expected tensors or arrays")
     return arrays, dtypes
 
 
@@ -162,8 +163,9 @@ class _State:
                 runs.append(outs)
                 if len(runs) == 1:
                     t_first = time.perf_counter() - t1
-            arrays, dtypes = _to_numpy(runs[0])
-            repeats = [_to_numpy(o)[0] for o in runs[1:]]
+            with errors.stage(errors.RUN, job.backend):
+                arrays, dtypes = _to_numpy(runs[0])
+                repeats = [_to_numpy(o)[0] for o in runs[1:]]
         except Exception as e:
             r = failure(e, errors.RUN, job.backend, notes=list(prepared.notes), info=dict(prepared.info),
                         prepare_s=t1 - t0, run_s=time.perf_counter() - t1)
