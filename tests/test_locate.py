@@ -12,6 +12,10 @@ def test_overflow_inside_rmsnorm_is_blamed_on_the_square():
     assert c is not None and c.op == "aten.mul.Tensor" and c.cause == "overflow"
     assert c.source.endswith("rmsnorm.py:15")
     assert r.output_error > 0.5
+    a = r.as_dict()["culprit"]
+    assert (a["op"], a["node"], a["found_by"], a["cause"]) == ("aten.mul.Tensor", c.node, "torch eager lockstep",
+                                                             "overflow")
+    assert a["source"].endswith("rmsnorm.py:15") and a["evidence"]["ratio"] == "inf"
 
 
 def test_underflow_is_blamed_on_the_op_that_flushes_not_where_inf_shows_up():

@@ -20,6 +20,12 @@ def test_a_corrupted_op_is_named(model, backend, module):
     assert seg["end"] - seg["start"] == 1, seg  # down to one op
     assert seg["module"] == module, seg
     assert r.compiles <= 2 * len(r.ops).bit_length() + 2
+    # one culprit object whatever found it, and the output error is the requested backend's, not eager's
+    c = r.as_dict()["culprit"]
+    assert c["module"] == module and c["found_by"] == "segment bisection" and c["backend"] == backend
+    assert c["node"] and c["source"].split(":")[0].endswith(".py") and c["op"] == seg["first_op"]
+    assert c["evidence"]["rel_l2"] > 4 * c["evidence"]["baseline_rel_l2"]
+    assert r.output_error > 100 * r.eager_output_error  # the plugin's 1e-3 error, not eager's ~1e-7
 
 
 def test_tinyformer_first_corrupted_of_two_is_found_first():
@@ -31,6 +37,7 @@ def test_tinyformer_first_corrupted_of_two_is_found_first():
 def test_healthy_backend_gets_no_culprit_with_one_compile(backend):
     r = fpdiff.locate("example:tinycnn", backend=backend, precision="fp32", plugins=PLUGIN)
     assert r.segment is None and r.compiles == 1
+    assert r.as_dict()["culprit"] is None and r.output_error < 1e-5
 
 
 @pytest.fixture(scope="module")

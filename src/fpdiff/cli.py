@@ -164,12 +164,7 @@ def _locate(args, console) -> int:
     if result.repro:
         console.print(f"repro bundle: python {result.repro}", highlight=False)
     if args.json:
-        _write_json(args.json, {"model": result.model, "backend": result.backend, "precision": result.precision,
-                                "output_error": result.output_error,
-                                "culprit": result.culprit.as_dict() if result.culprit else None,
-                                "segment": result.segment, "compiles": result.compiles, "repro": result.repro,
-                                "mark_all": result.mark_all, "findings": [f.as_dict() for f in result.findings],
-                                "ops": [o.as_dict() for o in result.ops]})
+        _write_json(args.json, result.as_dict())
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
     return EXIT_FAIL if result.segment else EXIT_OK
 

@@ -68,7 +68,8 @@ class LocateResult:
     backend: str
     precision: str
     ops: list[OpError] = field(default_factory=list)
-    output_error: float = 0.0
+    output_error: float | None = 0.0  # the requested backend's output error against float64 (None: it failed)
+    eager_output_error: float | None = None  # torch eager's at the same precision, when it was run
     segment: dict | None = None  # compiled backends: the smallest failing segment, its ops and verdict
     compiles: int = 0
     repro: str | None = None  # the repro script, when a bundle was written
@@ -78,6 +79,34 @@ class LocateResult:
     @property
     def culprit(self) -> OpError | None:
         return next((o for o in self.ops if o.culprit), None)
+
+    def answer(self) -> dict | None:
+        """The culprit, one shape whatever found it: the backend's smallest failing segment, else torch eager's
+        first op out of line."""
+        seg = self.segment
+        if seg is not None:
+            return {"op": seg["first_op"], "node": seg.get("node"), "module": seg["module"], "source": seg["source"],
+                    "found_by": "mark-all" if self.mark_all is not None else "segment bisection",
+                    "backend": self.backend, "stage": seg.get("stage") or "run", "component": seg.get("component"),
+                    "status": seg["status"], "cause": seg["status"], "ops": seg["ops"],
+                    "evidence": {"reason": seg["reason"], "segment": [seg["start"], seg["end"]],
+                                 "rel_l2": seg.get("rel_l2"), "baseline_rel_l2": seg.get("baseline_rel_l2"),
+                                 "compiles": self.compiles}}
+        c = self.culprit
+        if c is None:
+            return None
+        return {"op": c.op, "node": c.node, "module": c.stack, "source": c.source, "found_by": "torch eager lockstep",
+                "backend": "torch", "stage": "run", "component": "torch", "status": "precision-loss",
+                "cause": c.cause, "ops": [c.op],
+                "evidence": {"local": c.local, "floor": c.floor, "ratio": c.ratio if math.isfinite(c.ratio) else "inf",
+                             "accumulated": c.accumulated, "nonfinite": c.nonfinite, "flushed": c.flushed}}
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "backend": self.backend, "precision": self.precision,
+                "output_error": self.output_error, "eager_output_error": self.eager_output_error,
+                "culprit": self.answer(), "segment": self.segment, "compiles": self.compiles, "repro": self.repro,
+                "mark_all": self.mark_all, "findings": [f.as_dict() for f in self.findings],
+                "ops": [o.as_dict() for o in self.ops]}
 
     def worst(self, n: int = 10) -> list[OpError]:
         return sorted(self.ops, key=lambda o: (-o.ratio if math.isfinite(o.ratio) else -1e300))[:n]
@@ -238,7 +267,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                          tuple(plugins), flags, timeout, cache)
     else:
         ops, out_err = analyse(source.module, source.inputs, p, own=backend == "torch")
-        result = LocateResult(source.ref.label, backend, p.name, ops, out_err)
+        result = LocateResult(source.ref.label, backend, p.name, ops, out_err, eager_output_error=out_err)
         culprit = result.culprit
         if backend == "torch" and not (repro and culprit and p.is_cast):
             return result
@@ -252,10 +281,14 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
             return result
         found = b.bisect()
         result.compiles = len(b.asked)
+        if b.count():
+            result.output_error = b.verdict(0, b.count()).rel_l2  # the requested backend's, not eager's
         if found is not None:
-            op, path, src = b.where(found.start)
+            op, node, path, src = b.where(found.start)
             result.segment = {"start": found.start, "end": found.end, "ops": found.ops, "status": found.status,
-                              "reason": found.reason, "first_op": op, "module": path, "source": src}
+                              "reason": found.reason, "first_op": op, "node": node, "module": path, "source": src,
+                              "rel_l2": found.rel_l2, "baseline_rel_l2": found.baseline_rel_l2,
+                              "stage": found.stage, "component": found.component}
             if repro and (source.ref.kind == "torch" or backend in ("ort", "iree")):
                 limit = max(p.tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2)
                 result.repro = str(b.bundle(found.start, found.end, Path(repro), limit=limit,
@@ -299,5 +332,8 @@ def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateRes
     elif first:
         result.segment = {"start": None, "end": None, "ops": [f"{first['op']} ({first['node']})"],
                           "status": first["status"], "reason": first["reason"], "first_op": first["op"],
-                          "module": "", "source": ""}
+                          "node": first["node"], "module": "", "source": "", "rel_l2": first["rel_l2"],
+                          "baseline_rel_l2": first["baseline_rel_l2"]}
+    outputs = [r for r in result.mark_all.get("rows", []) if r["tensor"] in {o.name for o in model.graph.output}]
+    result.output_error = max((r["rel_l2"] for r in outputs), default=None)
     return result

@@ -25,6 +25,9 @@ class SegmentVerdict:
     ops: list[str] = field(default_factory=list)
     outputs: list | None = None  # the backend's outputs, kept for short segments (the repro bundle's)
     baseline_rel_l2: float = 0.0
+    rel_l2: float | None = None  # the backend's error on the segment against float64 (None: it did not run)
+    stage: str | None = None  # a failed segment: the stage and component that failed
+    component: str | None = None
 
 
 def _signature(reason: str) -> str:
@@ -109,13 +112,13 @@ class Bisector:
         job, expected, eager, ops = self._job(start, end)
         r = self.pool.run(job, self.timeout)
         if r.status != OK:
-            v = SegmentVerdict(start, end, r.status, r.message, ops)
+            v = SegmentVerdict(start, end, r.status, r.message, ops, stage=r.stage, component=r.component)
         else:
             m = compare.measure(expected, r.outputs, self.p.compute)
             base = compare.measure(expected, eager, self.p.compute)
             j = compare.judge(m, self.p, base)
             v = SegmentVerdict(start, end, j.status, j.reason, ops, r.outputs if end - start <= 4 else None,
-                               base.rel_l2)
+                               base.rel_l2, m.rel_l2)
         self.asked[(start, end)] = v
         return v
 
@@ -152,10 +155,11 @@ class Bisector:
                 hi = mid - 1
         return self.verdict(lo, end)
 
-    def where(self, unit: int) -> tuple[str, str, str]:
+    def where(self, unit: int) -> tuple[str, str, str, str]:
+        """(op, graph node, nn.Module path, user source line) of a unit's first op."""
         node = self.units[unit][0]
         path, src = graph.where(node)
-        return str(node.target), path, src
+        return str(node.target), node.name, path, src
 
     def unit_of(self, node_name: str) -> int:
         return next(i for i, u in enumerate(self.units) if any(n.name == node_name for n in u))
@@ -234,8 +238,9 @@ class OnnxBisector(Bisector):
         return (self._make_job("onnx", path, ins, in_names, start, end), expected, baseline,
                 [f"{n.op_type} ({n.name})" for n in self.nodes[start:end]])
 
-    def where(self, unit: int) -> tuple[str, str, str]:
-        return self.nodes[unit].op_type, "", ""
+    def where(self, unit: int) -> tuple[str, str, str, str]:
+        """(op, node name, module path, source line): ONNX nodes have no module or source."""
+        return self.nodes[unit].op_type, self.nodes[unit].name, "", ""
 
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
                backend_out: list | None, plugin_file: str | None) -> Path:

@@ -68,7 +68,7 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
     if head is None:
         pass
     elif c is None:
-        console.print(head + f"no op departs (output rel L2 {result.output_error:.2e}); nothing to blame "
+        console.print(head + f"no op departs (output rel L2 {result.eager_output_error:.2e}); nothing to blame "
                       "beyond ordinary rounding", highlight=False)
     else:
         console.print(head + f"[bold red]{c.op}[/] (node {c.node}, module {c.stack or '(root)'}, {c.source}) "
