@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .errors import Unsupported
+from .errors import ONNX_EXPORT, TORCH_EXPORT, StageError, Unsupported, plain, raised_by_fpdiff, stage
 
 FLOATS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 ONNX_TYPE = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
@@ -19,17 +21,77 @@ ONNX_TYPE = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT, "float
 def onnx_for(task) -> Path:
     """The cell's ONNX graph, cached: exported from the cast torch program, or the ONNX source cast."""
     if task.is_torch:
-        return task.cache.get_or_build(*task.key("onnx-export"), suffix=".onnx",
-                                       build=lambda p: export_program(task.program(), p))[0]
-    if not task.precision.is_cast:
-        raise Unsupported("autocast is a torch policy; an ONNX model has no autocast form")
+        made: dict = {}
+        # "exporter-choice" in the key: artifacts from before the fallback have no record of their exporter
+        path = task.cache.get_or_build(*task.key("onnx-export", "exporter-choice"), suffix=".onnx",
+                                       build=lambda p: made.update(_export_task(task, p)))[0]
+        if made:
+            _info_file(path).write_text(json.dumps(made))
+        return path
+    if not task.precision.is_cast:  # autocast: the source graph with autocast's float32 ops kept (autocast.py)
+        from .autocast import mixed_onnx
+
+        def build(p: Path) -> None:
+            with stage(ONNX_EXPORT, "onnx"):  # shape inference on the source graph is what can fail here
+                m = mixed_onnx(task.source.onnx, task.precision.autocast, task.device)
+            onnx.save(m, str(p))
+        return task.cache.get_or_build(*task.key("onnx-autocast"), suffix=".onnx", build=build)[0]
     target = ONNX_TYPE[task.requested_dtype]
     return task.cache.get_or_build(*task.key("onnx-cast"), suffix=".onnx",
                                    build=lambda p: onnx.save(cast_model(task.source.onnx, target), str(p)))[0]
 
 
-def export_program(program, path: Path) -> None:
-    """torch.onnx's dynamo exporter, optimizer off: its constant folding deletes `x + 1e-8` (a real number change)."""
+def _info_file(onnx_path: Path) -> Path:
+    return onnx_path.with_name(onnx_path.stem + ".export.json")
+
+
+def export_info(onnx_path: Path) -> dict:
+    """Which exporter made a cached ONNX export and why (a cell reports it: the exporter is a stage that can change
+    numbers). Empty for ONNX sources."""
+    f = _info_file(Path(onnx_path))
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
+def _export_task(task, path: Path) -> dict:
+    """The cell's program exported, with the cell's own nn.Module, inputs and dynamic dims for the fallback."""
+    from . import graph
+    with stage(TORCH_EXPORT, "torch.export"):
+        program = task.program()
+    names = list(task.source.input_names)
+    dims = graph.dynamic_dims(task.source.declared, names, task.variant)
+    axes = {n: {d: f"{n}_{d}" for d in ds} for n, ds in zip(names, dims) if ds}
+    # the fallback traces a module: under autocast the autocast graph's own (the plain module would export fp32)
+    module = task.module if task.precision.is_cast else None
+    return export_program(program, path, module=module, args=task.inputs(), input_names=names,
+                          dynamic_axes=axes or None)
+
+
+def export_program(program, path: Path, module=None, args: tuple | None = None,
+                   input_names: list[str] | None = None, dynamic_axes: dict | None = None) -> dict:
+    """torch.onnx's dynamo exporter first, optimizer off: its constant folding deletes `x + 1e-8` (a real number
+    change). When it fails, the TorchScript exporter on `module` (an nn.Module, or a callable making one; default:
+    the program's own module) with `args` (default: the program's example inputs). Returns which exporter made the
+    file and, after a fallback, why dynamo failed. Both failing is the exporter's failure (StageError), never the
+    failure of the backend that wanted the file."""
+    try:
+        _dynamo(program, path)
+        return {"onnx_exporter": "dynamo"}
+    except Exception as e:
+        if raised_by_fpdiff(e):
+            raise
+        dynamo_failure = _why(e)
+    try:
+        _torchscript(program, path, module, args, input_names, dynamic_axes)
+    except Exception as e:
+        if raised_by_fpdiff(e):
+            raise
+        # each reason cut to half a line, so the report's one line holds both
+        raise StageError(ONNX_EXPORT, "torch.onnx", f"dynamo exporter: {dynamo_failure[:280]}; TorchScript "
+                         f"exporter (the fallback): {_why(e)[:280]}") from e
+    return {"onnx_exporter": "torchscript", "onnx_exporter_why": f"the dynamo exporter failed: {dynamo_failure}"}
+
+
+def _dynamo(program, path: Path) -> None:
     import logging
 
     import torch
@@ -37,6 +99,37 @@ def export_program(program, path: Path) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         onnx_program = torch.onnx.export(program, (), dynamo=True, optimize=False, verbose=False)
     onnx_program.save(str(path))
+
+
+def _torchscript(program, path: Path, module, args, input_names, dynamic_axes) -> None:
+    """The TorchScript exporter traces the module at these inputs. Its constant folding (always on, no switch in
+    torch 2.13) only evaluates subgraphs whose inputs are all constants, in their own dtype: `x + 1e-8` stays."""
+    import torch
+    if module is None:
+        module = program.module()  # an unlifted GraphModule: it refuses train(), hence PRESERVE below
+    elif not isinstance(module, torch.nn.Module):
+        module = module()
+    if args is None:
+        args = tuple(program.example_inputs[0])
+    names = list(input_names) if input_names else [f"input{i}" for i in range(len(args))]
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")  # its deprecation notice and tracer warnings; failures still raise
+        torch.onnx.export(module, tuple(args), str(path), dynamo=False, input_names=names,
+                          dynamic_axes=dynamic_axes, training=torch.onnx.TrainingMode.PRESERVE)
+
+
+def _why(e: BaseException) -> str:
+    """One line: the exporter's own first sentence, then the innermost cause, where the real reason is."""
+    def line(x: BaseException) -> str:
+        # torch appends the FX node and the user's traceback after the reason: the reason is enough for one line
+        text = " ".join(plain(str(x)).split()).split(" While executing ")[0]
+        return f"{type(x).__name__}: {text}" if text else type(x).__name__
+    root, seen = e, {id(e)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        root = nxt
+        seen.add(id(nxt))
+    top = line(e).split(". ")[0]
+    return (top if root is e else f"{top[:200]} <- {line(root)}")[:600]
 
 
 def cast_model(model: onnx.ModelProto, target: int) -> onnx.ModelProto:

@@ -9,19 +9,18 @@ from pathlib import Path
 from typing import Callable
 
 from . import precision as prec
+from .autocast import fp32_names
 from .errors import UsageError
 
 PLAN_FORMAT = 1
-# Ops whose results torch's autocast keeps in fp32 (exp, log, pow, norms, softmax, reductions): the
-# field's prior for what a low precision hurts. Used only to order candidates nobody has evidence against.
-PRIOR = {"exp", "expm1", "log", "log1p", "log_softmax", "softmax", "_softmax", "_log_softmax", "pow", "rsqrt",
-         "reciprocal", "sqrt", "div", "layer_norm", "group_norm", "batch_norm", "native_layer_norm",
-         "native_group_norm", "rms_norm", "sum", "mean", "var", "std", "cumsum", "prod", "logsumexp", "norm",
-         "linalg_vector_norm", "erf", "tanh", "sigmoid", "softplus", "cosine_similarity", "upsample_bilinear2d",
-         "upsample_nearest2d", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Div", "Softmax", "LogSoftmax",
-         "LayerNormalization", "GroupNormalization", "InstanceNormalization", "BatchNormalization", "ReduceSum",
-         "ReduceMean", "ReduceSumSquare", "ReduceLogSumExp", "ReduceL2", "CumSum", "Erf", "Tanh", "Sigmoid",
-         "Softplus", "Resize"}
+# The field's prior for what a low precision hurts, used only to order candidates nobody has evidence against: the
+# ops torch's autocast runs in fp32 on CPU or CUDA and their ONNX op types (autocast.py holds those lists), plus
+# ops practice treats as sensitive though autocast leaves them to their input dtype (division, square root,
+# erf/tanh/sigmoid, batch/instance norm and mean/var/std statistics), and the spellings decomposed graphs use.
+PRIOR = fp32_names() | {
+    "div", "sqrt", "erf", "tanh", "sigmoid", "batch_norm", "mean", "var", "std", "_softmax", "_log_softmax",
+    "native_group_norm", "Div", "Sqrt", "Erf", "Tanh", "Sigmoid", "BatchNormalization", "InstanceNormalization",
+    "ReduceMean"}
 
 
 @dataclass

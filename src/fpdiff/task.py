@@ -68,6 +68,17 @@ class LoadedSource:
             self._programs[key] = graph.export(self.module, self.inputs, precision, variant, self.declared)
         return self._programs[key]
 
+    def autocast_program(self, precision: Precision, device: str,
+                         variant: ShapeVariant) -> torch.export.ExportedProgram:
+        """The model's autocast graph for this device's policy (autocast.py): what a backend without torch's
+        dispatcher runs for an amp-* cell."""
+        from . import autocast
+        key = (precision.name, autocast.device_type(device), variant.name)
+        if key not in self._programs:
+            self._programs[key] = autocast.mixed_program(self.module, self.inputs, precision.autocast, device,
+                                                         variant.as_dynamic_shapes(self.declared))
+        return self._programs[key]
+
 
 def _versions() -> str:
     """Versions of everything that turns a model into an artifact: a new exporter or compiler means a new key."""
@@ -97,6 +108,11 @@ class Task:
         return tuple(t.float() if t.is_floating_point() else t for t in self.source.inputs)
 
     def program(self) -> torch.export.ExportedProgram:
+        """The program a backend compiles. Under autocast it is the autocast graph: an exported program cannot
+        carry torch's dispatch policy, so backends that run programs get that policy written into the graph (casts
+        at the borders of the ops autocast runs in float32); module() is for backends that enter autocast."""
+        if self.precision.autocast is not None and self.source.ref.kind == "torch":
+            return self.source.autocast_program(self.precision, self.device, self.variant)
         return self.source.program(self.precision, self.variant)
 
     def module(self) -> torch.nn.Module:
@@ -107,8 +123,11 @@ class Task:
 
     def key(self, *extra: str) -> tuple[str, ...]:
         """Cache key parts for an artifact of this cell: model content, precision, variant, versions, flags."""
-        return (self.source.fingerprint, self.precision.name, self.variant.name, _versions(),
-                " ".join(self.flags), *extra)
+        p = self.precision.name
+        if self.precision.autocast is not None:  # the graph follows the device's autocast lists (autocast.py)
+            from . import autocast
+            p = f"{p}:{autocast.device_type(self.device)}:{autocast.digest()}"
+        return (self.source.fingerprint, p, self.variant.name, _versions(), " ".join(self.flags), *extra)
 
     def onnx_file(self) -> Path:
         """An ONNX graph of the model at this precision: exported from the cast program, or the source cast."""
@@ -119,4 +138,5 @@ class Task:
 
     @property
     def requested_dtype(self) -> str:
-        return dtype_name(self.precision.dtype)
+        """The dtype arithmetic was asked to run in: the low dtype of an autocast cell, whose weights stay fp32."""
+        return dtype_name(self.precision.autocast or self.precision.dtype)

@@ -18,10 +18,13 @@ ENTRY_POINT_GROUP = "fpdiff.backends"
 MOSTLY = 0.25
 
 
-def too_wide(counts: dict, want: str) -> bool:
-    """The dtype-changed rule on counted float ops (see MOSTLY)."""
+def too_wide(counts: dict, want: str, planned: dict | None = None) -> bool:
+    """The dtype-changed rule on counted float ops (see MOSTLY). `planned`: the same count on the graph the backend
+    was handed, when that graph itself mixes dtypes (an autocast graph keeps ops in float32 on purpose): the rule
+    then wants a quarter of the share it asked for, not a quarter of all ops."""
     total = sum(counts.values())
-    return bool(total) and counts.get(want, 0) < MOSTLY * total
+    asked = planned.get(want, 0) / sum(planned.values()) if planned and sum(planned.values()) else 1.0
+    return bool(total) and counts.get(want, 0) < MOSTLY * asked * total
 
 
 def mixed_dtype(counts: dict, want: str) -> str | None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import subprocess
@@ -11,8 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..compare import Finding
-from ..errors import Unsupported
-from ..graph import functional
+from ..errors import COMPILE, IMPORT, LOAD, TORCH_EXPORT, StageError, Unsupported, plain, stage
 from . import Prepared, mixed_dtype, to_numpy as _to_numpy, too_wide
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
@@ -52,13 +52,95 @@ def computed_dtypes(phase_dir: Path) -> tuple[Counter, bool]:
     return counts, demoted
 
 
-def import_program(program, precision_name: str, mlir: Path) -> None:
-    """torch program -> torch-dialect MLIR through IREE's FX importer (functional form, weights inline)."""
+def decompositions() -> dict:
+    """What the program is decomposed with before import: torch.export's default table (core ATen, composite ops
+    opened) turns ops IREE 3.13 cannot lower into ones it can (transformers' masks use aten.diff and a bool new_ones
+    that becomes an i1 literal iree-compile cannot legalize), plus batch norm in inference form, which is core ATen
+    but not lowered by IREE (ResNet). Also makes in-place ops functional."""
+    import torch
+    from torch._decomp import get_decompositions
+    aten = torch.ops.aten
+    table = torch.export.default_decompositions()
+    for op in list(table):
+        # scaled_dot_product_attention stays whole: IREE lowers it to its own attention op, and torch's
+        # decomposition gives its output other strides than eager, so a later view fails to retrace (a small
+        # GPT-2; torch.onnx fails the same way on T5 and Swin, bench/upstream/torch_onnx_sdpa_view.py)
+        if "scaled_dot_product" in str(op):
+            del table[op]
+    table.update(get_decompositions([aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit,
+                                     aten._native_batch_norm_legit_functional, aten.native_batch_norm]))
+    return table
+
+
+def import_program(program, precision_name: str, mlir: Path) -> dict:
+    """torch program -> torch-dialect MLIR: decomposed to what IREE lowers, then IREE's FX importer (frozen: weights
+    inline); iree-turbine's importer (weights as globals) when the frozen import fails. Returns the route taken."""
+    with stage(TORCH_EXPORT, "torch.export (run_decompositions)"):
+        program = program.run_decompositions(decompositions())  # a new program: the graph is ours to edit below
+    try:
+        with stage(IMPORT, "iree FX importer"):
+            _import_frozen(program, precision_name, mlir)
+        return {"iree_import": "fx-frozen"}
+    except StageError as e:
+        frozen_failure = str(e)
+    try:
+        with stage(IMPORT, "iree-turbine"):
+            from iree.turbine import aot
+            mlir.write_text(str(aot.export(program).mlir_module))
+    except (StageError, ImportError) as e:
+        raise StageError(IMPORT, "iree FX importer", f"frozen FX import: {frozen_failure}; iree-turbine import "
+                         f"(the fallback): {e}") from e
+    return {"iree_import": "iree-turbine", "iree_import_why": f"the frozen FX import failed: {frozen_failure}"}
+
+
+def _import_frozen(program, precision_name: str, mlir: Path) -> None:
     from iree.compiler.extras.fx_importer import FxImporter
-    with _inline_weights(precision_name in ("bf16", "fp64")):
+    with _inline_weights(precision_name in ("bf16", "fp64", "amp-bf16")):  # amp-bf16: its graph stores bf16 weights
         imp = FxImporter()
-        imp.import_frozen_program(functional(program), func_name="main")
+        imp.import_frozen_program(_FrozenView(_state_out_of_lists(program)), func_name="main")
         mlir.write_text(str(imp.module))
+
+
+class _FrozenView:
+    """The program as the frozen importer reads it, with non-persistent buffers (BERT's position_ids, rotary
+    inv_freq) in its state_dict: torch.export keeps them in `constants`, where iree 3.13's import_frozen_program
+    does not look ("Could not find state mapping for buffer"; bench/upstream/iree_fx_nonpersistent_buffer.py)."""
+
+    def __init__(self, program) -> None:
+        self._program = program
+        self.state_dict = {**program.state_dict, **{name: program.constants[name] for name in
+                                                    program.graph_signature.non_persistent_buffers}}
+
+    def __getattr__(self, name: str):
+        return getattr(self._program, name)
+
+
+def _state_out_of_lists(program):
+    """A weight or buffer used inside a list argument (Swin indexes its bias table with a buffer: aten.index.Tensor
+    takes a list) passed through aten.clone first: the frozen importer turns that state into a literal, and a list
+    mixing literals and values fails ("Heterogeneous lists are not supported"; bench/upstream/
+    iree_fx_frozen_index_buffer.py). A clone changes no value. Edits the program's graph in place."""
+    import torch
+    sig = program.graph_signature
+    state = set(sig.inputs_to_buffers) | set(sig.inputs_to_parameters) | set(sig.inputs_to_lifted_tensor_constants)
+    graph = program.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    clones: dict = {}
+
+    def through_clone(x):
+        if getattr(x, "op", None) != "placeholder" or x.name not in state:
+            return x
+        if x.name not in clones:
+            with graph.inserting_after(placeholders[-1]):
+                clones[x.name] = graph.call_function(torch.ops.aten.clone.default, (x,))
+            clones[x.name].meta.update({k: x.meta[k] for k in ("val", "tensor_meta") if k in x.meta})
+        return clones[x.name]
+
+    for node in list(graph.nodes):
+        if node.op == "call_function":
+            node.args = tuple(type(a)(through_clone(x) for x in a) if isinstance(a, (list, tuple)) else a
+                              for a in node.args)
+    return program
 
 
 @contextlib.contextmanager
@@ -85,14 +167,32 @@ def _inline_weights(on: bool):
         fxi.DenseResourceElementsAttr = saved
 
 
-def _unsupported_from_compile(stderr: str, precision: str) -> Unsupported:
-    lines = [ln for ln in stderr.splitlines() if "error" in ln.lower()] or stderr.splitlines()[-3:] or ["(no output)"]
-    m = re.search(r"undefined symbol: (\w+)", stderr)
-    op = m.group(1) if m else None
-    if not op:
-        m = re.search(r"'([\w.]+)' op|operation '([\w.]+)'", stderr)
-        op = m.group(1) if m else None
-    return Unsupported(f"iree-compile failed: {lines[0].strip()[:400]}", op=op, dtype=precision)
+# How iree-compile says it cannot: an op it has no lowering for (named; a torch op arrives as torch.operator with
+# its name inside), or a math function with no implementation for the dtype at link time (llvm-cpu f64 tanh/erf).
+_CANNOT_LOWER = re.compile(r"failed to legalize operation '([\w.]+)'(?:[^\n]*?<\{name = \"([\w.]+)\")?")
+_NO_SYMBOL = re.compile(r"undefined symbol: (\w+)")
+# How it says it broke: an assertion, an LLVM fatal error, a crash report. These are compiler bugs, never refusals.
+_CRASH = re.compile(r"Assertion .* failed|LLVM ERROR|PLEASE submit a bug report|Stack dump|Segmentation fault")
+
+
+def compile_failure(stderr: str, returncode: int, precision: str) -> Exception:
+    """A failed iree-compile as a refusal (Unsupported, op named) when it says it cannot lower an op, else as the
+    compiler's failure at the compile stage (a crash, a verifier error, anything it did not declare)."""
+    text = plain(stderr)
+    errors = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
+    first = (errors or text.strip().splitlines()[-3:] or ["(no output)"])[0][:400]
+    if returncode >= 0 and not _CRASH.search(text):
+        m = _CANNOT_LOWER.search(text)
+        if m:
+            op = m.group(2) or m.group(1)
+            return Unsupported(f"iree-compile cannot lower {op}: {first}", op=op, dtype=precision,
+                               stage=COMPILE, component="iree-compile")
+        m = _NO_SYMBOL.search(text)
+        if m:
+            return Unsupported(f"iree-compile has no {m.group(1)} for {precision}: {first}", op=m.group(1),
+                               dtype=precision, stage=COMPILE, component="iree-compile")
+    how = f"crashed (signal {-returncode})" if returncode < 0 else "failed"
+    return StageError(COMPILE, "iree-compile", f"iree-compile {how}: {first}")
 
 
 class IreeBackend:
@@ -107,17 +207,26 @@ class IreeBackend:
         return None
 
     def prepare_task(self, task) -> Prepared:
-        if task.precision.autocast is not None:
-            raise Unsupported("autocast has no IREE form (it is a torch dispatch policy)")
         flags = compile_flags(task.device, task.precision.name, task.flags)
-        vmfb, hit = task.cache.get_or_build(*task.key("iree", *flags), suffix=".vmfb",
-                                            build=lambda out: self._compile(task, flags, out))
+        made: dict = {}
+        # "import-v2" in the key: modules imported before the decompositions and fallback have no route record
+        vmfb, hit = task.cache.get_or_build(*task.key("iree", "import-v2", *flags), suffix=".vmfb",
+                                            build=lambda out: made.update(self._compile(task, flags, out)))
+        route = vmfb.with_suffix(".import.json")
+        if made:
+            route.write_text(json.dumps(made))
         phases = vmfb.with_suffix(".phases")
         counts, demoted = computed_dtypes(phases)
         notes, info = [], {"cache": "hit" if hit else "miss", "flags": flags, "op_dtypes": dict(counts)}
+        info.update(json.loads(route.read_text()) if route.exists() else {})
         want = task.requested_dtype
         total = sum(counts.values())
-        if demoted or too_wide(counts, want):
+        planned = None
+        if task.precision.autocast is not None:  # float32 ops on purpose: count what the graph asked for, as imported
+            planned = Counter(_MLIR_TYPES[t] for f in phases.glob("*.input.mlir")
+                              for t in _FLOAT_OP.findall(f.read_text()))
+            info["planned_op_dtypes"] = dict(planned)
+        if demoted or too_wide(counts, want, planned):
             remedy = (f"compile with {DEMOTE_F64}=false" if want == "float64"
                       else "check the compile flags for demotion/promotion options")
             what = "its public signature demoted from f64 to f32" if demoted else "ops in other dtypes"
@@ -126,31 +235,38 @@ class IreeBackend:
         computed = mixed_dtype(counts, want)
         return Prepared(self._runner(vmfb, task.device), computed, notes, info)
 
-    def _compile(self, task, flags: list[str], out: Path) -> None:
+    def _compile(self, task, flags: list[str], out: Path) -> dict:
+        """Import and compile into `out`; returns how the model was imported (and exported, for ONNX graphs)."""
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-") as tmp:
             mlir = Path(tmp) / "model.mlir"
             if task.is_torch:
-                import_program(task.program(), task.precision.name, mlir)
+                with stage(TORCH_EXPORT, "torch.export"):
+                    program = task.program()
+                route = import_program(program, task.precision.name, mlir)
                 flags = ["--iree-input-type=torch", *flags]
             else:
+                route = {"iree_import": "iree-import-onnx"}
                 r = subprocess.run([_tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
                                    capture_output=True, text=True)
-                if r.returncode:
-                    raise Unsupported(f"iree-import-onnx failed: {(r.stderr.strip().splitlines() or ['?'])[-1][:400]}")
+                if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
+                    last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:400]
+                    raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
             phases = out.with_name(out.name.split(".tmp")[0].removesuffix(".vmfb") + ".phases")
             shutil.rmtree(phases, ignore_errors=True)
             r = subprocess.run([_tool("iree-compile"), str(mlir), *flags, "-o", str(out),
                                 f"--dump-compilation-phases-to={phases}"], capture_output=True, text=True)
             if r.returncode:
-                raise _unsupported_from_compile(r.stderr, task.precision.name)
+                raise compile_failure(r.stderr, r.returncode, task.precision.name)
+        return route
 
     @staticmethod
     def _runner(vmfb: Path, device: str):
         import iree.runtime as rt
-        config = rt.Config("cuda" if device.startswith("cuda") else "local-task")
-        module = rt.VmModule.mmap(config.vm_instance, str(vmfb))
-        ctx = rt.SystemContext(config=config)
-        ctx.add_vm_module(module)
+        with stage(LOAD, "iree.runtime"):
+            config = rt.Config("cuda" if device.startswith("cuda") else "local-task")
+            module = rt.VmModule.mmap(config.vm_instance, str(vmfb))
+            ctx = rt.SystemContext(config=config)
+            ctx.add_vm_module(module)
         names = [n for n in ("main", "main_graph") if module.lookup_function(n) is not None] or [
             n for n in module.function_names if not n.startswith("__") and not n.endswith("$async")]
         if not names:
