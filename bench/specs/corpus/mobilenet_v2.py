@@ -14,9 +14,21 @@ class Wrapped(torch.nn.Module):
         super().__init__()
         cfg = transformers.MobileNetV2Config(image_size=64, depth_multiplier=0.35)
         self.m = transformers.MobileNetV2Model(cfg)
+        trained_scale(self.m)
 
     def forward(self, pixel_values):
         return self.m(pixel_values=pixel_values, return_dict=False)[1]
+
+
+def trained_scale(m: torch.nn.Module) -> None:
+    """Activations at the scale a trained network has. transformers' random init (its convolutions are drawn at std 0.02)
+    shrinks them layer after layer to the output is ~1e-24, below fp16's range. He-initialized convolutions and unit BatchNorm keep them
+    near 1, as training does."""
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.Conv2d):
+            torch.nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
+        elif isinstance(mod, torch.nn.BatchNorm2d):
+            mod.reset_parameters()
 
 
 def model():

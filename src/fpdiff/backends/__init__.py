@@ -4,6 +4,8 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import inspect
+import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
@@ -11,6 +13,10 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 from ..errors import UsageError
 
 ENTRY_POINT_GROUP = "fpdiff.backends"
+# Set to 1 to load only fpdiff's own entry points: a broken or unwanted third-party backend package stays out of
+# every command (as PYTEST_DISABLE_PLUGIN_AUTOLOAD does for pytest). --plugin files still load.
+NO_AUTOLOAD = "FPDIFF_DISABLE_PLUGIN_AUTOLOAD"
+_reported: set[str] = set()  # skipped entry points already told about in this process
 # A cast cell is reported as dtype-changed when fewer than a quarter of its float arithmetic ops ran in the
 # requested dtype. Many wide ops are normal in an fp16 model: torch computes norm statistics and softmax sums in
 # fp32 and compilers follow (IREE ran 16 of 35 ops of tinycnn's fp16 dispatches in fp16, the rest are group/batch
@@ -68,6 +74,7 @@ class Registry:
     def __init__(self) -> None:
         self._classes: dict[str, type] = {}
         self._origin: dict[str, str] = {}
+        self.skipped: dict[str, str] = {}  # entry point name -> why it was left out
 
     def register(self, cls: type, origin: str) -> None:
         if not _is_backend_class(cls):
@@ -77,15 +84,18 @@ class Registry:
         self._classes[cls.name] = cls
         self._origin[cls.name] = origin
 
-    def load_entry_points(self) -> None:
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                cls = ep.load()
-            except Exception as e:  # one broken plugin must not hide the others
-                self._broken = getattr(self, "_broken", {})
-                self._broken[ep.name] = f"cannot load entry point {ep.value}: {e}"
+    def load_entry_points(self, autoload: bool = True) -> None:
+        """fpdiff's own entry points first, so a third-party one can never take a built-in's name; one that fails to
+        load or to register is skipped with its reason (one broken package must not stop every command)."""
+        eps = sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
+                     key=lambda ep: not ep.value.startswith("fpdiff."))
+        for ep in eps:
+            if not autoload and not ep.value.startswith("fpdiff."):
                 continue
-            self.register(cls, f"entry point {ep.value}")
+            try:
+                self.register(ep.load(), f"entry point {ep.value}")
+            except Exception as e:
+                self.skipped[ep.name] = f"backend entry point {ep.name} = {ep.value} skipped: {e}"
 
     def load_plugin_file(self, path: str) -> list[str]:
         p = Path(path)
@@ -116,16 +126,21 @@ class Registry:
 
     def create(self, name: str):
         if name not in self._classes:
-            broken = getattr(self, "_broken", {})
-            if name in broken:
-                raise UsageError(broken[name])
+            if name in self.skipped:
+                raise UsageError(self.skipped[name])
             raise UsageError(f"unknown backend {name!r}; known: {', '.join(self._classes)}")
         return self._classes[name]()
 
 
 def registry(plugins: Sequence[str] = ()) -> Registry:
+    """Every backend: entry points (unless FPDIFF_DISABLE_PLUGIN_AUTOLOAD=1) and --plugin files. Skipped entry
+    points are told once per process on stderr, one line each."""
     reg = Registry()
-    reg.load_entry_points()
+    reg.load_entry_points(autoload=os.environ.get(NO_AUTOLOAD, "") in ("", "0"))
+    for why in reg.skipped.values():
+        if why not in _reported:
+            _reported.add(why)
+            print(f"fpdiff: {why}", file=sys.stderr)
     for p in plugins:
         reg.load_plugin_file(p)
     return reg
