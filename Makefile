@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test test-fast lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -21,8 +21,16 @@ install: $(STAMP)
 demo: install
 	$(BIN)/fpdiff check example:tinycnn --json fpdiff-out/demo.json
 
+# everything, real backends included: what CI runs
 test: install
 	$(BIN)/python -m pytest -q tests
+
+# pure logic only (verdict rules, metrics, casts, mixed graphs, registry, CLI bad input): run it constantly
+test-fast: install
+	$(BIN)/python -m pytest -q tests -m "not slow"
+
+lint: install
+	$(BIN)/ruff check src tests bench
 
 # benchmarks compare against Polygraphy and onnxconverter-common: installed here only, never dependencies of fpdiff
 bench: install

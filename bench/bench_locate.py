@@ -51,7 +51,8 @@ def main() -> None:
     r = {w: measure(w, a.model, a.precision) for w in ("fp64", "floor", "locate")}
     print(f"model {a.model}, precision {a.precision}")
     for w, d in r.items():
-        print(f"{w:7s} wall {d['wall_s']:7.2f} s   peak RSS {d['peak_mb']:8.0f} MB (after loading: {d['base_mb']:.0f} MB)")
+        print(f"{w:7s} wall {d['wall_s']:7.2f} s   peak RSS {d['peak_mb']:8.0f} MB "
+              f"(after loading: {d['base_mb']:.0f} MB)")
     print(f"locate / floor wall: {r['locate']['wall_s'] / r['floor']['wall_s']:.2f}x")
     grow = lambda d: d["peak_mb"] - d["base_mb"]  # noqa: E731
     print(f"locate / float64 forward peak RSS: {r['locate']['peak_mb'] / r['fp64']['peak_mb']:.2f}x "

@@ -30,7 +30,8 @@ def main() -> None:
     import onnx
     from polygraphy.json import save_json
 
-    from fpdiff import graph, precision as prec
+    from fpdiff import graph
+    from fpdiff import precision as prec
     from fpdiff.export import ONNX_TYPE, cast_model, export_program
     from fpdiff.sources import load
     d = Path(tempfile.mkdtemp(prefix="fpdiff-vs-polygraphy-"))

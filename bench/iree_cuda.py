@@ -19,7 +19,8 @@ def compile_all(out: Path) -> None:
 
     from iree.compiler.extras.fx_importer import FxImporter
 
-    from fpdiff import graph, precision as prec
+    from fpdiff import graph
+    from fpdiff import precision as prec
     from fpdiff.backends.iree import _tool, compile_flags
     from fpdiff.sources import load
     out.mkdir(parents=True, exist_ok=True)

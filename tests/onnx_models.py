@@ -3,7 +3,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto as T, helper as h, numpy_helper as nh
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
 
 F = T.FLOAT
 

@@ -14,6 +14,8 @@ from fpdiff.plan_onnx import named
 from fpdiff.plan_torch import fp32_module
 from fpdiff.sources.spec import build, import_spec
 
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
 EXAMPLES = Path(fpdiff.__file__).parent / "examples"
 MODELS = {"example:tinyformer": EXAMPLES / "tinyformer.py", "example:tinycnn": EXAMPLES / "tinycnn.py",
           str(SPECS / "tinybert.py"): SPECS / "tinybert.py"}

@@ -36,7 +36,7 @@ def test_plugin_cannot_take_a_builtin_name(tmp_path):
 
 
 def _third_party(tmp_path):
-    """A package installed on PYTHONPATH whose entry points clash with a built-in, fail to import, or name no backend."""
+    """A package on PYTHONPATH whose entry points clash with a built-in, fail to import, or name no backend."""
     (tmp_path / "thirdparty_fp.py").write_text(
         "class Clash:\n    name = 'ort'\n    def available(self): return None\n"
         "    def prepare(self, program, precision, device): return None\n"

@@ -4,6 +4,8 @@ import pytest
 import fpdiff
 from conftest import PLUGINS, SPECS
 
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
 
 def cells(result, **match):
     return [c for c in result.cells if all(getattr(c, k) == v for k, v in match.items())]

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 
-
 def run(*args, cwd=None):
     p = subprocess.run([sys.executable, "-m", "fpdiff", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
     return p.returncode, p.stdout, p.stderr
@@ -93,6 +92,7 @@ def test_onnx_symbolic_dims_need_shape(onnx_model):
     assert_usage_error(["check", str(onnx_model)], "give its shape with --shape")
 
 
+@pytest.mark.slow
 def test_npz_missing_wrong_shape_wrong_dtype(onnx_model, tmp_path):
     name = "x"
     import onnx
@@ -107,6 +107,7 @@ def test_npz_missing_wrong_shape_wrong_dtype(onnx_model, tmp_path):
     assert_usage_error(["check", str(onnx_model), "--inputs", str(tmp_path / "none.npz")], "inputs file not found")
 
 
+@pytest.mark.slow
 def test_nonfinite_inputs_refused_unless_allowed(tmp_path):
     text = ("import torch\ndef model(): return torch.nn.Linear(4, 4)\n"
             "def inputs(): return (torch.tensor([[1.0, float('nan'), 2.0, 3.0]]),)\n")
@@ -121,6 +122,7 @@ def test_debug_shows_the_traceback(tmp_path):
     assert code != 0 and "Traceback" in err
 
 
+@pytest.mark.slow
 def test_onnx_model_checks_with_json_report(onnx_model, tmp_path):
     import json
     out_json = tmp_path / "r.json"
@@ -139,6 +141,7 @@ def test_onnx_model_checks_with_json_report(onnx_model, tmp_path):
     assert "pass" in out
 
 
+@pytest.mark.slow
 def test_mismatch_exits_1(tmp_path):
     from conftest import PLUGINS
     code, out, err = run("check", "example:tinycnn", "--plugin", str(PLUGINS / "perturb.py"), "--backends",
@@ -150,9 +153,12 @@ def test_examples_and_backends_list():
     code, out, _ = run("examples")
     assert code == 0 and "example:tinycnn" in out and "example:router" in out
     code, out, _ = run("backends")
-    assert code == 0 and "iree" in out and "ort" in out
+    status = {ln.split()[0]: ln.split(None, 1)[1] for ln in out.splitlines() if ln.strip()}
+    # every built-in is installed with fpdiff: each must say available, not merely be listed
+    assert code == 0 and all(status.get(b) == "available" for b in ("torch", "inductor", "ort", "iree", "onnxref")), out
 
 
+@pytest.mark.slow
 def test_locate_names_the_culprit_and_writes_json(tmp_path):
     import json
     code, out, err = run("locate", "example:rmsnorm", "--precision", "fp16", "--json", str(tmp_path / "l.json"),
@@ -164,6 +170,7 @@ def test_locate_names_the_culprit_and_writes_json(tmp_path):
     assert data["culprit"]["op"] == "aten.mul.Tensor" and len(data["ops"]) == 9
 
 
+@pytest.mark.slow
 def test_locate_with_nothing_wrong_says_so(tmp_path):
     code, out, _ = run("locate", "example:tinycnn", "--precision", "fp32", cwd=tmp_path)
     assert code == 0 and "no op departs" in out
@@ -174,6 +181,7 @@ def test_locate_bad_input():
     assert_usage_error(["locate", "example:tinycnn", "--precision", "fp7"], "unknown precision")
 
 
+@pytest.mark.slow
 def test_locate_on_a_plugin_backend_names_the_segment_and_exits_1(tmp_path):
     from conftest import PLUGINS
     code, out, err = run("locate", "example:tinycnn", "--backend", "perturb", "--plugin", str(PLUGINS / "perturb.py"),

@@ -4,7 +4,8 @@ import torch
 
 import fpdiff
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")]
 
 
 def test_torch_and_inductor_cuda_cells_pass_in_fp32_and_tf32_loses_precision_honestly():

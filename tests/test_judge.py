@@ -6,6 +6,8 @@ import pytest
 import fpdiff
 import onnx_models as om
 
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
 
 @pytest.mark.parametrize("name", sorted(om.OLD_OPSET))
 def test_old_opset_graphs_are_converted_checked_and_pass_on_ort(name, tmp_path):

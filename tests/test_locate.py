@@ -5,6 +5,8 @@ import fpdiff
 from conftest import SPECS
 from fpdiff.errors import UsageError
 
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
 
 def test_overflow_inside_rmsnorm_is_blamed_on_the_square():
     r = fpdiff.locate("example:rmsnorm", precision="fp16")

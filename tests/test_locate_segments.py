@@ -4,6 +4,8 @@ import pytest
 import fpdiff
 from conftest import PLUGINS, SPECS
 
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
 PLUGIN = (str(PLUGINS / "perturb.py"),)
 
 

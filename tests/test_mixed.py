@@ -55,6 +55,7 @@ def test_weights_are_stored_in_the_dtype_their_ops_compute_in():
     assert dtypes == {torch.float16, torch.float32}
 
 
+@pytest.mark.slow
 def test_compiles_with_inductor():
     s, gm = _src(str(SPECS / "demod_underflow.py"))
     m = mixed.apply(gm, {"mul", "sum_1", "rsqrt"}, torch.float16)

@@ -11,6 +11,8 @@ from fpdiff.cli import main
 from fpdiff.errors import UsageError
 from fpdiff.sources import load
 
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
 DEMOD = str(SPECS / "demod_underflow.py")
 
 

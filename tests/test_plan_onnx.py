@@ -11,6 +11,8 @@ from fpdiff.errors import UsageError
 from fpdiff.export import export_program
 from fpdiff.sources import load
 
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
 PADDED = HERE.parent / "bench" / "specs" / "padded_encoder.py"
 
 

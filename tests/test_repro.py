@@ -3,8 +3,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import fpdiff
 from conftest import PLUGINS, SPECS
+
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
 
 
 def run_script(path: str, tmp_path: Path):

@@ -4,9 +4,10 @@ mask, then transpose + reshape, fails to export: "Cannot view a tensor with shap
 
 Our reading: torch.export records the reshape as a view, valid for the strides the fused CPU attention kernel
 gives its output; the exporter's decomposition of the attention gives (batch, heads, seq, dim) contiguous strides,
-so after the transpose the recorded view is no longer possible. Without the mask the export works. Small transformers T5 and Swin models
-fail this way (and GPT-2 under ExportedProgram.run_decompositions() with the default table). Eager torch and
-torch.export itself are fine; the TorchScript exporter (dynamo=False) exports the same module.
+so after the transpose the recorded view is no longer possible. Without the mask the export works. Small
+transformers T5 and Swin models fail this way (and GPT-2 under ExportedProgram.run_decompositions() with the
+default table). Eager torch and torch.export itself are fine; the TorchScript exporter (dynamo=False) exports the
+same module.
 
 Run: python torch_onnx_sdpa_view.py   (needs torch, onnxscript). Prints what fails; exits 1 while it does.
 """

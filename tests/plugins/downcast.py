@@ -16,7 +16,9 @@ class _InBf16(TorchDispatchMode):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors or tensors[0].dtype != torch.float16:
             return func(*args, **kwargs)
-        half = lambda x: x.to(torch.bfloat16) if isinstance(x, torch.Tensor) and x.dtype == torch.float16 else x
+        def half(x):
+            return x.to(torch.bfloat16) if isinstance(x, torch.Tensor) and x.dtype == torch.float16 else x
+
         out = func(*[half(a) for a in args], **{k: half(v) for k, v in kwargs.items()})
         return out.to(torch.float16)
 

@@ -45,7 +45,7 @@ class BrokenCompilerBackend:
         return None
 
     def prepare(self, program, precision, device):
-        assert False, "\x1b[31mlowering pass lost a buffer\x1b[0m"
+        raise AssertionError("\x1b[31mlowering pass lost a buffer\x1b[0m")
 
 
 class WrongTypeBackend:

@@ -33,7 +33,7 @@ class PerturbBackend:
                      and _width(n) in self.widths]:
             with gm.graph.inserting_after(node):
                 new = gm.graph.call_function(_perturb, (node,))
-            node.replace_all_uses_with(new, delete_user_cb=lambda user: user is not new)
+            node.replace_all_uses_with(new, delete_user_cb=lambda user, new=new: user is not new)
         gm.recompile()
 
         def run(*inputs):

@@ -1,5 +1,6 @@
 """An average pool whose window is larger than its input, with ceil_mode (how transformers' EfficientNet pools):
-torch clips the window; iree-compile 3.13 fails verifying its own lowering (bench/upstream/iree_avg_pool_ceil_mode.py)."""
+torch clips the window; iree-compile 3.13 fails verifying its own lowering
+(bench/upstream/iree_avg_pool_ceil_mode.py)."""
 import torch
 
 

@@ -21,9 +21,9 @@ class Wrapped(torch.nn.Module):
 
 
 def trained_scale(m: torch.nn.Module) -> None:
-    """Activations at the scale a trained network has. transformers' random init (its convolutions are drawn at std 0.02)
-    shrinks them layer after layer to the output is ~1e-24, below fp16's range. He-initialized convolutions and unit BatchNorm keep them
-    near 1, as training does."""
+    """Activations at the scale a trained network has. transformers' random init draws convolutions at std 0.02,
+    which shrinks activations layer after layer: the output is ~1e-24, below fp16's range. He-initialized
+    convolutions and unit BatchNorm keep them near 1, as training does."""
     for mod in m.modules():
         if isinstance(mod, torch.nn.Conv2d):
             torch.nn.init.kaiming_normal_(mod.weight, nonlinearity="relu")
