@@ -21,7 +21,7 @@ def compile_all(out: Path) -> None:
 
     from fpdiff import graph
     from fpdiff import precision as prec
-    from fpdiff.backends.iree import _tool, compile_flags
+    from fpdiff.backends.iree import compile_flags, tool
     from fpdiff.sources import load
     out.mkdir(parents=True, exist_ok=True)
     for ex in EXAMPLES:
@@ -34,7 +34,7 @@ def compile_all(out: Path) -> None:
             imp.import_frozen_program(ep, func_name="main")
             mlir = out / f"{ex}-{name}.mlir"
             mlir.write_text(str(imp.module))
-            subprocess.run([_tool("iree-compile"), str(mlir), "--iree-input-type=torch",
+            subprocess.run([tool("iree-compile"), str(mlir), "--iree-input-type=torch",
                             *compile_flags("cuda", name, ()), "-o", str(out / f"{ex}-{name}.vmfb")], check=True)
             mlir.unlink()
             np.savez(out / f"{ex}-{name}.npz", ref=ref.detach().numpy(),

@@ -16,7 +16,7 @@ if mode == "compile":
     import torch
     from iree.compiler.extras.fx_importer import FxImporter
 
-    from fpdiff.backends.iree import _tool, compile_flags
+    from fpdiff.backends.iree import compile_flags, tool
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     x = torch.randn(2, 32, 16, 16)
@@ -32,7 +32,7 @@ if mode == "compile":
             mlir = out / f"{case}-{name}.mlir"
             mlir.write_text(str(imp.module))
             for dev, sfx in (("cuda", ".vmfb"), ("cpu", ".cpu.vmfb")):
-                subprocess.run([_tool("iree-compile"), str(mlir), "--iree-input-type=torch",
+                subprocess.run([tool("iree-compile"), str(mlir), "--iree-input-type=torch",
                                 *compile_flags(dev, name, ()), "-o", str(out / f"{case}-{name}{sfx}")], check=True)
             np.savez(out / f"{case}-{name}.npz", ref=ref, x=x.to(dt).numpy())
 else:

@@ -1,7 +1,7 @@
 """The Python API; the CLI and the pytest plugin are thin layers over it."""
 from __future__ import annotations
 
-from .check import CheckResult, Cell, check
+from .check import Cell, CheckResult, check
 from .locate import LocateResult, locate
 from .plan import Plan, plan
 from .plan_torch import apply_plan

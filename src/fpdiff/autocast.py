@@ -236,8 +236,8 @@ def onnx_keep(model, device: str) -> list[str]:
     stored constant reaches them (torch's promotion: float32 wins), at the low dtype when only low values do."""
     import onnx
 
-    from .onnx_mixed import STANDARD, _is_float_constant
     from .export import FLOATS
+    from .onnx_mixed import STANDARD, _is_float_constant
     m = onnx.shape_inference.infer_shapes(model)
     elem = {vi.name: _elem_type(vi.type) for vi in list(m.graph.value_info) + list(m.graph.input)
             + list(m.graph.output)}

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import os
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from . import rundir
 from .sources import digest
 
 
@@ -18,7 +18,7 @@ class Cache:
         self.root = Path(root) if root else None  # None: caching off, artifacts go to a temp dir
 
     def path(self, *key: str, suffix: str) -> Path:
-        base = self.root if self.root else Path(tempfile.mkdtemp(prefix="fpdiff-"))
+        base = self.root if self.root else rundir.mkdtemp(prefix="fpdiff-nocache-")
         base.mkdir(parents=True, exist_ok=True)
         return base / f"{digest(*key)}{suffix}"
 

@@ -2,17 +2,18 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from . import compare, graph, judge as judge_mod, precision as prec
-from .backends import registry
+from . import compare, graph, rundir
+from . import judge as judge_mod
+from . import precision as prec
+from .backends import JUDGE, registry
 from .cache import default_root
 from .compare import Finding, Metrics
 from .errors import UsageError
@@ -27,8 +28,8 @@ DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
 # run costs no compile, and a backend that answers differently each time makes every verdict a sample of one.
 DEFAULT_REPEAT = 2
 DEFAULT_TIMEOUT = 300.0  # seconds per cell: a cold inductor or IREE compile of a mid-size model fits in it
-SHAPE_BLIND = {"torch"}
-STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested")  # --strict fails on these even when the cell passes  # eager runs the nn.Module itself: shape variants do not exist for it
+
+STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested")  # --strict fails on these even when the cell passes
 
 
 @dataclass
@@ -74,7 +75,8 @@ class CheckResult:
 
     def as_dict(self) -> dict:
         return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "reference": self.reference,
-                "judge": self.judge, "source": self.source, "versions": self.versions, "duration_s": round(self.duration_s, 3),
+                "judge": self.judge, "source": self.source, "versions": self.versions,
+                "duration_s": round(self.duration_s, 3),
                 "cells": [c.as_dict() for c in self.cells],
                 "summary": {s: sum(c.status == s for c in self.cells) for s in compare.STATUSES}}
 
@@ -98,12 +100,14 @@ def _save_data(source: Source, run_dir: Path) -> str:
     return str(path)
 
 
+@rundir.scoped
 def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
           precisions: Sequence[str] = prec.DEFAULT_PRECISIONS, devices: Sequence[str] = ("cpu",),
           plugins: Sequence[str] = (), iree_flags: Sequence[str] = (), shape_variants: Sequence[str] | None = None,
           inputs: str | None = None, shapes: dict[str, list[int]] | None = None, seed: int = 0,
           allow_nonfinite: bool = False, timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None | bool = None,
-          repeat: int = DEFAULT_REPEAT, keep_opset: bool = False, progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
+          repeat: int = DEFAULT_REPEAT, keep_opset: bool = False,
+          progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
     """Run the grid and judge every cell. `cache_dir=False` turns the compile cache off."""
     t_start = time.perf_counter()
     reg = registry(plugins)
@@ -125,17 +129,17 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
         prec.get(name)
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
-    judge_backend = "torch" if source.ref.kind == "torch" else "onnxref"
+    judge_backend = JUDGE[source.ref.kind]
     cache = None if cache_dir is False else str(cache_dir or default_root())
-    run_dir = Path(tempfile.mkdtemp(prefix="fpdiff-run-"))
+    run_dir = rundir.mkdtemp(prefix="fpdiff-check-")
     data_path = _save_data(source, run_dir)
 
     cells = [(b, d, p, v) for b in backends for d in devices for p in ps
-             for v in ([STATIC] if b in SHAPE_BLIND else variants)]
+             for v in (variants if reg.cls(b).shape_variants else [STATIC])]
     cell_keys = {(b, d, p.name, v) for b, d, p, v in cells}
 
     def job(backend: str, p: str, device: str, variant: ShapeVariant) -> Job:
-        flags = tuple(iree_flags) if backend == "iree" else ()
+        flags = tuple(iree_flags) if reg.cls(backend).takes_flags else ()
         n = repeat if (backend, device, p, variant) in cell_keys else 1
         return Job(source.ref, data_path, backend, p, device, variant, tuple(plugins), flags, cache, seed, n)
 

@@ -34,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
     from .precision import DEFAULT_PRECISIONS, PRECISIONS
     p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--keep-temp", action="store_true",
+                   help="keep the run's temporary files (exported graphs, segments, worker logs) and print where")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64")
     c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
@@ -114,8 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch internals' deprecation chatter
     args = parser().parse_args(argv)
+    from .rundir import run_directory
     try:
-        return _run(args)
+        with run_directory(keep=args.keep_temp):
+            return _run(args)
     except UsageError as e:
         if args.debug:
             raise
@@ -215,7 +219,7 @@ def _check(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from . import api
-    from .report import json_report, terminal
+    from .report import terminal
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         tid = bar.add_task("loading", total=None)
@@ -228,9 +232,9 @@ def _check(args, console) -> int:
                            allow_nonfinite=args.allow_nonfinite, timeout=args.timeout, repeat=args.repeat,
                            keep_opset=args.keep_opset, cache_dir=False if args.no_cache else args.cache_dir,
                            progress=progress)
-    terminal.render(result, console)
+    terminal.render(result, console)  # shown before writing: a bad --json path loses nothing
     if args.json:
-        json_report.write(result, args.json)
+        _write_json(args.json, result.as_dict())
         console.print(f"JSON report: {args.json}", highlight=False)
     return result.exit_code(strict=args.strict)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 # Stages a cell goes through; a failure is charged to the one that failed, never to the next in line.
 TORCH_EXPORT, ONNX_EXPORT, OPSET_CONVERSION = "torch.export", "onnx export", "opset conversion"

@@ -3,10 +3,11 @@ is never called `mismatch` on the word of a judge that check found suspect."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from . import compare, precision as prec
+from . import compare
+from . import precision as prec
 from .compare import Finding, Judgement
 
 AGREES, SUSPECT, UNCHECKED, SAME_CODE = "agrees", "suspect", "unchecked", "same-code"

@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import compare, graph, precision as prec, segments
+from . import compare, graph, rundir, segments
+from . import precision as prec
 from .errors import UsageError
 from .sources import load
 
@@ -195,8 +196,10 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
                 env64[b.name] = segments.get_attr(gm64, a.target)
                 envp[b.name] = segments.get_attr(gmp, b.target)
             elif b.op == "call_function":
-                args64, kw64 = tree_map(lambda x: env64[x.name] if isinstance(x, torch.fx.Node) else x, (a.args, a.kwargs))
-                argsp, kwp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x, (b.args, b.kwargs))
+                args64, kw64 = tree_map(lambda x: env64[x.name] if isinstance(x, torch.fx.Node) else x,
+                                        (a.args, a.kwargs))
+                argsp, kwp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x,
+                                      (b.args, b.kwargs))
                 out64 = a.target(*args64, **kw64)
                 outp = b.target(*argsp, **kwp)
                 env64[b.name], envp[b.name] = out64, outp
@@ -236,6 +239,7 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
     return ops, out_err
 
 
+@rundir.scoped
 def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
            plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = 300.0,
            cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
@@ -246,7 +250,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     p = prec.get(precision)
     from .backends import registry
     reg = registry(plugins)
-    reg.create(backend)  # unknown names fail before any work
+    cls = reg.cls(backend)  # unknown names fail before any work
     source = load(model, seed=seed, inputs=inputs, shapes=shapes)
     variant = graph.STATIC
     if shape_variant:
@@ -254,30 +258,36 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
             raise UsageError("--shape-variant needs a torch model that declares dynamic_shapes()")
         variant = graph.find_variant(source.dynamic_shapes, shape_variant)
     if mark_all:
+        if not cls.all_outputs:
+            can = ", ".join(n for n in reg.names() if reg.cls(n).all_outputs)
+            raise UsageError(f"--mark-all needs a backend that marks every tensor as an output in one run, which "
+                             f"{backend} does not: use --backend {can}")
         return _mark_all(source, backend, p, device)
     from .cache import default_root
     from .locate_segments import Bisector, OnnxBisector
     cache = cache_dir or str(default_root())
-    flags = tuple(iree_flags) if backend == "iree" else ()
+    flags = tuple(iree_flags) if cls.takes_flags else ()
+    if source.ref.kind not in cls.kinds:
+        takes = ", ".join(n for n in reg.names() if source.ref.kind in reg.cls(n).kinds)
+        raise UsageError(f"{backend} runs {' and '.join(sorted(cls.kinds))} models; for this {source.ref.kind} "
+                         f"model use --backend {takes}")
     if source.ref.kind == "onnx":
-        if backend in ("torch", "inductor"):
-            raise UsageError(f"{backend} runs torch models; for an ONNX model use --backend ort, iree or onnxref")
         result = LocateResult(source.ref.label, backend, p.name)
         b = OnnxBisector(source.module, dict(zip(source.input_names, source.inputs)), p, backend, device,
                          tuple(plugins), flags, timeout, cache)
     else:
-        ops, out_err = analyse(source.module, source.inputs, p, own=backend == "torch")
+        ops, out_err = analyse(source.module, source.inputs, p, own=cls.reference)
         result = LocateResult(source.ref.label, backend, p.name, ops, out_err, eager_output_error=out_err)
         culprit = result.culprit
-        if backend == "torch" and not (repro and culprit and p.is_cast):
+        if cls.reference and not (repro and culprit and p.is_cast):
             return result
         b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache,
                      variant, source.dynamic_shapes)
     try:
-        if backend == "torch":  # the repro of a precision culprit: the op alone at P on float64-run inputs
+        if cls.reference:  # the repro of a precision culprit: the op alone at P on float64-run inputs
             u = b.unit_of(culprit.node)
             result.repro = str(b.bundle(u, u + 1, Path(repro), limit=LOCAL_FACTOR * culprit.floor,
-                                        baseline_rel_l2=culprit.floor, backend_out=None, plugin_file=None))
+                                        baseline_rel_l2=culprit.floor, backend_out=None))
             return result
         found = b.bisect()
         result.compiles = len(b.asked)
@@ -289,11 +299,10 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                               "reason": found.reason, "first_op": op, "node": node, "module": path, "source": src,
                               "rel_l2": found.rel_l2, "baseline_rel_l2": found.baseline_rel_l2,
                               "stage": found.stage, "component": found.component}
-            if repro and (source.ref.kind == "torch" or backend in ("ort", "iree")):
+            if repro:
                 limit = max(p.tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2)
                 result.repro = str(b.bundle(found.start, found.end, Path(repro), limit=limit,
-                                            baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs,
-                                            plugin_file=reg.plugin_file(backend)))
+                                            baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs))
     finally:
         b.close()
     seg = result.segment
@@ -307,10 +316,6 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
 
 def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateResult:
     """ORT with every tensor marked as an output: one run, fusion possibly changed (see locate_markall)."""
-    if backend != "ort":
-        raise UsageError("--mark-all is ONNX Runtime's fast path: use it with --backend ort")
-    import tempfile
-
     import onnx
 
     from .export import export_program
@@ -318,7 +323,7 @@ def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateRes
     if source.ref.kind == "onnx":
         model, feeds = source.module, dict(zip(source.input_names, source.inputs))
     else:
-        path = Path(tempfile.mkdtemp(prefix="fpdiff-markall-")) / "model.onnx"
+        path = rundir.mkdtemp(prefix="fpdiff-markall-") / "model.onnx"
         export_program(graph.export(source.module, source.inputs, prec.get("fp32"), graph.STATIC, None), path)
         model = onnx.load(str(path))
         names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from . import compare, precision as prec
+from . import compare
+from . import precision as prec
 from .errors import UsageError
 
 

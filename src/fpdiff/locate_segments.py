@@ -2,14 +2,14 @@
 compiled and run by the backend on float64-run inputs, judged like a check cell against torch eager."""
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from . import compare, graph, precision as prec, segments
+from . import compare, graph, rundir, segments
+from . import precision as prec
 from .errors import UsageError
 from .sources import SourceRef, digest
 from .task import Job
@@ -64,7 +64,7 @@ class Bisector:
         self.p, self.backend, self.device = p, backend, device
         self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
         self.asked: dict[tuple[int, int], SegmentVerdict] = {}
-        self.dir = Path(tempfile.mkdtemp(prefix="fpdiff-locate-"))
+        self.dir = rundir.mkdtemp(prefix="fpdiff-locate-")
         self.pool = WorkerPool()
 
     def close(self) -> None:
@@ -165,20 +165,18 @@ class Bisector:
         return next(i for i, u in enumerate(self.units) if any(n.name == node_name for n in u))
 
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
-               backend_out: list | None, plugin_file: str | None) -> Path:
+               backend_out: list | None) -> Path:
         from . import repro
         from .versions import report_versions as versions
         nodes, program, ins, _, expected, _ = self.segment(start, end)
-        kind = self.backend if self.backend in ("torch", "inductor", "ort", "iree") else "plugin"
-        flags = []
-        if kind == "iree":
-            from .backends.iree import compile_flags
-            flags = compile_flags(self.device, self.p.name, self.flags)
         title = f"{self.backend} at {self.p.name}, ops {start}..{end - 1}: {', '.join(str(n.target) for n in nodes)}"
-        return repro.write(out, title=title, backend=self.backend, kind=kind, precision=self.p, device=self.device,
+        return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,
                            program=program, inputs=ins, expected=expected, backend_out=backend_out,
-                           baseline_rel_l2=baseline_rel_l2, limit=limit, flags=flags, plugin_file=plugin_file,
-                           versions=versions())
+                           baseline_rel_l2=baseline_rel_l2, limit=limit, flags=self.flags, versions=versions())
+
+    def _backend(self):
+        from .backends import registry
+        return registry(self.plugins).create(self.backend)
 
 
 class OnnxBisector(Bisector):
@@ -243,18 +241,11 @@ class OnnxBisector(Bisector):
         return self.nodes[unit].op_type, self.nodes[unit].name, "", ""
 
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
-               backend_out: list | None, plugin_file: str | None) -> Path:
+               backend_out: list | None) -> Path:
         from . import repro
         from .versions import report_versions as versions
-        if self.backend not in ("ort", "iree"):
-            raise UsageError("repro bundles for ONNX models are written for ort and iree")
         sub, _, ins, expected = self.segment_io(start, end)
-        flags = []
-        if self.backend == "iree":
-            from .backends.iree import compile_flags
-            flags = compile_flags(self.device, self.p.name, self.flags)
         title = f"{self.backend} at {self.p.name}, ONNX nodes {start}..{end - 1}"
-        return repro.write(out, title=title, backend=self.backend, kind=self.backend, precision=self.p,
-                           device=self.device, program=sub, inputs=ins, expected=expected, backend_out=backend_out,
-                           baseline_rel_l2=baseline_rel_l2, limit=limit, flags=flags, plugin_file=None,
-                           versions=versions())
+        return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,
+                           program=sub, inputs=ins, expected=expected, backend_out=backend_out,
+                           baseline_rel_l2=baseline_rel_l2, limit=limit, flags=self.flags, versions=versions())

@@ -97,7 +97,7 @@ def apply(gm: torch.fx.GraphModule, keep: set[str] | frozenset[str], low: torch.
             known = isinstance(first, torch.fx.Node) and n.target is not operator.getitem
             dtype[n] = dtype.get(first) if known else None
         elif n.op == "output":
-            def back(a):
+            def back(a, n=n):  # called right here, inside this iteration
                 if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor) \
                         and a.meta["val"].is_floating_point() and dtype.get(a) != a.meta["val"].dtype:
                     with g.inserting_before(n):

@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import precision as prec
+from . import rundir
 from .autocast import fp32_names
 from .errors import UsageError
 
@@ -80,7 +81,7 @@ class Plan:
         dump(self.as_dict(), path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Plan":
+    def load(cls, path: str | Path) -> Plan:
         p = Path(path)
         if not p.is_file():
             raise UsageError(f"plan file not found: {path}" if not p.exists() else f"the plan must be a file: {path}")
@@ -245,6 +246,7 @@ def rel_l2(expected: list, outputs: list) -> float:
     return m.rel_l2 if (m.nan + m.inf) == 0 else math.inf
 
 
+@rundir.scoped
 def plan(model: str, *, precision: str = "fp16", backend: str = "torch", tolerance: float | None = None,
          device: str = "cpu", seed: int = 0, plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (),
          timeout: float = 300.0, cache_dir: str | None = None, inputs: str | None = None,
@@ -258,7 +260,7 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
     if p.name not in ("fp16", "bf16"):
         raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32; --precision {precision} is not one")
     reg = registry(plugins)
-    reg.create(backend)  # unknown names fail before any work
+    cls = reg.cls(backend)  # unknown names fail before any work
     loaded = Plan.load(load) if load else None
     if loaded is not None and loaded.precision != p.name:
         raise UsageError(f"the plan in {load} is for {loaded.precision}, not {p.name}")
@@ -268,9 +270,13 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
         raise UsageError(f"--tolerance must be a positive number, got {tol}")
     from .cache import default_root
     cache = cache_dir or str(default_root())
-    flags = tuple(iree_flags) if backend == "iree" else ()
+    flags = tuple(iree_flags) if cls.takes_flags else ()
     if source.ref.kind == "onnx":
         from . import plan_onnx as po
+        if not cls.verifies_onnx_plans:
+            can = ", ".join(n for n in reg.names() if reg.cls(n).verifies_onnx_plans)
+            raise UsageError(f"plan on an ONNX model verifies its mixed graphs on ONNX Runtime (--backend {can}), "
+                             f"not {backend}; for torch.compile or IREE, plan the model's torch source")
         result, trials = po.plan_onnx(source, p, backend=backend, tolerance=tol, load=loaded)
         exporter = lambda: po.export_onnx(trials, result.kept, export_onnx)  # noqa: E731
     else:
@@ -279,12 +285,12 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
                                              plugins=tuple(plugins), flags=flags, timeout=timeout, cache=cache,
                                              load=loaded)
         if result.pure_error is None or not result.pure_error <= tol:
-            if backend in ("torch", "inductor"):
+            if cls.runs_modules:
                 result.autocast = pt.autocast_remedy(source.module, source.inputs, expected, p, tol)
             else:
                 result.autocast = _autocast_cell(model, backend, p, tol, device, plugins, iree_flags, timeout, seed)
-        if result.passed and measure_speed and backend in ("torch", "inductor"):
-            result.speed = pt.speed(source.module, gm, result.kept, source.inputs, p, compiled=backend == "inductor")
+        if result.passed and measure_speed and cls.runs_modules:  # eager, or compiled when not the reference
+            result.speed = pt.speed(source.module, gm, result.kept, source.inputs, p, compiled=not cls.reference)
         exporter = lambda: pt.export_onnx(gm, result.kept, p, source.inputs, expected, tol, export_onnx)  # noqa: E731
     if export_onnx and result.passed:
         try:

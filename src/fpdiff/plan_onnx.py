@@ -220,9 +220,6 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float,
               load: Plan | None) -> tuple[Plan, OrtTrials]:
     """Search (or re-verify a loaded plan) over the ONNX graph's nodes, on ONNX Runtime; the trials build the
     planned graph again for export."""
-    if backend != "ort":
-        raise UsageError(f"plan on an ONNX model runs ONNX Runtime (--backend ort), not {backend}; "
-                         "for torch.compile or IREE, plan the model's torch source")
     t0 = time.perf_counter()
     model = named(source.module)
     feeds = dict(zip(source.input_names, source.inputs))

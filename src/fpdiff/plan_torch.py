@@ -4,14 +4,14 @@ from __future__ import annotations
 import copy
 import math
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from . import graph, mixed, precision as prec
+from . import graph, mixed, rundir
+from . import precision as prec
 from .errors import UsageError
 from .plan import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2, settle
 
@@ -77,9 +77,11 @@ class TorchTrials:
         self.inputs = prec.cast_inputs(inputs, FP32)
         self.backend, self.device, self.plugins, self.flags = backend, device, plugins, flags
         self.timeout, self.cache = timeout, cache
+        from .backends import registry
+        self.in_process = registry(plugins).cls(backend).reference  # the reference runs here; others in a worker
         self.pool = None
         self.count = 0
-        self.dir = Path(tempfile.mkdtemp(prefix="fpdiff-plan-"))
+        self.dir = rundir.mkdtemp(prefix="fpdiff-plan-")
 
     def close(self) -> None:
         if self.pool is not None:
@@ -88,7 +90,7 @@ class TorchTrials:
     def __call__(self, keep: frozenset[str]) -> Trial:
         t0 = time.perf_counter()
         m = mixed.apply(self.gm, keep, self.p.dtype)
-        if self.backend == "torch":
+        if self.in_process:
             m = m.to(self.device)
             with torch.no_grad():
                 out = _outputs(m(*(t.to(self.device) for t in self.inputs)))

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import graph
-from .mixed import MOVES, op_name
+from . import graph, rundir
 from .errors import UsageError
+from .mixed import MOVES, op_name
 from .sources import load
 
 # Rules, each with its reason (the README repeats them). u is the format's unit roundoff.
@@ -274,6 +274,7 @@ def _weights(ep: torch.export.ExportedProgram, dtypes: list[str], result: Ranges
             result.constants.append(ConstantRange(by_input[n.name], "weight", users, float(x.abs().max()), reasons))
 
 
+@rundir.scoped
 def ranges(model: str, *, precisions: str | list[str] = ("fp16", "bf16"), seed: int = 0) -> RangesResult:
     """Every intermediate of the float64 run of a torch model, judged for each low-precision format."""
     names = [p.strip() for p in (precisions.split(",") if isinstance(precisions, str) else precisions) if p.strip()]

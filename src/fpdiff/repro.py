@@ -3,13 +3,13 @@ shows the difference with nothing but the backend (and numpy) installed."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .backends.base import Repro
+from .errors import UsageError
 from .precision import Precision
 
 _HEAD = '''"""Repro written by fpdiff locate: {title}
@@ -27,52 +27,6 @@ xs = [data[f"in{{i}}"] for i in range(len(data.files))]
 expected = np.load(here / "expected.npz")
 expected = [expected[f"out{{i}}"] for i in range(len(expected.files))]
 '''
-
-_TORCH_IN = '''import torch
-def as_torch(x, dtype):
-    t = torch.from_numpy(x)
-    return t.to(getattr(torch, dtype)) if t.is_floating_point() else t
-xt = [as_torch(x, d) for x, d in zip(xs, meta["input_dtypes"])]
-program = torch.export.load(str(here / "segment.pt2"))
-'''
-
-_RUN = {
-    "torch": _TORCH_IN + '''with torch.no_grad():
-    outs = program.module()(*xt)
-''',
-    "inductor": _TORCH_IN + '''with torch.no_grad():
-    outs = torch.compile(program.module())(*xt)
-''',
-    "plugin": _TORCH_IN + '''import importlib.util
-spec = importlib.util.spec_from_file_location("plugin", meta["plugin_file"])
-plugin = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(plugin)
-backend = next(c for c in vars(plugin).values() if getattr(c, "name", None) == meta["backend"])()
-with torch.no_grad():
-    outs = backend.prepare(program, meta["precision"], meta["device"])(*xt)
-''',
-    "ort": '''import onnxruntime as ort
-def as_np(x, dtype):
-    if dtype == "bfloat16":
-        import ml_dtypes
-        return x.astype(ml_dtypes.bfloat16)
-    return x.astype(dtype) if x.dtype.kind == "f" else x
-session = ort.InferenceSession(str(here / "segment.onnx"), providers=["CPUExecutionProvider"])
-names = [i.name for i in session.get_inputs()]
-outs = session.run(None, {n: as_np(x, d) for n, x, d in zip(names, xs, meta["input_dtypes"])})
-''',
-    "iree": '''import iree.runtime as rt
-def as_np(x, dtype):
-    if dtype == "bfloat16":
-        import ml_dtypes
-        return x.astype(ml_dtypes.bfloat16)
-    return x.astype(dtype) if x.dtype.kind == "f" else x
-module = rt.load_vm_flatbuffer_file(str(here / "segment.vmfb"), driver=meta["driver"])
-fn = [n for n in module.vm_module.function_names if not n.startswith("__") and not n.endswith("$async")][0]
-outs = module[fn](*[as_np(x, d) for x, d in zip(xs, meta["input_dtypes"])])
-outs = [o.to_host() for o in (outs if isinstance(outs, (list, tuple)) else [outs])]
-''',
-}
 
 _TAIL = '''
 def host(o):
@@ -94,13 +48,13 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return (t.float() if t.dtype == torch.bfloat16 else t).detach().cpu().numpy()
 
 
-def write(out: Path, *, title: str, backend: str, kind: str, precision: Precision, device: str,
-          program, inputs: list, expected: list[np.ndarray],
-          backend_out: list[np.ndarray] | None, baseline_rel_l2: float, limit: float, flags: list[str],
-          plugin_file: str | None, versions: dict) -> Path:
-    """Write the bundle for `kind` (torch, inductor, ort, iree or plugin) and return the script's path."""
-    out.mkdir(parents=True, exist_ok=True)
+def write(out: Path, *, title: str, backend, precision: Precision, device: str, program, inputs: list,
+          expected: list[np.ndarray], backend_out: list[np.ndarray] | None, baseline_rel_l2: float, limit: float,
+          flags: tuple[str, ...], versions: dict) -> Path:
+    """Write the bundle: segment, inputs, float64 expected and (when given) the backend's outputs; the backend
+    adds what it needs to run the segment alone (Backend.repro). Returns the script's path."""
     onnx_segment = not isinstance(program, torch.export.ExportedProgram)  # an ONNX model's segment
+    out.mkdir(parents=True, exist_ok=True)
     if onnx_segment:
         import onnx
         onnx.save(program, str(out / "segment.onnx"))
@@ -111,33 +65,14 @@ def write(out: Path, *, title: str, backend: str, kind: str, precision: Precisio
     np.savez(out / "expected.npz", **{f"out{i}": a for i, a in enumerate(expected)})
     if backend_out is not None:
         np.savez(out / "backend_output.npz", **{f"out{i}": a for i, a in enumerate(backend_out)})
-    meta = {"backend": backend, "precision": precision.name, "device": device, "flags": flags,
+    meta = {"backend": backend.name, "precision": precision.name, "device": device, "flags": list(flags),
             "input_dtypes": [str(t.dtype).removeprefix("torch.") for t in inputs], "baseline_rel_l2": baseline_rel_l2,
-            "limit": limit, "versions": versions, "plugin_file": plugin_file,
-            "driver": "cuda" if device.startswith("cuda") else "local-task"}
-    if kind == "ort" and not onnx_segment:
-        from .export import export_program
-        export_program(program, out / "segment.onnx")
-    elif kind == "iree":
-        from .backends.iree import _tool, import_program
-        if onnx_segment:
-            subprocess.run([_tool("iree-import-onnx"), str(out / "segment.onnx"), "-o", str(out / "segment.mlir")],
-                           check=True, capture_output=True)
-            input_type = []
-        else:
-            import_program(program, precision.name, out / "segment.mlir")
-            input_type = ["--iree-input-type=torch"]
-        cmd = [_tool("iree-compile"), str(out / "segment.mlir"), *input_type, *flags,
-               "-o", str(out / "segment.vmfb")]
-        subprocess.run(cmd, check=True, capture_output=True)
-        meta["compile_command"] = " ".join(["iree-compile", "segment.mlir", *cmd[2:-2], "-o", "segment.vmfb"])
-    elif kind == "plugin" and plugin_file:
-        shutil.copy(plugin_file, out / Path(plugin_file).name)
-        meta["plugin_file"] = Path(plugin_file).name
+            "limit": limit, "versions": versions}
+    body = backend.repro(Repro(out, program, onnx_segment, precision.name, device, tuple(flags), meta))
+    if body is None:
+        raise UsageError(f"{backend.name} writes no repro bundle for this model ({'ONNX' if onnx_segment else 'torch'}"
+                         " segments); rerun with --no-repro")
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
     script = out / "repro.py"
-    body = _RUN[kind]
-    if kind == "plugin":
-        body = body.replace('meta["plugin_file"]', 'str(here / meta["plugin_file"])')
     script.write_text(_HEAD.format(title=title) + body + _TAIL)
     return script

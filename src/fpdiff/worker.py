@@ -1,20 +1,20 @@
 """Runs backend jobs in a child process with a timeout, so a crash or hang costs one cell, not the run."""
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import socket
 import subprocess
 import sys
-import os
-import re
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import numpy as np
 
+from . import rundir
 from .task import Job
 
 OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT = "ok", "unsupported", "error", "crash", "timeout"
@@ -47,7 +47,8 @@ _UNSUPPORTED_PATTERNS = [
     re.compile(r"Could not find an implementation for (?P<op>\w+)\(\d+\) node with name '(?P<node>[^']*)'"),
     re.compile(r"running (?P<op>\w+) node\. Name:'(?P<node>[^']*)' Status Message: .*?(?P<dtype>\w+) data type is "
                r"not supported"),
-    re.compile(r"Type '[^']*' of input parameter \([^)]*\) of operator \((?P<op>\w+)\) in node \((?P<node>[^)]*)\) is invalid"),
+    re.compile(r"Type '[^']*' of input parameter \([^)]*\) of operator \((?P<op>\w+)\) in node "
+               r"\((?P<node>[^)]*)\) is invalid"),
     re.compile(r"(?P<op>[\w.:]+) (?:is )?not (?:yet )?(?:implemented|supported) for (?:dtype )?(?P<dtype>[\w.]+)"),
 ]
 
@@ -117,8 +118,8 @@ class _State:
     def run(self, job: Job) -> JobResult:
         import torch
 
-        from . import errors, precision as prec
-        from .backends import Prepared, registry
+        from . import precision as prec
+        from .backends import registry
         from .cache import Cache
         from .task import LoadedSource, Task
 
@@ -131,26 +132,30 @@ class _State:
         if job.device.startswith("cuda") and not torch.cuda.is_available():
             return JobResult(UNSUPPORTED, message="no CUDA device on this machine")
         if p.cuda_only and not job.device.startswith("cuda"):
-            return JobResult(UNSUPPORTED, message=f"{p.name} is a CUDA tensor-core mode; it does not exist on {job.device}")
+            return JobResult(UNSUPPORTED,
+                             message=f"{p.name} is a CUDA tensor-core mode; it does not exist on {job.device}")
         key = (job.source, job.data_path, job.seed)
         if key not in self.sources:
             self.sources[key] = LoadedSource(job.source, job.data_path, job.seed)
         task = Task(self.sources[key], p, job.device, job.variant, Cache(job.cache_dir), job.flags)
         t0 = time.perf_counter()
         try:
-            if hasattr(backend, "prepare_task"):
-                prepared = backend.prepare_task(task)
-            else:  # the plugin protocol: a program already cast for whole-model precisions
-                if not task.is_torch:
-                    return JobResult(UNSUPPORTED, message=f"{job.backend} takes torch programs; this model is ONNX")
-                with errors.stage(errors.TORCH_EXPORT, "torch"):
-                    program = task.program()
-                with errors.stage(errors.COMPILE, f"plugin {job.backend}"):
-                    prepared = Prepared(backend.prepare(program, p.name, job.device))
+            prepared = backend.prepare_task(task)  # plugins in the minimal form come through an adapter
         except Exception as e:
             r = failure(e, "prepare", job.backend, prepare_s=time.perf_counter() - t0)
             r.dtype = r.dtype or p.name
             return r
+        try:
+            return self._run_prepared(job, p, task, prepared, t0)
+        finally:
+            with contextlib.suppress(Exception):  # a failing release must not hide the cell's answer
+                prepared.close()
+
+    @staticmethod
+    def _run_prepared(job: Job, p, task, prepared, t0: float) -> JobResult:
+        import torch
+
+        from . import errors
         t1 = time.perf_counter()
         inputs = task.inputs()
         runs = []
@@ -211,7 +216,7 @@ class WorkerPool:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self._proc: subprocess.Popen | None = None
         self._conn: Connection | None = None
-        self._log = Path(tempfile.mkdtemp(prefix="fpdiff-worker-")) / "worker.log"
+        self._log = rundir.mkdtemp(prefix="fpdiff-worker-") / "worker.log"
         self._env = env or {}
 
     def _start(self) -> None:
@@ -271,7 +276,7 @@ class WorkerPool:
         self._conn.close()
         self._proc = None
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,17 +6,22 @@ import importlib.util
 import inspect
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from ..errors import UsageError
+from .base import Backend, PluginAdapter, Prepared, adapt
+
+__all__ = ["Backend", "Prepared", "Registry", "mixed_dtype", "registry", "to_numpy", "too_wide"]
 
 ENTRY_POINT_GROUP = "fpdiff.backends"
 # Set to 1 to load only fpdiff's own entry points: a broken or unwanted third-party backend package stays out of
 # every command (as PYTEST_DISABLE_PLUGIN_AUTOLOAD does for pytest). --plugin files still load.
 NO_AUTOLOAD = "FPDIFF_DISABLE_PLUGIN_AUTOLOAD"
 _reported: set[str] = set()  # skipped entry points already told about in this process
+# The float64 judge and per-precision baseline of each model kind: torch eager for torch models (the reference
+# implementation), the ONNX reference evaluator for ONNX models (checked against ONNX Runtime every run, judge.py).
+JUDGE = {"torch": "torch", "onnx": "onnxref"}
 # A cast cell is reported as dtype-changed when fewer than a quarter of its float arithmetic ops ran in the
 # requested dtype. Many wide ops are normal in an fp16 model: torch computes norm statistics and softmax sums in
 # fp32 and compilers follow (IREE ran 16 of 35 ops of tinycnn's fp16 dispatches in fp16, the rest are group/batch
@@ -44,30 +49,18 @@ def mixed_dtype(counts: dict, want: str) -> str | None:
     return f"{want} ({counts.get(want, 0)} of {total} float ops; {others})"
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """The minimum a plugin provides. `prepare` gets a torch.export.ExportedProgram already cast to whole-model
-    precisions and returns a callable from CPU tensors to a sequence of tensors."""
-    name: str
-
-    def available(self) -> str | None: ...
-
-    def prepare(self, program, precision: str, device: str) -> Callable[..., Sequence[Any]]: ...
-
-
-@dataclass
-class Prepared:
-    """What a built-in backend hands back: the runnable, plus facts it knows about what it really computes."""
-    run: Callable[..., Sequence[Any]]
-    computed_dtype: str | None = None  # None: read it from the outputs
-    notes: list = field(default_factory=list)  # compare.Finding: facts such as a demoted signature
-    info: dict = field(default_factory=dict)  # e.g. {"cache": "hit", "fp16_share": 0.4}
-
-
 def _is_backend_class(obj) -> bool:
-    return (inspect.isclass(obj) and isinstance(getattr(obj, "name", None), str)
-            and callable(getattr(obj, "available", None))
-            and (callable(getattr(obj, "prepare", None)) or callable(getattr(obj, "prepare_task", None))))
+    """A Backend subclass, or the minimal plugin form (name, available(), prepare())."""
+    if not inspect.isclass(obj) or not isinstance(getattr(obj, "name", None), str):
+        return False
+    if issubclass(obj, Backend):
+        return obj is not Backend and obj is not PluginAdapter and "prepare_task" in _defined(obj)
+    return callable(getattr(obj, "available", None)) and callable(getattr(obj, "prepare", None))
+
+
+def _defined(cls: type) -> set[str]:
+    """Names a class defines below Backend (so Backend itself and the adapter do not count as backends)."""
+    return {k for c in cls.__mro__ if c not in (Backend, PluginAdapter, object) for k in vars(c)}
 
 
 class Registry:
@@ -81,7 +74,7 @@ class Registry:
             raise UsageError(f"{origin}: {cls!r} is not a backend (needs name, available(), prepare())")
         if cls.name in self._classes and self._origin[cls.name] != origin:
             raise UsageError(f"backend name {cls.name!r} from {origin} is already taken by {self._origin[cls.name]}")
-        self._classes[cls.name] = cls
+        self._classes[cls.name] = adapt(cls)
         self._origin[cls.name] = origin
 
     def load_entry_points(self, autoload: bool = True) -> None:
@@ -124,12 +117,18 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._classes)
 
-    def create(self, name: str):
+    def cls(self, name: str) -> type[Backend]:
+        """The backend's class: its declarations (kinds, shape_variants, takes_flags...) without making one."""
         if name not in self._classes:
             if name in self.skipped:
                 raise UsageError(self.skipped[name])
             raise UsageError(f"unknown backend {name!r}; known: {', '.join(self._classes)}")
-        return self._classes[name]()
+        return self._classes[name]
+
+    def create(self, name: str) -> Backend:
+        backend = self.cls(name)()
+        backend.origin = self._origin[name]
+        return backend
 
 
 def registry(plugins: Sequence[str] = ()) -> Registry:

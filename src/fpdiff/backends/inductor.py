@@ -5,15 +5,13 @@ import torch
 
 from ..errors import Unsupported
 from ..graph import dynamic_dims
-from . import Prepared
+from .base import TORCH_INPUTS, Backend, Prepared, Repro
 from .torch_eager import computed_dtype, device_runner
 
 
-class InductorBackend:
+class InductorBackend(Backend):
     name = "inductor"
-
-    def available(self) -> str | None:
-        return None
+    runs_modules = True
 
     def prepare_task(self, task) -> Prepared:
         if not task.is_torch:
@@ -35,7 +33,14 @@ class InductorBackend:
 
         run = device_runner(call, task.precision, task.device, autocast=False)
         run(*task.inputs())  # compile now, so a compile failure is `unsupported` and run time excludes it
-        return Prepared(run, computed_dtype(task.precision))
+        return Prepared(run, computed_dtype(task.precision), release=torch._dynamo.reset)
+
+    def repro(self, r: Repro) -> str | None:
+        if r.onnx_segment:
+            return None
+        return TORCH_INPUTS + """with torch.no_grad():
+    outs = torch.compile(program.module())(*xt)
+"""
 
 
 class _Autocast(torch.nn.Module):

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from ..compare import Finding
 from ..errors import COMPILE, IMPORT, LOAD, TORCH_EXPORT, StageError, Unsupported, plain, stage
-from . import Prepared, mixed_dtype, to_numpy as _to_numpy, too_wide
+from . import mixed_dtype, too_wide
+from . import to_numpy as _to_numpy
+from .base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 # sm_80 compiles and runs on H100/H200 with iree-base-compiler 3.13; sm_90 fails with "missing GPU target".
@@ -24,7 +26,7 @@ _FLOAT_OP = re.compile(r"=\s*(?:arith\.(?:addf|subf|mulf|divf|remf|negf|maximumf
 _ABI_DEMOTED = re.compile(r"tensor<[^>]*xf64>\s+as\s+tensor<[^>]*xf32>")
 
 
-def _tool(name: str) -> str:
+def tool(name: str) -> str:
     found = shutil.which(name) or str(Path(sys.executable).with_name(name))
     if not Path(found).exists():
         raise Unsupported(f"{name} not found (install iree-base-compiler)")
@@ -195,8 +197,10 @@ def compile_failure(stderr: str, returncode: int, precision: str) -> Exception:
     return StageError(COMPILE, "iree-compile", f"iree-compile {how}: {first}")
 
 
-class IreeBackend:
+class IreeBackend(Backend):
     name = "iree"
+    kinds = frozenset({TORCH, ONNX})
+    takes_flags = True
 
     def available(self) -> str | None:
         try:
@@ -246,18 +250,41 @@ class IreeBackend:
                 flags = ["--iree-input-type=torch", *flags]
             else:
                 route = {"iree_import": "iree-import-onnx"}
-                r = subprocess.run([_tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
+                r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
                                    capture_output=True, text=True)
                 if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
                     last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:400]
                     raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
             phases = out.with_name(out.name.split(".tmp")[0].removesuffix(".vmfb") + ".phases")
             shutil.rmtree(phases, ignore_errors=True)
-            r = subprocess.run([_tool("iree-compile"), str(mlir), *flags, "-o", str(out),
+            r = subprocess.run([tool("iree-compile"), str(mlir), *flags, "-o", str(out),
                                 f"--dump-compilation-phases-to={phases}"], capture_output=True, text=True)
             if r.returncode:
                 raise compile_failure(r.stderr, r.returncode, task.precision.name)
         return route
+
+    def repro(self, r: Repro) -> str | None:
+        """The segment imported and compiled with the cell's flags; the script needs iree-base-runtime only."""
+        flags = compile_flags(r.device, r.precision, r.flags)
+        mlir = r.out / "segment.mlir"
+        if r.onnx_segment:
+            subprocess.run([tool("iree-import-onnx"), str(r.out / "segment.onnx"), "-o", str(mlir)], check=True,
+                           capture_output=True)
+            input_type = []
+        else:
+            import_program(r.program, r.precision, mlir)
+            input_type = ["--iree-input-type=torch"]
+        cmd = [tool("iree-compile"), str(mlir), *input_type, *flags, "-o", str(r.out / "segment.vmfb")]
+        subprocess.run(cmd, check=True, capture_output=True)
+        r.meta["flags"] = flags
+        r.meta["compile_command"] = " ".join(["iree-compile", "segment.mlir", *cmd[2:-2], "-o", "segment.vmfb"])
+        r.meta["driver"] = "cuda" if r.device.startswith("cuda") else "local-task"
+        return "import iree.runtime as rt\n" + NUMPY_INPUTS + """vmfb = str(here / "segment.vmfb")
+module = rt.load_vm_flatbuffer_file(vmfb, driver=meta["driver"])
+fn = [n for n in module.vm_module.function_names if not n.startswith("__") and not n.endswith("$async")][0]
+outs = module[fn](*[as_np(x, d) for x, d in zip(xs, meta["input_dtypes"])])
+outs = [o.to_host() for o in (outs if isinstance(outs, (list, tuple)) else [outs])]
+"""
 
     @staticmethod
     def _runner(vmfb: Path, device: str):

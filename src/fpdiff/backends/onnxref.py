@@ -1,11 +1,13 @@
 """The ONNX reference evaluator (numpy): float64 judge and per-precision baseline for ONNX models."""
 from __future__ import annotations
 
-from . import Prepared, to_numpy
+from . import to_numpy
+from .base import ONNX, TORCH, Backend, Prepared
 
 
-class OnnxRefBackend:
+class OnnxRefBackend(Backend):
     name = "onnxref"
+    kinds = frozenset({TORCH, ONNX})
 
     def available(self) -> str | None:
         try:
@@ -17,6 +19,7 @@ class OnnxRefBackend:
     def prepare_task(self, task) -> Prepared:
         import onnx
         from onnx.reference import ReferenceEvaluator
+
         from ..errors import Unsupported
         if task.device != "cpu":
             raise Unsupported("the ONNX reference evaluator runs on the CPU only")

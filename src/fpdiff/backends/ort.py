@@ -4,10 +4,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-
 from ..compare import Finding
 from ..errors import LOAD, Unsupported, stage
-from . import Prepared, mixed_dtype, to_numpy as _to_numpy, too_wide
+from . import mixed_dtype, too_wide
+from . import to_numpy as _to_numpy
+from .base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
 
 # Ops that move or reshape data without arithmetic: their dtype says nothing about where rounding happens.
 _DATA_MOVEMENT = {"Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
@@ -38,8 +39,11 @@ def op_dtypes(model_path: Path) -> Counter:
     return counts
 
 
-class OrtBackend:
+class OrtBackend(Backend):
     name = "ort"
+    kinds = frozenset({TORCH, ONNX})
+    all_outputs = True
+    verifies_onnx_plans = True
 
     def available(self) -> str | None:
         try:
@@ -92,3 +96,13 @@ class OrtBackend:
             return session.run(None, feed)
 
         return Prepared(run, mixed_dtype(info.get("op_dtypes", {}), want), notes, info)
+
+    def repro(self, r: Repro) -> str | None:
+        if not r.onnx_segment:
+            from ..export import export_program
+            export_program(r.program, r.out / "segment.onnx")
+        return "import onnxruntime as ort\n" + NUMPY_INPUTS + """segment = str(here / "segment.onnx")
+session = ort.InferenceSession(segment, providers=["CPUExecutionProvider"])
+names = [i.name for i in session.get_inputs()]
+outs = session.run(None, {n: as_np(x, d) for n, x, d in zip(names, xs, meta["input_dtypes"])})
+"""

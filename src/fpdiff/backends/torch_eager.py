@@ -7,7 +7,7 @@ import torch
 
 from ..errors import Unsupported
 from ..precision import Precision, dtype_name
-from . import Prepared
+from .base import TORCH_INPUTS, Backend, Prepared, Repro
 
 
 def precision_context(precision: Precision, device: str, autocast: bool = True):
@@ -46,14 +46,21 @@ def device_runner(fn, precision: Precision, device: str, autocast: bool = True):
     return run
 
 
-class TorchBackend:
+class TorchBackend(Backend):
     name = "torch"
-
-    def available(self) -> str | None:
-        return None
+    shape_variants = False  # eager runs the shapes it is given: every variant would be the same run
+    reference = True
+    runs_modules = True
 
     def prepare_task(self, task) -> Prepared:
         if not task.is_torch:
             raise Unsupported("torch eager runs torch models; this model is ONNX")
         module = task.module().to(task.device)
         return Prepared(device_runner(module, task.precision, task.device), computed_dtype(task.precision))
+
+    def repro(self, r: Repro) -> str | None:
+        if r.onnx_segment:
+            return None
+        return TORCH_INPUTS + """with torch.no_grad():
+    outs = program.module()(*xt)
+"""

@@ -21,6 +21,3 @@ def dump(data: dict, path: str | Path) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(_clean(data), indent=2, default=str))
 
-
-def write(result, path: str | Path) -> None:
-    dump(result.as_dict(), path)

@@ -15,7 +15,8 @@ def read_model(path: Path):
         model = onnx.load(str(path))
         onnx.checker.check_model(model)
     except Exception as e:
-        raise UsageError(f"cannot read ONNX file {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from e
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UsageError(f"cannot read ONNX file {path}: {why}") from e
     return model
 
 
