@@ -46,10 +46,9 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     import fpdiff
     from fpdiff import precision as prec
     from fpdiff.export import export_program
-    from fpdiff.onnx_mixed import to_mixed
-    from fpdiff.plan import rel_l2
-    from fpdiff.plan_onnx import OrtTrials, float64_run, named
-    from fpdiff.plan_torch import _onnx_compute_types
+    from fpdiff.onnx_mixed import named, to_mixed
+    from fpdiff.plan_onnx import OrtTrials, float64_run, onnx_compute_types
+    from fpdiff.plan_search import rel_l2
     from fpdiff.sources import load
     src = load(str(HERE / "specs" / spec))
     path = d / spec.replace(".py", ".onnx")
@@ -71,7 +70,7 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     row["fpdiff"] = {"evaluations": plan.evaluations, "analyses": len(plan.analyses),
                      "seconds": time.perf_counter() - t, "passed": plan.passed, "kept": len(plan.keep),
                      "error": plan.error, "pure_error": plan.pure_error,
-                     **(_onnx_compute_types(ours) if ours is not None else {})}
+                     **(onnx_compute_types(ours) if ours is not None else {})}
 
     calls = {"n": -1}  # its first validate call is fp32 against itself
 
@@ -91,7 +90,7 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
         import onnxruntime as ort
         out = ort.InferenceSession(theirs.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
         row["onnxconverter_common"].update(error=rel_l2(expected, [np.asarray(o, np.float64) for o in out]),
-                                           **_onnx_compute_types(theirs))
+                                           **onnx_compute_types(theirs))
     speed = {"fp32": ort_ms(model, feeds), "fp16": ort_ms(to_mixed(model, TensorProto.FLOAT16, ()), feeds)}
     if ours is not None:
         speed["fpdiff plan"] = ort_ms(ours, feeds)

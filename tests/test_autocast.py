@@ -10,8 +10,8 @@ import fpdiff
 from conftest import SPECS
 from fpdiff import autocast, mixed
 from fpdiff.backends import too_wide
-from fpdiff.plan_onnx import named
-from fpdiff.plan_torch import fp32_module
+from fpdiff.mixed import fp32_module
+from fpdiff.onnx_mixed import named
 from fpdiff.sources.spec import build, import_spec
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast

@@ -5,7 +5,7 @@ import torch
 from conftest import SPECS
 from fpdiff import mixed
 from fpdiff.errors import UsageError
-from fpdiff.plan_torch import fp32_module
+from fpdiff.mixed import fp32_module
 from fpdiff.sources import load
 
 

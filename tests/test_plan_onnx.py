@@ -39,8 +39,9 @@ def test_lost_constants_are_kept_in_fp32_and_the_plan_verified(padded, tmp_path)
 
 
 def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
-    from fpdiff.plan import Search
-    from fpdiff.plan_onnx import CLAMP, OrtTrials, evidence, float64_run, named, unit_names
+    from fpdiff.onnx_mixed import named
+    from fpdiff.plan_onnx import CLAMP, OrtTrials, evidence, float64_run, unit_names
+    from fpdiff.plan_search import Search
     from fpdiff.precision import get
     m = named(onnx.load(str(padded / "m.onnx")))
     feeds = dict(np.load(padded / "inputs.npz"))
@@ -48,7 +49,7 @@ def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
     expected = [values[o.name] for o in m.graph.output]
     names = unit_names(m, values)
     ranked, strong, sources, why = evidence(m, values, get("fp16"), names)
-    from fpdiff.plan import Unit
+    from fpdiff.plan_search import Unit
     search = Search([Unit(n, "") for n in names], OrtTrials(m, feeds, expected, get("fp16"), 1e-2), 1e-2)
     found = search.run(ranked, strong, sources)
     ops = {n.name: n.op_type for n in m.graph.node}
@@ -59,8 +60,8 @@ def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
 def test_every_op_kept_is_fp32_again(padded):
     import onnxruntime as ort
 
-    from fpdiff.onnx_mixed import to_mixed
-    from fpdiff.plan_onnx import float64_run, follow_moves, named, unit_names
+    from fpdiff.onnx_mixed import named, to_mixed
+    from fpdiff.plan_onnx import float64_run, follow_moves, unit_names
     m = named(onnx.load(str(padded / "m.onnx")))
     feeds = dict(np.load(padded / "inputs.npz"))
     values = float64_run(m, feeds)

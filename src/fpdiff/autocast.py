@@ -200,7 +200,7 @@ def torch_keep(gm: torch.fx.GraphModule, inputs: tuple, device: str, low: torch.
 def mixed_program(module: torch.nn.Module, inputs: tuple, low: torch.dtype, device: str, dynamic_shapes=None):
     """The model as torch.export of its autocast graph: float32 in and out, ops at `low` where autocast puts them."""
     from . import mixed
-    from .plan_torch import fp32_module
+    from .mixed import fp32_module
     args = tuple(t.float() if t.is_floating_point() else t for t in inputs)
     gm = fp32_module(module, args, dynamic_shapes)
     keep = torch_keep(gm, args, device, low)
@@ -237,7 +237,7 @@ def onnx_keep(model, device: str) -> list[str]:
     import onnx
 
     from .export import FLOATS
-    from .onnx_mixed import STANDARD, _is_float_constant
+    from .onnx_mixed import STANDARD, is_float_constant
     m = onnx.shape_inference.infer_shapes(model)
     elem = {vi.name: _elem_type(vi.type) for vi in list(m.graph.value_info) + list(m.graph.input)
             + list(m.graph.output)}
@@ -249,7 +249,7 @@ def onnx_keep(model, device: str) -> list[str]:
     state = {i.name: "fp32" for i in m.graph.input if i.name not in inits and elem.get(i.name) in FLOATS}
     decided: dict[str, str] = {}
     for node in m.graph.node:
-        if _is_float_constant(node):
+        if is_float_constant(node):
             state.update({o: "flex" for o in node.output})
             continue
         if node.domain not in STANDARD or any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute):
@@ -288,8 +288,7 @@ def mixed_onnx(model, low: torch.dtype, device: str):
     """A float32 ONNX graph computing at `low` except where autocast's policy for this device says float32."""
     from onnx import TensorProto
 
-    from .onnx_mixed import to_mixed
-    from .plan_onnx import named
+    from .onnx_mixed import named, to_mixed
     m = named(model)
     target = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}[low]
     return to_mixed(m, target, onnx_keep(m, device))

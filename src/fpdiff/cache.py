@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import rundir
-from .sources import digest
+from .sources.base import digest
 
 
 def default_root() -> Path:

@@ -61,7 +61,7 @@ class Metrics:
     numel: int
 
     def as_dict(self) -> dict:
-        return {k: _json_float(v) for k, v in self.__dict__.items()}
+        return {k: json_float(v) for k, v in self.__dict__.items()}
 
 
 @dataclass
@@ -125,7 +125,7 @@ def coarser_than_requested(m: Metrics, precision: Precision, baseline: Metrics |
                    "reduced-precision reductions, demotion flags); fpdiff locate finds where")
 
 
-def _json_float(v):
+def json_float(v):
     if isinstance(v, float) and not math.isfinite(v):
         return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return v

@@ -75,6 +75,5 @@ def raised_by_fpdiff(exc: BaseException) -> bool:
         return False
     while tb.tb_next is not None:
         tb = tb.tb_next
-    import fpdiff
-    root = str(Path(fpdiff.__file__).resolve().parent)
+    root = str(Path(__file__).resolve().parent)  # this package's folder
     return str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(root)

@@ -11,38 +11,20 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .errors import ONNX_EXPORT, TORCH_EXPORT, StageError, plain, raised_by_fpdiff, stage
+from .errors import ONNX_EXPORT, StageError, plain, raised_by_fpdiff
 
 FLOATS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 ONNX_TYPE = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
              "bfloat16": TensorProto.BFLOAT16}
 
 
-def onnx_for(task) -> Path:
-    """The cell's ONNX graph, cached: exported from the cast torch program, or the ONNX source cast."""
-    if task.is_torch:
-        made: dict = {}
-        # "exporter-choice" in the key: artifacts from before the fallback have no record of their exporter
-        path = task.cache.get_or_build(*task.key("onnx-export", "exporter-choice"), suffix=".onnx",
-                                       build=lambda p: made.update(_export_task(task, p)))[0]
-        if made:
-            _info_file(path).write_text(json.dumps(made))
-        return path
-    if not task.precision.is_cast:  # autocast: the source graph with autocast's float32 ops kept (autocast.py)
-        from .autocast import mixed_onnx
-
-        def build(p: Path) -> None:
-            with stage(ONNX_EXPORT, "onnx"):  # shape inference on the source graph is what can fail here
-                m = mixed_onnx(task.source.onnx, task.precision.autocast, task.device)
-            onnx.save(m, str(p))
-        return task.cache.get_or_build(*task.key("onnx-autocast"), suffix=".onnx", build=build)[0]
-    target = ONNX_TYPE[task.requested_dtype]
-    return task.cache.get_or_build(*task.key("onnx-cast"), suffix=".onnx",
-                                   build=lambda p: onnx.save(cast_model(task.source.onnx, target), str(p)))[0]
-
-
 def _info_file(onnx_path: Path) -> Path:
     return onnx_path.with_name(onnx_path.stem + ".export.json")
+
+
+def save_export_info(onnx_path: Path, info: dict) -> None:
+    """Keep which exporter made `onnx_path` beside it (export_program returns it), for every later cell."""
+    _info_file(Path(onnx_path)).write_text(json.dumps(info))
 
 
 def export_info(onnx_path: Path) -> dict:
@@ -50,20 +32,6 @@ def export_info(onnx_path: Path) -> dict:
     numbers). Empty for ONNX sources."""
     f = _info_file(Path(onnx_path))
     return json.loads(f.read_text()) if f.exists() else {}
-
-
-def _export_task(task, path: Path) -> dict:
-    """The cell's program exported, with the cell's own nn.Module, inputs and dynamic dims for the fallback."""
-    from . import graph
-    with stage(TORCH_EXPORT, "torch.export"):
-        program = task.program()
-    names = list(task.source.input_names)
-    dims = graph.dynamic_dims(task.source.declared, names, task.variant)
-    axes = {n: {d: f"{n}_{d}" for d in ds} for n, ds in zip(names, dims) if ds}
-    # the fallback traces a module: under autocast the autocast graph's own (the plain module would export fp32)
-    module = task.module if task.precision.is_cast else None
-    return export_program(program, path, module=module, args=task.inputs(), input_names=names,
-                          dynamic_axes=axes or None)
 
 
 def export_program(program, path: Path, module=None, args: tuple | None = None,
@@ -146,11 +114,11 @@ def _cast_tensor(t: onnx.TensorProto, target: int) -> None:
     if t.data_type not in FLOATS or t.data_type == target:
         return
     arr = numpy_helper.to_array(t).astype(np.float64)
-    new = numpy_helper.from_array(_np_cast(arr, target), t.name)
+    new = numpy_helper.from_array(np_cast(arr, target), t.name)
     t.CopyFrom(new)
 
 
-def _np_cast(arr: np.ndarray, target: int) -> np.ndarray:
+def np_cast(arr: np.ndarray, target: int) -> np.ndarray:
     if target == TensorProto.BFLOAT16:
         import ml_dtypes
         return arr.astype(ml_dtypes.bfloat16)

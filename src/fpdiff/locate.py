@@ -75,6 +75,7 @@ class LocateResult:
     compiles: int = 0
     repro: str | None = None  # the repro script, when a bundle was written
     mark_all: dict | None = None  # ORT's every-tensor-marked run: per tensor verdicts, the first departure
+    bisected: bool = False  # the segment bisection ran on the backend (not only the reference's op analysis)
     findings: list = field(default_factory=list)  # compare.Finding: a crash or refusal inside a segment
 
     @property
@@ -290,6 +291,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                                         baseline_rel_l2=culprit.floor, backend_out=None))
             return result
         found = b.bisect()
+        result.bisected = True
         result.compiles = len(b.asked)
         if b.count():
             result.output_error = b.verdict(0, b.count()).rel_l2  # the requested backend's, not eager's

@@ -188,13 +188,13 @@ class OnnxBisector(Bisector):
         import onnx
         from onnx.reference import ReferenceEvaluator
 
-        from .backends.onnxref import _float64_ops
+        from .backends.onnxref import float64_ops
         from .export import ONNX_TYPE, cast_model
         if not p.is_cast or p.name == "bf16":
             raise UsageError("locate on ONNX models takes fp64, fp32 or fp16")
         self.model64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
         self.modelp = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE[prec.dtype_name(p.dtype)]))
-        ev = ReferenceEvaluator(self.model64, new_ops=_float64_ops())
+        ev = ReferenceEvaluator(self.model64, new_ops=float64_ops())
         feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
         try:
             self.v64 = ev.run(None, feeds64, intermediate=True)

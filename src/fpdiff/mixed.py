@@ -7,6 +7,8 @@ import operator
 
 import torch
 
+from . import graph
+from . import precision as prec
 from .errors import UsageError
 
 _to = torch.ops.aten.to.dtype  # returns its input itself when the dtype already matches: free in eager
@@ -135,3 +137,11 @@ def _store_weights(gm: torch.fx.GraphModule, want: dict[str, torch.dtype], low: 
             if isinstance(t, torch.nn.Parameter):
                 new = torch.nn.Parameter(new, requires_grad=False)
             setattr(owner, leaf, new)
+
+
+def fp32_module(module: torch.nn.Module, inputs: tuple, dynamic_shapes=None) -> torch.fx.GraphModule:
+    """The model's fp32 export as a graph module, with in-place ops made functional (casts cannot follow a
+    mutation into a copy)."""
+    m = copy.deepcopy(module).float()
+    ep = torch.export.export(m, prec.cast_inputs(inputs, prec.get("fp32")), dynamic_shapes=dynamic_shapes, strict=False)
+    return graph.functional(ep).module()

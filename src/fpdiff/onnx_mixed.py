@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.defs import OpSchema
 
 from .errors import UsageError
-from .export import FLOATS, _np_cast
+from .export import FLOATS, np_cast
 
 HIGH = TensorProto.FLOAT  # what a kept node computes in
 LOWS = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
@@ -101,7 +101,7 @@ class _Mixer:
         return name
 
     def _node(self, node: onnx.NodeProto) -> None:
-        if _is_float_constant(node):
+        if is_float_constant(node):
             self.consts[node.output[0]] = node
             if node.output[0] in self.outputs:
                 self._get(node.output[0], self._elem(node.output[0]))
@@ -297,7 +297,7 @@ def _set_float_attrs(node: onnx.NodeProto, t: int) -> None:
             a.t.CopyFrom(_round(numpy_helper.to_array(a.t), t, a.t.name))
 
 
-def _is_float_constant(node: onnx.NodeProto) -> bool:
+def is_float_constant(node: onnx.NodeProto) -> bool:
     if node.op_type != "Constant" or node.domain not in STANDARD or len(node.attribute) != 1:
         return False
     a = node.attribute[0]
@@ -314,7 +314,7 @@ def _const_value(node: onnx.NodeProto) -> np.ndarray:
 def _round(arr: np.ndarray, t: int, name: str) -> onnx.TensorProto:
     """Rounded once to `t`, no clamping: what overflows becomes inf, what is too small flushes."""
     with np.errstate(over="ignore", under="ignore"):
-        return numpy_helper.from_array(_np_cast(arr, t), name)
+        return numpy_helper.from_array(np_cast(arr, t), name)
 
 
 def _renamed(tensor: onnx.TensorProto, name: str) -> onnx.TensorProto:
@@ -322,3 +322,16 @@ def _renamed(tensor: onnx.TensorProto, name: str) -> onnx.TensorProto:
     new.CopyFrom(tensor)
     new.name = name
     return new
+
+
+def named(model):
+    """A copy whose every node has a unique name (plans and block lists name nodes)."""
+    import onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    seen: set[str] = set()
+    for i, n in enumerate(m.graph.node):
+        if not n.name or n.name in seen:
+            n.name = f"{n.op_type}_{i}"
+        seen.add(n.name)
+    return m

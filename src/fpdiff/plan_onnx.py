@@ -9,25 +9,13 @@ import numpy as np
 
 from . import precision as prec
 from .errors import UsageError
-from .plan import PRIOR, Plan, Search, Trial, Unit, finish, graph_digest, rel_l2, settle
+from .onnx_mixed import named
+from .plan_search import PRIOR, Plan, Search, Trial, Unit, finish, graph_digest, rel_l2, settle
 
 # Nodes that only move, reshape or pick values, or make constants: never worth keeping in fp32 by themselves.
 _MOVES = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Gather", "Slice", "Concat",
           "Split", "Expand", "Shape", "Constant", "ConstantOfShape", "Cast", "CastLike", "Size", "Range",
           "GatherElements", "GatherND", "Tile", "Pad", "Dropout"}
-
-
-def named(model):
-    """A copy whose every node has a unique name (plans and block lists name nodes)."""
-    import onnx
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    seen: set[str] = set()
-    for i, n in enumerate(m.graph.node):
-        if not n.name or n.name in seen:
-            n.name = f"{n.op_type}_{i}"
-        seen.add(n.name)
-    return m
 
 
 # A pseudo-op the search can "keep": small float constants the format cannot hold (a -3.4e38 mask fill, an eps of
@@ -94,11 +82,11 @@ def float64_run(model, feeds: dict) -> dict:
     """Every value of the graph computed in float64 by the ONNX reference evaluator (the judge)."""
     from onnx.reference import ReferenceEvaluator
 
-    from .backends.onnxref import _float64_ops
+    from .backends.onnxref import float64_ops
     from .export import ONNX_TYPE, cast_model
     m64 = cast_model(model, ONNX_TYPE["float64"])
     feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
-    ev = ReferenceEvaluator(m64, new_ops=_float64_ops())
+    ev = ReferenceEvaluator(m64, new_ops=float64_ops())
     try:
         values = ev.run(None, feeds64, intermediate=True)
     except Exception as e:  # the model or its inputs are at fault
@@ -114,7 +102,7 @@ def evidence(model, values: dict, p: prec.Precision,
     nodes with range notes, then the field's prior (ops autocast keeps in fp32), then graph order."""
     import torch
 
-    from .ranges import _dtype_range, _scalar_reasons
+    from .ranges import dtype_range, scalar_reasons
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[p.name]
     why: dict[str, list[str]] = {}
     noted: list[str] = []
@@ -126,7 +114,7 @@ def evidence(model, values: dict, p: prec.Precision,
         for o in n.output:
             v = values.get(o)
             if isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.size:
-                r = _dtype_range(torch.from_numpy(np.asarray(v, dtype=np.float64)).reshape(-1), dt, p.name, None)
+                r = dtype_range(torch.from_numpy(np.asarray(v, dtype=np.float64)).reshape(-1), dt, p.name, None)
                 why.setdefault(n.name, []).extend(f"ranges: {x}" for x in r.risks)
                 if r.notes:
                     noted.append(n.name)
@@ -134,7 +122,7 @@ def evidence(model, values: dict, p: prec.Precision,
             v = values.get(i)
             if i in inits and isinstance(v, np.ndarray) and v.dtype.kind == "f" and 0 < v.size <= CLAMP_MAX_SIZE:
                 for x in v.reshape(-1):
-                    for reason in _scalar_reasons(float(x), [p.name]).get(p.name, []):
+                    for reason in scalar_reasons(float(x), [p.name]).get(p.name, []):
                         why.setdefault(n.name, []).append(f"constant {i}: {reason}")
     why = {k: list(dict.fromkeys(v)) for k, v in why.items() if v}
     strong = [n for n in names if n in why]
@@ -248,9 +236,41 @@ def export_onnx(trials: OrtTrials, keep: set[str], path: str | Path) -> dict:
     """The planned graph written out and verified with ONNX Runtime on the plan's inputs."""
     import onnx
 
-    from .plan_torch import verify_onnx
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     model = trials.build(keep)
     onnx.save(model, str(path))
     return verify_onnx(model, path, trials.feeds, trials.expected, trials.tolerance)
+
+
+def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float) -> dict:
+    """An exported plan run by ONNX Runtime on the same inputs, judged by the same tolerance."""
+    import onnxruntime as ort
+    types = onnx_compute_types(model)
+    try:
+        out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    except Exception as e:
+        return {"path": str(path), "verified": False, "reason": f"onnxruntime refused it: {str(e).splitlines()[0]}",
+                **types}
+    err = rel_l2(expected, [np.asarray(o, dtype=np.float64) for o in out])
+    return {"path": str(path), "verified": err <= tolerance, "error": err, **types}
+
+
+def onnx_compute_types(model) -> dict:
+    """Nodes (Casts aside) computing in float32 and in the low dtype, read from the graph's inferred types."""
+    import onnx
+    from onnx import TensorProto
+    m = onnx.shape_inference.infer_shapes(model)
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in list(m.graph.value_info) + list(m.graph.input)
+             + list(m.graph.output)}
+    types.update({t.name: t.data_type for t in m.graph.initializer})
+    fp32 = low = 0
+    for n in m.graph.node:
+        if n.op_type == "Cast":
+            continue
+        ins = {types.get(i) for i in n.input if i}
+        if TensorProto.FLOAT in ins:
+            fp32 += 1
+        elif ins & {TensorProto.FLOAT16, TensorProto.BFLOAT16}:
+            low += 1
+    return {"fp32_nodes": fp32, "low_nodes": low}

@@ -13,19 +13,13 @@ import torch
 from . import graph, mixed, rundir
 from . import precision as prec
 from .errors import UsageError
-from .plan import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2, settle
+from .mixed import fp32_module
+from .plan_onnx import verify_onnx
+from .plan_search import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2, settle
 
 FP32 = prec.get("fp32")
 _CONTRACT = {"mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "conv1d", "conv2d", "conv3d", "convolution",
              "conv_transpose1d", "conv_transpose2d", "scaled_dot_product_attention", "einsum"}
-
-
-def fp32_module(module: torch.nn.Module, inputs: tuple, dynamic_shapes=None) -> torch.fx.GraphModule:
-    """The model's fp32 export as a graph module, with in-place ops made functional (casts cannot follow a
-    mutation into a copy)."""
-    m = copy.deepcopy(module).float()
-    ep = torch.export.export(m, prec.cast_inputs(inputs, FP32), dynamic_shapes=dynamic_shapes, strict=False)
-    return graph.functional(ep).module()
 
 
 def _flops(n: torch.fx.Node) -> float:
@@ -244,36 +238,3 @@ def export_onnx(gm: torch.fx.GraphModule, keep: set[str], p: prec.Precision, inp
     model = onnx.load(str(path))
     names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
     return verify_onnx(model, path, {n: a.numpy() for n, a in zip(names, args)}, expected, tolerance)
-
-
-def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float) -> dict:
-    """An exported plan run by ONNX Runtime on the same inputs, judged by the same tolerance."""
-    import onnxruntime as ort
-    types = _onnx_compute_types(model)
-    try:
-        out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
-    except Exception as e:
-        return {"path": str(path), "verified": False, "reason": f"onnxruntime refused it: {str(e).splitlines()[0]}",
-                **types}
-    err = rel_l2(expected, [np.asarray(o, dtype=np.float64) for o in out])
-    return {"path": str(path), "verified": err <= tolerance, "error": err, **types}
-
-
-def _onnx_compute_types(model) -> dict:
-    """Nodes (Casts aside) computing in float32 and in the low dtype, read from the graph's inferred types."""
-    import onnx
-    from onnx import TensorProto
-    m = onnx.shape_inference.infer_shapes(model)
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in list(m.graph.value_info) + list(m.graph.input)
-             + list(m.graph.output)}
-    types.update({t.name: t.data_type for t in m.graph.initializer})
-    fp32 = low = 0
-    for n in m.graph.node:
-        if n.op_type == "Cast":
-            continue
-        ins = {types.get(i) for i in n.input if i}
-        if TensorProto.FLOAT in ins:
-            fp32 += 1
-        elif ins & {TensorProto.FLOAT16, TensorProto.BFLOAT16}:
-            low += 1
-    return {"fp32_nodes": fp32, "low_nodes": low}

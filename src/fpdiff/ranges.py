@@ -132,7 +132,7 @@ def _g(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _dtype_range(x: torch.Tensor, dt: torch.dtype, tag: str, depth: int | None) -> DtypeRange:
+def dtype_range(x: torch.Tensor, dt: torch.dtype, tag: str, depth: int | None) -> DtypeRange:
     fi = torch.finfo(dt)
     u = float(fi.eps) / 2
     finite = x[torch.isfinite(x)]
@@ -181,7 +181,7 @@ def _depth(node, args) -> int | None:
     return None
 
 
-def _scalar_reasons(v: float, dtypes: list[str]) -> dict[str, list[str]]:
+def scalar_reasons(v: float, dtypes: list[str]) -> dict[str, list[str]]:
     out = {}
     for tag in dtypes:
         dt = LOW_DTYPES[tag]
@@ -222,7 +222,7 @@ class _Walk(torch.fx.Interpreter):
         # named after the exported-graph op that holds it (the decomposed node's own name is renumbered)
         where = origin if part_of == str(n.target) else f"{origin} ({name} inside it)"
         for key, a in [*enumerate(n.args), *n.kwargs.items()]:
-            if isinstance(a, float) and (reasons := _scalar_reasons(a, self.dtypes)):
+            if isinstance(a, float) and (reasons := scalar_reasons(a, self.dtypes)):
                 label = f"argument {key}" if isinstance(key, int) else key
                 self.result.constants.append(ConstantRange(f"{where} {label}", "scalar", [origin], a, reasons))
         if name in _MOVES or not isinstance(out, torch.Tensor) or not out.is_floating_point():
@@ -236,7 +236,7 @@ class _Walk(torch.fx.Interpreter):
                      origin, module, source, x.numel(), float(a.max()) if a.numel() else 0.0,
                      float(nz.min()) if nz.numel() else math.inf, depth)
         for tag in self.dtypes:
-            op.dtypes[tag] = _dtype_range(x, LOW_DTYPES[tag], tag, depth)
+            op.dtypes[tag] = dtype_range(x, LOW_DTYPES[tag], tag, depth)
         self.result.ops.append(op)
         return out
 
@@ -267,7 +267,7 @@ def _weights(ep: torch.export.ExportedProgram, dtypes: list[str], result: Ranges
         users = sorted({_origin(u)[0] for u in n.users})
         reasons = {}
         for tag in dtypes:
-            dr = _dtype_range(x, LOW_DTYPES[tag], tag, None)
+            dr = dtype_range(x, LOW_DTYPES[tag], tag, None)
             if dr.risks:
                 reasons[tag] = dr.risks
         if reasons:

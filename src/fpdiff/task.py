@@ -132,11 +132,52 @@ class Task:
     def onnx_file(self) -> Path:
         """An ONNX graph of the model at this precision: exported from the cast program, or the source cast."""
         if "onnx" not in self._memo:
-            from . import export
-            self._memo["onnx"] = export.onnx_for(self)
+            self._memo["onnx"] = _onnx_for(self)
         return self._memo["onnx"]
 
     @property
     def requested_dtype(self) -> str:
         """The dtype arithmetic was asked to run in: the low dtype of an autocast cell, whose weights stay fp32."""
         return dtype_name(self.precision.autocast or self.precision.dtype)
+
+
+def _onnx_for(task: Task) -> Path:
+    """The cell's ONNX graph, cached: exported from the cast torch program, or the ONNX source cast."""
+    import onnx
+
+    from .errors import ONNX_EXPORT, stage
+    from .export import ONNX_TYPE, cast_model, save_export_info
+    if task.is_torch:
+        made: dict = {}
+        # "exporter-choice" in the key: artifacts from before the fallback have no record of their exporter
+        path = task.cache.get_or_build(*task.key("onnx-export", "exporter-choice"), suffix=".onnx",
+                                       build=lambda p: made.update(_export_task(task, p)))[0]
+        if made:
+            save_export_info(path, made)
+        return path
+    if not task.precision.is_cast:  # autocast: the source graph with autocast's float32 ops kept (autocast.py)
+        from .autocast import mixed_onnx
+
+        def build(p: Path) -> None:
+            with stage(ONNX_EXPORT, "onnx"):  # shape inference on the source graph is what can fail here
+                m = mixed_onnx(task.source.onnx, task.precision.autocast, task.device)
+            onnx.save(m, str(p))
+        return task.cache.get_or_build(*task.key("onnx-autocast"), suffix=".onnx", build=build)[0]
+    target = ONNX_TYPE[task.requested_dtype]
+    return task.cache.get_or_build(*task.key("onnx-cast"), suffix=".onnx",
+                                   build=lambda p: onnx.save(cast_model(task.source.onnx, target), str(p)))[0]
+
+
+def _export_task(task: Task, path: Path) -> dict:
+    """The cell's program exported, with the cell's own nn.Module, inputs and dynamic dims for the fallback."""
+    from .errors import TORCH_EXPORT, stage
+    from .export import export_program
+    with stage(TORCH_EXPORT, "torch.export"):
+        program = task.program()
+    names = list(task.source.input_names)
+    dims = graph.dynamic_dims(task.source.declared, names, task.variant)
+    axes = {n: {d: f"{n}_{d}" for d in ds} for n, ds in zip(names, dims) if ds}
+    # the fallback traces a module: under autocast the autocast graph's own (the plain module would export fp32)
+    module = task.module if task.precision.is_cast else None
+    return export_program(program, path, module=module, args=task.inputs(), input_names=names,
+                          dynamic_axes=axes or None)

@@ -24,7 +24,7 @@ class OnnxRefBackend(Backend):
         if task.device != "cpu":
             raise Unsupported("the ONNX reference evaluator runs on the CPU only")
         model = onnx.load(str(task.onnx_file()))
-        ev = ReferenceEvaluator(model, new_ops=_float64_ops())
+        ev = ReferenceEvaluator(model, new_ops=float64_ops())
         names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
 
         def run(*inputs):
@@ -32,7 +32,7 @@ class OnnxRefBackend(Backend):
         return Prepared(run)
 
 
-def _float64_ops() -> list:
+def float64_ops() -> list:
     """Kernels that compute in the input's dtype: the evaluator's own Erf is float32 (np.vectorize with
     otypes "f"), and its Gelu expands into float32 constants, which would make the float64 judge a float32 one."""
     import math

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..compare import _json_float
+from ..compare import json_float
 
 
 def _clean(x):
@@ -12,7 +12,7 @@ def _clean(x):
         return {k: _clean(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_clean(v) for v in x]
-    return _json_float(x) if isinstance(x, float) else x
+    return json_float(x) if isinstance(x, float) else x
 
 
 def dump(data: dict, path: str | Path) -> None:

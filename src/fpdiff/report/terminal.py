@@ -63,7 +63,7 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
                   highlight=False)
     c = result.culprit
     head = f"torch eager at {result.precision}: "
-    if not result.ops and result.backend != "torch":  # an ONNX model: no torch analysis
+    if not result.ops:  # an ONNX model: no torch analysis
         head = None
     if head is None:
         pass
@@ -88,7 +88,7 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
         if first:
             console.print(f"[bold red]first departure[/]: {first['op']} ({first['node']}), tensor {first['tensor']}: "
                           f"{first['reason']}", highlight=False)
-    elif result.backend != "torch":
+    elif result.bisected:
         seg = result.segment
         if seg is None:
             console.print(f"{result.backend} at {result.precision}: the whole graph agrees with the baseline at "

@@ -1,31 +1,12 @@
 """Load what the user points at (spec file, ONNX file, example:NAME) into one Source shape."""
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from .base import Source, SourceRef, digest
 
-
-@dataclass(frozen=True)
-class SourceRef:
-    """Picklable address of a model, enough for a child process to load it again."""
-    kind: str  # "torch" (spec file or example) or "onnx"
-    path: str
-    label: str
-
-
-@dataclass
-class Source:
-    ref: SourceRef
-    inputs: tuple  # torch.Tensor for torch sources, np.ndarray for ONNX sources
-    input_names: list[str]
-    dynamic_shapes: object = None  # torch.export form, torch sources only
-    tolerance: dict[str, float] = field(default_factory=dict)
-    module: object = None  # nn.Module (torch) or onnx.ModelProto (onnx)
-    fingerprint: str = ""
-    notes: dict = field(default_factory=dict)  # how it was brought in: opset conversion, how inputs were made
+__all__ = ["Source", "SourceRef", "digest", "load"]
 
 
 def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] | None = None,
@@ -52,11 +33,3 @@ def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] 
 def _torch_spec(path: Path, label: str, seed: int) -> Source:
     from .spec import load_spec
     return load_spec(path, label=label, seed=seed)
-
-
-def digest(*parts: bytes | str) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p.encode() if isinstance(p, str) else p)
-        h.update(b"\0")
-    return h.hexdigest()[:20]

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
-from . import Source, SourceRef, digest
+from .base import Source, SourceRef, digest
 
 
 def read_model(path: Path):

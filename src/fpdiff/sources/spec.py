@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from ..errors import UsageError
-from . import Source, SourceRef, digest
+from .base import Source, SourceRef, digest
 
 
 def import_spec(path: Path):

@@ -1,0 +1,245 @@
+"""A plan and how it is found: candidate ops ranked by evidence, trials of keep-sets, the smallest set that passes."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import precision as prec
+from .autocast import fp32_names
+from .errors import UsageError
+
+PLAN_FORMAT = 1
+# The field's prior for what a low precision hurts, used only to order candidates nobody has evidence against: the
+# ops torch's autocast runs in fp32 on CPU or CUDA and their ONNX op types (autocast.py holds those lists), plus
+# ops practice treats as sensitive though autocast leaves them to their input dtype (division, square root,
+# erf/tanh/sigmoid, batch/instance norm and mean/var/std statistics), and the spellings decomposed graphs use.
+PRIOR = fp32_names() | {
+    "div", "sqrt", "erf", "tanh", "sigmoid", "batch_norm", "mean", "var", "std", "_softmax", "_log_softmax",
+    "native_group_norm", "Div", "Sqrt", "Erf", "Tanh", "Sigmoid", "BatchNormalization", "InstanceNormalization",
+    "ReduceMean"}
+
+
+@dataclass
+class Unit:
+    """One op the plan can keep in fp32."""
+    node: str
+    op: str
+    module: str = ""
+    source: str = ""
+    flops: float = 0.0  # rough cost, for the share of compute left at the low precision
+
+
+@dataclass
+class Trial:
+    keep: list[str]
+    error: float  # relative L2 of the outputs vs float64 (inf: non-finite or the backend failed)
+    passed: bool
+    status: str = "ok"  # ok, or the backend's failure (unsupported, crash, timeout)
+    seconds: float = 0.0
+
+
+@dataclass
+class Plan:
+    model: str
+    precision: str
+    backend: str
+    tolerance: float
+    graph: str  # digest of the units, so a plan is never applied to another model
+    keep: list[dict] = field(default_factory=list)  # node, op, module, source, why
+    error: float | None = None  # the final verified end-to-end error
+    passed: bool = False
+    units: int = 0
+    low_fraction: float = 0.0  # share of the model's flops left at the low precision
+    evaluations: int = 0  # end-to-end runs of mixed models (pure and all-fp32 included)
+    analyses: list[str] = field(default_factory=list)  # evidence passes run before the search
+    seconds: float = 0.0
+    pure_error: float | None = None
+    pure_status: str = "ok"  # or the backend's refusal of the pure precision
+    fp32_error: float | None = None
+    trials: list[dict] = field(default_factory=list)
+    autocast: dict | None = None  # the autocast remedy's verdict and speed, when tried
+    speed: dict | None = None
+    export: dict | None = None
+    message: str = ""
+
+    @property
+    def kept(self) -> set[str]:
+        return {k["node"] for k in self.keep}
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["fpdiff_plan"] = PLAN_FORMAT
+        return d
+
+    def save(self, path: str | Path) -> None:
+        from .report.json_report import dump
+        dump(self.as_dict(), path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        p = Path(path)
+        if not p.is_file():
+            raise UsageError(f"plan file not found: {path}" if not p.exists() else f"the plan must be a file: {path}")
+        try:
+            d = json.loads(p.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise UsageError(f"{path} is not a plan (not JSON: {e})") from None
+        if not isinstance(d, dict) or d.get("fpdiff_plan") != PLAN_FORMAT:
+            raise UsageError(f"{path} is not an fpdiff plan (format {PLAN_FORMAT})")
+        d.pop("fpdiff_plan")
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def graph_digest(units: list[Unit]) -> str:
+    from .sources import digest
+    return digest(*[f"{u.node}:{u.op}" for u in units])[:16]
+
+
+def check_matches(plan: Plan, units: list[Unit], label: str) -> None:
+    """A plan made for another model (or another export of it) is refused, naming what differs."""
+    names = {u.node: u.op for u in units}
+    for k in plan.keep:
+        if names.get(k["node"]) != k["op"]:
+            have = names.get(k["node"])
+            raise UsageError(f"the plan was made for {plan.model}, not {label}: its op {k['node']} ({k['op']}) "
+                             + ("is not in this model" if have is None else f"is {have} here"))
+    if plan.graph != graph_digest(units):
+        raise UsageError(f"the plan was made for {plan.model} ({plan.units} ops), not {label} ({len(units)} ops)")
+
+
+Evaluate = Callable[[frozenset[str]], Trial]
+
+
+class Search:
+    """Keep-sets tried end to end; each answer remembered, so no set is evaluated twice."""
+
+    def __init__(self, units: list[Unit], evaluate: Evaluate, tolerance: float) -> None:
+        self.units = units
+        self.names = [u.node for u in units]
+        self._evaluate = evaluate
+        self.tolerance = tolerance
+        self.trials: dict[frozenset[str], Trial] = {}
+
+    def trial(self, keep) -> Trial:
+        key = frozenset(keep)
+        if key not in self.trials:
+            self.trials[key] = self._evaluate(key)
+        return self.trials[key]
+
+    def passes(self, keep) -> bool:
+        return self.trial(keep).passed
+
+    def run(self, ranked: list[str], strong: list[str], sources: list[str] = ()) -> frozenset[str] | None:
+        """The strongest evidence first (the ops where a problem starts, then every op with evidence); grow along
+        the ranking until it passes; then drop what is not needed. Any subset can come out (not only a prefix
+        of the graph). None: even all-fp32 fails."""
+        if self.passes(()):
+            return frozenset()
+        for first in (frozenset(sources), frozenset(strong)):
+            if first and self.passes(first):
+                return self._shrink(first, ranked)
+        if not self.passes(frozenset(self.names)):
+            return None
+        keep = frozenset(strong)
+        order = [n for n in ranked if n not in keep] + [n for n in self.names if n not in keep and n not in ranked]
+        return self._shrink(self._grow(keep, order), ranked)
+
+    def _grow(self, base: frozenset[str], order: list[str]) -> frozenset[str]:
+        """Doubling steps along the ranking to a passing prefix, then halving back to the shortest one."""
+        m, last_fail = 1, 0
+        while m < len(order) and not self.passes(base | frozenset(order[:m])):
+            last_fail, m = m, m * 2
+        m = min(m, len(order))
+        lo, hi = last_fail + 1, m  # shortest passing prefix is in (last_fail, m]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.passes(base | frozenset(order[:mid])):
+                hi = mid
+            else:
+                lo = mid + 1
+        return base | frozenset(order[:hi])
+
+    def _shrink(self, keep: frozenset[str], ranked: list[str]) -> frozenset[str]:
+        """Drop kept ops that are not needed: halves first (cheap when many are spare), then one by one from
+        the weakest evidence up."""
+        rank = {n: i for i, n in enumerate(ranked)}
+        items = sorted(keep, key=lambda n: -rank.get(n, len(rank) + self.names.index(n)))
+        chunk = len(items) // 2
+        while chunk >= 2:
+            i = 0
+            while i < len(items):
+                rest = items[:i] + items[i + chunk:]
+                if rest and self.passes(rest):
+                    items = rest
+                else:
+                    i += chunk
+            chunk //= 2
+        for n in list(items):
+            rest = [x for x in items if x != n]
+            if self.passes(rest):
+                items = rest
+        return frozenset(items)
+
+
+def settle(plan: Plan, search: Search, load: Plan | None, label: str,
+           evidence: Callable[[], tuple]) -> tuple[frozenset[str] | None, dict[str, list[str]]]:
+    """The keep-set and its reasons: a loaded plan as it is (re-verified by `finish`); no evidence gathered
+    when the pure precision passes; else `evidence()` -> (ranked, strong, sources, why, analyses) and a search."""
+    if load is not None:
+        check_matches(load, search.units, label)
+        search.trial(())  # the pure precision, for the report
+        return frozenset(load.kept), {k["node"]: k.get("why") or [] for k in load.keep}
+    if search.passes(()):
+        return frozenset(), {}
+    ranked, strong, sources, why, plan.analyses = evidence()
+    return search.run(ranked, strong, sources), why
+
+
+def low_fraction(units: list[Unit], keep) -> float:
+    total = sum(u.flops for u in units)
+    return 1.0 - sum(u.flops for u in units if u.node in keep) / total if total else 0.0
+
+
+def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[str, list[str]], t0: float) -> Plan:
+    """The plan as reported: the kept ops with their reasons, and the search's own account."""
+    by_name = {u.node: u for u in search.units}
+    pure = search.trial(())
+    plan.pure_error, plan.pure_status = pure.error, pure.status
+    everything = frozenset(search.names)
+    if everything in search.trials:
+        plan.fp32_error = search.trials[everything].error
+    if found is None:
+        plan.passed = False
+        best = min(search.trials.values(), key=lambda t: t.error)
+        plan.error = best.error
+        plan.message = (f"no plan meets tolerance {plan.tolerance:g}: even every op in fp32 gives "
+                        f"{plan.fp32_error:.3g}; best reachable {best.error:.3g}")
+    else:
+        final = search.trial(found)
+        plan.passed, plan.error = final.passed, final.error
+        if found and len(found) == len(search.names):
+            refused = f" ({pure.status})" if pure.status != "ok" else ""
+            plan.message = (f"every op stays fp32: nothing of this model runs within the tolerance at "
+                            f"{plan.precision} on {plan.backend}{refused}")
+        for n in sorted(found, key=search.names.index):
+            u = by_name[n]
+            plan.keep.append({"node": n, "op": u.op, "module": u.module, "source": u.source,
+                              "why": why.get(n) or ["needed: the plan fails without it"]})
+    plan.low_fraction = low_fraction(search.units, plan.kept)
+    plan.evaluations = len(search.trials)
+    plan.trials = [dict(t.__dict__) for t in search.trials.values()]
+    plan.seconds = time.perf_counter() - t0
+    return plan
+
+
+def rel_l2(expected: list, outputs: list) -> float:
+    import numpy as np
+
+    from . import compare
+    m = compare.measure([np.asarray(e) for e in expected], [np.asarray(o) for o in outputs], prec.get("fp32").compute)
+    return m.rel_l2 if (m.nan + m.inf) == 0 else math.inf

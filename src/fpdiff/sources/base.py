@@ -1,0 +1,33 @@
+"""What every loader produces: a model's address, its inputs and what was done to bring it in."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Picklable address of a model, enough for a child process to load it again."""
+    kind: str  # "torch" (spec file or example) or "onnx"
+    path: str
+    label: str
+
+
+@dataclass
+class Source:
+    ref: SourceRef
+    inputs: tuple  # torch.Tensor for torch sources, np.ndarray for ONNX sources
+    input_names: list[str]
+    dynamic_shapes: object = None  # torch.export form, torch sources only
+    tolerance: dict[str, float] = field(default_factory=dict)
+    module: object = None  # nn.Module (torch) or onnx.ModelProto (onnx)
+    fingerprint: str = ""
+    notes: dict = field(default_factory=dict)  # how it was brought in: opset conversion, how inputs were made
+
+
+def digest(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()[:20]

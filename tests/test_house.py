@@ -1,0 +1,96 @@
+"""The house rules, checked on the code itself: imports flow one way (no cycles), no private name crosses a module,
+and only backends/ knows backend names (everything else asks a backend's declarations)."""
+import ast
+from pathlib import Path
+
+import fpdiff
+
+SRC = Path(fpdiff.__file__).parent
+BUILTIN_NAMES = {"torch", "inductor", "ort", "iree", "onnxref"}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for p in SRC.rglob("*.py"):
+        parts = p.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = p
+    return found
+
+
+def imports(name: str, path: Path, known: dict) -> set[str]:
+    """fpdiff modules this one imports, at any depth of its code (imports inside functions count too)."""
+    pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def test_no_import_cycles():
+    known = modules()
+    graph = {m: imports(m, p, known) for m, p in known.items()}
+    # a package's __init__ may hand on its submodules' names; a submodule importing its own package is the cycle
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(t):] + [t]))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_no_private_name_is_imported_across_modules():
+    crossing = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("fpdiff")) \
+                    and node.module != name:  # a module may import itself (a __main__ block serving its own names)
+                crossing += [f"{name}: {a.name}" for a in node.names
+                             if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not crossing, crossing
+
+
+def _is_kind(node: ast.AST) -> bool:
+    """`x.kind == "torch"` compares a model kind (torch or onnx), not a backend."""
+    return isinstance(node, ast.Attribute) and node.attr == "kind"
+
+
+def test_no_backend_name_is_compared_outside_backends():
+    found = []
+    for name, path in modules().items():
+        if name.startswith("fpdiff.backends"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Compare):
+                continue
+            operands = [node.left, *node.comparators]
+            if any(_is_kind(o) for o in operands):
+                continue
+            for o in operands:
+                consts = [o] if isinstance(o, ast.Constant) else list(getattr(o, "elts", []))
+                hits = [c.value for c in consts if isinstance(c, ast.Constant) and c.value in BUILTIN_NAMES]
+                found += [f"{name}:{node.lineno} compares {h!r}" for h in hits]
+    assert not found, found
