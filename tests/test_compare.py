@@ -153,3 +153,13 @@ def test_repeat_difference_is_bitwise_and_nan_aware():
     d = compare.repeat_difference(a, [[np.array([1.0, np.nan, 3.0 + 2e-16 * 3])]])
     assert d and d.startswith("1 of 3")
     assert compare.repeat_difference(a, []) is None
+
+
+def test_statuses_are_the_report_strings():
+    """The JSON report and messages carry the plain strings; the type only names them."""
+    import json
+
+    from fpdiff.status import CELL_STATUSES, Status
+    assert json.dumps([Status.PASS, Status.PRECISION_LOSS]) == '["pass", "precision-loss"]'
+    assert f"{Status.MISMATCH}" == "mismatch" and str(Status.UNJUDGED) == "unjudged"
+    assert Status.ERROR == "error" and "ok" not in CELL_STATUSES

@@ -19,6 +19,7 @@ from .compare import Finding, Metrics
 from .errors import UsageError
 from .graph import STATIC, ShapeVariant
 from .sources import Source, load
+from .status import FAILING
 from .task import Job
 from .versions import report_versions as versions
 from .worker import CRASH, ERROR, INTERNAL, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
@@ -71,7 +72,7 @@ class CheckResult:
         if strict:  # a pass that computed another precision than asked is not a pass here
             return int(any(c.status != compare.PASS or any(f.kind in STRICT_FINDINGS for f in c.findings)
                            for c in self.cells))
-        return int(any(c.status in compare.FAILING for c in self.cells))
+        return int(any(c.status in FAILING for c in self.cells))
 
     def as_dict(self) -> dict:
         return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "reference": self.reference,

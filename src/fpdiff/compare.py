@@ -8,17 +8,11 @@ import numpy as np
 import torch
 
 from .precision import Precision
+from .status import CELL_STATUSES, Status
 
-PASS, PRECISION_LOSS, MISMATCH = "pass", "precision-loss", "mismatch"
-UNSUPPORTED, CRASH, TIMEOUT = "unsupported", "crash", "timeout"
-# error: a component (exporter, converter, compiler, runtime) or fpdiff itself failed without declaring a refusal;
-# it is not `unsupported` (which means "this backend says it cannot") and, like a crash, fails the run.
-ERROR = "error"
-# unjudged: the float64 judge failed its cross-check on this model (judge.py) and this cell departs from the judge
-# but not from the independent implementation: neither reading can stand alone, so no verdict is claimed.
-UNJUDGED = "unjudged"
-STATUSES = (PASS, PRECISION_LOSS, MISMATCH, UNJUDGED, UNSUPPORTED, ERROR, CRASH, TIMEOUT)
-FAILING = (MISMATCH, ERROR, CRASH, TIMEOUT)
+PASS, PRECISION_LOSS, MISMATCH, UNJUDGED = Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH, Status.UNJUDGED
+UNSUPPORTED, ERROR, CRASH, TIMEOUT = Status.UNSUPPORTED, Status.ERROR, Status.CRASH, Status.TIMEOUT
+STATUSES = CELL_STATUSES
 
 # Mismatch rule: a cell is a likely backend bug when its error is more than BASELINE_FACTOR times the error of
 # the reference implementation (torch eager on the CPU) at the same precision. Two correct implementations of one

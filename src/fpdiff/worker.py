@@ -15,9 +15,10 @@ from multiprocessing.connection import Connection
 import numpy as np
 
 from . import rundir
+from .status import Status
 from .task import Job
 
-OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT = "ok", "unsupported", "error", "crash", "timeout"
+OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT = Status.OK, Status.UNSUPPORTED, Status.ERROR, Status.CRASH, Status.TIMEOUT
 INTERNAL = "internal error in fpdiff"  # the component named when fpdiff's own code raised
 
 

@@ -1,0 +1,28 @@
+"""One vocabulary of statuses for jobs and cells; its values are the strings the JSON report has always carried."""
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Status(str, Enum):
+    """A cell's status (a verdict from compare, or what happened to the job), or a job's "ok"."""
+    PASS = "pass"
+    PRECISION_LOSS = "precision-loss"
+    MISMATCH = "mismatch"
+    # the float64 judge failed its cross-check on this model (judge.py) and the cell departs from the judge but not
+    # from the independent implementation: neither reading can stand alone, so no verdict is claimed
+    UNJUDGED = "unjudged"
+    UNSUPPORTED = "unsupported"  # a declared refusal (errors.Unsupported)
+    # a component (exporter, converter, compiler, runtime) or fpdiff itself failed without declaring a refusal; it is
+    # not `unsupported` (which means "this backend says it cannot") and, like a crash, fails the run
+    ERROR = "error"
+    CRASH = "crash"  # the worker process died
+    TIMEOUT = "timeout"  # no answer within the cell's timeout
+    OK = "ok"  # a job that ran; its cell's verdict comes from compare
+
+    __str__ = str.__str__  # "pass" in messages and f-strings, on every Python version
+    __format__ = str.__format__
+
+
+CELL_STATUSES = tuple(s for s in Status if s is not Status.OK)
+FAILING = (Status.MISMATCH, Status.ERROR, Status.CRASH, Status.TIMEOUT)  # these make a run exit 1
