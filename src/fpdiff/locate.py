@@ -322,13 +322,14 @@ def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateRes
 
     from .export import export_program
     from .locate_markall import mark_all
+    from .onnx_graph import graph_inputs
     if source.ref.kind == "onnx":
         model, feeds = source.module, dict(zip(source.input_names, source.inputs))
     else:
         path = rundir.mkdtemp(prefix="fpdiff-markall-") / "model.onnx"
         export_program(graph.export(source.module, source.inputs, prec.get("fp32"), graph.STATIC, None), path)
         model = onnx.load(str(path))
-        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+        names = graph_inputs(model)
         feeds = {n: t.numpy() for n, t in zip(names, source.inputs)}
     result = LocateResult(source.ref.label, backend, p.name)
     result.mark_all = mark_all(model, feeds, p, device)

@@ -17,8 +17,8 @@ def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Preci
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
 
-    from .backends.onnxref import float64_ops
     from .export import FLOATS, ONNX_TYPE, cast_model
+    from .onnx_graph import float64_values
     if not p.is_cast or p.name == "bf16":
         raise UsageError("--mark-all takes fp64, fp32 or fp16")
     m64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
@@ -26,10 +26,7 @@ def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Preci
     dtype = np.dtype(prec.dtype_name(p.dtype))
     feeds64 = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
     feedsp = {k: v.astype(dtype) if v.dtype.kind == "f" else v for k, v in feeds.items()}
-    try:
-        v64 = ReferenceEvaluator(m64, new_ops=float64_ops()).run(None, feeds64, intermediate=True)
-    except Exception as e:
-        raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
+    v64 = float64_values(m64, feeds64)
     try:
         vbase = ReferenceEvaluator(mp).run(None, feedsp, intermediate=True)
     except Exception:

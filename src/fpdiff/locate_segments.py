@@ -186,20 +186,14 @@ class OnnxBisector(Bisector):
     def __init__(self, model, feeds: dict, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
                  flags: tuple[str, ...], timeout: float, cache: str | None) -> None:
         import onnx
-        from onnx.reference import ReferenceEvaluator
 
-        from .backends.onnxref import float64_ops
         from .export import ONNX_TYPE, cast_model
+        from .onnx_graph import float64_values
         if not p.is_cast or p.name == "bf16":
             raise UsageError("locate on ONNX models takes fp64, fp32 or fp16")
         self.model64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
         self.modelp = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE[prec.dtype_name(p.dtype)]))
-        ev = ReferenceEvaluator(self.model64, new_ops=float64_ops())
-        feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
-        try:
-            self.v64 = ev.run(None, feeds64, intermediate=True)
-        except Exception as e:  # the model or its inputs are at fault, not a backend
-            raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
+        self.v64 = float64_values(self.model64, feeds)  # the model or its inputs are at fault if this fails
         self.nodes = list(self.modelp.graph.node)
         self.inits = {t.name for t in self.modelp.graph.initializer}
         self._setup(p, backend, device, plugins, flags, timeout, cache)

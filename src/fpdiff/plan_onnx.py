@@ -8,15 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from . import precision as prec
-from .errors import UsageError
+from .onnx_graph import DATA_MOVEMENT, PASS_THROUGH, float64_values, value_types
 from .onnx_mixed import named
 from .plan_search import PRIOR, Plan, Search, Trial, Unit, finish, graph_digest, rel_l2, settle
-
-# Nodes that only move, reshape or pick values, or make constants: never worth keeping in fp32 by themselves.
-_MOVES = {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Gather", "Slice", "Concat",
-          "Split", "Expand", "Shape", "Constant", "ConstantOfShape", "Cast", "CastLike", "Size", "Range",
-          "GatherElements", "GatherND", "Tile", "Pad", "Dropout"}
-
 
 # A pseudo-op the search can "keep": small float constants the format cannot hold (a -3.4e38 mask fill, an eps of
 # 1e-8) replaced by the format's nearest nonzero finite value, as onnxconverter-common and coremltools do by
@@ -63,7 +57,8 @@ def clamp_constants(model, low: int):
 
 def unit_names(model, values: dict) -> list[str]:
     """Nodes a plan can keep in fp32: those computing floats, not moving them (subgraph nodes never)."""
-    return [n.name for n in model.graph.node if n.op_type not in _MOVES and n.op_type not in ("Loop", "If", "Scan")
+    return [n.name for n in model.graph.node
+            if n.op_type not in DATA_MOVEMENT and n.op_type not in ("Loop", "If", "Scan")
             and any(isinstance(values.get(o), np.ndarray) and values[o].dtype.kind == "f" for o in n.output)]
 
 
@@ -79,20 +74,12 @@ def _flops(node, values: dict) -> float:
 
 
 def float64_run(model, feeds: dict) -> dict:
-    """Every value of the graph computed in float64 by the ONNX reference evaluator (the judge)."""
-    from onnx.reference import ReferenceEvaluator
-
-    from .backends.onnxref import float64_ops
-    from .export import ONNX_TYPE, cast_model
-    m64 = cast_model(model, ONNX_TYPE["float64"])
-    feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
-    ev = ReferenceEvaluator(m64, new_ops=float64_ops())
-    try:
-        values = ev.run(None, feeds64, intermediate=True)
-    except Exception as e:  # the model or its inputs are at fault
-        raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
+    """Every value of the graph in float64 (the judge's run), weights included."""
     from onnx import numpy_helper
-    values.update({t.name: numpy_helper.to_array(t) for t in m64.graph.initializer})
+
+    from .export import ONNX_TYPE, cast_model
+    values = float64_values(model, feeds)
+    values.update({t.name: numpy_helper.to_array(t) for t in cast_model(model, ONNX_TYPE["float64"]).graph.initializer})
     return values
 
 
@@ -158,8 +145,7 @@ def follow_moves(model, keep) -> set[str]:
     out = set(keep)
     fp32 = {o for n in model.graph.node if n.name in out for o in n.output}
     for n in model.graph.node:
-        if n.op_type in _MOVES and n.op_type not in ("Constant", "ConstantOfShape", "Shape", "Size", "Range") \
-                and n.input and n.input[0] in fp32:
+        if n.op_type in PASS_THROUGH and n.input and n.input[0] in fp32:
             out.add(n.name)
             fp32.update(n.output)
     # moves of weights and graph inputs (a Transpose of an initializer) take the type of the ops that read them
@@ -169,7 +155,7 @@ def follow_moves(model, keep) -> set[str]:
         for i in n.input:
             readers.setdefault(i, []).append(n.name)
     for n in reversed(model.graph.node):
-        if n.op_type in _MOVES and n.input and n.input[0] in consts:
+        if n.op_type in PASS_THROUGH and n.input and n.input[0] in consts:
             users = [u for o in n.output for u in readers.get(o, [])]
             if users and all(u in out for u in users):
                 out.add(n.name)
@@ -258,14 +244,10 @@ def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float
 
 def onnx_compute_types(model) -> dict:
     """Nodes (Casts aside) computing in float32 and in the low dtype, read from the graph's inferred types."""
-    import onnx
     from onnx import TensorProto
-    m = onnx.shape_inference.infer_shapes(model)
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in list(m.graph.value_info) + list(m.graph.input)
-             + list(m.graph.output)}
-    types.update({t.name: t.data_type for t in m.graph.initializer})
+    types = value_types(model)
     fp32 = low = 0
-    for n in m.graph.node:
+    for n in model.graph.node:
         if n.op_type == "Cast":
             continue
         ins = {types.get(i) for i in n.input if i}

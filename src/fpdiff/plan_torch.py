@@ -230,11 +230,12 @@ def export_onnx(gm: torch.fx.GraphModule, keep: set[str], p: prec.Precision, inp
     import onnx
 
     from .export import export_program
+    from .onnx_graph import graph_inputs
     args = prec.cast_inputs(inputs, FP32)
     program = torch.export.export(mixed.apply(gm, frozenset(keep), p.dtype), args, strict=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     export_program(program, path)
     model = onnx.load(str(path))
-    names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    names = graph_inputs(model)
     return verify_onnx(model, path, {n: a.numpy() for n, a in zip(names, args)}, expected, tolerance)

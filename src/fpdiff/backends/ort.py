@@ -6,32 +6,22 @@ from pathlib import Path
 
 from ..compare import Finding
 from ..errors import LOAD, Unsupported, stage
+from ..onnx_graph import DATA_MOVEMENT, value_types
 from . import mixed_dtype, too_wide
 from . import to_numpy as _to_numpy
 from .base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
-
-# Ops that move or reshape data without arithmetic: their dtype says nothing about where rounding happens.
-_DATA_MOVEMENT = {"Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Gather",
-                  "Shape", "Identity", "Expand", "Flatten", "Constant", "ConstantOfShape", "Range", "Where",
-                  "ScatterElements", "ScatterND", "GatherElements", "Tile", "Pad"}
 
 
 def op_dtypes(model_path: Path) -> Counter:
     """Count arithmetic nodes of an (ORT-optimized) graph by the float type they compute in."""
     import onnx
     m = onnx.load(str(model_path))
-    try:
-        m = onnx.shape_inference.infer_shapes(m)
-    except Exception:
-        pass  # contrib ops unknown to onnx: the types ORT wrote into value_info are still there
-    types = {vi.name: vi.type.tensor_type.elem_type for vi in
-             list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output)}
-    types.update({t.name: t.data_type for t in m.graph.initializer})
+    types = value_types(m)
     names = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
              onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.DOUBLE: "float64"}
     counts: Counter = Counter()
     for node in m.graph.node:
-        if node.op_type in _DATA_MOVEMENT:
+        if node.op_type in DATA_MOVEMENT:
             continue
         float_types = [names[types[n]] for n in node.input if types.get(n) in names]
         if float_types:

@@ -1,0 +1,84 @@
+"""ONNX graph facts every analysis reads the same way: its real inputs, the ops that only move values, the float
+type of each value, and the float64 reference run (the judge of ONNX models)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import UsageError
+
+# Ops whose output holds their first input's values, moved or regrouped (no arithmetic): they take that input's
+# dtype in a mixed graph, and a kept op's fp32 output must stay fp32 through them.
+PASS_THROUGH = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Gather", "Slice",
+                          "Concat", "Split", "Expand", "Cast", "CastLike", "GatherElements", "GatherND", "Tile", "Pad",
+                          "Dropout"})
+# Every op that does no arithmetic: the pass-through ones, the ones that make shapes or constants, and the ones that
+# select or scatter values. Their dtype says nothing about where rounding happens (so they are not counted when
+# judging what dtype a backend computed in), and keeping one in fp32 fixes nothing (so a plan never keeps one).
+DATA_MOVEMENT = PASS_THROUGH | {"Shape", "Size", "Constant", "ConstantOfShape", "Range", "Where", "ScatterElements",
+                                "ScatterND"}
+
+
+def graph_inputs(model) -> list[str]:
+    """The inputs a caller feeds: graph inputs that are not initializers (old opsets list weights as inputs)."""
+    inits = {t.name for t in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def value_types(model) -> dict[str, int]:
+    """Element type of every value (shape inference where it can; a graph with ops unknown to onnx, such as ONNX
+    Runtime's contrib ops, keeps the types already written into it)."""
+    import onnx
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # unknown ops: the value_info the producer wrote is what there is
+        pass
+    g = model.graph
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in list(g.value_info) + list(g.input) + list(g.output)}
+    types.update({t.name: t.data_type for t in g.initializer})
+    return types
+
+
+def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
+    """Every value (or the outputs) of the graph computed in float64 by the ONNX reference evaluator, with kernels
+    that keep float64 where its own would drop to float32 (backends/onnxref.py). A failure here is the model's or
+    its inputs' (a usage error), never a backend's."""
+    from onnx.reference import ReferenceEvaluator
+
+    from .export import ONNX_TYPE, cast_model
+    m64 = cast_model(model, ONNX_TYPE["float64"])
+    feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
+    try:
+        out = ReferenceEvaluator(m64, new_ops=float64_ops()).run(None, feeds64, intermediate=intermediate)
+    except Exception as e:
+        raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
+    return out
+
+
+def float64_ops() -> list:
+    """Kernels that compute in the input's dtype: the evaluator's own Erf is float32 (np.vectorize with
+    otypes "f"), and its Gelu expands into float32 constants, which would make the float64 judge a float32 one."""
+    import math
+
+    import numpy as np
+    from onnx.reference.op_run import OpRun
+
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+
+    class Erf(OpRun):
+        op_domain = ""
+
+        def _run(self, x):
+            return (erf(x).astype(x.dtype),)
+
+    class Gelu(OpRun):
+        op_domain = ""
+
+        def _run(self, x, approximate="none"):
+            x64 = x.astype(np.float64)
+            if approximate == "tanh":
+                y = 0.5 * x64 * (1 + np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64**3)))
+            else:
+                y = 0.5 * x64 * (1 + erf(x64 / math.sqrt(2)))
+            return (y.astype(x.dtype),)
+
+    return [Erf, Gelu]
