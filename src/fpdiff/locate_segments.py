@@ -210,6 +210,9 @@ class OnnxBisector(Bisector):
         used_after = {i for n in self.nodes[end:] for i in n.input} | {o.name for o in self.modelp.graph.output}
         outputs = [o for n in inside for o in n.output if o in used_after] or [inside[-1].output[0]]
         sub = onnx.utils.Extractor(self.modelp).extract_model(inputs, outputs)
+        # IR 3 (a model kept at its old opset) wants every weight listed as a graph input; the segment lists only
+        # the values it is fed, so it is written under IR 4, where weights are constants of the graph
+        sub.ir_version = max(sub.ir_version, 4)
         return sub, inputs, outputs
 
     def segment_io(self, start: int, end: int):

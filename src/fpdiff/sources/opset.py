@@ -32,6 +32,10 @@ def upgrade(model, feeds: dict[str, np.ndarray], out_dir: Path, stem: str):
     note["converted_to"] = TARGET_OPSET
     try:
         new = version_converter.convert_version(model, TARGET_OPSET)
+        # the converter keeps the IR version (3 for the opset-9 zoo models, where every weight must also be a
+        # graph input); the new opset needs the IR version that defines it, under which a graph cut out of the
+        # model (locate's segments) may hold weights that are not inputs
+        new.ir_version = max(new.ir_version, onnx.helper.find_min_ir_version_for(list(new.opset_import)))
         onnx.checker.check_model(new)
     except Exception as e:
         note.update(status="kept original", reason=f"onnx.version_converter failed: {_line(e)}")
