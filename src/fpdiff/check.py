@@ -240,6 +240,7 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
     cell.metrics, cell.baseline_metrics = m.as_dict(), baseline.as_dict() if baseline else None
     cell.findings += j.findings
     cell.computed_dtype = r.computed_dtype or _dtype_of_outputs(r.output_dtypes)
+    cell.findings = [_coarser_at_the_same_dtype(f, r, p) for f in cell.findings]
     cell.findings += _dtype_findings(p, cell, r)
     if j.status != compare.PASS:
         cell.findings += compare.range_findings(ref_out, p)
@@ -250,6 +251,21 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
                                      remedy="look for atomics, unordered parallel reductions or uninitialized "
                                      "memory in the backend; judge with more runs before trusting one"))
     return cell
+
+
+def _coarser_at_the_same_dtype(f: Finding, r: JobResult, p: prec.Precision) -> Finding:
+    """A coarser-than-requested finding on a backend whose counted float ops all ran in the requested dtype: the
+    narrower-format guess is wrong there; what it rounds more is how it computes at that dtype (IREE's fp16 layer
+    norm keeps its statistics in fp16, where torch accumulates in fp32)."""
+    counts = r.info.get("op_dtypes") or {}
+    want = prec.dtype_name(p.autocast or p.dtype)
+    if f.kind != "coarser-than-requested" or not counts or set(counts) != {want}:
+        return f
+    errors = f.message.split(": computes like")[0]
+    return Finding(f.kind, f"{errors}, with every counted float op in {want}: it rounds more than the baseline at "
+                   f"the same dtype (reductions or norm statistics kept in {want} where the baseline accumulates "
+                   "in float32?)", op=f.op, remedy="fpdiff locate finds the ops; keep them in fp32 (fpdiff plan) "
+                   "or use the backend's higher-precision accumulation option if it has one")
 
 
 def _failure_reason(r: JobResult) -> str:
