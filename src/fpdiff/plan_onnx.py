@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from . import precision as prec
-from .onnx_graph import DATA_MOVEMENT, PASS_THROUGH, float64_values, value_types
+from .onnx_graph import DATA_MOVEMENT, PASS_THROUGH, float64_values, ort_session, value_types
 from .onnx_mixed import named
 from .plan_search import PRIOR, Plan, Search, Trial, Unit, finish, graph_digest, rel_l2, settle
 
@@ -178,11 +178,10 @@ class OrtTrials:
         return to_mixed(model, self.low, follow_moves(model, keep))
 
     def __call__(self, keep: frozenset[str]) -> Trial:
-        import onnxruntime as ort
         t0 = time.perf_counter()
         try:
             m = self.build(keep)
-            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            sess = ort_session(m)
             out = sess.run(None, self.feeds)
             err, status = rel_l2(self.expected, [np.asarray(o, dtype=np.float64) for o in out]), "ok"
         except Exception as e:  # ORT refuses a kernel at this dtype: this keep-set does not run
@@ -231,10 +230,9 @@ def export_onnx(trials: OrtTrials, keep: set[str], path: str | Path) -> dict:
 
 def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float) -> dict:
     """An exported plan run by ONNX Runtime on the same inputs, judged by the same tolerance."""
-    import onnxruntime as ort
     types = onnx_compute_types(model)
     try:
-        out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+        out = ort_session(path).run(None, feeds)
     except Exception as e:
         return {"path": str(path), "verified": False, "reason": f"onnxruntime refused it: {str(e).splitlines()[0]}",
                 **types}

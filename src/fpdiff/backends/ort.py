@@ -5,8 +5,8 @@ from collections import Counter
 from pathlib import Path
 
 from ..compare import Finding
-from ..errors import LOAD, Unsupported, stage
-from ..onnx_graph import DATA_MOVEMENT, value_types
+from ..errors import LOAD, stage
+from ..onnx_graph import DATA_MOVEMENT, ort_session, value_types
 from . import mixed_dtype, too_wide
 from . import to_numpy as _to_numpy
 from .base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
@@ -43,19 +43,10 @@ class OrtBackend(Backend):
         return None
 
     def prepare_task(self, task) -> Prepared:
-        import onnxruntime as ort
-        providers = ["CPUExecutionProvider"]
-        if task.device.startswith("cuda"):
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise Unsupported("this onnxruntime has no CUDAExecutionProvider")
-            providers = ["CUDAExecutionProvider"]
         path = task.onnx_file()
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
         optimized = path.with_name(path.stem + f".ort-{task.device.replace(':', '')}.onnx")
-        opts.optimized_model_filepath = str(optimized)
         with stage(LOAD, "onnxruntime"):  # a missing kernel here is still read as a refusal (worker patterns)
-            session = ort.InferenceSession(str(path), opts, providers=providers)
+            session = ort_session(path, task.device, optimized_to=optimized)
         names = [i.name for i in session.get_inputs()]
         notes, info = [], {}
         if task.is_torch:

@@ -59,10 +59,8 @@ def upgrade(model, feeds: dict[str, np.ndarray], out_dir: Path, stem: str):
 
 
 def _run_ort(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    s = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    from ..onnx_graph import ort_session
+    s = ort_session(model)
     names = {i.name for i in s.get_inputs()}
     return s.run(None, {k: v for k, v in feeds.items() if k in names})
 
