@@ -82,7 +82,7 @@ def test_onnx_model_on_a_healthy_backend_has_no_culprit(onnx_models, backend):
 
 
 def test_onnx_model_refuses_torch_backends(onnx_models):
-    from fpdiff.errors import UsageError
+    from fpdiff.core.errors import UsageError
     with pytest.raises(UsageError, match="torch models"):
         fpdiff.locate(str(onnx_models / "tf.onnx"), backend="torch")
 
@@ -102,7 +102,7 @@ def test_mark_all_reports_an_ort_refusal(onnx_models):
 
 
 def test_mark_all_is_for_ort_only():
-    from fpdiff.errors import UsageError
+    from fpdiff.core.errors import UsageError
     with pytest.raises(UsageError, match="--backend ort"):
         fpdiff.locate("example:tinycnn", backend="iree", mark_all=True)
 

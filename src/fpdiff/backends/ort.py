@@ -4,12 +4,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..compare import Finding
-from ..errors import LOAD, stage
-from ..onnx_graph import DATA_MOVEMENT, ort_session, value_types
-from . import mixed_dtype, too_wide
-from . import to_numpy as _to_numpy
-from .base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
+from fpdiff.backends import mixed_dtype, too_wide
+from fpdiff.backends import to_numpy as _to_numpy
+from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
+from fpdiff.core.compare import Finding
+from fpdiff.core.errors import LOAD, stage
+from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
 
 
 def op_dtypes(model_path: Path) -> Counter:
@@ -50,7 +50,7 @@ class OrtBackend(Backend):
         names = [i.name for i in session.get_inputs()]
         notes, info = [], {}
         if task.is_torch:
-            from ..export import export_info
+            from fpdiff.onnxtools.export import export_info
             info.update(export_info(path))  # which torch->ONNX exporter made the graph this cell ran
         want = task.requested_dtype
         if want in ("float16", "bfloat16") and optimized.exists():
@@ -80,7 +80,7 @@ class OrtBackend(Backend):
 
     def repro(self, r: Repro) -> str | None:
         if not r.onnx_segment:
-            from ..export import export_program
+            from fpdiff.onnxtools.export import export_program
             export_program(r.program, r.out / "segment.onnx")
         return "import onnxruntime as ort\n" + NUMPY_INPUTS + """segment = str(here / "segment.onnx")
 session = ort.InferenceSession(segment, providers=["CPUExecutionProvider"])

@@ -9,10 +9,12 @@ from pathlib import Path
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import compare, graph, rundir, segments
-from . import precision as prec
-from .errors import UsageError
-from .sources import load
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.model import graph, segments
+from fpdiff.runtime import rundir
+from fpdiff.sources import load
 
 # An op is the culprit when the error it makes by itself (fed float64-run inputs, computing at P) is over
 # LOCAL_FACTOR times what P must lose on it anyway: the larger of (a) rounding its exact output to P and
@@ -270,7 +272,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
     segment of ops that the backend computes wrongly, by bisection over standalone segments."""
     p = prec.get(precision)
-    from .backends import registry
+    from fpdiff.backends import registry
     reg = registry(plugins)
     cls = reg.cls(backend)  # unknown names fail before any work
     source = load(model, seed=seed, inputs=inputs, shapes=shapes)
@@ -285,8 +287,8 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
             raise UsageError(f"--mark-all needs a backend that marks every tensor as an output in one run, which "
                              f"{backend} does not: use --backend {can}")
         return _mark_all(source, backend, p, device)
-    from .cache import default_root
-    from .locate_segments import Bisector, OnnxBisector
+    from fpdiff.locate.bisection import Bisector, OnnxBisector
+    from fpdiff.runtime.cache import default_root
     cache = cache_dir or str(default_root())
     flags = tuple(iree_flags) if cls.takes_flags else ()
     if source.ref.kind not in cls.kinds:
@@ -335,12 +337,12 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
 
 
 def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateResult:
-    """ORT with every tensor marked as an output: one run, fusion possibly changed (see locate_markall)."""
+    """ORT with every tensor marked as an output: one run, fusion possibly changed (see locate/markall.py)."""
     import onnx
 
-    from .export import export_program
-    from .locate_markall import mark_all
-    from .onnx_graph import graph_inputs
+    from fpdiff.locate.markall import mark_all
+    from fpdiff.onnxtools.export import export_program
+    from fpdiff.onnxtools.graph import graph_inputs
     if source.ref.kind == "onnx":
         model, feeds = source.module, dict(zip(source.input_names, source.inputs))
     else:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import Unsupported, UsageError
+from fpdiff.core.errors import Unsupported, UsageError
 
 # Ops whose output holds their first input's values, moved or regrouped (no arithmetic): they take that input's
 # dtype in a mixed graph, and a kept op's fp32 output must stay fp32 through them.
@@ -64,7 +64,7 @@ def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
     its inputs' (a usage error), never a backend's."""
     from onnx.reference import ReferenceEvaluator
 
-    from .export import ONNX_TYPE, cast_model
+    from fpdiff.onnxtools.export import ONNX_TYPE, cast_model
     m64 = cast_model(model, ONNX_TYPE["float64"])
     feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
     try:

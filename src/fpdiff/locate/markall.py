@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from . import compare
-from . import precision as prec
-from .errors import UsageError
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
 
 
 def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Precision, device: str = "cpu") -> dict:
@@ -17,8 +17,8 @@ def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Preci
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
 
-    from .export import FLOATS, ONNX_TYPE, cast_model
-    from .onnx_graph import float64_values, ort_session
+    from fpdiff.onnxtools.export import FLOATS, ONNX_TYPE, cast_model
+    from fpdiff.onnxtools.graph import float64_values, ort_session
     if not p.is_cast or p.name == "bf16":
         raise UsageError("--mark-all takes fp64, fp32 or fp16")
     m64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
