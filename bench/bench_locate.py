@@ -14,7 +14,7 @@ CHILD = r'''
 import json, resource, sys, time
 import torch
 from fpdiff.sources import load
-from fpdiff import precision as prec
+from fpdiff.core import precision as prec
 what, model, p = sys.argv[1], sys.argv[2], prec.get(sys.argv[3])
 src = load(model)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

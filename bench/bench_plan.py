@@ -44,11 +44,11 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     from onnxconverter_common.auto_mixed_precision import auto_convert_mixed_precision
 
     import fpdiff
-    from fpdiff import precision as prec
-    from fpdiff.export import export_program
-    from fpdiff.onnx_mixed import named, to_mixed
-    from fpdiff.plan_onnx import OrtTrials, float64_run, onnx_compute_types
-    from fpdiff.plan_search import rel_l2
+    from fpdiff.core import precision as prec
+    from fpdiff.onnxtools.export import export_program
+    from fpdiff.onnxtools.mixed import named, to_mixed
+    from fpdiff.plan.onnx_models import OrtTrials, float64_run, onnx_compute_types
+    from fpdiff.plan.search import rel_l2
     from fpdiff.sources import load
     src = load(str(HERE / "specs" / spec))
     path = d / spec.replace(".py", ".onnx")

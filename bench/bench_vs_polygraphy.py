@@ -30,9 +30,9 @@ def main() -> None:
     import onnx
     from polygraphy.json import save_json
 
-    from fpdiff import graph
-    from fpdiff import precision as prec
-    from fpdiff.export import ONNX_TYPE, cast_model, export_program
+    from fpdiff.core import precision as prec
+    from fpdiff.model import graph
+    from fpdiff.onnxtools.export import ONNX_TYPE, cast_model, export_program
     from fpdiff.sources import load
     d = Path(tempfile.mkdtemp(prefix="fpdiff-vs-polygraphy-"))
     src = load(str(Path(__file__).parent / "specs" / "former_stack.py"))

@@ -19,9 +19,9 @@ def compile_all(out: Path) -> None:
 
     from iree.compiler.extras.fx_importer import FxImporter
 
-    from fpdiff import graph
-    from fpdiff import precision as prec
     from fpdiff.backends.iree import compile_flags, tool
+    from fpdiff.core import precision as prec
+    from fpdiff.model import graph
     from fpdiff.sources import load
     out.mkdir(parents=True, exist_ok=True)
     for ex in EXAMPLES:

@@ -8,10 +8,10 @@ import torch
 
 import fpdiff
 from conftest import SPECS
-from fpdiff import autocast, mixed
 from fpdiff.backends import too_wide
-from fpdiff.mixed import fp32_module
-from fpdiff.onnx_mixed import named
+from fpdiff.model import autocast, mixed
+from fpdiff.model.mixed import fp32_module
+from fpdiff.onnxtools.mixed import named
 from fpdiff.sources.spec import build, import_spec
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
@@ -153,7 +153,7 @@ def test_dtype_changed_is_judged_against_the_share_the_graph_asked_for():
 def test_onnx_source_autocast_cells_land_at_torch_autocast_error(tmp_path):
     """The ONNX export of tinyformer, run at amp on IREE and ORT: the source's graph with the CPU lists' fp32 ops
     kept (by op type) lands where torch's autocast of the same weights and inputs does."""
-    from fpdiff.export import export_program
+    from fpdiff.onnxtools.export import export_program
     m, inputs = built(MODELS["example:tinyformer"])
     path = tmp_path / "tinyformer.onnx"
     export_program(torch.export.export(m, inputs, strict=False), path)
@@ -175,7 +175,7 @@ def test_onnx_source_autocast_cells_land_at_torch_autocast_error(tmp_path):
 def test_onnx_policy_maps_the_lists_to_op_types(tmp_path):
     """On the ONNX tinyformer: CPU keeps the layer norms and the residual adds (fed by the fp32 input), CUDA also
     the Softmax; MatMuls and the bias Adds that follow them (torch's linear) are low on both."""
-    from fpdiff.export import export_program
+    from fpdiff.onnxtools.export import export_program
     m, inputs = built(MODELS["example:tinyformer"])
     path = tmp_path / "tinyformer.onnx"
     export_program(torch.export.export(m, inputs, strict=False), path)

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import PLUGINS
 from fpdiff.backends import NO_AUTOLOAD, registry
-from fpdiff.errors import UsageError
+from fpdiff.core.errors import UsageError
 
 
 def test_builtins_register_through_entry_points():

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import torch
 
-from fpdiff import compare
-from fpdiff.precision import get
+from fpdiff.core import compare
+from fpdiff.core.precision import get
 
 
 def m(ref, out, dtype=torch.float32):
@@ -159,7 +159,7 @@ def test_statuses_are_the_report_strings():
     """The JSON report and messages carry the plain strings; the type only names them."""
     import json
 
-    from fpdiff.status import CELL_STATUSES, Status
+    from fpdiff.core.status import CELL_STATUSES, Status
     assert json.dumps([Status.PASS, Status.PRECISION_LOSS]) == '["pass", "precision-loss"]'
     assert f"{Status.MISMATCH}" == "mismatch" and str(Status.UNJUDGED) == "unjudged"
     assert Status.ERROR == "error" and "ok" not in CELL_STATUSES

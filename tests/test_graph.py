@@ -1,6 +1,6 @@
 from torch.export import Dim
 
-from fpdiff import graph
+from fpdiff.model import graph
 
 
 def test_no_dynamic_shapes_means_static_only():

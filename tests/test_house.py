@@ -94,3 +94,26 @@ def test_no_backend_name_is_compared_outside_backends():
                 hits = [c.value for c in consts if isinstance(c, ast.Constant) and c.value in BUILTIN_NAMES]
                 found += [f"{name}:{node.lineno} compares {h!r}" for h in hits]
     assert not found, found
+
+
+def test_no_package_global_is_shadowed_by_its_own_submodule():
+    """Importing pkg.sub sets the attribute `sub` on pkg: a global of pkg/__init__.py with that name (an imported
+    module, a function) is silently replaced the first time the submodule loads."""
+    clashes = []
+    for name, path in modules().items():
+        # fpdiff's own check/locate/plan/ranges functions are named after their packages on purpose; api.py loads
+        # every one of those packages before fpdiff/__init__.py binds the functions, so nothing replaces them later
+        if path.name != "__init__.py" or name == "fpdiff":
+            continue
+        subs = {p.stem for p in path.parent.glob("*.py") if p.stem != "__init__"} | {
+            p.name for p in path.parent.iterdir() if (p / "__init__.py").exists()}
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound = {(a.asname or a.name).split(".")[0] for a in node.names}
+                clashes += [f"{name}: {b}" for b in bound & subs
+                            if not (isinstance(node, ast.ImportFrom) and (node.module or "").endswith(f"{name}.{b}"))
+                            and not (isinstance(node, ast.ImportFrom) and node.module == name)]
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in subs and node in tree.body:
+                clashes.append(f"{name}: def {node.name}")
+    assert not clashes, clashes

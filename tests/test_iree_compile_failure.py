@@ -1,7 +1,7 @@
 """How an iree-compile failure is read: a refusal of something the model asked for stays `unsupported` naming it;
 the compiler breaking on itself (its own dialects, crashes, assertions) is an error at compile."""
 from fpdiff.backends.iree import compile_failure
-from fpdiff.errors import StageError, Unsupported
+from fpdiff.core.errors import StageError, Unsupported
 
 
 def test_an_op_it_cannot_lower_is_a_refusal_naming_the_op():

@@ -3,7 +3,7 @@ import pytest
 
 import fpdiff
 from conftest import SPECS
-from fpdiff.errors import UsageError
+from fpdiff.core.errors import UsageError
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
 

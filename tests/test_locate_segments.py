@@ -20,21 +20,21 @@ PLUGIN = (str(PLUGINS / "perturb.py"),)
 def test_a_corrupted_op_is_named(model, backend, module):
     r = fpdiff.locate(model, backend=backend, precision="fp32", plugins=PLUGIN)
     seg = r.segment
-    assert seg is not None and seg["status"] == "mismatch"
-    assert seg["end"] - seg["start"] == 1, seg  # down to one op
-    assert seg["module"] == module, seg
+    assert seg is not None and seg.status == "mismatch"
+    assert seg.end - seg.start == 1, seg  # down to one op
+    assert seg.module == module, seg
     assert r.compiles <= 2 * len(r.ops).bit_length() + 2
     # one culprit object whatever found it, and the output error is the requested backend's, not eager's
     c = r.as_dict()["culprit"]
     assert c["module"] == module and c["found_by"] == "segment bisection" and c["backend"] == backend
-    assert c["node"] and c["source"].split(":")[0].endswith(".py") and c["op"] == seg["first_op"]
+    assert c["node"] and c["source"].split(":")[0].endswith(".py") and c["op"] == seg.first_op
     assert c["evidence"]["rel_l2"] > 4 * c["evidence"]["baseline_rel_l2"]
     assert r.output_error > 100 * r.eager_output_error  # the plugin's 1e-3 error, not eager's ~1e-7
 
 
 def test_tinyformer_first_corrupted_of_two_is_found_first():
     r = fpdiff.locate("example:tinyformer", backend="perturb-last", precision="fp32", plugins=PLUGIN)
-    assert r.segment["module"] == "proj"  # proj comes before mlp.2 in graph order
+    assert r.segment.module == "proj"  # proj comes before mlp.2 in graph order
 
 
 @pytest.mark.parametrize("backend", ["ort", "iree", "inductor", "honest"])
@@ -69,8 +69,8 @@ def test_onnx_model_refusal_is_narrowed_to_one_node_with_a_repro(onnx_models, tm
     import sys
     r = fpdiff.locate(str(onnx_models / "sap.onnx"), backend="ort", precision="fp16",
                       inputs=str(onnx_models / "sap.npz"), repro=str(tmp_path / "b"))
-    assert r.segment["end"] - r.segment["start"] == 1
-    assert r.segment["ops"][0].startswith("ScatterND") and r.segment["status"] == "unsupported"
+    assert r.segment.end - r.segment.start == 1
+    assert r.segment.ops[0].startswith("ScatterND") and r.segment.status == "unsupported"
     p = subprocess.run([sys.executable, r.repro], capture_output=True, text=True, cwd=tmp_path)
     assert p.returncode != 0 and "ScatterND" in p.stderr
 
@@ -82,7 +82,7 @@ def test_onnx_model_on_a_healthy_backend_has_no_culprit(onnx_models, backend):
 
 
 def test_onnx_model_refuses_torch_backends(onnx_models):
-    from fpdiff.errors import UsageError
+    from fpdiff.core.errors import UsageError
     with pytest.raises(UsageError, match="torch models"):
         fpdiff.locate(str(onnx_models / "tf.onnx"), backend="torch")
 
@@ -98,11 +98,11 @@ def test_mark_all_on_healthy_ort_judges_every_tensor_and_blames_none():
 def test_mark_all_reports_an_ort_refusal(onnx_models):
     r = fpdiff.locate(str(onnx_models / "sap.onnx"), backend="ort", precision="fp16", mark_all=True,
                       inputs=str(onnx_models / "sap.npz"))
-    assert "ScatterND" in r.mark_all["refused"] and r.segment["status"] == "unsupported"
+    assert "ScatterND" in r.mark_all["refused"] and r.segment.status == "unsupported"
 
 
 def test_mark_all_is_for_ort_only():
-    from fpdiff.errors import UsageError
+    from fpdiff.core.errors import UsageError
     with pytest.raises(UsageError, match="--backend ort"):
         fpdiff.locate("example:tinycnn", backend="iree", mark_all=True)
 
@@ -113,7 +113,7 @@ def test_a_dynamic_shape_bug_is_located_only_under_dynamic_variants():
                           shape_variant=variant)
         assert (r.segment is not None) == found, variant
         if found:
-            assert r.segment["module"] == "mlp.0" and r.segment["end"] - r.segment["start"] == 1
+            assert r.segment.module == "mlp.0" and r.segment.end - r.segment.start == 1
 
 
 def test_router_segments_keep_mixed_dims_on_iree():
@@ -125,7 +125,7 @@ def test_conv_filter_read_with_swapped_dims_is_located_deep_in_a_stack():
     from conftest import SPECS
     r = fpdiff.locate(str(SPECS / "conv1d_stack.py"), backend="convswap", precision="fp32", plugins=PLUGIN)
     assert len(r.ops) >= 20
-    assert r.segment["module"] == "blocks.3.0" and r.segment["ops"] == ["aten.conv1d.default"]
+    assert r.segment.module == "blocks.3.0" and r.segment.ops == ["aten.conv1d.default"]
     check = fpdiff.check(str(SPECS / "conv1d_stack.py"), backends=["convswap"], precisions=["fp32"], plugins=PLUGIN)
     assert check.cells[0].status == "mismatch"
 
@@ -138,8 +138,8 @@ def test_iree_segments_of_a_multi_output_op_import_like_the_whole_model():
 
 def test_iree_fp64_refusal_is_narrowed_to_gelu():
     r = fpdiff.locate("example:tinyformer", backend="iree", precision="fp64")
-    assert r.segment["ops"] == ["aten.gelu.default"] and r.segment["module"] == "mlp.1"
-    assert "math.erf" in r.segment["reason"] and r.compiles <= 2 * len(r.ops).bit_length() + 2
+    assert r.segment.ops == ["aten.gelu.default"] and r.segment.module == "mlp.1"
+    assert "math.erf" in r.segment.reason and r.compiles <= 2 * len(r.ops).bit_length() + 2
 
 
 def test_old_ir_zoo_model_segments_are_valid_graphs_and_blame_nothing_on_a_healthy_backend():

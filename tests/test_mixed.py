@@ -3,9 +3,9 @@ import pytest
 import torch
 
 from conftest import SPECS
-from fpdiff import mixed
-from fpdiff.errors import UsageError
-from fpdiff.mixed import fp32_module
+from fpdiff.core.errors import UsageError
+from fpdiff.model import mixed
+from fpdiff.model.mixed import fp32_module
 from fpdiff.sources import load
 
 

@@ -8,9 +8,9 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from fpdiff.errors import UsageError
-from fpdiff.export import cast_model
-from fpdiff.onnx_mixed import to_mixed
+from fpdiff.core.errors import UsageError
+from fpdiff.onnxtools.export import cast_model
+from fpdiff.onnxtools.mixed import to_mixed
 
 
 def _rel(a, b) -> float:

@@ -8,7 +8,7 @@ import torch
 import fpdiff
 from conftest import SPECS
 from fpdiff.cli import main
-from fpdiff.errors import UsageError
+from fpdiff.core.errors import UsageError
 from fpdiff.sources import load
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast

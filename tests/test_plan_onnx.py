@@ -7,8 +7,8 @@ from onnx import TensorProto
 
 import fpdiff
 from conftest import HERE
-from fpdiff.errors import UsageError
-from fpdiff.export import export_program
+from fpdiff.core.errors import UsageError
+from fpdiff.onnxtools.export import export_program
 from fpdiff.sources import load
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
@@ -39,17 +39,17 @@ def test_lost_constants_are_kept_in_fp32_and_the_plan_verified(padded, tmp_path)
 
 
 def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
-    from fpdiff.onnx_mixed import named
-    from fpdiff.plan_onnx import CLAMP, OrtTrials, evidence, float64_run, unit_names
-    from fpdiff.plan_search import Search
-    from fpdiff.precision import get
+    from fpdiff.core.precision import get
+    from fpdiff.onnxtools.mixed import named
+    from fpdiff.plan.onnx_models import CLAMP, OrtTrials, evidence, float64_run, unit_names
+    from fpdiff.plan.search import Search
     m = named(onnx.load(str(padded / "m.onnx")))
     feeds = dict(np.load(padded / "inputs.npz"))
     values = float64_run(m, feeds)
     expected = [values[o.name] for o in m.graph.output]
     names = unit_names(m, values)
     ranked, strong, sources, why = evidence(m, values, get("fp16"), names)
-    from fpdiff.plan_search import Unit
+    from fpdiff.plan.search import Unit
     search = Search([Unit(n, "") for n in names], OrtTrials(m, feeds, expected, get("fp16"), 1e-2), 1e-2)
     found = search.run(ranked, strong, sources)
     ops = {n.name: n.op_type for n in m.graph.node}
@@ -60,8 +60,8 @@ def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
 def test_every_op_kept_is_fp32_again(padded):
     import onnxruntime as ort
 
-    from fpdiff.onnx_mixed import named, to_mixed
-    from fpdiff.plan_onnx import float64_run, follow_moves, unit_names
+    from fpdiff.onnxtools.mixed import named, to_mixed
+    from fpdiff.plan.onnx_models import float64_run, follow_moves, unit_names
     m = named(onnx.load(str(padded / "m.onnx")))
     feeds = dict(np.load(padded / "inputs.npz"))
     values = float64_run(m, feeds)

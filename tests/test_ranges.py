@@ -6,7 +6,7 @@ import pytest
 import fpdiff
 from conftest import SPECS
 from fpdiff.cli import main
-from fpdiff.errors import UsageError
+from fpdiff.core.errors import UsageError
 
 
 def test_square_inside_rmsnorm_overflows_fp16_not_bf16():

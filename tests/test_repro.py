@@ -36,7 +36,7 @@ def test_torch_precision_culprit_bundle_shows_the_overflow(tmp_path):
 
 def test_ort_refusal_is_narrowed_to_the_op_and_reproduced_with_onnxruntime_alone(tmp_path):
     r = fpdiff.locate(str(SPECS / "scatter_add_pool.py"), backend="ort", precision="fp16", repro=str(tmp_path / "b"))
-    assert r.segment["ops"] == ["aten.index_add.default"] and r.segment["status"] == "unsupported"
+    assert r.segment.ops == ["aten.index_add.default"] and r.segment.status == "unsupported"
     assert (tmp_path / "b" / "segment.onnx").exists()
     f = r.findings[0]
     assert f.kind == "unsupported" and f.op == "aten.index_add.default" and r.repro in f.remedy
@@ -47,7 +47,7 @@ def test_ort_refusal_is_narrowed_to_the_op_and_reproduced_with_onnxruntime_alone
 def test_iree_demoted_f64_failure_is_reproduced_with_the_iree_runtime_alone(tmp_path):
     r = fpdiff.locate(str(SPECS / "f64_mul.py"), backend="iree", precision="fp64",
                       iree_flags=("--iree-input-demote-f64-to-f32=true",), repro=str(tmp_path / "b"))
-    assert r.segment is not None and r.segment["end"] - r.segment["start"] == 1
+    assert r.segment is not None and r.segment.end - r.segment.start == 1
     assert (tmp_path / "b" / "segment.vmfb").exists()
     p = run_script(r.repro, tmp_path)
     assert p.returncode != 0 and "OUT_OF_RANGE" in p.stderr

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from fpdiff import rundir
+from fpdiff.runtime import rundir
 
 
 def ours(tmp):

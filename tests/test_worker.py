@@ -1,5 +1,5 @@
-from fpdiff.errors import Unsupported
-from fpdiff.worker import classify_exception
+from fpdiff.core.errors import Unsupported
+from fpdiff.runtime.worker import classify_exception
 
 
 def test_torch_missing_kernel_is_unsupported_with_op_and_dtype():
@@ -25,8 +25,8 @@ def test_other_errors_are_errors_and_explicit_unsupported_keeps_its_op():
 
 
 def test_an_exception_from_fpdiffs_own_code_is_an_internal_error_with_its_traceback():
-    from fpdiff import compare
-    from fpdiff.worker import INTERNAL, failure
+    from fpdiff.core import compare
+    from fpdiff.runtime.worker import INTERNAL, failure
     try:
         compare.mantissa_bits("not a dtype")  # fpdiff's own code fails inside
     except Exception as e:
@@ -36,8 +36,8 @@ def test_an_exception_from_fpdiffs_own_code_is_an_internal_error_with_its_traceb
 
 
 def test_a_components_exception_inside_a_stage_is_charged_to_it_without_color_codes():
-    from fpdiff import errors
-    from fpdiff.worker import failure
+    from fpdiff.core import errors
+    from fpdiff.runtime.worker import failure
     try:
         with errors.stage(errors.IMPORT, "iree fx importer"):
             import json
@@ -49,8 +49,8 @@ def test_a_components_exception_inside_a_stage_is_charged_to_it_without_color_co
 
 
 def test_a_declared_refusal_inside_a_stage_stays_unsupported_and_names_the_stage():
-    from fpdiff import errors
-    from fpdiff.worker import failure
+    from fpdiff.core import errors
+    from fpdiff.runtime.worker import failure
     try:
         with errors.stage(errors.COMPILE, "iree-compile"):
             raise errors.Unsupported("failed to legalize operation 'math.erf'", op="math.erf", dtype="fp64")

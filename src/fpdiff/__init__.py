@@ -1,5 +1,17 @@
 """fpdiff: does a model compute the same numbers in every precision and on every backend?"""
-from .api import Cell, CheckResult, LocateResult, Plan, RangesResult, apply_plan, check, examples, locate, plan, ranges
+from fpdiff.api import (
+           Cell,
+           CheckResult,
+           LocateResult,
+           Plan,
+           RangesResult,
+           apply_plan,
+           check,
+           examples,
+           locate,
+           plan,
+           ranges,
+)
 
 __all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult",
            "plan", "Plan", "apply_plan"]

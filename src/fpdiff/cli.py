@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import UsageError
+from fpdiff.core.errors import UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -30,8 +30,8 @@ def _shape(text: str) -> tuple[str, list[int]]:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .check import DEFAULT_BACKENDS, DEFAULT_REPEAT, DEFAULT_TIMEOUT
-    from .precision import DEFAULT_PRECISIONS, PRECISIONS
+    from fpdiff.check import DEFAULT_BACKENDS, DEFAULT_REPEAT, DEFAULT_TIMEOUT
+    from fpdiff.core.precision import DEFAULT_PRECISIONS, PRECISIONS
     p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--keep-temp", action="store_true",
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch internals' deprecation chatter
     args = parser().parse_args(argv)
-    from .rundir import run_directory
+    from fpdiff.runtime.rundir import run_directory
     try:
         with run_directory(keep=args.keep_temp):
             return _run(args)
@@ -135,12 +135,12 @@ def _run(args) -> int:
     # piped or logged output: wide enough for the tables; a terminal keeps its own width
     console = Console() if sys.stdout.isatty() else Console(width=160)
     if args.command == "examples":
-        from .api import examples
+        from fpdiff.api import examples
         for name, doc in examples().items():
             console.print(f"[bold]example:{name}[/bold]  {doc}", highlight=False)
         return EXIT_OK
     if args.command == "backends":
-        from .backends import registry
+        from fpdiff.backends import registry
         reg = registry()
         for name in reg.names():
             why = reg.create(name).available()
@@ -156,8 +156,8 @@ def _run(args) -> int:
 
 
 def _locate(args, console) -> int:
-    from . import api
-    from .report import terminal
+    from fpdiff import api
+    from fpdiff.report import terminal
     result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
                         seed=args.seed, plugins=tuple(args.plugin), iree_flags=tuple(args.iree_flag),
                         timeout=args.timeout, inputs=args.inputs, shapes=dict(args.shape), mark_all=args.mark_all,
@@ -174,7 +174,7 @@ def _locate(args, console) -> int:
 
 
 def _write_json(path: str, data: dict) -> None:
-    from .report.json_report import dump
+    from fpdiff.report.json_report import dump
     try:
         dump(data, path)
     except OSError as e:
@@ -182,8 +182,8 @@ def _write_json(path: str, data: dict) -> None:
 
 
 def _ranges(args, console) -> int:
-    from . import api
-    from .report import terminal
+    from fpdiff import api
+    from fpdiff.report import terminal
     result = api.ranges(args.model, precisions=args.precision, seed=args.seed)
     terminal.render_ranges(result, console, args.all)
     if args.json:
@@ -193,8 +193,8 @@ def _ranges(args, console) -> int:
 
 
 def _plan(args, console) -> int:
-    from . import api
-    from .report import terminal
+    from fpdiff import api
+    from fpdiff.report import terminal
     with console.status("planning: evidence, then trials"):
         result = api.plan(args.model, precision=args.precision, backend=args.backend, tolerance=args.tolerance,
                           device=args.device, seed=args.seed, plugins=tuple(args.plugin),
@@ -218,8 +218,8 @@ def _plan(args, console) -> int:
 def _check(args, console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from . import api
-    from .report import terminal
+    from fpdiff import api
+    from fpdiff.report import terminal
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console, transient=True) as bar:
         tid = bar.add_task("loading", total=None)

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import graph, rundir
-from .errors import UsageError
-from .mixed import MOVES, op_name
-from .sources import load
+from fpdiff.core.errors import UsageError
+from fpdiff.model import graph
+from fpdiff.model.mixed import MOVES, op_name
+from fpdiff.runtime import rundir
+from fpdiff.sources import load
 
 # Rules, each with its reason (the README repeats them). u is the format's unit roundoff.
 #  risk   overflow: any value beyond the format's max becomes inf, and inf spreads (NaN after inf-inf or 0*inf).

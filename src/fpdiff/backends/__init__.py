@@ -9,8 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import UsageError
-from .base import Backend, PluginAdapter, Prepared, adapt
+from fpdiff.backends.base import Backend, PluginAdapter, Prepared, adapt
+from fpdiff.core.errors import UsageError
 
 __all__ = ["Backend", "Prepared", "Registry", "mixed_dtype", "registry", "to_numpy", "too_wide"]
 
@@ -20,7 +20,8 @@ ENTRY_POINT_GROUP = "fpdiff.backends"
 NO_AUTOLOAD = "FPDIFF_DISABLE_PLUGIN_AUTOLOAD"
 _reported: set[str] = set()  # skipped entry points already told about in this process
 # The float64 judge and per-precision baseline of each model kind: torch eager for torch models (the reference
-# implementation), the ONNX reference evaluator for ONNX models (checked against ONNX Runtime every run, judge.py).
+# implementation), the ONNX reference evaluator for ONNX models (checked against ONNX Runtime every run:
+# check/judge.py).
 JUDGE = {"torch": "torch", "onnx": "onnxref"}
 # A cast cell is reported as dtype-changed when fewer than a quarter of its float arithmetic ops ran in the
 # requested dtype. Many wide ops are normal in an fp16 model: torch computes norm statistics and softmax sums in

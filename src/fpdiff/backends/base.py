@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import COMPILE, TORCH_EXPORT, Unsupported, stage
+from fpdiff.core.errors import COMPILE, TORCH_EXPORT, Unsupported, stage
 
 TORCH, ONNX = "torch", "onnx"  # the model kinds a backend may take: torch programs, ONNX graphs
 

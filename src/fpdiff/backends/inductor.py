@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import Unsupported
-from ..graph import dynamic_dims
-from .base import TORCH_INPUTS, Backend, Prepared, Repro
-from .torch_eager import computed_dtype, device_runner
+from fpdiff.backends.base import TORCH_INPUTS, Backend, Prepared, Repro
+from fpdiff.backends.torch_eager import computed_dtype, device_runner
+from fpdiff.core.errors import Unsupported
+from fpdiff.model.graph import dynamic_dims
 
 
 class InductorBackend(Backend):

@@ -11,11 +11,11 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from ..compare import Finding
-from ..errors import COMPILE, IMPORT, LOAD, TORCH_EXPORT, StageError, Unsupported, plain, stage
-from . import mixed_dtype, too_wide
-from . import to_numpy as _to_numpy
-from .base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
+from fpdiff.backends import mixed_dtype, too_wide
+from fpdiff.backends import to_numpy as _to_numpy
+from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
+from fpdiff.core.compare import Finding
+from fpdiff.core.errors import COMPILE, IMPORT, LOAD, TORCH_EXPORT, StageError, Unsupported, plain, stage
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 # sm_80 compiles and runs on H100/H200 with iree-base-compiler 3.13; sm_90 fails with "missing GPU target".

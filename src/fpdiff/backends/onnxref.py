@@ -1,9 +1,9 @@
 """The ONNX reference evaluator (numpy): float64 judge and per-precision baseline for ONNX models."""
 from __future__ import annotations
 
-from ..onnx_graph import float64_ops, graph_inputs
-from . import to_numpy
-from .base import ONNX, TORCH, Backend, Prepared
+from fpdiff.backends import to_numpy
+from fpdiff.backends.base import ONNX, TORCH, Backend, Prepared
+from fpdiff.onnxtools.graph import float64_ops, graph_inputs
 
 
 class OnnxRefBackend(Backend):
@@ -21,7 +21,7 @@ class OnnxRefBackend(Backend):
         import onnx
         from onnx.reference import ReferenceEvaluator
 
-        from ..errors import Unsupported
+        from fpdiff.core.errors import Unsupported
         if task.device != "cpu":
             raise Unsupported("the ONNX reference evaluator runs on the CPU only")
         model = onnx.load(str(task.onnx_file()))

@@ -4,12 +4,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..compare import Finding
-from ..errors import LOAD, Unsupported, stage
-from ..onnx_graph import DATA_MOVEMENT, value_types
-from . import mixed_dtype, too_wide
-from . import to_numpy as _to_numpy
-from .base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
+from fpdiff.backends import mixed_dtype, too_wide
+from fpdiff.backends import to_numpy as _to_numpy
+from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
+from fpdiff.core.compare import Finding
+from fpdiff.core.errors import LOAD, stage
+from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
 
 
 def op_dtypes(model_path: Path) -> Counter:
@@ -43,23 +43,14 @@ class OrtBackend(Backend):
         return None
 
     def prepare_task(self, task) -> Prepared:
-        import onnxruntime as ort
-        providers = ["CPUExecutionProvider"]
-        if task.device.startswith("cuda"):
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise Unsupported("this onnxruntime has no CUDAExecutionProvider")
-            providers = ["CUDAExecutionProvider"]
         path = task.onnx_file()
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
         optimized = path.with_name(path.stem + f".ort-{task.device.replace(':', '')}.onnx")
-        opts.optimized_model_filepath = str(optimized)
         with stage(LOAD, "onnxruntime"):  # a missing kernel here is still read as a refusal (worker patterns)
-            session = ort.InferenceSession(str(path), opts, providers=providers)
+            session = ort_session(path, task.device, optimized_to=optimized)
         names = [i.name for i in session.get_inputs()]
         notes, info = [], {}
         if task.is_torch:
-            from ..export import export_info
+            from fpdiff.onnxtools.export import export_info
             info.update(export_info(path))  # which torch->ONNX exporter made the graph this cell ran
         want = task.requested_dtype
         if want in ("float16", "bfloat16") and optimized.exists():
@@ -89,7 +80,7 @@ class OrtBackend(Backend):
 
     def repro(self, r: Repro) -> str | None:
         if not r.onnx_segment:
-            from ..export import export_program
+            from fpdiff.onnxtools.export import export_program
             export_program(r.program, r.out / "segment.onnx")
         return "import onnxruntime as ort\n" + NUMPY_INPUTS + """segment = str(here / "segment.onnx")
 session = ort.InferenceSession(segment, providers=["CPUExecutionProvider"])

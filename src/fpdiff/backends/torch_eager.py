@@ -5,9 +5,9 @@ import contextlib
 
 import torch
 
-from ..errors import Unsupported
-from ..precision import Precision, dtype_name
-from .base import TORCH_INPUTS, Backend, Prepared, Repro
+from fpdiff.backends.base import TORCH_INPUTS, Backend, Prepared, Repro
+from fpdiff.core.errors import Unsupported
+from fpdiff.core.precision import Precision, dtype_name
 
 
 def precision_context(precision: Precision, device: str, autocast: bool = True):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..compare import json_float
+from fpdiff.core.compare import json_float
 
 
 def _clean(x):

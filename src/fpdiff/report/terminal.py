@@ -94,9 +94,9 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
             console.print(f"{result.backend} at {result.precision}: the whole graph agrees with the baseline at "
                           f"the same precision within the check rules ({result.compiles} compile)", highlight=False)
         else:
-            where = f" (module {seg['module'] or '(root)'}, {seg['source']})" if seg["source"] else ""
-            console.print(f"[bold red]{result.backend} departs at ops {seg['start']}..{seg['end'] - 1}[/]: "
-                          f"{', '.join(seg['ops'])}{where} - {seg['status']}: {seg['reason']}  "
+            where = f" (module {seg.module or '(root)'}, {seg.source})" if seg.source else ""
+            console.print(f"[bold red]{result.backend} departs at ops {seg.start}..{seg.end - 1}[/]: "
+                          f"{', '.join(seg.ops)}{where} - {seg.status}: {seg.reason}  "
                           f"[{result.compiles} compiles]", highlight=False)
     if not result.ops:
         return

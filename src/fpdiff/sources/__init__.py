@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UsageError
-from .base import Source, SourceRef, digest
+from fpdiff.core.errors import UsageError
+from fpdiff.sources.base import Source, SourceRef, digest
 
 __all__ = ["Source", "SourceRef", "digest", "load"]
 
@@ -13,7 +13,7 @@ def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] 
          seed: int = 0, keep_opset: bool = False) -> Source:
     """Resolve MODEL as given on the command line."""
     if model.startswith("example:"):
-        from .examples import example_path
+        from fpdiff.sources.examples import example_path
         return _torch_spec(example_path(model.removeprefix("example:")), label=model, seed=seed)
     path = Path(model)
     if not path.exists():
@@ -21,7 +21,7 @@ def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] 
     if path.is_dir():
         raise UsageError(f"model must be a file (spec .py or .onnx), got a directory: {model}")
     if path.suffix == ".onnx":
-        from .onnx_file import load_onnx
+        from fpdiff.sources.onnx_file import load_onnx
         return load_onnx(path, inputs=inputs, shapes=shapes or {}, seed=seed, keep_opset=keep_opset)
     if path.suffix == ".py":
         if inputs:
@@ -31,5 +31,5 @@ def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] 
 
 
 def _torch_spec(path: Path, label: str, seed: int) -> Source:
-    from .spec import load_spec
+    from fpdiff.sources.spec import load_spec
     return load_spec(path, label=label, seed=seed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from ..errors import UsageError
+from fpdiff.core.errors import UsageError
 
 
 def _dir() -> Path:

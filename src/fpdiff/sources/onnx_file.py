@@ -5,8 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import UsageError
-from .base import Source, SourceRef, digest
+from fpdiff.core.errors import UsageError
+from fpdiff.sources.base import Source, SourceRef, digest
 
 
 def read_model(path: Path):
@@ -51,8 +51,8 @@ def load_onnx(path: Path, *, inputs: str | None, shapes: dict[str, list[int]], s
         arrays, how = _generate(sig, shapes, seed, index_bounds(model))
     names = list(sig)
     fp = digest(path.read_bytes(), *(arrays[n].tobytes() for n in names))
-    from ..cache import default_root
-    from .opset import default_opset, upgrade
+    from fpdiff.runtime.cache import default_root
+    from fpdiff.sources.opset import default_opset, upgrade
     if keep_opset:
         converted, conversion = None, {"opset": default_opset(model), "status": "kept as given (--keep-opset)"}
     else:

@@ -59,10 +59,8 @@ def upgrade(model, feeds: dict[str, np.ndarray], out_dir: Path, stem: str):
 
 
 def _run_ort(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    s = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    from fpdiff.onnxtools.graph import ort_session
+    s = ort_session(model)
     names = {i.name for i in s.get_inputs()}
     return s.run(None, {k: v for k, v in feeds.items() if k in names})
 
@@ -81,6 +79,6 @@ def _rel_l2(a: list[np.ndarray], b: list[np.ndarray]) -> float:
 
 
 def _line(e: BaseException) -> str:
-    from ..errors import plain
+    from fpdiff.core.errors import plain
     text = " ".join(plain(str(e)).split())[:300]
     return f"{type(e).__name__}: {text}" if text else type(e).__name__

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from ..errors import UsageError
-from .base import Source, SourceRef, digest
+from fpdiff.core.errors import UsageError
+from fpdiff.sources.base import Source, SourceRef, digest
 
 
 def import_spec(path: Path):

@@ -9,10 +9,12 @@ from pathlib import Path
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import compare, graph, rundir, segments
-from . import precision as prec
-from .errors import UsageError
-from .sources import load
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.model import graph, segments
+from fpdiff.runtime import rundir
+from fpdiff.sources import load
 
 # An op is the culprit when the error it makes by itself (fed float64-run inputs, computing at P) is over
 # LOCAL_FACTOR times what P must lose on it anyway: the larger of (a) rounding its exact output to P and
@@ -64,6 +66,27 @@ class OpError:
 
 
 @dataclass
+class Segment:
+    """The smallest run of ops a backend computes wrongly or refuses, as the bisection (or mark-all) found it."""
+    status: str  # its verdict or failing status, by the check rules
+    reason: str
+    ops: list[str]
+    first_op: str | None
+    start: int | None = None  # unit indices [start, end); None from mark-all
+    end: int | None = None
+    node: str | None = None
+    module: str = ""
+    source: str = ""
+    rel_l2: float | None = None
+    baseline_rel_l2: float | None = None
+    stage: str | None = None
+    component: str | None = None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
 class LocateResult:
     model: str
     backend: str
@@ -71,7 +94,7 @@ class LocateResult:
     ops: list[OpError] = field(default_factory=list)
     output_error: float | None = 0.0  # the requested backend's output error against float64 (None: it failed)
     eager_output_error: float | None = None  # torch eager's at the same precision, when it was run
-    segment: dict | None = None  # compiled backends: the smallest failing segment, its ops and verdict
+    segment: Segment | None = None  # compiled backends: the smallest failing segment, its ops and verdict
     compiles: int = 0
     repro: str | None = None  # the repro script, when a bundle was written
     mark_all: dict | None = None  # ORT's every-tensor-marked run: per tensor verdicts, the first departure
@@ -87,13 +110,12 @@ class LocateResult:
         first op out of line."""
         seg = self.segment
         if seg is not None:
-            return {"op": seg["first_op"], "node": seg.get("node"), "module": seg["module"], "source": seg["source"],
+            return {"op": seg.first_op, "node": seg.node, "module": seg.module, "source": seg.source,
                     "found_by": "mark-all" if self.mark_all is not None else "segment bisection",
-                    "backend": self.backend, "stage": seg.get("stage") or "run", "component": seg.get("component"),
-                    "status": seg["status"], "cause": seg["status"], "ops": seg["ops"],
-                    "evidence": {"reason": seg["reason"], "segment": [seg["start"], seg["end"]],
-                                 "rel_l2": seg.get("rel_l2"), "baseline_rel_l2": seg.get("baseline_rel_l2"),
-                                 "compiles": self.compiles}}
+                    "backend": self.backend, "stage": seg.stage or "run", "component": seg.component,
+                    "status": seg.status, "cause": seg.status, "ops": seg.ops,
+                    "evidence": {"reason": seg.reason, "segment": [seg.start, seg.end], "rel_l2": seg.rel_l2,
+                                 "baseline_rel_l2": seg.baseline_rel_l2, "compiles": self.compiles}}
         c = self.culprit
         if c is None:
             return None
@@ -106,7 +128,8 @@ class LocateResult:
     def as_dict(self) -> dict:
         return {"model": self.model, "backend": self.backend, "precision": self.precision,
                 "output_error": self.output_error, "eager_output_error": self.eager_output_error,
-                "culprit": self.answer(), "segment": self.segment, "compiles": self.compiles, "repro": self.repro,
+                "culprit": self.answer(), "segment": self.segment.as_dict() if self.segment else None,
+                "compiles": self.compiles, "repro": self.repro,
                 "mark_all": self.mark_all, "findings": [f.as_dict() for f in self.findings],
                 "ops": [o.as_dict() for o in self.ops]}
 
@@ -249,7 +272,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
     segment of ops that the backend computes wrongly, by bisection over standalone segments."""
     p = prec.get(precision)
-    from .backends import registry
+    from fpdiff.backends import registry
     reg = registry(plugins)
     cls = reg.cls(backend)  # unknown names fail before any work
     source = load(model, seed=seed, inputs=inputs, shapes=shapes)
@@ -264,8 +287,8 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
             raise UsageError(f"--mark-all needs a backend that marks every tensor as an output in one run, which "
                              f"{backend} does not: use --backend {can}")
         return _mark_all(source, backend, p, device)
-    from .cache import default_root
-    from .locate_segments import Bisector, OnnxBisector
+    from fpdiff.locate.bisection import Bisector, OnnxBisector
+    from fpdiff.runtime.cache import default_root
     cache = cache_dir or str(default_root())
     flags = tuple(iree_flags) if cls.takes_flags else ()
     if source.ref.kind not in cls.kinds:
@@ -297,10 +320,8 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
             result.output_error = b.verdict(0, b.count()).rel_l2  # the requested backend's, not eager's
         if found is not None:
             op, node, path, src = b.where(found.start)
-            result.segment = {"start": found.start, "end": found.end, "ops": found.ops, "status": found.status,
-                              "reason": found.reason, "first_op": op, "node": node, "module": path, "source": src,
-                              "rel_l2": found.rel_l2, "baseline_rel_l2": found.baseline_rel_l2,
-                              "stage": found.stage, "component": found.component}
+            result.segment = Segment(found.status, found.reason, found.ops, op, found.start, found.end, node, path,
+                                     src, found.rel_l2, found.baseline_rel_l2, found.stage, found.component)
             if repro:
                 limit = max(p.tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2)
                 result.repro = str(b.bundle(found.start, found.end, Path(repro), limit=limit,
@@ -308,21 +329,20 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     finally:
         b.close()
     seg = result.segment
-    if seg and seg["status"] not in (compare.MISMATCH, compare.PRECISION_LOSS, compare.PASS):
+    if seg and seg.status not in (compare.MISMATCH, compare.PRECISION_LOSS, compare.PASS):
         remedy = f"python {result.repro}" if result.repro else "rerun with --repro DIR for a standalone repro"
-        result.findings.append(compare.Finding(seg["status"], f"{backend} {seg['status']} on ops "
-                                               f"{', '.join(seg['ops'])}: {seg['reason']}", op=seg["first_op"],
-                                               remedy=remedy))
+        result.findings.append(compare.Finding(seg.status, f"{backend} {seg.status} on ops {', '.join(seg.ops)}: "
+                                               f"{seg.reason}", op=seg.first_op, remedy=remedy))
     return result
 
 
 def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateResult:
-    """ORT with every tensor marked as an output: one run, fusion possibly changed (see locate_markall)."""
+    """ORT with every tensor marked as an output: one run, fusion possibly changed (see locate/markall.py)."""
     import onnx
 
-    from .export import export_program
-    from .locate_markall import mark_all
-    from .onnx_graph import graph_inputs
+    from fpdiff.locate.markall import mark_all
+    from fpdiff.onnxtools.export import export_program
+    from fpdiff.onnxtools.graph import graph_inputs
     if source.ref.kind == "onnx":
         model, feeds = source.module, dict(zip(source.input_names, source.inputs))
     else:
@@ -335,13 +355,10 @@ def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateRes
     result.mark_all = mark_all(model, feeds, p, device)
     first = result.mark_all["first_departure"]
     if result.mark_all.get("refused"):
-        result.segment = {"start": None, "end": None, "ops": [], "status": "unsupported",
-                          "reason": result.mark_all["refused"], "first_op": None, "module": "", "source": ""}
+        result.segment = Segment(compare.UNSUPPORTED, result.mark_all["refused"], [], None)
     elif first:
-        result.segment = {"start": None, "end": None, "ops": [f"{first['op']} ({first['node']})"],
-                          "status": first["status"], "reason": first["reason"], "first_op": first["op"],
-                          "node": first["node"], "module": "", "source": "", "rel_l2": first["rel_l2"],
-                          "baseline_rel_l2": first["baseline_rel_l2"]}
+        result.segment = Segment(first["status"], first["reason"], [f"{first['op']} ({first['node']})"], first["op"],
+                                 node=first["node"], rel_l2=first["rel_l2"], baseline_rel_l2=first["baseline_rel_l2"])
     outputs = [r for r in result.mark_all.get("rows", []) if r["tensor"] in {o.name for o in model.graph.output}]
     result.output_error = max((r["rel_l2"] for r in outputs), default=None)
     return result

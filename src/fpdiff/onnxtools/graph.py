@@ -2,9 +2,11 @@
 type of each value, and the float64 reference run (the judge of ONNX models)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-from .errors import UsageError
+from fpdiff.core.errors import Unsupported, UsageError
 
 # Ops whose output holds their first input's values, moved or regrouped (no arithmetic): they take that input's
 # dtype in a mixed graph, and a kept op's fp32 output must stay fp32 through them.
@@ -38,13 +40,31 @@ def value_types(model) -> dict[str, int]:
     return types
 
 
+def ort_session(model, device: str = "cpu", optimized_to: Path | None = None):
+    """An ONNX Runtime session as every part of fpdiff opens one: its log quiet (a refused kernel is reported, not
+    printed), the CPU provider (CUDA's on a cuda device, refused when this onnxruntime has none), and the graph it
+    optimized written to `optimized_to` (read to count the dtypes it really ran)."""
+    import onnxruntime as ort
+    providers = ["CPUExecutionProvider"]
+    if device.startswith("cuda"):
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            raise Unsupported("this onnxruntime has no CUDAExecutionProvider")
+        providers = ["CUDAExecutionProvider"]
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if optimized_to is not None:
+        opts.optimized_model_filepath = str(optimized_to)
+    source = str(model) if isinstance(model, (str, Path)) else model.SerializeToString()
+    return ort.InferenceSession(source, opts, providers=providers)
+
+
 def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
     """Every value (or the outputs) of the graph computed in float64 by the ONNX reference evaluator, with kernels
     that keep float64 where its own would drop to float32 (backends/onnxref.py). A failure here is the model's or
     its inputs' (a usage error), never a backend's."""
     from onnx.reference import ReferenceEvaluator
 
-    from .export import ONNX_TYPE, cast_model
+    from fpdiff.onnxtools.export import ONNX_TYPE, cast_model
     m64 = cast_model(model, ONNX_TYPE["float64"])
     feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
     try:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from . import compare
-from . import precision as prec
-from .errors import UsageError
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
 
 
 def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Precision, device: str = "cpu") -> dict:
@@ -17,8 +17,8 @@ def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Preci
     import onnxruntime as ort
     from onnx.reference import ReferenceEvaluator
 
-    from .export import FLOATS, ONNX_TYPE, cast_model
-    from .onnx_graph import float64_values
+    from fpdiff.onnxtools.export import FLOATS, ONNX_TYPE, cast_model
+    from fpdiff.onnxtools.graph import float64_values, ort_session
     if not p.is_cast or p.name == "bf16":
         raise UsageError("--mark-all takes fp64, fp32 or fp16")
     m64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
@@ -38,12 +38,9 @@ def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Preci
     marked.CopyFrom(mp)
     present = {o.name for o in marked.graph.output}
     marked.graph.output.extend(infos[n] for n in names if n not in present)
-    providers = ["CUDAExecutionProvider"] if device.startswith("cuda") else ["CPUExecutionProvider"]
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
     ort.set_default_logger_severity(4)  # a refused kernel is reported in the result, not logged to the terminal
     try:
-        session = ort.InferenceSession(marked.SerializeToString(), opts, providers=providers)
+        session = ort_session(marked, device)
         outs = dict(zip(names, session.run(names, feedsp)))
     except Exception as e:  # ORT refused the graph or a kernel: that is the answer, not an fpdiff failure
         return {"tensors": len(names), "first_departure": None, "rows": [], "refused": " ".join(str(e).split())[:600]}

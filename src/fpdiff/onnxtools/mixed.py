@@ -8,8 +8,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.defs import OpSchema
 
-from .errors import UsageError
-from .export import FLOATS, np_cast
+from fpdiff.core.errors import UsageError
+from fpdiff.onnxtools.export import FLOATS, np_cast
 
 HIGH = TensorProto.FLOAT  # what a kept node computes in
 LOWS = (TensorProto.FLOAT16, TensorProto.BFLOAT16)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import UsageError
-from .precision import Precision, cast_inputs
+from fpdiff.core.errors import UsageError
+from fpdiff.core.precision import Precision, cast_inputs
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import graph, mixed, rundir
-from . import precision as prec
-from .errors import UsageError
-from .mixed import fp32_module
-from .plan_onnx import verify_onnx
-from .plan_search import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2, settle
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.model import graph, mixed
+from fpdiff.model.mixed import fp32_module
+from fpdiff.plan.onnx_models import verify_onnx
+from fpdiff.plan.search import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2, settle
+from fpdiff.runtime import rundir
 
 FP32 = prec.get("fp32")
 _CONTRACT = {"mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "conv1d", "conv2d", "conv3d", "convolution",
@@ -71,7 +72,7 @@ class TorchTrials:
         self.inputs = prec.cast_inputs(inputs, FP32)
         self.backend, self.device, self.plugins, self.flags = backend, device, plugins, flags
         self.timeout, self.cache = timeout, cache
-        from .backends import registry
+        from fpdiff.backends import registry
         self.in_process = registry(plugins).cls(backend).reference  # the reference runs here; others in a worker
         self.pool = None
         self.count = 0
@@ -96,9 +97,9 @@ class TorchTrials:
         return Trial(sorted(keep), err, err <= self.tolerance, status, time.perf_counter() - t0)
 
     def _remote(self, m: torch.fx.GraphModule, i: int) -> tuple[list, str]:
-        from .sources import SourceRef, digest
-        from .task import Job
-        from .worker import OK, WorkerPool
+        from fpdiff.runtime.task import Job
+        from fpdiff.runtime.worker import OK, WorkerPool
+        from fpdiff.sources import SourceRef, digest
         if self.pool is None:
             self.pool = WorkerPool()
         program = torch.export.export(m, self.inputs, strict=False)
@@ -119,8 +120,8 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
              units: list[Unit]) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
     """Candidates ranked by evidence: ranges' risks and locate's culprits first (strong), then ops by their own
     error at P, then ranges' notes and the field's prior (autocast's fp32 list), then the rest in graph order."""
-    from .locate import analyse
-    from .ranges import measure
+    from fpdiff.locate import analyse
+    from fpdiff.ranges import measure
     why: dict[str, list[str]] = {}
     r = measure(copy.deepcopy(module), inputs, [p.name])
     for node, reasons in r.origins(p.name).items():
@@ -229,8 +230,8 @@ def export_onnx(gm: torch.fx.GraphModule, keep: set[str], p: prec.Precision, inp
     """The planned model as ONNX (fp32 in and out, casts at the plan's borders), verified with ONNX Runtime."""
     import onnx
 
-    from .export import export_program
-    from .onnx_graph import graph_inputs
+    from fpdiff.onnxtools.export import export_program
+    from fpdiff.onnxtools.graph import graph_inputs
     args = prec.cast_inputs(inputs, FP32)
     program = torch.export.export(mixed.apply(gm, frozenset(keep), p.dtype), args, strict=False)
     path = Path(path)

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import graph
-from .cache import Cache
-from .graph import ShapeVariant
-from .precision import Precision, cast_inputs, dtype_name
-from .sources import SourceRef
+from fpdiff.core.precision import Precision, cast_inputs, dtype_name
+from fpdiff.model import graph
+from fpdiff.model.graph import ShapeVariant
+from fpdiff.runtime.cache import Cache
+from fpdiff.sources import SourceRef
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class LoadedSource:
         self.module: torch.nn.Module | None = None
         self.onnx = None
         if ref.kind == "torch":
-            from .sources.spec import build, import_spec
+            from fpdiff.sources.spec import build, import_spec
             mod = import_spec(Path(ref.path))
             self.module, _ = build(mod, Path(ref.path), seed)
             self.module.load_state_dict(data["state"])
@@ -56,7 +56,7 @@ class LoadedSource:
                     n.meta["val"] = list(n.meta["val"])  # importer cannot type: restore what export produced
             self.module = self.fixed_program.module()
         else:
-            from .sources.onnx_file import read_model
+            from fpdiff.sources.onnx_file import read_model
             self.onnx = read_model(Path(ref.path))
         self._programs: dict = {}
 
@@ -70,9 +70,9 @@ class LoadedSource:
 
     def autocast_program(self, precision: Precision, device: str,
                          variant: ShapeVariant) -> torch.export.ExportedProgram:
-        """The model's autocast graph for this device's policy (autocast.py): what a backend without torch's
+        """The model's autocast graph for this device's policy (model/autocast.py): what a backend without torch's
         dispatcher runs for an amp-* cell."""
-        from . import autocast
+        from fpdiff.model import autocast
         key = (precision.name, autocast.device_type(device), variant.name)
         if key not in self._programs:
             self._programs[key] = autocast.mixed_program(self.module, self.inputs, precision.autocast, device,
@@ -82,7 +82,7 @@ class LoadedSource:
 
 def _versions() -> str:
     """Versions of everything that turns a model into an artifact: a new exporter or compiler means a new key."""
-    from .versions import versions
+    from fpdiff.core.versions import versions
     return ",".join(f"{k}={v}" for k, v in versions(("torch", "onnx", "onnxscript", "iree-base-compiler")).items())
 
 
@@ -124,8 +124,8 @@ class Task:
     def key(self, *extra: str) -> tuple[str, ...]:
         """Cache key parts for an artifact of this cell: model content, precision, variant, versions, flags."""
         p = self.precision.name
-        if self.precision.autocast is not None:  # the graph follows the device's autocast lists (autocast.py)
-            from . import autocast
+        if self.precision.autocast is not None:  # the graph follows the device's autocast lists (model/autocast.py)
+            from fpdiff.model import autocast
             p = f"{p}:{autocast.device_type(self.device)}:{autocast.digest()}"
         return (self.source.fingerprint, p, self.variant.name, _versions(), " ".join(self.flags), *extra)
 
@@ -145,8 +145,8 @@ def _onnx_for(task: Task) -> Path:
     """The cell's ONNX graph, cached: exported from the cast torch program, or the ONNX source cast."""
     import onnx
 
-    from .errors import ONNX_EXPORT, stage
-    from .export import ONNX_TYPE, cast_model, save_export_info
+    from fpdiff.core.errors import ONNX_EXPORT, stage
+    from fpdiff.onnxtools.export import ONNX_TYPE, cast_model, save_export_info
     if task.is_torch:
         made: dict = {}
         # "exporter-choice" in the key: artifacts from before the fallback have no record of their exporter
@@ -155,8 +155,8 @@ def _onnx_for(task: Task) -> Path:
         if made:
             save_export_info(path, made)
         return path
-    if not task.precision.is_cast:  # autocast: the source graph with autocast's float32 ops kept (autocast.py)
-        from .autocast import mixed_onnx
+    if not task.precision.is_cast:  # autocast: the source graph with autocast's float32 ops kept (model/autocast.py)
+        from fpdiff.model.autocast import mixed_onnx
 
         def build(p: Path) -> None:
             with stage(ONNX_EXPORT, "onnx"):  # shape inference on the source graph is what can fail here
@@ -170,8 +170,8 @@ def _onnx_for(task: Task) -> Path:
 
 def _export_task(task: Task, path: Path) -> dict:
     """The cell's program exported, with the cell's own nn.Module, inputs and dynamic dims for the fallback."""
-    from .errors import TORCH_EXPORT, stage
-    from .export import export_program
+    from fpdiff.core.errors import TORCH_EXPORT, stage
+    from fpdiff.onnxtools.export import export_program
     with stage(TORCH_EXPORT, "torch.export"):
         program = task.program()
     names = list(task.source.input_names)

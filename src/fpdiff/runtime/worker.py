@@ -14,9 +14,9 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from . import rundir
-from .status import Status
-from .task import Job
+from fpdiff.core.status import Status
+from fpdiff.runtime import rundir
+from fpdiff.runtime.task import Job
 
 OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT = Status.OK, Status.UNSUPPORTED, Status.ERROR, Status.CRASH, Status.TIMEOUT
 INTERNAL = "internal error in fpdiff"  # the component named when fpdiff's own code raised
@@ -56,7 +56,7 @@ _UNSUPPORTED_PATTERNS = [
 
 def classify_exception(exc: BaseException) -> tuple[str, str | None, str | None]:
     """(status, op, dtype): a missing kernel is `unsupported`, anything else raised while running is `error`."""
-    from .errors import Unsupported
+    from fpdiff.core.errors import Unsupported
     if isinstance(exc, Unsupported):
         return UNSUPPORTED, exc.op, exc.dtype
     text = str(exc)  # a StageError keeps the component's message, so its missing-kernel refusals are still seen
@@ -73,7 +73,7 @@ def classify_exception(exc: BaseException) -> tuple[str, str | None, str | None]
 
 def failure(exc: BaseException, stage: str, component: str, **kw) -> JobResult:
     """A JobResult for an exception: refusal or error, charged to the stage and component that raised it."""
-    from .errors import plain, raised_by_fpdiff
+    from fpdiff.core.errors import plain, raised_by_fpdiff
     status, op, dt = classify_exception(exc)
     tb = traceback.format_exc()
     stage = getattr(exc, "stage", None) or stage
@@ -100,7 +100,7 @@ def _to_numpy(outputs) -> tuple[list[np.ndarray], list[str]]:
             dtypes.append(str(a.dtype))
             arrays.append(a.astype(np.float64) if _is_float(a.dtype) else a)
         else:
-            from .errors import RUN, StageError
+            from fpdiff.core.errors import RUN, StageError
             raise StageError(RUN, "backend", f"returned {type(leaf).__name__}, expected tensors or arrays")
     return arrays, dtypes
 
@@ -119,10 +119,10 @@ class _State:
     def run(self, job: Job) -> JobResult:
         import torch
 
-        from . import precision as prec
-        from .backends import registry
-        from .cache import Cache
-        from .task import LoadedSource, Task
+        from fpdiff.backends import registry
+        from fpdiff.core import precision as prec
+        from fpdiff.runtime.cache import Cache
+        from fpdiff.runtime.task import LoadedSource, Task
 
         p = prec.get(job.precision)
         reg = self.registries.get(job.plugins) or self.registries.setdefault(job.plugins, registry(job.plugins))
@@ -156,7 +156,7 @@ class _State:
     def _run_prepared(job: Job, p, task, prepared, t0: float) -> JobResult:
         import torch
 
-        from . import errors
+        from fpdiff.core import errors
         t1 = time.perf_counter()
         inputs = task.inputs()
         runs = []
@@ -212,7 +212,7 @@ def _serve(conn) -> None:
 
 class WorkerPool:
     """One child process at a time, reused across jobs, replaced after a crash or a timeout. The child is a
-    fresh interpreter (`python -m fpdiff.worker`), so callers need no `if __name__ == "__main__"` guard."""
+    fresh interpreter (`python -m fpdiff.runtime.worker`), so callers need no `if __name__ == "__main__"` guard."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self._proc: subprocess.Popen | None = None
@@ -223,7 +223,7 @@ class WorkerPool:
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
         with open(self._log, "wb") as log:
-            self._proc = subprocess.Popen([sys.executable, "-m", "fpdiff.worker", str(theirs.fileno())],
+            self._proc = subprocess.Popen([sys.executable, "-m", "fpdiff.runtime.worker", str(theirs.fileno())],
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                           pass_fds=(theirs.fileno(),), env={**os.environ, **self._env})
         theirs.close()
@@ -299,5 +299,5 @@ def _exit_text(code: int | None) -> str:
 
 
 if __name__ == "__main__":  # run as a module: serve through the importable twin, so results pickle by name
-    from fpdiff.worker import _serve as serve
+    from fpdiff.runtime.worker import _serve as serve
     serve(Connection(int(sys.argv[1])))

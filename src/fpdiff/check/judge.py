@@ -6,9 +6,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import compare
-from . import precision as prec
-from .compare import Finding, Judgement
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.compare import Finding, Judgement
 
 AGREES, SUSPECT, UNCHECKED, SAME_CODE = "agrees", "suspect", "unchecked", "same-code"
 # ONNX models: ONNX Runtime is the independent implementation (its own kernel for every op, its own reading of
@@ -95,7 +95,7 @@ def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.P
 def _first_divergence(source, fp32: prec.Precision) -> dict | None:
     """The first tensor where ORT fp32 leaves the float64 evaluator, from one run with every tensor marked."""
     try:
-        from .locate_markall import mark_all
+        from fpdiff.locate.markall import mark_all
         feeds = dict(zip(source.input_names, source.inputs))
         found = mark_all(source.module, feeds, fp32).get("first_departure")
     except Exception:  # a convenience: the suspect verdict stands without it

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import precision as prec
-from .onnx_graph import DATA_MOVEMENT, PASS_THROUGH, float64_values, value_types
-from .onnx_mixed import named
-from .plan_search import PRIOR, Plan, Search, Trial, Unit, finish, graph_digest, rel_l2, settle
+from fpdiff.core import precision as prec
+from fpdiff.onnxtools.graph import DATA_MOVEMENT, PASS_THROUGH, float64_values, ort_session, value_types
+from fpdiff.onnxtools.mixed import named
+from fpdiff.plan.search import PRIOR, Plan, Search, Trial, Unit, finish, graph_digest, rel_l2, settle
 
 # A pseudo-op the search can "keep": small float constants the format cannot hold (a -3.4e38 mask fill, an eps of
 # 1e-8) replaced by the format's nearest nonzero finite value, as onnxconverter-common and coremltools do by
@@ -77,7 +77,7 @@ def float64_run(model, feeds: dict) -> dict:
     """Every value of the graph in float64 (the judge's run), weights included."""
     from onnx import numpy_helper
 
-    from .export import ONNX_TYPE, cast_model
+    from fpdiff.onnxtools.export import ONNX_TYPE, cast_model
     values = float64_values(model, feeds)
     values.update({t.name: numpy_helper.to_array(t) for t in cast_model(model, ONNX_TYPE["float64"]).graph.initializer})
     return values
@@ -89,7 +89,7 @@ def evidence(model, values: dict, p: prec.Precision,
     nodes with range notes, then the field's prior (ops autocast keeps in fp32), then graph order."""
     import torch
 
-    from .ranges import dtype_range, scalar_reasons
+    from fpdiff.ranges import dtype_range, scalar_reasons
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[p.name]
     why: dict[str, list[str]] = {}
     noted: list[str] = []
@@ -166,23 +166,22 @@ class OrtTrials:
     """A keep-set as a mixed graph, run by ONNX Runtime's CPU provider in this process."""
 
     def __init__(self, model, feeds: dict, expected: list, p: prec.Precision, tolerance: float) -> None:
-        from .export import ONNX_TYPE
+        from fpdiff.onnxtools.export import ONNX_TYPE
         self.model, self.feeds, self.expected, self.tolerance = model, feeds, expected, tolerance
         self.low = ONNX_TYPE[prec.dtype_name(p.dtype)]
         self.clamped_model, self.clamped = clamp_constants(model, self.low)  # what `clamp-constants` changes
 
     def build(self, keep) -> object:
-        from .onnx_mixed import to_mixed
+        from fpdiff.onnxtools.mixed import to_mixed
         model = self.clamped_model if CLAMP in keep else self.model
         keep = set(keep) - {CLAMP}
         return to_mixed(model, self.low, follow_moves(model, keep))
 
     def __call__(self, keep: frozenset[str]) -> Trial:
-        import onnxruntime as ort
         t0 = time.perf_counter()
         try:
             m = self.build(keep)
-            sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+            sess = ort_session(m)
             out = sess.run(None, self.feeds)
             err, status = rel_l2(self.expected, [np.asarray(o, dtype=np.float64) for o in out]), "ok"
         except Exception as e:  # ORT refuses a kernel at this dtype: this keep-set does not run
@@ -231,10 +230,9 @@ def export_onnx(trials: OrtTrials, keep: set[str], path: str | Path) -> dict:
 
 def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float) -> dict:
     """An exported plan run by ONNX Runtime on the same inputs, judged by the same tolerance."""
-    import onnxruntime as ort
     types = onnx_compute_types(model)
     try:
-        out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+        out = ort_session(path).run(None, feeds)
     except Exception as e:
         return {"path": str(path), "verified": False, "reason": f"onnxruntime refused it: {str(e).splitlines()[0]}",
                 **types}

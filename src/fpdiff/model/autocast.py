@@ -1,6 +1,6 @@
 """Autocast off torch's dispatcher: the mixed-precision graph an autocast cell deploys to ONNX Runtime, IREE or a
-plugin. Ops torch's autocast runs in float32 stay float32, the rest compute at the low dtype (mixed.py,
-onnx_mixed.py); inputs and outputs stay float32."""
+plugin. Ops torch's autocast runs in float32 stay float32, the rest compute at the low dtype (model/mixed.py,
+onnxtools/mixed.py); inputs and outputs stay float32."""
 from __future__ import annotations
 
 import contextlib
@@ -148,7 +148,7 @@ def torch_keep(gm: torch.fx.GraphModule, inputs: tuple, device: str, low: torch.
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    from . import mixed
+    from fpdiff.model import mixed
     dev = device_type(device)
     mode = FakeTensorMode(shape_env=ShapeEnv())  # a shape env, as export has: data-dependent shapes trace too
     fakes: dict[int, torch.Tensor] = {}
@@ -199,8 +199,8 @@ def torch_keep(gm: torch.fx.GraphModule, inputs: tuple, device: str, low: torch.
 
 def mixed_program(module: torch.nn.Module, inputs: tuple, low: torch.dtype, device: str, dynamic_shapes=None):
     """The model as torch.export of its autocast graph: float32 in and out, ops at `low` where autocast puts them."""
-    from . import mixed
-    from .mixed import fp32_module
+    from fpdiff.model import mixed
+    from fpdiff.model.mixed import fp32_module
     args = tuple(t.float() if t.is_floating_point() else t for t in inputs)
     gm = fp32_module(module, args, dynamic_shapes)
     keep = torch_keep(gm, args, device, low)
@@ -231,13 +231,13 @@ def _elem_type(tp) -> int:
 
 
 def onnx_keep(model, device: str) -> list[str]:
-    """Nodes of a float32 ONNX graph (named, as plan_onnx.named makes them) that autocast's policy for this device
+    """Nodes of a float32 ONNX graph (named, as onnxtools.mixed.named makes them) that autocast's policy for this device
     computes in float32: listed fp32 ops; listed low ops never; others in float32 when a float32 value that is not a
     stored constant reaches them (torch's promotion: float32 wins), at the low dtype when only low values do."""
     import onnx
 
-    from .export import FLOATS
-    from .onnx_mixed import STANDARD, is_float_constant
+    from fpdiff.onnxtools.export import FLOATS
+    from fpdiff.onnxtools.mixed import STANDARD, is_float_constant
     m = onnx.shape_inference.infer_shapes(model)
     elem = {vi.name: _elem_type(vi.type) for vi in list(m.graph.value_info) + list(m.graph.input)
             + list(m.graph.output)}
@@ -288,7 +288,7 @@ def mixed_onnx(model, low: torch.dtype, device: str):
     """A float32 ONNX graph computing at `low` except where autocast's policy for this device says float32."""
     from onnx import TensorProto
 
-    from .onnx_mixed import named, to_mixed
+    from fpdiff.onnxtools.mixed import named, to_mixed
     m = named(model)
     target = {torch.float16: TensorProto.FLOAT16, torch.bfloat16: TensorProto.BFLOAT16}[low]
     return to_mixed(m, target, onnx_keep(m, device))

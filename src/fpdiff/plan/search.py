@@ -8,13 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import precision as prec
-from .autocast import fp32_names
-from .errors import UsageError
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.model.autocast import fp32_names
 
 PLAN_FORMAT = 1
 # The field's prior for what a low precision hurts, used only to order candidates nobody has evidence against: the
-# ops torch's autocast runs in fp32 on CPU or CUDA and their ONNX op types (autocast.py holds those lists), plus
+# ops torch's autocast runs in fp32 on CPU or CUDA and their ONNX op types (model/autocast.py holds those lists), plus
 # ops practice treats as sensitive though autocast leaves them to their input dtype (division, square root,
 # erf/tanh/sigmoid, batch/instance norm and mean/var/std statistics), and the spellings decomposed graphs use.
 PRIOR = fp32_names() | {
@@ -76,7 +76,7 @@ class Plan:
         return d
 
     def save(self, path: str | Path) -> None:
-        from .report.json_report import dump
+        from fpdiff.report.json_report import dump
         dump(self.as_dict(), path)
 
     @classmethod
@@ -96,7 +96,7 @@ class Plan:
 
 
 def graph_digest(units: list[Unit]) -> str:
-    from .sources import digest
+    from fpdiff.sources import digest
     return digest(*[f"{u.node}:{u.op}" for u in units])[:16]
 
 
@@ -240,6 +240,6 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
 def rel_l2(expected: list, outputs: list) -> float:
     import numpy as np
 
-    from . import compare
+    from fpdiff.core import compare
     m = compare.measure([np.asarray(e) for e in expected], [np.asarray(o) for o in outputs], prec.get("fp32").compute)
     return m.rel_l2 if (m.nan + m.inf) == 0 else math.inf

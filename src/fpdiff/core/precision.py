@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import UsageError
+from fpdiff.core.errors import UsageError
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import operator
 
 import torch
 
-from . import graph
-from . import precision as prec
-from .errors import UsageError
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.model import graph
 
 _to = torch.ops.aten.to.dtype  # returns its input itself when the dtype already matches: free in eager
 

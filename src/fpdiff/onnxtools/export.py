@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .errors import ONNX_EXPORT, StageError, plain, raised_by_fpdiff
+from fpdiff.core.errors import ONNX_EXPORT, StageError, plain, raised_by_fpdiff
 
 FLOATS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 ONNX_TYPE = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,

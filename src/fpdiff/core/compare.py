@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .precision import Precision
-from .status import CELL_STATUSES, Status
+from fpdiff.core.precision import Precision
+from fpdiff.core.status import CELL_STATUSES, Status
 
 PASS, PRECISION_LOSS, MISMATCH, UNJUDGED = Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH, Status.UNJUDGED
 UNSUPPORTED, ERROR, CRASH, TIMEOUT = Status.UNSUPPORTED, Status.ERROR, Status.CRASH, Status.TIMEOUT

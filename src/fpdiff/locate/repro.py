@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .backends.base import Repro
-from .errors import UsageError
-from .precision import Precision
+from fpdiff.backends.base import Repro
+from fpdiff.core.errors import UsageError
+from fpdiff.core.precision import Precision
 
 _HEAD = '''"""Repro written by fpdiff locate: {title}
 Run: python repro.py   (exit 1: the difference reproduced; 0: it did not)"""

@@ -5,8 +5,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from . import rundir
-from .sources.base import digest
+from fpdiff.runtime import rundir
+from fpdiff.sources.base import digest
 
 
 def default_root() -> Path:

@@ -8,12 +8,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import compare, graph, rundir, segments
-from . import precision as prec
-from .errors import UsageError
-from .sources import SourceRef, digest
-from .task import Job
-from .worker import OK, WorkerPool
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.model import graph, segments
+from fpdiff.runtime import rundir
+from fpdiff.runtime.task import Job
+from fpdiff.runtime.worker import OK, WorkerPool
+from fpdiff.sources import SourceRef, digest
 
 
 @dataclass
@@ -166,8 +168,8 @@ class Bisector:
 
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
                backend_out: list | None) -> Path:
-        from . import repro
-        from .versions import report_versions as versions
+        from fpdiff.core.versions import report_versions as versions
+        from fpdiff.locate import repro
         nodes, program, ins, _, expected, _ = self.segment(start, end)
         title = f"{self.backend} at {self.p.name}, ops {start}..{end - 1}: {', '.join(str(n.target) for n in nodes)}"
         return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,
@@ -175,7 +177,7 @@ class Bisector:
                            baseline_rel_l2=baseline_rel_l2, limit=limit, flags=self.flags, versions=versions())
 
     def _backend(self):
-        from .backends import registry
+        from fpdiff.backends import registry
         return registry(self.plugins).create(self.backend)
 
 
@@ -187,8 +189,8 @@ class OnnxBisector(Bisector):
                  flags: tuple[str, ...], timeout: float, cache: str | None) -> None:
         import onnx
 
-        from .export import ONNX_TYPE, cast_model
-        from .onnx_graph import float64_values
+        from fpdiff.onnxtools.export import ONNX_TYPE, cast_model
+        from fpdiff.onnxtools.graph import float64_values
         if not p.is_cast or p.name == "bf16":
             raise UsageError("locate on ONNX models takes fp64, fp32 or fp16")
         self.model64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
@@ -239,8 +241,8 @@ class OnnxBisector(Bisector):
 
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
                backend_out: list | None) -> Path:
-        from . import repro
-        from .versions import report_versions as versions
+        from fpdiff.core.versions import report_versions as versions
+        from fpdiff.locate import repro
         sub, _, ins, expected = self.segment_io(start, end)
         title = f"{self.backend} at {self.p.name}, ONNX nodes {start}..{end - 1}"
         return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,

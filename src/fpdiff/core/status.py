@@ -9,8 +9,8 @@ class Status(str, Enum):
     PASS = "pass"
     PRECISION_LOSS = "precision-loss"
     MISMATCH = "mismatch"
-    # the float64 judge failed its cross-check on this model (judge.py) and the cell departs from the judge but not
-    # from the independent implementation: neither reading can stand alone, so no verdict is claimed
+    # the float64 judge failed its cross-check on this model (check/judge.py) and the cell departs from the judge
+    # but not from the independent implementation: neither reading can stand alone, so no verdict is claimed
     UNJUDGED = "unjudged"
     UNSUPPORTED = "unsupported"  # a declared refusal (errors.Unsupported)
     # a component (exporter, converter, compiler, runtime) or fpdiff itself failed without declaring a refusal; it is

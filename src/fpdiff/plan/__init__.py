@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import math
 
-from . import precision as prec
-from . import rundir
-from .errors import UsageError
-from .plan_search import Plan
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.plan.search import Plan
+from fpdiff.runtime import rundir
 
 __all__ = ["Plan", "plan"]
 
@@ -19,8 +19,8 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
          export_onnx: str | None = None, measure_speed: bool = True) -> Plan:
     """Find (or load and re-verify) the ops to keep in fp32 so `model` at `precision` meets `tolerance` on
     `backend`; try autocast when the pure precision fails; optionally save, export to ONNX and time it."""
-    from .backends import registry
-    from .sources import load as load_source
+    from fpdiff.backends import registry
+    from fpdiff.sources import load as load_source
     p = prec.get(precision)
     if p.name not in ("fp16", "bf16"):
         raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32; --precision {precision} is not one")
@@ -33,11 +33,11 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
     tol = tolerance if tolerance is not None else source.tolerance.get(p.name, p.tolerance)
     if not (tol > 0 and math.isfinite(tol)):
         raise UsageError(f"--tolerance must be a positive number, got {tol}")
-    from .cache import default_root
+    from fpdiff.runtime.cache import default_root
     cache = cache_dir or str(default_root())
     flags = tuple(iree_flags) if cls.takes_flags else ()
     if source.ref.kind == "onnx":
-        from . import plan_onnx as po
+        from fpdiff.plan import onnx_models as po
         if not cls.verifies_onnx_plans:
             can = ", ".join(n for n in reg.names() if reg.cls(n).verifies_onnx_plans)
             raise UsageError(f"plan on an ONNX model verifies its mixed graphs on ONNX Runtime (--backend {can}), "
@@ -45,7 +45,7 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
         result, trials = po.plan_onnx(source, p, backend=backend, tolerance=tol, load=loaded)
         exporter = lambda: po.export_onnx(trials, result.kept, export_onnx)  # noqa: E731
     else:
-        from . import plan_torch as pt
+        from fpdiff.plan import torch_models as pt
         result, gm, expected = pt.plan_torch(source, p, backend=backend, tolerance=tol, device=device,
                                              plugins=tuple(plugins), flags=flags, timeout=timeout, cache=cache,
                                              load=loaded)
@@ -70,7 +70,7 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
 def _autocast_cell(model: str, backend: str, p: prec.Precision, tol: float, device: str, plugins, iree_flags,
                    timeout: float, seed: int) -> dict:
     """Autocast on a backend other than torch: one check cell, its error judged by the plan's tolerance."""
-    from .check import check
+    from fpdiff.check import check
     r = check(model, backends=[backend], precisions=[f"amp-{p.name}"], devices=[device], plugins=list(plugins),
               iree_flags=list(iree_flags), shape_variants=["static"], seed=seed, timeout=timeout)
     c = r.cells[0]

@@ -10,19 +10,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import compare, graph, rundir
-from . import judge as judge_mod
-from . import precision as prec
-from .backends import JUDGE, registry
-from .cache import default_root
-from .compare import Finding, Metrics
-from .errors import UsageError
-from .graph import STATIC, ShapeVariant
-from .sources import Source, load
-from .status import FAILING
-from .task import Job
-from .versions import report_versions as versions
-from .worker import CRASH, ERROR, INTERNAL, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
+from fpdiff.backends import JUDGE, registry
+from fpdiff.check import judge as judge_mod
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.compare import Finding, Metrics
+from fpdiff.core.errors import UsageError
+from fpdiff.core.status import FAILING
+from fpdiff.core.versions import report_versions as versions
+from fpdiff.model import graph
+from fpdiff.model.graph import STATIC, ShapeVariant
+from fpdiff.runtime import rundir
+from fpdiff.runtime.cache import default_root
+from fpdiff.runtime.task import Job
+from fpdiff.runtime.worker import CRASH, ERROR, INTERNAL, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
+from fpdiff.sources import Source, load
 
 DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
 # Each cell runs its prepared model twice and flags `nondeterministic` when the outputs differ bitwise: a second
@@ -65,7 +67,7 @@ class CheckResult:
     reference: dict
     versions: dict
     duration_s: float = 0.0
-    judge: dict = field(default_factory=dict)  # the judge's cross-check (see judge.py)
+    judge: dict = field(default_factory=dict)  # the judge's cross-check (see check/judge.py)
     source: dict = field(default_factory=dict)  # how the model was brought in: opset conversion, inputs
 
     def exit_code(self, strict: bool = False) -> int:

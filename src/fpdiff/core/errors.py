@@ -75,5 +75,5 @@ def raised_by_fpdiff(exc: BaseException) -> bool:
         return False
     while tb.tb_next is not None:
         tb = tb.tb_next
-    root = str(Path(__file__).resolve().parent)  # this package's folder
+    root = str(Path(__file__).resolve().parents[1])  # the fpdiff package folder (this file is in core/)
     return str(Path(tb.tb_frame.f_code.co_filename).resolve()).startswith(root)

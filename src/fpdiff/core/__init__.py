@@ -1,0 +1,1 @@
+"""Precision, metrics, verdict rules, statuses and errors: what every other part speaks."""

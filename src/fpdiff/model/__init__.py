@@ -1,0 +1,1 @@
+"""The model as a graph: shape variants, segments, mixed-precision modules, autocast."""

@@ -1,0 +1,1 @@
+"""ONNX graphs: export from torch, casts, mixed graphs, and the float64 reference."""
