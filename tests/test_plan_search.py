@@ -1,0 +1,57 @@
+"""The plan search against a fake evaluator (no backend runs): it finds a smallest passing keep-set wherever the
+needed ops sit, never evaluates a set twice, and says so when even all-fp32 fails."""
+import itertools
+
+from fpdiff.plan.search import Search, Trial, Unit
+
+NAMES = [f"op{i}" for i in range(24)]
+
+
+def fake(needed: set[str], log: list):
+    """Passes exactly when every needed op is kept (an interaction the search cannot see from single ops)."""
+    def evaluate(keep: frozenset[str]) -> Trial:
+        log.append(keep)
+        ok = needed <= keep
+        return Trial(sorted(keep), 0.0 if ok else 1.0, ok)
+    return evaluate
+
+
+def search(needed: set[str], ranked=(), strong=(), sources=()):
+    log: list = []
+    s = Search([Unit(n, "mul") for n in NAMES], fake(needed, log), tolerance=0.5)
+    return s.run(list(ranked), list(strong), list(sources)), log
+
+
+def test_nothing_needed_is_the_empty_plan_in_one_evaluation():
+    found, log = search(set())
+    assert found == frozenset() and len(log) == 1
+
+
+def test_the_exact_needed_set_is_found_anywhere_without_evidence():
+    for needed in ({"op0"}, {"op23"}, {"op3", "op17"}, {"op1", "op9", "op22"}):
+        found, log = search(needed)
+        assert found == needed, (needed, found)
+        assert len(log) == len(set(log))  # no keep-set evaluated twice
+        assert len(log) < 2 ** 6  # far from trying subsets: 24 ops, a few dozen evaluations at most
+
+
+def test_good_evidence_makes_it_cheap_and_spare_evidence_is_dropped():
+    needed = {"op5", "op6"}
+    blind, blind_log = search(needed)
+    found, log = search(needed, ranked=["op5", "op6", "op7"], strong=["op5", "op6", "op7"])
+    assert found == needed == blind
+    assert len(log) < len(blind_log)
+
+
+def test_when_even_all_fp32_fails_there_is_no_plan():
+    log: list = []
+    s = Search([Unit(n, "mul") for n in NAMES], lambda keep: (log.append(keep), Trial(sorted(keep), 1.0, False))[1],
+               tolerance=0.5)
+    assert s.run([], []) is None
+    assert frozenset(NAMES) in log
+
+
+def test_every_pair_of_needed_ops_is_found_exactly():
+    for pair in itertools.combinations(NAMES[::5], 2):
+        found, _ = search(set(pair))
+        assert found == set(pair), pair
