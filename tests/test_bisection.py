@@ -1,0 +1,62 @@
+"""The segment bisection against a fake backend (no compiles): it narrows a wrong op to one unit in about
+2*log2(ops) verdicts, and follows only failures of the same kind as the whole graph's."""
+import math
+
+from fpdiff.locate.bisection import Bisector, SegmentVerdict
+
+
+class FakeBisector(Bisector):
+    """Units 0..n-1; a segment is judged by `judge(start, end)` instead of a compile and a run."""
+
+    def __init__(self, n: int, judge) -> None:  # no model, no worker pool
+        self.units = [[f"u{i}"] for i in range(n)]
+        self.asked: dict = {}
+        self._judge = judge
+
+    def verdict(self, start: int, end: int) -> SegmentVerdict:
+        if (start, end) not in self.asked:
+            status, reason = self._judge(start, end)
+            self.asked[(start, end)] = SegmentVerdict(start, end, status, reason)
+        return self.asked[(start, end)]
+
+
+def wrong_at(bad: int):
+    return lambda s, e: ("mismatch", "rel L2 far over the baseline") if s <= bad < e else ("pass", "ok")
+
+
+def test_one_wrong_op_is_found_wherever_it_sits_in_few_verdicts():
+    n = 40
+    for bad in (0, 1, 17, 38, 39):
+        b = FakeBisector(n, wrong_at(bad))
+        found = b.bisect()
+        assert (found.start, found.end) == (bad, bad + 1), bad
+        assert len(b.asked) <= 2 * math.ceil(math.log2(n)) + 2
+
+
+def test_a_healthy_graph_costs_one_verdict():
+    b = FakeBisector(40, lambda s, e: ("pass", "ok"))
+    assert b.bisect() is None and len(b.asked) == 1
+
+
+def test_a_segment_failing_for_a_reason_of_its_own_is_not_chased():
+    """The whole graph is refused at op 30. Prefixes ending in 21..30 fail too, but with another message (an
+    importer that cannot take the cut): followed, they would pull the answer to op 20; they must not."""
+    def judge(s, e):
+        if s <= 30 < e:
+            return "unsupported", "cannot lower torch.aten.foo in fp16"
+        if s == 0 and 21 <= e <= 30:
+            return "unsupported", "importer: segment input is not a tensor"
+        return "pass", "ok"
+    b = FakeBisector(40, judge)
+    found = b.bisect()
+    assert (found.start, found.end) == (30, 31)
+    assert (0, 30) in b.asked  # the decoy was met, and passed over
+
+
+def test_the_same_failure_with_other_paths_and_line_numbers_is_followed():
+    def judge(s, e):
+        if s <= 12 < e:
+            return "error", f"iree-compile failed: /tmp/fpdiff-iree-{s}x{e}/model.mlir:{e}:3: error: util.initializer"
+        return "pass", "ok"
+    found = FakeBisector(20, judge).bisect()
+    assert (found.start, found.end) == (12, 13)
