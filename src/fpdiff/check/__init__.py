@@ -236,13 +236,12 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
     except _ShapeMismatch as e:
         cell.status, cell.reason = compare.MISMATCH, f"output shapes differ: {e}"
         return cell
-    j = compare.judge(m, p, baseline)
+    j = compare.judge(m, p, baseline, _narrowest_bits(r))
     cell.status, cell.reason = j.status, j.reason
     cell.effective_bits = round(j.effective_bits, 1) if j.effective_bits is not None else None
     cell.metrics, cell.baseline_metrics = m.as_dict(), baseline.as_dict() if baseline else None
     cell.findings += j.findings
     cell.computed_dtype = r.computed_dtype or _dtype_of_outputs(r.output_dtypes)
-    cell.findings = [_coarser_at_the_same_dtype(f, r, p) for f in cell.findings]
     cell.findings += _dtype_findings(p, cell, r)
     if j.status != compare.PASS:
         cell.findings += compare.range_findings(ref_out, p)
@@ -255,28 +254,10 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
     return cell
 
 
-# Mantissa bits of the dtypes a backend reports it computed in (its compiled or optimized graph, counted).
-_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
-
-
-def _coarser_at_the_same_dtype(f: Finding, r: JobResult, p: prec.Precision) -> Finding:
-    """coarser-than-requested stands for a narrower format than asked. When the backend's own record of its
-    compiled ops shows none narrower than the requested dtype, the extra error is how it computes at that dtype
-    (IREE keeps fp16 reductions and norm statistics in fp16, where torch accumulates in fp32): reported as
-    `rounds-more`, a fact about the backend, not a downgrade, and not failing --strict."""
-    counts = r.info.get("op_dtypes") or {}
-    want = prec.dtype_name(p.autocast or p.dtype)
-    if f.kind != "coarser-than-requested" or not counts or want not in _BITS:
-        return f
-    if any(_BITS.get(d, 0) < _BITS[want] for d, n in counts.items() if n):
-        return f
-    errors = f.message.split(": computes like")[0].replace(" (limit", "; limit for a narrower format")
-    return Finding("rounds-more", f"{errors}, with no compiled op in a dtype narrower than {want} "
-                   f"({', '.join(f'{n} {d}' for d, n in sorted(counts.items()))}): it rounds more than the baseline "
-                   f"at the same dtype (reductions or norm statistics accumulated in {want} where the baseline "
-                   "accumulates in float32?)", op=f.op,
-                   remedy="fpdiff locate finds the ops; keep them in fp32 (fpdiff plan) or use the backend's "
-                   "higher-precision accumulation option if it has one")
+def _narrowest_bits(r: JobResult) -> int | None:
+    """Mantissa bits of the narrowest float dtype the backend records computing in (its counted compiled ops)."""
+    counts = [d for d, n in (r.info.get("op_dtypes") or {}).items() if n and hasattr(torch, d)]
+    return min((compare.mantissa_bits(getattr(torch, d)) for d in counts), default=None)
 
 
 def _failure_reason(r: JobResult) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fpdiff.core.precision import Precision
+from fpdiff.core.precision import Precision, dtype_name
 from fpdiff.core.status import CELL_STATUSES, Status
 
 PASS, PRECISION_LOSS, MISMATCH, UNJUDGED = Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH, Status.UNJUDGED
@@ -102,8 +102,13 @@ def _next_format_down(bits: float | None, precision: Precision) -> bool:
     return bits is not None and abs(bits - (want - NEXT_FORMAT_GAP.get(want, 3))) <= 1.5
 
 
-def coarser_than_requested(m: Metrics, precision: Precision, baseline: Metrics | None) -> Finding | None:
-    """A cell under tolerance whose error says it computed in a narrower format than asked (rule above)."""
+def coarser_than_requested(m: Metrics, precision: Precision, baseline: Metrics | None,
+                           narrowest_bits: int | None = None) -> Finding | None:
+    """A cell under tolerance whose error says it computed in a narrower format than asked (rule above).
+    `narrowest_bits`: the mantissa bits of the narrowest dtype the backend records computing in, when it records
+    one. Not narrower than requested: the extra error is how it computes at that dtype (reductions or norm
+    statistics accumulated there, where the baseline accumulates in float32), reported as rounds-more, a fact
+    about the backend and not a downgrade."""
     bits = effective_bits(m, baseline, precision.compute)
     if bits is None or m.rel_l2 <= precision.unit_roundoff:
         return None
@@ -112,6 +117,14 @@ def coarser_than_requested(m: Metrics, precision: Precision, baseline: Metrics |
     ratio = m.rel_l2 / baseline.rel_l2
     if ratio <= limit:
         return None
+    if narrowest_bits is not None and narrowest_bits >= want:
+        return Finding("rounds-more",
+                       f"errors {ratio:.1f}x {precision.name}'s baseline (limit for a narrower format {limit:.3g}x), "
+                       f"with no compiled op in a dtype narrower than {dtype_name(precision.compute)}: it rounds more "
+                       "than the baseline at the same dtype (reductions or norm statistics accumulated in "
+                       f"{dtype_name(precision.compute)} where the baseline accumulates in float32?)",
+                       remedy="fpdiff locate finds the ops; keep them in fp32 (fpdiff plan) or use the backend's "
+                       "higher-precision accumulation option if it has one")
     return Finding("coarser-than-requested",
                    f"errors {ratio:.1f}x {precision.name}'s baseline (limit {limit:.3g}x): computes like "
                    f"{_format_like(bits)}, not the {want} bits of {precision.name}",
@@ -204,7 +217,8 @@ def range_findings(ref: list[np.ndarray], precision: Precision) -> list[Finding]
     return found
 
 
-def judge(m: Metrics, precision: Precision, baseline: Metrics | None) -> Judgement:
+def judge(m: Metrics, precision: Precision, baseline: Metrics | None,
+          narrowest_bits: int | None = None) -> Judgement:
     """Verdict for one finished cell: pass, precision-loss or mismatch, with the rule that decided it."""
     tol = precision.tolerance
     findings: list[Finding] = []
@@ -221,7 +235,7 @@ def judge(m: Metrics, precision: Precision, baseline: Metrics | None) -> Judgeme
         return Judgement(MISMATCH, f"non-finite outputs where the baseline at {precision.name} is finite", findings)
     bits = effective_bits(m, baseline, precision.compute)
     if m.rel_l2 <= tol and (baseline is None or m.max_norm <= max(tol * 10, MAX_FACTOR * baseline.max_norm)):
-        coarser = coarser_than_requested(m, precision, baseline)
+        coarser = coarser_than_requested(m, precision, baseline, narrowest_bits)
         return Judgement(PASS, f"rel L2 {m.rel_l2:.2e} <= tolerance {tol:.0e}", findings + [coarser] * bool(coarser),
                          bits)
     if baseline is None:
