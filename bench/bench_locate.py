@@ -28,7 +28,7 @@ with torch.no_grad():
         copy.deepcopy(m).double()(*(t.double() for t in x))
         m.to(p.dtype)(*(t.to(p.dtype) for t in x))
     elif what == "locate":
-        from fpdiff.locate import analyse
+        from fpdiff.analysis.locate import analyse
         ops, err = analyse(m, x, p, own=True)
 wall = time.perf_counter() - t0
 print(json.dumps({"what": what, "wall_s": wall, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

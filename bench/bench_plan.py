@@ -44,11 +44,11 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     from onnxconverter_common.auto_mixed_precision import auto_convert_mixed_precision
 
     import fpdiff
+    from fpdiff.analysis.plan.onnx_models import OrtTrials, float64_run, onnx_compute_types
+    from fpdiff.analysis.plan.search import rel_l2
     from fpdiff.core import precision as prec
     from fpdiff.onnxtools.export import export_program
     from fpdiff.onnxtools.mixed import named, to_mixed
-    from fpdiff.plan.onnx_models import OrtTrials, float64_run, onnx_compute_types
-    from fpdiff.plan.search import rel_l2
     from fpdiff.sources import load
     src = load(str(HERE / "specs" / spec))
     path = d / spec.replace(".py", ".onnx")
@@ -99,7 +99,7 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     row["ort_cpu_ms"] = speed
     tp = fpdiff.plan(str(HERE / "specs" / spec), precision="fp16", tolerance=tol)
     row["torch_plan"] = {"kept": len(tp.keep), "units": tp.units, "evaluations": tp.evaluations,
-                         "error": tp.error, "passed": tp.passed, "speed": tp.speed}
+                         "error": tp.error, "passed": tp.passed, "speed": tp.as_dict()["speed"]}
     return row
 
 

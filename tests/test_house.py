@@ -101,9 +101,7 @@ def test_no_package_global_is_shadowed_by_its_own_submodule():
     module, a function) is silently replaced the first time the submodule loads."""
     clashes = []
     for name, path in modules().items():
-        # fpdiff's own check/locate/plan/ranges functions are named after their packages on purpose; api.py loads
-        # every one of those packages before fpdiff/__init__.py binds the functions, so nothing replaces them later
-        if path.name != "__init__.py" or name == "fpdiff":
+        if path.name != "__init__.py":
             continue
         subs = {p.stem for p in path.parent.glob("*.py") if p.stem != "__init__"} | {
             p.name for p in path.parent.iterdir() if (p / "__init__.py").exists()}
@@ -117,3 +115,11 @@ def test_no_package_global_is_shadowed_by_its_own_submodule():
             elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in subs and node in tree.body:
                 clashes.append(f"{name}: def {node.name}")
     assert not clashes, clashes
+
+
+def test_test_folders_mirror_the_packages():
+    """tests/X/ holds the tests of src/fpdiff/X/: a folder for a package that does not exist is a stale mirror."""
+    tests = Path(__file__).parent
+    stray = [str(d.relative_to(tests)) for d in tests.rglob("*") if d.is_dir() and any(d.glob("test_*.py"))
+             and d != tests and not (SRC / d.relative_to(tests)).is_dir()]
+    assert not stray, stray

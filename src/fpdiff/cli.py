@@ -30,8 +30,9 @@ def _shape(text: str) -> tuple[str, list[int]]:
 
 
 def parser() -> argparse.ArgumentParser:
-    from fpdiff.check import DEFAULT_BACKENDS, DEFAULT_REPEAT, DEFAULT_TIMEOUT
+    from fpdiff.analysis.check import DEFAULT_BACKENDS, DEFAULT_REPEAT
     from fpdiff.core.precision import DEFAULT_PRECISIONS, PRECISIONS
+    from fpdiff.runtime.worker import DEFAULT_TIMEOUT
     p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--keep-temp", action="store_true",
@@ -71,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--device", default="cpu")
     loc.add_argument("--plugin", action="append", default=[], metavar="PATH")
     loc.add_argument("--iree-flag", action="append", default=[], metavar="FLAG")
-    loc.add_argument("--timeout", type=float, default=300.0, help="seconds per segment compile+run")
+    loc.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per segment compile+run")
     loc.add_argument("--repro", metavar="DIR", help="where the repro bundle goes "
                      "(default fpdiff-out/repro-BACKEND-PRECISION when there is something to reproduce)")
     loc.add_argument("--no-repro", action="store_true", help="write no repro bundle")
@@ -98,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--device", default="cpu")
     pl.add_argument("--plugin", action="append", default=[], metavar="PATH")
     pl.add_argument("--iree-flag", action="append", default=[], metavar="FLAG")
-    pl.add_argument("--timeout", type=float, default=300.0, help="seconds per trial on a compiled backend")
+    pl.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per trial on a compiled backend")
     pl.add_argument("--save", metavar="PATH", help="write the verified plan (JSON) here")
     pl.add_argument("--load", metavar="PATH", help="re-verify a saved plan instead of searching")
     pl.add_argument("--export-onnx", metavar="PATH", help="write the planned model as ONNX, verified with ORT")
@@ -211,7 +212,7 @@ def _plan(args, console) -> int:
     if args.json:
         _write_json(args.json, result.as_dict())
         console.print(f"JSON: {args.json}", highlight=False)
-    exported_ok = result.export is None or result.export.get("verified")
+    exported_ok = result.export is None or result.export.verified
     return EXIT_OK if result.passed and exported_ok else EXIT_FAIL
 
 

@@ -15,7 +15,7 @@ from fpdiff.backends import mixed_dtype, too_wide
 from fpdiff.backends import to_numpy as _to_numpy
 from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
 from fpdiff.core.compare import Finding
-from fpdiff.core.errors import COMPILE, IMPORT, LOAD, TORCH_EXPORT, StageError, Unsupported, plain, stage
+from fpdiff.core.errors import COMPILE, IMPORT, LOAD, MESSAGE_CHARS, TORCH_EXPORT, StageError, Unsupported, plain, stage
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 # sm_80 compiles and runs on H100/H200 with iree-base-compiler 3.13; sm_90 fails with "missing GPU target".
@@ -185,7 +185,7 @@ def compile_failure(stderr: str, returncode: int, precision: str) -> Exception:
     compiler's failure at the compile stage (a crash, a verifier error, anything it did not declare)."""
     text = plain(stderr)
     errors = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
-    first = (errors or text.strip().splitlines()[-3:] or ["(no output)"])[0][:400]
+    first = (errors or text.strip().splitlines()[-3:] or ["(no output)"])[0][:MESSAGE_CHARS]
     if returncode >= 0 and not _CRASH.search(text):
         m = _CANNOT_LOWER.search(text)
         if m and not (m.group(2) or m.group(1)).startswith(_INTERNAL):
@@ -256,7 +256,7 @@ class IreeBackend(Backend):
                 r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
                                    capture_output=True, text=True)
                 if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
-                    last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:400]
+                    last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:MESSAGE_CHARS]
                     raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
             phases = out.with_name(out.name.split(".tmp")[0].removesuffix(".vmfb") + ".phases")
             shutil.rmtree(phases, ignore_errors=True)

@@ -7,8 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # Stages a cell goes through; a failure is charged to the one that failed, never to the next in line.
-TORCH_EXPORT, ONNX_EXPORT, OPSET_CONVERSION = "torch.export", "onnx export", "opset conversion"
+TORCH_EXPORT, ONNX_EXPORT = "torch.export", "onnx export"
 IMPORT, COMPILE, LOAD, RUN = "import", "compile", "load", "run"
+
+# A failure message is cut to what one terminal line and a JSON cell carry: compilers and exporters name the op,
+# node and dtype in their first few hundred characters; the full text stays in the cell's log tail.
+MESSAGE_CHARS = 600
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -65,7 +69,8 @@ def stage(name: str, component: str) -> Iterator[None]:
         if raised_by_fpdiff(e):
             raise
         text = " ".join(plain(str(e)).split())
-        raise StageError(name, component, f"{type(e).__name__}: {text[:600]}" if text else type(e).__name__) from e
+        why = f"{type(e).__name__}: {text[:MESSAGE_CHARS]}" if text else type(e).__name__
+        raise StageError(name, component, why) from e
 
 
 def raised_by_fpdiff(exc: BaseException) -> bool:

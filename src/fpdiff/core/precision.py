@@ -62,13 +62,6 @@ def get(name: str) -> Precision:
         raise UsageError(f"unknown precision {name!r}; known: {', '.join(PRECISIONS)}") from None
 
 
-def parse_list(text: str) -> list[Precision]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UsageError("no precision given")
-    return [get(n) for n in names]
-
-
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 

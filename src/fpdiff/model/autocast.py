@@ -13,7 +13,7 @@ import torch
 # aten/src/ATen/autocast_mode.h (AT_FORALL_LOWER_PRECISION_FP, AT_FORALL_FP32, AT_FORALL_FP32_SET_OPT_DTYPE,
 # AT_FORALL_DIFFERENT_REDISPATCH_SIGNATURE, AT_FORALL_PROMOTE: the CUDA lists, registered for AutocastCUDA with
 # cudnn_convolution[_transpose] and the banned binary_cross_entropy). Also at
-# https://pytorch.org/docs/stable/amp.html#autocast-op-reference. tests/test_autocast.py checks them against the
+# https://pytorch.org/docs/stable/amp.html#autocast-op-reference. tests/model/test_autocast.py checks them against the
 # kernels the installed torch registers for AutocastCPU / AutocastCUDA, so a torch upgrade that moves an op fails.
 # Torch models do not read these lists: their graph is decided by torch's own dispatcher (torch_keep below); ONNX
 # models (no dispatcher) and plan's prior read them.

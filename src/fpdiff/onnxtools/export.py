@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from fpdiff.core.errors import ONNX_EXPORT, StageError, plain, raised_by_fpdiff
+from fpdiff.core.errors import MESSAGE_CHARS, ONNX_EXPORT, StageError, plain, raised_by_fpdiff
 
 FLOATS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 ONNX_TYPE = {"float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16,
@@ -54,8 +54,9 @@ def export_program(program, path: Path, module=None, args: tuple | None = None,
         if raised_by_fpdiff(e):
             raise
         # each reason cut to half a line, so the report's one line holds both
-        raise StageError(ONNX_EXPORT, "torch.onnx", f"dynamo exporter: {dynamo_failure[:280]}; TorchScript "
-                         f"exporter (the fallback): {_why(e)[:280]}") from e
+        half = MESSAGE_CHARS // 2
+        raise StageError(ONNX_EXPORT, "torch.onnx", f"dynamo exporter: {dynamo_failure[:half]}; TorchScript "
+                         f"exporter (the fallback): {_why(e)[:half]}") from e
     return {"onnx_exporter": "torchscript", "onnx_exporter_why": f"the dynamo exporter failed: {dynamo_failure}"}
 
 
@@ -97,7 +98,7 @@ def _why(e: BaseException) -> str:
         root = nxt
         seen.add(id(nxt))
     top = line(e).split(". ")[0]
-    return (top if root is e else f"{top[:200]} <- {line(root)}")[:600]
+    return (top if root is e else f"{top[:200]} <- {line(root)}")[:MESSAGE_CHARS]
 
 
 def cast_model(model: onnx.ModelProto, target: int) -> onnx.ModelProto:

@@ -75,19 +75,19 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
                       f"- {c.cause}: its own error is {_ratio(c)} what {result.precision} must lose there",
                       highlight=False)
     if result.mark_all is not None:
-        first = result.mark_all["first_departure"]
-        n = result.mark_all["tensors"]
-        judged = sum(r["status"] == "mismatch" for r in result.mark_all["rows"])
-        if not result.mark_all.get("refused"):
+        first = result.mark_all.first_departure
+        n = result.mark_all.tensors
+        judged = sum(r.status == "mismatch" for r in result.mark_all.rows)
+        if not result.mark_all.refused:
             console.print(f"ort --mark-all: {n} tensors judged against float64 and the reference evaluator at "
                           f"{result.precision}; {judged} mismatch (caveat: marking outputs can change ORT's "
                           "fusions)", highlight=False)
-        if result.mark_all.get("refused"):
-            console.print(f"[bold red]ORT refused the run[/]: {result.mark_all['refused']}\n"
+        if result.mark_all.refused:
+            console.print(f"[bold red]ORT refused the run[/]: {result.mark_all.refused}\n"
                           "run without --mark-all: the segment bisection narrows a refusal to its op", highlight=False)
         if first:
-            console.print(f"[bold red]first departure[/]: {first['op']} ({first['node']}), tensor {first['tensor']}: "
-                          f"{first['reason']}", highlight=False)
+            console.print(f"[bold red]first departure[/]: {first.op} ({first.node}), tensor {first.tensor}: "
+                          f"{first.reason}", highlight=False)
     elif result.bisected:
         seg = result.segment
         if seg is None:
@@ -184,7 +184,7 @@ def render_plan(plan, console: Console | None = None) -> None:
     elif not plan.keep:
         console.print(f"[green]empty plan[/]: the whole model meets the tolerance at {plan.precision}", highlight=False)
     else:
-        ops = [k for k in plan.keep if k["op"] != "clamp constants"]  # the clamp is a remedy, not an op
+        ops = [k for k in plan.keep if k.op != "clamp constants"]  # the clamp is a remedy, not an op
         clamp = " (and small constants clamped into its range, below)" if len(ops) < len(plan.keep) else ""
         console.print(f"[green]verified plan[/]: keep {len(ops)} ops in fp32{clamp} -> error {_err(plan.error)}; "
                       f"{plan.low_fraction:.1%} of the flops stay {plan.precision}", highlight=False)
@@ -194,25 +194,24 @@ def render_plan(plan, console: Console | None = None) -> None:
         for col in ("node", "op", "module", "source", "why"):
             t.add_column(col, no_wrap=col in ("node", "op"))
         for k in plan.keep:
-            t.add_row(k["node"], _op_name(k["op"]), k["module"] or "(root)", k["source"].rsplit("/", 1)[-1],
-                      "\n".join(k["why"]))
+            t.add_row(k.node, _op_name(k.op), k.module or "(root)", k.source.rsplit("/", 1)[-1], "\n".join(k.why))
         console.print(t)
     if plan.autocast:
         a = plan.autocast
-        if a.get("error") is None:
-            console.print(f"autocast ({a['precision']}): {a.get('status')} - {a.get('reason', '')}", highlight=False)
+        if a.error is None:
+            console.print(f"autocast ({a.precision}): {a.status} - {a.reason or ''}", highlight=False)
         else:
-            ok = "[green]meets the tolerance[/]" if a["passed"] else "[red]misses the tolerance[/]"
-            ms = f", {a['ms']:.2f} ms vs fp32 {a['fp32_ms']:.2f} ms (torch eager cpu)" if "ms" in a else ""
-            console.print(f"autocast ({a['precision']}): {_err(a['error'])} {ok}{ms}", highlight=False)
+            ok = "[green]meets the tolerance[/]" if a.passed else "[red]misses the tolerance[/]"
+            ms = f", {a.ms:.2f} ms vs fp32 {a.fp32_ms:.2f} ms (torch eager cpu)" if a.ms is not None else ""
+            console.print(f"autocast ({a.precision}): {_err(a.error)} {ok}{ms}", highlight=False)
     if plan.speed:
         s = plan.speed
-        ms = ", ".join(f"{k} {v:.2f} ms" for k, v in s["ms"].items())
-        console.print(f"speed ({s['where']}): {ms} -> plan {s['plan_vs_fp32']:.2f}x fp32's throughput, "
-                      f"{s['plan_vs_pure']:.0%} of pure {plan.precision}'s", highlight=False)
+        ms = ", ".join(f"{k} {v:.2f} ms" for k, v in s.ms.items())
+        console.print(f"speed ({s.where}): {ms} -> plan {s.plan_vs_fp32:.2f}x fp32's throughput, "
+                      f"{s.plan_vs_pure:.0%} of pure {plan.precision}'s", highlight=False)
     if plan.export:
         e = plan.export
-        ok = "[green]verified[/]" if e.get("verified") else "[red]NOT verified[/]"
-        detail = f"error {_err(e.get('error'))}" if "error" in e else e.get("reason", "")
-        console.print(f"ONNX {e['path']}: {ok} with onnxruntime ({detail}); {e.get('fp32_nodes', 0)} nodes compute "
-                      f"in fp32, {e.get('low_nodes', 0)} in {plan.precision}", highlight=False)
+        ok = "[green]verified[/]" if e.verified else "[red]NOT verified[/]"
+        detail = f"error {_err(e.error)}" if e.error is not None else e.reason or ""
+        console.print(f"ONNX {e.path}: {ok} with onnxruntime ({detail}); {e.fp32_nodes} nodes compute "
+                      f"in fp32, {e.low_nodes} in {plan.precision}", highlight=False)

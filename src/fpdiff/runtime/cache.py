@@ -9,10 +9,6 @@ from fpdiff.runtime import rundir
 from fpdiff.sources.base import digest
 
 
-def default_root() -> Path:
-    return Path(os.environ.get("FPDIFF_CACHE") or Path.home() / ".cache" / "fpdiff")
-
-
 class Cache:
     def __init__(self, root: Path | str | None) -> None:
         self.root = Path(root) if root else None  # None: caching off, artifacts go to a temp dir

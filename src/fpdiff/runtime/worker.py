@@ -14,9 +14,12 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from fpdiff.core.errors import MESSAGE_CHARS
 from fpdiff.core.status import Status
 from fpdiff.runtime import rundir
 from fpdiff.runtime.task import Job
+
+DEFAULT_TIMEOUT = 300.0  # seconds per cell: a cold inductor or IREE compile of a mid-size model fits in it
 
 OK, UNSUPPORTED, ERROR, CRASH, TIMEOUT = Status.OK, Status.UNSUPPORTED, Status.ERROR, Status.CRASH, Status.TIMEOUT
 INTERNAL = "internal error in fpdiff"  # the component named when fpdiff's own code raised
@@ -183,7 +186,7 @@ class _State:
 
 def _one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
-    return f"{type(e).__name__}: {text[:600]}" if text else type(e).__name__
+    return f"{type(e).__name__}: {text[:MESSAGE_CHARS]}" if text else type(e).__name__
 
 
 def _serve(conn) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from fpdiff.core.errors import UsageError
+from fpdiff.core.paths import cache_root
 from fpdiff.sources.base import Source, SourceRef, digest
 
 
@@ -51,12 +52,12 @@ def load_onnx(path: Path, *, inputs: str | None, shapes: dict[str, list[int]], s
         arrays, how = _generate(sig, shapes, seed, index_bounds(model))
     names = list(sig)
     fp = digest(path.read_bytes(), *(arrays[n].tobytes() for n in names))
-    from fpdiff.runtime.cache import default_root
+
     from fpdiff.sources.opset import default_opset, upgrade
     if keep_opset:
         converted, conversion = None, {"opset": default_opset(model), "status": "kept as given (--keep-opset)"}
     else:
-        model, converted, conversion = upgrade(model, arrays, default_root() / "opset", fp)
+        model, converted, conversion = upgrade(model, arrays, cache_root() / "opset", fp)
     run_path = converted or path.resolve()
     if converted:  # another graph: its compiled artifacts must not be taken for the original's
         fp = digest(fp, converted.name)

@@ -168,8 +168,8 @@ class Bisector:
 
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
                backend_out: list | None) -> Path:
+        from fpdiff.analysis.locate import repro
         from fpdiff.core.versions import report_versions as versions
-        from fpdiff.locate import repro
         nodes, program, ins, _, expected, _ = self.segment(start, end)
         title = f"{self.backend} at {self.p.name}, ops {start}..{end - 1}: {', '.join(str(n.target) for n in nodes)}"
         return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,
@@ -241,8 +241,8 @@ class OnnxBisector(Bisector):
 
     def bundle(self, start: int, end: int, out: Path, *, limit: float, baseline_rel_l2: float,
                backend_out: list | None) -> Path:
+        from fpdiff.analysis.locate import repro
         from fpdiff.core.versions import report_versions as versions
-        from fpdiff.locate import repro
         sub, _, ins, expected = self.segment_io(start, end)
         title = f"{self.backend} at {self.p.name}, ONNX nodes {start}..{end - 1}"
         return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,

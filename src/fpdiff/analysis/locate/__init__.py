@@ -9,11 +9,13 @@ from pathlib import Path
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from fpdiff.analysis.locate.markall import MarkAll, mark_all
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.model import graph, segments
 from fpdiff.runtime import rundir
+from fpdiff.runtime.worker import DEFAULT_TIMEOUT
 from fpdiff.sources import load
 
 # An op is the culprit when the error it makes by itself (fed float64-run inputs, computing at P) is over
@@ -23,6 +25,9 @@ from fpdiff.sources import load
 # long reductions stays under 8 for depths up to ~64 when the accumulator is wider, as torch's CPU kernels are);
 # a wrong or overflowing op lands orders of magnitude above it.
 LOCAL_FACTOR = 8.0
+# An op that flushes more than 1% of its nonzero float64 values to zero at P is an underflow suspect even when its
+# L2 error is small: the flushed values are small by definition, and what reads them (a norm, a division) is not.
+FLUSH_FRACTION = 0.01
 
 
 @dataclass
@@ -45,7 +50,7 @@ class OpError:
             return "inherits" if self.accumulated > LOCAL_FACTOR * self.floor else "within floor"
         if self.nonfinite:
             return "overflow"
-        return "underflow" if self.flushed >= 0.01 else "error"
+        return "underflow" if self.flushed >= FLUSH_FRACTION else "error"
 
     @property
     def ratio(self) -> float:
@@ -97,7 +102,7 @@ class LocateResult:
     segment: Segment | None = None  # compiled backends: the smallest failing segment, its ops and verdict
     compiles: int = 0
     repro: str | None = None  # the repro script, when a bundle was written
-    mark_all: dict | None = None  # ORT's every-tensor-marked run: per tensor verdicts, the first departure
+    mark_all: MarkAll | None = None  # ORT's every-tensor-marked run: per tensor verdicts, the first departure
     bisected: bool = False  # the segment bisection ran on the backend (not only the reference's op analysis)
     findings: list = field(default_factory=list)  # compare.Finding: a crash or refusal inside a segment
 
@@ -130,7 +135,8 @@ class LocateResult:
                 "output_error": self.output_error, "eager_output_error": self.eager_output_error,
                 "culprit": self.answer(), "segment": self.segment.as_dict() if self.segment else None,
                 "compiles": self.compiles, "repro": self.repro,
-                "mark_all": self.mark_all, "findings": [f.as_dict() for f in self.findings],
+                "mark_all": self.mark_all.as_dict() if self.mark_all else None,
+                "findings": [f.as_dict() for f in self.findings],
                 "ops": [o.as_dict() for o in self.ops]}
 
     def worst(self, n: int = 10) -> list[OpError]:
@@ -237,7 +243,7 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
                         floor = max(repr_err, p.unit_roundoff)
                     # Examined only where something is off: an op whose accumulated error is within the floor
                     # cannot be making much error of its own; skipping it keeps locate near one plain pass each.
-                    if acc > LOCAL_FACTOR * floor or flushed >= 0.01:
+                    if acc > LOCAL_FACTOR * floor or flushed >= FLUSH_FRACTION:
                         local_in = _like((args64, kw64), (argsp, kwp))
                         local, bad = _rel_l2(_cat(_floats(b.target(*local_in[0], **local_in[1]))), ref)
                         if local > LOCAL_FACTOR * floor:  # maybe ill-conditioned: what exact math on P inputs loses
@@ -265,7 +271,7 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
 
 @rundir.scoped
 def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
-           plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = 300.0,
+           plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = DEFAULT_TIMEOUT,
            cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
            shapes: dict[str, list[int]] | None = None, mark_all: bool = False,
            shape_variant: str | None = None) -> LocateResult:
@@ -287,9 +293,9 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
             raise UsageError(f"--mark-all needs a backend that marks every tensor as an output in one run, which "
                              f"{backend} does not: use --backend {can}")
         return _mark_all(source, backend, p, device)
-    from fpdiff.locate.bisection import Bisector, OnnxBisector
-    from fpdiff.runtime.cache import default_root
-    cache = cache_dir or str(default_root())
+    from fpdiff.analysis.locate.bisection import Bisector, OnnxBisector
+    from fpdiff.core.paths import cache_root
+    cache = cache_dir or str(cache_root())
     flags = tuple(iree_flags) if cls.takes_flags else ()
     if source.ref.kind not in cls.kinds:
         takes = ", ".join(n for n in reg.names() if source.ref.kind in reg.cls(n).kinds)
@@ -340,7 +346,6 @@ def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateRes
     """ORT with every tensor marked as an output: one run, fusion possibly changed (see locate/markall.py)."""
     import onnx
 
-    from fpdiff.locate.markall import mark_all
     from fpdiff.onnxtools.export import export_program
     from fpdiff.onnxtools.graph import graph_inputs
     if source.ref.kind == "onnx":
@@ -353,12 +358,12 @@ def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateRes
         feeds = {n: t.numpy() for n, t in zip(names, source.inputs)}
     result = LocateResult(source.ref.label, backend, p.name)
     result.mark_all = mark_all(model, feeds, p, device)
-    first = result.mark_all["first_departure"]
-    if result.mark_all.get("refused"):
-        result.segment = Segment(compare.UNSUPPORTED, result.mark_all["refused"], [], None)
+    first = result.mark_all.first_departure
+    if result.mark_all.refused:
+        result.segment = Segment(compare.UNSUPPORTED, result.mark_all.refused, [], None)
     elif first:
-        result.segment = Segment(first["status"], first["reason"], [f"{first['op']} ({first['node']})"], first["op"],
-                                 node=first["node"], rel_l2=first["rel_l2"], baseline_rel_l2=first["baseline_rel_l2"])
-    outputs = [r for r in result.mark_all.get("rows", []) if r["tensor"] in {o.name for o in model.graph.output}]
-    result.output_error = max((r["rel_l2"] for r in outputs), default=None)
+        result.segment = Segment(first.status, first.reason, [f"{first.op} ({first.node})"], first.op,
+                                 node=first.node, rel_l2=first.rel_l2, baseline_rel_l2=first.baseline_rel_l2)
+    outputs = [r for r in result.mark_all.rows if r.tensor in {o.name for o in model.graph.output}]
+    result.output_error = max((r.rel_l2 for r in outputs), default=None)
     return result

@@ -32,24 +32,24 @@ def test_lost_constants_are_kept_in_fp32_and_the_plan_verified(padded, tmp_path)
     p = fpdiff.plan(str(padded / "m.onnx"), backend="ort", inputs=str(padded / "inputs.npz"), export_onnx=str(out))
     assert p.pure_error == float("inf") and p.passed and p.error <= p.tolerance
     # the cheapest remedy first: the mask fill and the eps moved into fp16's range, no op kept in fp32
-    assert [k["op"] for k in p.keep] == ["clamp constants"] and p.evaluations == 2
-    why = " ".join(p.keep[0]["why"])
+    assert [k.op for k in p.keep] == ["clamp constants"] and p.evaluations == 2
+    why = " ".join(p.keep[0].why)
     assert "-3.4e+38 -> -6.55e+04" in why and "1e-08 -> 5.96e-08" in why
-    assert p.export["verified"] and onnx.load(str(out)).graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert p.export.verified and onnx.load(str(out)).graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
 
 
 def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
+    from fpdiff.analysis.plan.onnx_models import CLAMP, OrtTrials, evidence, float64_run, unit_names
+    from fpdiff.analysis.plan.search import Search
     from fpdiff.core.precision import get
     from fpdiff.onnxtools.mixed import named
-    from fpdiff.plan.onnx_models import CLAMP, OrtTrials, evidence, float64_run, unit_names
-    from fpdiff.plan.search import Search
     m = named(onnx.load(str(padded / "m.onnx")))
     feeds = dict(np.load(padded / "inputs.npz"))
     values = float64_run(m, feeds)
     expected = [values[o.name] for o in m.graph.output]
     names = unit_names(m, values)
     ranked, strong, sources, why = evidence(m, values, get("fp16"), names)
-    from fpdiff.plan.search import Unit
+    from fpdiff.analysis.plan.search import Unit
     search = Search([Unit(n, "") for n in names], OrtTrials(m, feeds, expected, get("fp16"), 1e-2), 1e-2)
     found = search.run(ranked, strong, sources)
     ops = {n.name: n.op_type for n in m.graph.node}
@@ -60,8 +60,8 @@ def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
 def test_every_op_kept_is_fp32_again(padded):
     import onnxruntime as ort
 
+    from fpdiff.analysis.plan.onnx_models import float64_run, follow_moves, unit_names
     from fpdiff.onnxtools.mixed import named, to_mixed
-    from fpdiff.plan.onnx_models import float64_run, follow_moves, unit_names
     m = named(onnx.load(str(padded / "m.onnx")))
     feeds = dict(np.load(padded / "inputs.npz"))
     values = float64_run(m, feeds)

@@ -2,7 +2,7 @@
 needed ops sit, never evaluates a set twice, and says so when even all-fp32 fails."""
 import itertools
 
-from fpdiff.plan.search import Search, Trial, Unit
+from fpdiff.analysis.plan.search import Search, Trial, Unit
 
 NAMES = [f"op{i}" for i in range(24)]
 

@@ -39,8 +39,8 @@ def test_a_wrong_judge_is_suspected_and_calls_no_mismatch(name, tmp_path):
 
 def test_under_a_suspect_judge_a_cell_departing_from_both_stays_a_mismatch():
     """The cross-check is no blanket pardon: only verdicts the independent run does not share are held."""
-    from fpdiff.check import Cell
-    from fpdiff.check.judge import SUSPECT, JudgeCheck, hold_unconfirmed
+    from fpdiff.analysis.check import Cell
+    from fpdiff.analysis.check.judge import SUSPECT, JudgeCheck, hold_unconfirmed
     from fpdiff.core.compare import Judgement
     check = JudgeCheck("evaluator", "ort fp32", SUSPECT, "they disagree", stand_in=("ort", "cpu", "fp32", "s"))
     cells = [Cell("iree", "cpu", "fp16", "s", "mismatch", "rel L2 0.5 is 100x"),

@@ -89,16 +89,16 @@ def test_onnx_model_refuses_torch_backends(onnx_models):
 
 def test_mark_all_on_healthy_ort_judges_every_tensor_and_blames_none():
     r = fpdiff.locate("example:tinycnn", backend="ort", precision="fp16", mark_all=True)
-    rows = r.mark_all["rows"]
-    assert len(rows) >= 10 and r.mark_all["first_departure"] is None and r.segment is None
+    rows = r.mark_all.rows
+    assert len(rows) >= 10 and r.mark_all.first_departure is None and r.segment is None
     # every tensor judged against the reference evaluator at fp16, not a bare tolerance
-    assert all(row["status"] in ("pass", "precision-loss") for row in rows)
+    assert all(row.status in ("pass", "precision-loss") for row in rows)
 
 
 def test_mark_all_reports_an_ort_refusal(onnx_models):
     r = fpdiff.locate(str(onnx_models / "sap.onnx"), backend="ort", precision="fp16", mark_all=True,
                       inputs=str(onnx_models / "sap.npz"))
-    assert "ScatterND" in r.mark_all["refused"] and r.segment.status == "unsupported"
+    assert "ScatterND" in r.mark_all.refused and r.segment.status == "unsupported"
 
 
 def test_mark_all_is_for_ort_only():

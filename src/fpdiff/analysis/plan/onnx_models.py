@@ -7,10 +7,21 @@ from pathlib import Path
 
 import numpy as np
 
+from fpdiff.analysis.plan.search import (
+    PRIOR,
+    OnnxExport,
+    Plan,
+    Search,
+    Trial,
+    Unit,
+    finish,
+    graph_digest,
+    rel_l2,
+    settle,
+)
 from fpdiff.core import precision as prec
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, PASS_THROUGH, float64_values, ort_session, value_types
 from fpdiff.onnxtools.mixed import named
-from fpdiff.plan.search import PRIOR, Plan, Search, Trial, Unit, finish, graph_digest, rel_l2, settle
 
 # A pseudo-op the search can "keep": small float constants the format cannot hold (a -3.4e38 mask fill, an eps of
 # 1e-8) replaced by the format's nearest nonzero finite value, as onnxconverter-common and coremltools do by
@@ -89,7 +100,7 @@ def evidence(model, values: dict, p: prec.Precision,
     nodes with range notes, then the field's prior (ops autocast keeps in fp32), then graph order."""
     import torch
 
-    from fpdiff.ranges import dtype_range, scalar_reasons
+    from fpdiff.analysis.ranges import dtype_range, scalar_reasons
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[p.name]
     why: dict[str, list[str]] = {}
     noted: list[str] = []
@@ -217,7 +228,7 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float,
     return finish(plan, search, found, why, t0), trials
 
 
-def export_onnx(trials: OrtTrials, keep: set[str], path: str | Path) -> dict:
+def export_onnx(trials: OrtTrials, keep: set[str], path: str | Path) -> OnnxExport:
     """The planned graph written out and verified with ONNX Runtime on the plan's inputs."""
     import onnx
 
@@ -228,16 +239,15 @@ def export_onnx(trials: OrtTrials, keep: set[str], path: str | Path) -> dict:
     return verify_onnx(model, path, trials.feeds, trials.expected, trials.tolerance)
 
 
-def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float) -> dict:
+def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float) -> OnnxExport:
     """An exported plan run by ONNX Runtime on the same inputs, judged by the same tolerance."""
     types = onnx_compute_types(model)
     try:
         out = ort_session(path).run(None, feeds)
     except Exception as e:
-        return {"path": str(path), "verified": False, "reason": f"onnxruntime refused it: {str(e).splitlines()[0]}",
-                **types}
+        return OnnxExport(str(path), False, reason=f"onnxruntime refused it: {str(e).splitlines()[0]}", **types)
     err = rel_l2(expected, [np.asarray(o, dtype=np.float64) for o in out])
-    return {"path": str(path), "verified": err <= tolerance, "error": err, **types}
+    return OnnxExport(str(path), err <= tolerance, error=err, **types)
 
 
 def onnx_compute_types(model) -> dict:

@@ -3,15 +3,43 @@ against the reference evaluator at the same precision. Marking outputs can chang
 lives in a fusion may vanish here: the segment bisection is the default for that reason."""
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
+
 import numpy as np
 import onnx
 
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import MESSAGE_CHARS, UsageError
 
 
-def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Precision, device: str = "cpu") -> dict:
+@dataclass
+class TensorVerdict:
+    """One marked tensor: ORT's error at the precision, the reference evaluator's, and the check verdict."""
+    tensor: str
+    node: str
+    op: str
+    status: str
+    rel_l2: float
+    baseline_rel_l2: float | None
+    reason: str
+
+
+@dataclass
+class MarkAll:
+    tensors: int
+    first_departure: TensorVerdict | None = None  # the first `mismatch` in graph order: where ORT departs
+    rows: list[TensorVerdict] = field(default_factory=list)
+    refused: str | None = None  # ORT would not run the marked graph: its words
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        if self.refused is None:
+            d.pop("refused")
+        return d
+
+
+def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Precision, device: str = "cpu") -> MarkAll:
     """Per float tensor in graph order: ORT's error at P and the baseline's, both against float64, with the
     check verdict; the first `mismatch` is where ORT departs."""
     import onnxruntime as ort
@@ -43,7 +71,7 @@ def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Preci
         session = ort_session(marked, device)
         outs = dict(zip(names, session.run(names, feedsp)))
     except Exception as e:  # ORT refused the graph or a kernel: that is the answer, not an fpdiff failure
-        return {"tensors": len(names), "first_departure": None, "rows": [], "refused": " ".join(str(e).split())[:600]}
+        return MarkAll(len(names), refused=" ".join(str(e).split())[:MESSAGE_CHARS])
     producer = {o: n for n in mp.graph.node for o in n.output}
     rows, first = [], None
     for name in names:
@@ -52,9 +80,8 @@ def mark_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray], p: prec.Preci
         base = compare.measure(ref, [np.asarray(vbase[name], dtype=np.float64)], p.compute) if name in vbase else None
         j = compare.judge(m, p, base)
         node = producer[name]
-        row = {"tensor": name, "node": node.name, "op": node.op_type, "status": j.status,
-               "rel_l2": m.rel_l2, "baseline_rel_l2": base.rel_l2 if base else None, "reason": j.reason}
+        row = TensorVerdict(name, node.name, node.op_type, j.status, m.rel_l2, base.rel_l2 if base else None, j.reason)
         rows.append(row)
         if first is None and j.status == compare.MISMATCH:
             first = row
-    return {"tensors": len(rows), "first_departure": first, "rows": rows}
+    return MarkAll(len(rows), first, rows)

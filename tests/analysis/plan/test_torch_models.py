@@ -20,16 +20,16 @@ def test_underflow_gets_a_few_ops_that_pass():
     p = fpdiff.plan(DEMOD, precision="fp16", measure_speed=False)
     assert p.pure_error == float("inf")  # fp16 alone: w*w flushes, rsqrt(0) = inf
     assert p.passed and p.error <= p.tolerance
-    kept = [k["node"] for k in p.keep]
+    kept = [k.node for k in p.keep]
     assert "mul" in kept and len(kept) <= 3  # the square that underflows, and what reads its tiny results
     assert p.low_fraction > 0.8 and p.evaluations <= 8
-    first = next(k for k in p.keep if k["node"] == "mul")
-    assert first["source"].endswith("demod_underflow.py:15") and any("flushed" in w for w in first["why"])
+    first = next(k for k in p.keep if k.node == "mul")
+    assert first.source.endswith("demod_underflow.py:15") and any("flushed" in w for w in first.why)
     # every kept op is needed: dropping any one fails (the search's last pass checked exactly that)
-    by_keep = {tuple(t["keep"]): t for t in p.trials}
+    by_keep = {tuple(t.keep): t for t in p.trials}
     for k in kept:
         rest = tuple(sorted(set(kept) - {k}))
-        assert rest in by_keep and not by_keep[rest]["passed"]
+        assert rest in by_keep and not by_keep[rest].passed
 
 
 def test_a_model_that_passes_gets_an_empty_plan_in_one_evaluation():
@@ -41,7 +41,7 @@ def test_a_model_that_passes_gets_an_empty_plan_in_one_evaluation():
 def test_saved_loaded_and_applied_plan_gives_the_same_outputs(tmp_path):
     path = tmp_path / "plan.json"
     p = fpdiff.plan("example:rmsnorm", precision="fp16", save=str(path), measure_speed=False)
-    assert p.passed and {k["node"] for k in p.keep} == {"mul", "mean"}
+    assert p.passed and {k.node for k in p.keep} == {"mul", "mean"}
     s = load("example:rmsnorm")
     applied = fpdiff.apply_plan(s.module, str(path), s.inputs)
     again = fpdiff.apply_plan(s.module, fpdiff.Plan.load(path), s.inputs)
@@ -59,8 +59,8 @@ def test_saved_loaded_and_applied_plan_gives_the_same_outputs(tmp_path):
 def test_autocast_is_tried_when_the_pure_precision_fails():
     p = fpdiff.plan("example:rmsnorm", precision="fp16", measure_speed=False)
     a = p.autocast
-    assert a["precision"] == "amp-fp16" and a["passed"] is False  # CPU autocast leaves x*x in fp16 here
-    assert a["ms"] > 0 and a["fp32_ms"] > 0
+    assert a.precision == "amp-fp16" and a.passed is False  # CPU autocast leaves x*x in fp16 here
+    assert a.ms > 0 and a.fp32_ms > 0
 
 
 def test_impossible_tolerance_says_so_with_the_best_error(capsys):
@@ -109,7 +109,7 @@ def test_export_onnx_keeps_the_plan_in_fp32_and_verifies_it(tmp_path):
     out = tmp_path / "planned.onnx"
     p = fpdiff.plan("example:rmsnorm", precision="fp16", export_onnx=str(out), measure_speed=False)
     e = p.export
-    assert e["verified"] and e["error"] <= p.tolerance and e["fp32_nodes"] >= 2 and e["low_nodes"] > e["fp32_nodes"]
+    assert e.verified and e.error <= p.tolerance and e.fp32_nodes >= 2 and e.low_nodes > e.fp32_nodes
     m = onnx.load(str(out))
     assert any(n.op_type == "Cast" for n in m.graph.node)
     assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # fp32 in, like the model
@@ -133,7 +133,7 @@ def test_a_backend_refusing_the_precision_is_said_plainly():
     p = fpdiff.plan("example:rmsnorm", precision="bf16", backend="ort", measure_speed=False)
     assert p.pure_status.startswith("unsupported") and "Gemm" in p.pure_status  # ORT CPU: no bf16 Gemm
     assert p.passed and len(p.keep) == p.units and "every op stays fp32" in p.message
-    assert p.autocast["status"] == "unsupported"  # tried as the remedy, refused with its reason
+    assert p.autocast.status == "unsupported"  # tried as the remedy, refused with its reason
 
 
 def test_unwritable_outputs_lose_nothing(capsys):

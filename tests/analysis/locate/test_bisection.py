@@ -2,7 +2,7 @@
 2*log2(ops) verdicts, and follows only failures of the same kind as the whole graph's."""
 import math
 
-from fpdiff.locate.bisection import Bisector, SegmentVerdict
+from fpdiff.analysis.locate.bisection import Bisector, SegmentVerdict
 
 
 class FakeBisector(Bisector):

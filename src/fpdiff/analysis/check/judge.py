@@ -95,12 +95,12 @@ def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.P
 def _first_divergence(source, fp32: prec.Precision) -> dict | None:
     """The first tensor where ORT fp32 leaves the float64 evaluator, from one run with every tensor marked."""
     try:
-        from fpdiff.locate.markall import mark_all
+        from fpdiff.analysis.locate.markall import mark_all
         feeds = dict(zip(source.input_names, source.inputs))
-        found = mark_all(source.module, feeds, fp32).get("first_departure")
+        found = mark_all(source.module, feeds, fp32).first_departure
     except Exception:  # a convenience: the suspect verdict stands without it
         return None
-    return {k: found[k] for k in ("tensor", "node", "op", "rel_l2")} if found else None
+    return {"tensor": found.tensor, "node": found.node, "op": found.op, "rel_l2": found.rel_l2} if found else None
 
 
 def hold_unconfirmed(check: JudgeCheck, cells: list, keys: list[tuple],

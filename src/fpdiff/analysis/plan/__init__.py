@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import math
 
+from fpdiff.analysis.plan.search import AutocastRemedy, OnnxExport, Plan
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
-from fpdiff.plan.search import Plan
 from fpdiff.runtime import rundir
+from fpdiff.runtime.worker import DEFAULT_TIMEOUT
 
 __all__ = ["Plan", "plan"]
 
@@ -14,7 +15,7 @@ __all__ = ["Plan", "plan"]
 @rundir.scoped
 def plan(model: str, *, precision: str = "fp16", backend: str = "torch", tolerance: float | None = None,
          device: str = "cpu", seed: int = 0, plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (),
-         timeout: float = 300.0, cache_dir: str | None = None, inputs: str | None = None,
+         timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None = None, inputs: str | None = None,
          shapes: dict[str, list[int]] | None = None, load: str | None = None, save: str | None = None,
          export_onnx: str | None = None, measure_speed: bool = True) -> Plan:
     """Find (or load and re-verify) the ops to keep in fp32 so `model` at `precision` meets `tolerance` on
@@ -33,11 +34,11 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
     tol = tolerance if tolerance is not None else source.tolerance.get(p.name, p.tolerance)
     if not (tol > 0 and math.isfinite(tol)):
         raise UsageError(f"--tolerance must be a positive number, got {tol}")
-    from fpdiff.runtime.cache import default_root
-    cache = cache_dir or str(default_root())
+    from fpdiff.core.paths import cache_root
+    cache = cache_dir or str(cache_root())
     flags = tuple(iree_flags) if cls.takes_flags else ()
     if source.ref.kind == "onnx":
-        from fpdiff.plan import onnx_models as po
+        from fpdiff.analysis.plan import onnx_models as po
         if not cls.verifies_onnx_plans:
             can = ", ".join(n for n in reg.names() if reg.cls(n).verifies_onnx_plans)
             raise UsageError(f"plan on an ONNX model verifies its mixed graphs on ONNX Runtime (--backend {can}), "
@@ -45,7 +46,7 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
         result, trials = po.plan_onnx(source, p, backend=backend, tolerance=tol, load=loaded)
         exporter = lambda: po.export_onnx(trials, result.kept, export_onnx)  # noqa: E731
     else:
-        from fpdiff.plan import torch_models as pt
+        from fpdiff.analysis.plan import torch_models as pt
         result, gm, expected = pt.plan_torch(source, p, backend=backend, tolerance=tol, device=device,
                                              plugins=tuple(plugins), flags=flags, timeout=timeout, cache=cache,
                                              load=loaded)
@@ -61,19 +62,19 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
         try:
             result.export = exporter()
         except OSError as e:  # the plan itself stands; only the file could not be written
-            result.export = {"path": export_onnx, "verified": False, "reason": f"cannot write: {e.strerror or e}"}
+            result.export = OnnxExport(export_onnx, False, reason=f"cannot write: {e.strerror or e}")
     if save and result.passed:
         result.save(save)
     return result
 
 
 def _autocast_cell(model: str, backend: str, p: prec.Precision, tol: float, device: str, plugins, iree_flags,
-                   timeout: float, seed: int) -> dict:
+                   timeout: float, seed: int) -> AutocastRemedy:
     """Autocast on a backend other than torch: one check cell, its error judged by the plan's tolerance."""
-    from fpdiff.check import check
+    from fpdiff.analysis.check import check
     r = check(model, backends=[backend], precisions=[f"amp-{p.name}"], devices=[device], plugins=list(plugins),
               iree_flags=list(iree_flags), shape_variants=["static"], seed=seed, timeout=timeout)
     c = r.cells[0]
     err = (c.metrics or {}).get("rel_l2")
     ok = isinstance(err, float) and err <= tol and c.status in ("pass", "precision-loss")
-    return {"precision": f"amp-{p.name}", "status": c.status, "reason": c.reason, "error": err, "passed": ok}
+    return AutocastRemedy(f"amp-{p.name}", status=c.status, reason=c.reason, error=err, passed=ok)

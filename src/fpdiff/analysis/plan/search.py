@@ -5,7 +5,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fpdiff.core import precision as prec
@@ -43,13 +43,60 @@ class Trial:
 
 
 @dataclass
+class KeptOp:
+    """An op the plan keeps in fp32, and the evidence for keeping it."""
+    node: str
+    op: str
+    module: str = ""
+    source: str = ""
+    why: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AutocastRemedy:
+    """Autocast at the plan's low dtype, judged by the plan's tolerance: the remedy to try before a plan."""
+    precision: str
+    status: str | None = None  # a failing check status when autocast could not run (then no error)
+    reason: str | None = None
+    error: float | None = None
+    passed: bool = False
+    ms: float | None = None  # torch eager cpu, side by side with fp32_ms
+    fp32_ms: float | None = None
+
+
+@dataclass
+class Speed:
+    """The planned model against fp32 and the pure low precision, timed side by side in one process."""
+    where: str
+    ms: dict[str, float]
+    plan_vs_fp32: float
+    plan_vs_pure: float
+
+
+@dataclass
+class OnnxExport:
+    """The plan written as ONNX and run again by ONNX Runtime: what a user ships."""
+    path: str
+    verified: bool
+    error: float | None = None
+    reason: str | None = None  # why it could not be written or run
+    fp32_nodes: int = 0
+    low_nodes: int = 0
+
+
+def _compact(part) -> dict | None:
+    """A plan part as JSON: its fields without the unset ones, so each part shows only what was measured."""
+    return None if part is None else {k: v for k, v in asdict(part).items() if v is not None}
+
+
+@dataclass
 class Plan:
     model: str
     precision: str
     backend: str
     tolerance: float
     graph: str  # digest of the units, so a plan is never applied to another model
-    keep: list[dict] = field(default_factory=list)  # node, op, module, source, why
+    keep: list[KeptOp] = field(default_factory=list)
     error: float | None = None  # the final verified end-to-end error
     passed: bool = False
     units: int = 0
@@ -60,19 +107,20 @@ class Plan:
     pure_error: float | None = None
     pure_status: str = "ok"  # or the backend's refusal of the pure precision
     fp32_error: float | None = None
-    trials: list[dict] = field(default_factory=list)
-    autocast: dict | None = None  # the autocast remedy's verdict and speed, when tried
-    speed: dict | None = None
-    export: dict | None = None
+    trials: list[Trial] = field(default_factory=list)
+    autocast: AutocastRemedy | None = None  # when the pure precision fails
+    speed: Speed | None = None
+    export: OnnxExport | None = None
     message: str = ""
 
     @property
     def kept(self) -> set[str]:
-        return {k["node"] for k in self.keep}
+        return {k.node for k in self.keep}
 
     def as_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["fpdiff_plan"] = PLAN_FORMAT
+        d = asdict(self)
+        d.update(autocast=_compact(self.autocast), speed=_compact(self.speed), export=_compact(self.export),
+                 fpdiff_plan=PLAN_FORMAT)
         return d
 
     def save(self, path: str | Path) -> None:
@@ -92,7 +140,16 @@ class Plan:
             raise UsageError(f"{path} is not an fpdiff plan (format {PLAN_FORMAT})")
         d.pop("fpdiff_plan")
         known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
+        try:
+            plan = cls(**{k: v for k, v in d.items() if k in known})
+            plan.keep = [KeptOp(**k) for k in plan.keep]
+            plan.trials = [Trial(**t) for t in plan.trials]
+            for name, part in (("autocast", AutocastRemedy), ("speed", Speed), ("export", OnnxExport)):
+                if getattr(plan, name) is not None:
+                    setattr(plan, name, part(**getattr(plan, name)))
+        except TypeError as e:  # a field missing or foreign: the file was edited or written by something else
+            raise UsageError(f"{path} is not a readable fpdiff plan: {e}") from None
+        return plan
 
 
 def graph_digest(units: list[Unit]) -> str:
@@ -104,9 +161,9 @@ def check_matches(plan: Plan, units: list[Unit], label: str) -> None:
     """A plan made for another model (or another export of it) is refused, naming what differs."""
     names = {u.node: u.op for u in units}
     for k in plan.keep:
-        if names.get(k["node"]) != k["op"]:
-            have = names.get(k["node"])
-            raise UsageError(f"the plan was made for {plan.model}, not {label}: its op {k['node']} ({k['op']}) "
+        if names.get(k.node) != k.op:
+            have = names.get(k.node)
+            raise UsageError(f"the plan was made for {plan.model}, not {label}: its op {k.node} ({k.op}) "
                              + ("is not in this model" if have is None else f"is {have} here"))
     if plan.graph != graph_digest(units):
         raise UsageError(f"the plan was made for {plan.model} ({plan.units} ops), not {label} ({len(units)} ops)")
@@ -193,7 +250,7 @@ def settle(plan: Plan, search: Search, load: Plan | None, label: str,
     if load is not None:
         check_matches(load, search.units, label)
         search.trial(())  # the pure precision, for the report
-        return frozenset(load.kept), {k["node"]: k.get("why") or [] for k in load.keep}
+        return frozenset(load.kept), {k.node: k.why for k in load.keep}
     if search.passes(()):
         return frozenset(), {}
     ranked, strong, sources, why, plan.analyses = evidence()
@@ -228,11 +285,10 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
                             f"{plan.precision} on {plan.backend}{refused}")
         for n in sorted(found, key=search.names.index):
             u = by_name[n]
-            plan.keep.append({"node": n, "op": u.op, "module": u.module, "source": u.source,
-                              "why": why.get(n) or ["needed: the plan fails without it"]})
+            plan.keep.append(KeptOp(n, u.op, u.module, u.source, why.get(n) or ["needed: the plan fails without it"]))
     plan.low_fraction = low_fraction(search.units, plan.kept)
     plan.evaluations = len(search.trials)
-    plan.trials = [dict(t.__dict__) for t in search.trials.values()]
+    plan.trials = list(search.trials.values())
     plan.seconds = time.perf_counter() - t0
     return plan
 

@@ -10,27 +10,36 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fpdiff.analysis.check import judge as judge_mod
 from fpdiff.backends import JUDGE, registry
-from fpdiff.check import judge as judge_mod
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.errors import UsageError
+from fpdiff.core.paths import cache_root
 from fpdiff.core.status import FAILING
 from fpdiff.core.versions import report_versions as versions
 from fpdiff.model import graph
 from fpdiff.model.graph import STATIC, ShapeVariant
 from fpdiff.runtime import rundir
-from fpdiff.runtime.cache import default_root
 from fpdiff.runtime.task import Job
-from fpdiff.runtime.worker import CRASH, ERROR, INTERNAL, OK, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool
+from fpdiff.runtime.worker import (
+    CRASH,
+    DEFAULT_TIMEOUT,
+    ERROR,
+    INTERNAL,
+    OK,
+    TIMEOUT,
+    UNSUPPORTED,
+    JobResult,
+    WorkerPool,
+)
 from fpdiff.sources import Source, load
 
 DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
 # Each cell runs its prepared model twice and flags `nondeterministic` when the outputs differ bitwise: a second
 # run costs no compile, and a backend that answers differently each time makes every verdict a sample of one.
 DEFAULT_REPEAT = 2
-DEFAULT_TIMEOUT = 300.0  # seconds per cell: a cold inductor or IREE compile of a mid-size model fits in it
 
 STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested")  # --strict fails on these even when the cell passes
 
@@ -133,7 +142,7 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
     judge_backend = JUDGE[source.ref.kind]
-    cache = None if cache_dir is False else str(cache_dir or default_root())
+    cache = None if cache_dir is False else str(cache_dir or cache_root())
     run_dir = rundir.mkdtemp(prefix="fpdiff-check-")
     data_path = _save_data(source, run_dir)
 
@@ -275,10 +284,11 @@ def _dtype_of_outputs(dtypes: list[str]) -> str | None:
 
 
 def _dtype_findings(p: prec.Precision, cell: Cell, r: JobResult) -> list[Finding]:
-    """A whole-model cast must come back in its dtype; a backend that returns something else changed it."""
-    if not p.is_cast or any(f.kind == "dtype-changed" for f in cell.findings):
-        return []
+    """A whole-model cast must come back in its dtype; a backend that returns something else changed it, unless its
+    own record of what it computed says the dtype (OpenVINO computes in bf16 behind float32 inputs and outputs)."""
     want = prec.dtype_name(p.dtype)
+    if not p.is_cast or any(f.kind == "dtype-changed" for f in cell.findings) or r.computed_dtype == want:
+        return []
     got = sorted({d for d in r.output_dtypes if "float" in d and d != want})
     if got:
         return [Finding("dtype-changed", f"asked for {want}, the backend returned {', '.join(got)}",

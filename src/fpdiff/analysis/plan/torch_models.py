@@ -10,12 +10,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fpdiff.analysis.plan.onnx_models import verify_onnx
+from fpdiff.analysis.plan.search import (
+    PRIOR,
+    AutocastRemedy,
+    OnnxExport,
+    Plan,
+    Search,
+    Speed,
+    Trial,
+    Unit,
+    check_matches,
+    finish,
+    graph_digest,
+    rel_l2,
+    settle,
+)
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 from fpdiff.model import graph, mixed
 from fpdiff.model.mixed import fp32_module
-from fpdiff.plan.onnx_models import verify_onnx
-from fpdiff.plan.search import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, rel_l2, settle
 from fpdiff.runtime import rundir
 
 FP32 = prec.get("fp32")
@@ -120,8 +135,8 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
              units: list[Unit]) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
     """Candidates ranked by evidence: ranges' risks and locate's culprits first (strong), then ops by their own
     error at P, then ranges' notes and the field's prior (autocast's fp32 list), then the rest in graph order."""
-    from fpdiff.locate import analyse
-    from fpdiff.ranges import measure
+    from fpdiff.analysis.locate import analyse
+    from fpdiff.analysis.ranges import measure
     why: dict[str, list[str]] = {}
     r = measure(copy.deepcopy(module), inputs, [p.name])
     for node, reasons in r.origins(p.name).items():
@@ -193,7 +208,7 @@ def timed(fn, inputs: tuple, reps: int = 5) -> float:
 
 
 def speed(module: torch.nn.Module, gm: torch.fx.GraphModule, keep: set[str], inputs: tuple, p: prec.Precision,
-          compiled: bool = False) -> dict:
+          compiled: bool = False) -> Speed:
     """The planned model against fp32 and the pure low precision, side by side in one process."""
     args = prec.cast_inputs(inputs, FP32)
     variants = {"fp32": copy.deepcopy(module).float(), p.name: mixed.apply(gm, frozenset(), p.dtype),
@@ -202,12 +217,12 @@ def speed(module: torch.nn.Module, gm: torch.fx.GraphModule, keep: set[str], inp
         torch._dynamo.reset()
         variants = {k: torch.compile(v) for k, v in variants.items()}
     ms = {k: timed(v, args) for k, v in variants.items()}
-    return {"where": f"{'inductor' if compiled else 'torch eager'} cpu", "ms": ms,
-            "plan_vs_fp32": ms["fp32"] / ms["plan"], "plan_vs_pure": ms[p.name] / ms["plan"]}
+    return Speed(f"{'inductor' if compiled else 'torch eager'} cpu", ms, ms["fp32"] / ms["plan"],
+                 ms[p.name] / ms["plan"])
 
 
 def autocast_remedy(module: torch.nn.Module, inputs: tuple, expected: list, p: prec.Precision,
-                    tolerance: float) -> dict:
+                    tolerance: float) -> AutocastRemedy:
     """Autocast at the same low dtype, judged by the same tolerance, with its speed."""
     amp = prec.get(f"amp-{p.name}")
     m = copy.deepcopy(module).float()
@@ -220,13 +235,12 @@ def autocast_remedy(module: torch.nn.Module, inputs: tuple, expected: list, p: p
         with torch.no_grad():
             err = rel_l2(expected, _outputs(run(*args)))
     except Exception as e:  # an op autocast cannot run at this dtype on CPU
-        return {"precision": amp.name, "status": "unsupported", "reason": str(e).splitlines()[0]}
-    return {"precision": amp.name, "error": err, "passed": err <= tolerance, "ms": timed(run, args),
-            "fp32_ms": timed(m, args)}
+        return AutocastRemedy(amp.name, status=Status.UNSUPPORTED, reason=str(e).splitlines()[0])
+    return AutocastRemedy(amp.name, error=err, passed=err <= tolerance, ms=timed(run, args), fp32_ms=timed(m, args))
 
 
 def export_onnx(gm: torch.fx.GraphModule, keep: set[str], p: prec.Precision, inputs: tuple, expected: list,
-                tolerance: float, path: str | Path) -> dict:
+                tolerance: float, path: str | Path) -> OnnxExport:
     """The planned model as ONNX (fp32 in and out, casts at the plan's borders), verified with ONNX Runtime."""
     import onnx
 
