@@ -6,7 +6,7 @@ from pathlib import Path
 import fpdiff
 
 SRC = Path(fpdiff.__file__).parent
-BUILTIN_NAMES = {"torch", "inductor", "ort", "iree", "onnxref"}
+BUILTIN_NAMES = {"torch", "inductor", "ort", "iree", "onnxref", "openvino"}
 
 
 def modules() -> dict[str, Path]:

@@ -11,7 +11,7 @@ from fpdiff.core.errors import UsageError
 
 
 def test_builtins_register_through_entry_points():
-    assert {"torch", "inductor", "ort", "iree", "onnxref"} <= set(registry().names())
+    assert {"torch", "inductor", "ort", "iree", "onnxref", "openvino"} <= set(registry().names())
 
 
 def test_plugin_file_registers_every_backend_class_it_defines():
@@ -61,7 +61,7 @@ def test_broken_third_party_entry_points_are_skipped_with_one_line_each(tmp_path
     assert "Traceback" not in r.stderr
     # the built-in keeps its name: the clashing class never replaced it
     listed = {ln.split()[0] for ln in r.stdout.splitlines()}
-    assert {"torch", "inductor", "ort", "iree", "onnxref"} <= listed
+    assert {"torch", "inductor", "ort", "iree", "onnxref", "openvino"} <= listed
     assert "clash" not in listed and "missing" not in listed
 
 

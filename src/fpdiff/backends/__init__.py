@@ -46,6 +46,8 @@ def mixed_dtype(counts: dict, want: str) -> str | None:
         return None
     if counts.get(want, 0) == total:
         return want
+    if len([n for n in counts.values() if n]) == 1:  # all of it in one other dtype: that is what it computed in
+        return next(k for k, n in counts.items() if n)
     others = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if k != want)
     return f"{want} ({counts.get(want, 0)} of {total} float ops; {others})"
 

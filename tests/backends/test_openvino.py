@@ -1,0 +1,87 @@
+"""OpenVINO: the precision is a hint its CPU plugin may override; the cell reports what the plugin really ran."""
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+import fpdiff
+from fpdiff.core import precision as prec
+
+pytest.importorskip("openvino", reason="openvino is not installed (pip install openvino)")
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
+ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def _native_fp16() -> bool:
+    import openvino as ov
+    return "FP16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+
+
+def test_grid_reports_the_precision_the_plugin_ran():
+    r = fpdiff.check("example:tinycnn", backends=["openvino"], precisions=["fp32", "fp16", "bf16", "fp64", "amp-bf16"])
+    cells = {c.precision: c for c in r.cells if c.backend == "openvino"}
+    assert cells["fp32"].status == "pass" and cells["fp32"].info["inference_precision"] == "f32"
+    bf16 = cells["bf16"]
+    assert bf16.status == "pass" and bf16.computed_dtype == "bfloat16" and bf16.info["inference_precision"] == "bf16"
+    assert not [f for f in bf16.findings if f.kind == "dtype-changed"]  # fp32 outputs, bf16 inside: its record says
+    fp16 = cells["fp16"]
+    kinds = {f.kind for f in fp16.findings}
+    if _native_fp16():
+        assert fp16.info["inference_precision"] == "f16"
+    else:  # the plugin turns an f16 hint into bf16 on a CPU without fp16 arithmetic: said twice, by two witnesses
+        assert fp16.info["inference_precision"] == "bf16" and fp16.computed_dtype == "bfloat16"
+        assert "dtype-changed" in kinds and "coarser-than-requested" in kinds
+        assert "asked for f16 and runs bf16" in next(f.message for f in fp16.findings if f.kind == "dtype-changed")
+    for name, words in (("fp64", "no fp64 inference precision"), ("amp-bf16", "no autocast")):
+        assert cells[name].status == "unsupported" and words in cells[name].reason
+
+
+def test_onnx_model_runs_from_its_own_graph(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4))
+    torch.onnx.export(m.eval(), (torch.randn(3, 16),), str(path), dynamo=False, input_names=["x"])
+    r = fpdiff.check(str(path), backends=["openvino"], precisions=["fp32", "bf16"])
+    cells = {c.precision: c for c in r.cells if c.backend == "openvino"}
+    assert cells["fp32"].status == "pass", cells["fp32"].reason
+    assert cells["bf16"].status in ("pass", "precision-loss") and cells["bf16"].computed_dtype == "bfloat16"
+
+
+def test_tied_logits_of_placeholder_weights_are_reported_as_differing():
+    """The zoo squeezenet's placeholder weights give 1000 logits of 6.8e9, equal in float64; OpenVINO's fp32 sums
+    them to within 2e-7 of each other, which a softmax turns into a different answer. The verdict reports that the
+    outputs differ (documented in the README: exact ties make any summation order matter)."""
+    r = fpdiff.check(str(ZOO / "light_squeezenet.onnx"), backends=["openvino"], precisions=["fp32"])
+    cell = next(c for c in r.cells if c.backend == "openvino")
+    assert cell.status == "mismatch" and cell.metrics["rel_l2"] > 1
+
+
+def test_locate_bisects_on_openvino():
+    r = fpdiff.locate("example:tinycnn", backend="openvino", precision="bf16")
+    assert r.bisected and r.compiles >= 1 and r.segment is None  # the whole graph agrees with torch's bf16
+
+
+def test_repro_bundle_runs_with_openvino_alone(tmp_path):
+    from fpdiff.analysis.locate import repro
+    from fpdiff.backends.openvino import OpenVinoBackend
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()).to(torch.bfloat16)
+    x = torch.randn(4, 8).to(torch.bfloat16)
+    program = torch.export.export(m, (x,), strict=False)
+    expected = [copy.deepcopy(m).double()(x.double()).detach().numpy()]  # .double() in place would reach the program
+    script = repro.write(tmp_path / "b", title="openvino", backend=OpenVinoBackend(), precision=prec.get("bf16"),
+                         device="cpu", program=program, inputs=[x], expected=expected, backend_out=None,
+                         baseline_rel_l2=1e-2, limit=1.0, flags=(), versions={})
+    text = script.read_text()
+    imports = "\n".join(ln for ln in text.splitlines() if "import" in ln)
+    assert "torch" not in imports and "fpdiff" not in imports and (tmp_path / "b" / "segment.xml").exists()
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "OpenVINO ran at bf16" in p.stdout
+    rel = float(p.stdout.split("relative L2 vs float64 = ")[1].split()[0])
+    assert 0 < rel < 3e-2  # bf16 arithmetic: visibly rounded, nowhere near wrong
+    assert np.isfinite(rel)
