@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint bench clean ipex-env
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -42,3 +42,14 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .fpdiff-cache fpdiff-out
+
+# IPEX pins its own torch (2.8), so it gets its own interpreter; fpdiff's worker goes in beside it. PyPI's torch 2.8
+# is the CUDA build (about 7 GB with its nvidia libraries); IPEX's CPU build runs on it. Then:
+#   fpdiff check MODEL --backends torch,ipex --backend-python ipex=.venv-ipex/bin/python
+ipex-env: .venv-ipex/.installed
+
+.venv-ipex/.installed: pyproject.toml
+	$(PY) -m venv .venv-ipex
+	.venv-ipex/bin/pip install -q torch==2.8.0 intel-extension-for-pytorch==2.8.0 onnx==1.23.2 ml_dtypes rich
+	.venv-ipex/bin/pip install -q -e . --no-deps
+	touch $@

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from fpdiff.core.errors import UsageError
@@ -38,7 +39,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-temp", action="store_true",
                    help="keep the run's temporary files (exported graphs, segments, worker logs) and print where")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64")
+    routed = _Parser(add_help=False)  # where backends run: on every command that runs backends
+    routed.add_argument("--backend-python", action="append", default=[], metavar="NAME=PYTHON",
+                        help="run backend NAME (e.g. ort@1.20: backend ort) in that interpreter's fpdiff worker")
+    routed.add_argument("--backend-host", action="append", default=[], metavar="NAME=HOST:PORT",
+                        help="run backend NAME on a remote `fpdiff worker --listen`")
+    routed.add_argument("--token-file", metavar="PATH", help="shared token for --backend-host (else FPDIFF_TOKEN)")
+    c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64", parents=[routed])
     c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     c.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
                    help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
@@ -64,7 +71,8 @@ def parser() -> argparse.ArgumentParser:
                    help="runs per cell; outputs that differ bitwise are flagged nondeterministic (default %(default)s)")
     c.add_argument("--keep-opset", action="store_true",
                    help="judge an old-opset ONNX model as given, without converting it to the current opset")
-    loc = sub.add_parser("locate", help="the first op whose own error at a precision is out of line")
+    loc = sub.add_parser("locate", help="the first op whose own error at a precision is out of line",
+                         parents=[routed])
     loc.add_argument("model", help="spec .py file or example:NAME")
     loc.add_argument("--backend", default="torch",
                      help="torch: per-op analysis; any other backend or plugin: bisection over segments")
@@ -90,7 +98,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--all", action="store_true", help="every op, not only those with findings")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", metavar="PATH", help="write per-op ranges here")
-    pl = sub.add_parser("plan", help="the ops to keep in fp32 so fp16/bf16 meets a tolerance, verified")
+    pl = sub.add_parser("plan", help="the ops to keep in fp32 so fp16/bf16 meets a tolerance, verified",
+                        parents=[routed])
     pl.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     pl.add_argument("--precision", default="fp16", help="fp16 or bf16 (default %(default)s)")
     pl.add_argument("--backend", default="torch", help="where the plan is verified (default %(default)s)")
@@ -109,7 +118,10 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int, default=0)
     pl.add_argument("--json", metavar="PATH", help="write the plan and its search record here")
     sub.add_parser("examples", help="list the built-in example models")
-    sub.add_parser("backends", help="list registered backends and whether they are available")
+    sub.add_parser("backends", help="list registered backends and whether they are available", parents=[routed])
+    w = sub.add_parser("worker", help="serve backend jobs to fpdiff on other machines (authenticated by a token)")
+    w.add_argument("--listen", required=True, metavar="HOST:PORT", help="address to listen on (port 0: any free)")
+    w.add_argument("--token-file", metavar="PATH", help="file holding the shared token (else FPDIFF_TOKEN)")
     return p
 
 
@@ -132,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    if args.command == "worker":
+        return _worker(args)
+    if hasattr(args, "backend_python"):
+        from fpdiff.backends import routes
+        routes.configure(python=dict(routes.parse_assignment(a, "python") for a in args.backend_python),
+                         host=dict(routes.parse_assignment(a, "host") for a in args.backend_host),
+                         token_file=args.token_file)
     from rich.console import Console
     # piped or logged output: wide enough for the tables; a terminal keeps its own width
     console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -144,8 +163,10 @@ def _run(args) -> int:
         from fpdiff.backends import registry
         reg = registry()
         for name in reg.names():
-            why = reg.create(name).available()
-            console.print(f"{name:10s} {'available' if not why else 'unavailable: ' + why}", highlight=False)
+            cls = reg.cls(name)
+            why = None if cls.route else reg.create(name).available()
+            state = f"routed to {cls.route.where}" if cls.route else "available" if not why else "unavailable: " + why
+            console.print(f"{name:10s} {state}", highlight=False)
         return EXIT_OK
     if args.command == "locate":
         return _locate(args, console)
@@ -154,6 +175,24 @@ def _run(args) -> int:
     if args.command == "plan":
         return _plan(args, console)
     return _check(args, console)
+
+
+def _worker(args) -> int:
+    """Serve jobs until interrupted; refuses to start without a token (no unauthenticated code execution)."""
+    from fpdiff.backends.routes import TOKEN_ENV, Route
+    from fpdiff.runtime.serve import listen
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--listen wants HOST:PORT, got {args.listen!r}")
+    if not args.token_file and not os.environ.get(TOKEN_ENV):
+        raise UsageError(f"a worker needs a shared token: --token-file PATH or {TOKEN_ENV} (anyone holding it can "
+                         "run code here)")
+    token = Route("worker", "worker", host=args.listen, token_file=args.token_file).token()
+    try:
+        listen(host.strip("[]"), int(port), token)
+    except OSError as e:
+        raise UsageError(f"cannot listen on {args.listen}: {e.strerror or e}") from None
+    return EXIT_OK
 
 
 def _locate(args, console) -> int:

@@ -9,7 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fpdiff.backends.base import Backend, PluginAdapter, Prepared, adapt
+from fpdiff.backends import routes
+from fpdiff.backends.base import Backend, PluginAdapter, Prepared, RoutedBackend, adapt, routed
 from fpdiff.core.errors import UsageError
 
 __all__ = ["Backend", "Prepared", "Registry", "mixed_dtype", "registry", "to_numpy", "too_wide"]
@@ -57,13 +58,13 @@ def _is_backend_class(obj) -> bool:
     if not inspect.isclass(obj) or not isinstance(getattr(obj, "name", None), str):
         return False
     if issubclass(obj, Backend):
-        return obj is not Backend and obj is not PluginAdapter and "prepare_task" in _defined(obj)
+        return obj not in (Backend, PluginAdapter, RoutedBackend) and "prepare_task" in _defined(obj)
     return callable(getattr(obj, "available", None)) and callable(getattr(obj, "prepare", None))
 
 
 def _defined(cls: type) -> set[str]:
     """Names a class defines below Backend (so Backend itself and the adapter do not count as backends)."""
-    return {k for c in cls.__mro__ if c not in (Backend, PluginAdapter, object) for k in vars(c)}
+    return {k for c in cls.__mro__ if c not in (Backend, PluginAdapter, RoutedBackend, object) for k in vars(c)}
 
 
 class Registry:
@@ -112,6 +113,11 @@ class Registry:
             self.register(cls, f"plugin {path}")
         return [c.name for c in found]
 
+    def add_route(self, route) -> None:
+        """A backend run elsewhere; it may shadow a local one of the same name (run `ort` in another env)."""
+        self._classes[route.name] = routed(route, self._classes.get(route.base))
+        self._origin[route.name] = f"routed to {route.where}"
+
     def plugin_file(self, name: str) -> str | None:
         """The file a --plugin backend came from (None for entry points and built-ins)."""
         origin = self._origin.get(name, "")
@@ -134,9 +140,10 @@ class Registry:
         return backend
 
 
-def registry(plugins: Sequence[str] = ()) -> Registry:
-    """Every backend: entry points (unless FPDIFF_DISABLE_PLUGIN_AUTOLOAD=1) and --plugin files. Skipped entry
-    points are told once per process on stderr, one line each."""
+def registry(plugins: Sequence[str] = (), routed: bool = True) -> Registry:
+    """Every backend: entry points (unless FPDIFF_DISABLE_PLUGIN_AUTOLOAD=1), --plugin files and, unless `routed` is
+    False (a worker runs what it is sent), the routes in force. Skipped entry points are told once per process on
+    stderr, one line each."""
     reg = Registry()
     reg.load_entry_points(autoload=os.environ.get(NO_AUTOLOAD, "") in ("", "0"))
     for why in reg.skipped.values():
@@ -145,6 +152,8 @@ def registry(plugins: Sequence[str] = ()) -> Registry:
             print(f"fpdiff: {why}", file=sys.stderr)
     for p in plugins:
         reg.load_plugin_file(p)
+    for route in routes.active().values() if routed else ():
+        reg.add_route(route)
     return reg
 
 

@@ -61,6 +61,7 @@ class Backend:
     all_outputs: ClassVar[bool] = False
     verifies_onnx_plans: ClassVar[bool] = False
     origin: ClassVar[str] = "built-in"  # set by the registry: entry point or plugin file
+    route: ClassVar[Any] = None  # backends.routes.Route: the jobs run in another interpreter or on another host
 
     def available(self) -> str | None:
         """None when usable here, else why not (a missing package, no device)."""
@@ -110,6 +111,23 @@ backend = next(c for c in vars(plugin).values() if getattr(c, "name", None) == m
 with torch.no_grad():
     outs = backend.prepare(program, meta["precision"], meta["device"])(*xt)
 '''
+
+
+class RoutedBackend(Backend):
+    """A backend whose jobs run elsewhere (backends/routes.py): here it only declares; its worker prepares."""
+
+    def prepare_task(self, task) -> Prepared:
+        raise Unsupported(f"{self.name} runs in {self.route.where}, not in this process")
+
+
+def routed(route, base: type[Backend] | None) -> type[Backend]:
+    """The class fpdiff sees for a route: the base backend's declarations when it is known here (analyses that run
+    modules or mark outputs in-process stay local), else the route's own (kinds etc. from fpdiff.toml)."""
+    decl = {"kinds": base.kinds, "shape_variants": base.shape_variants, "takes_flags": base.takes_flags} if base \
+        else {"kinds": frozenset(route.declarations.get("kinds", [TORCH]))}
+    decl.update({k: v for k, v in route.declarations.items() if k != "kinds"})
+    return type(f"Routed_{route.base}", (RoutedBackend,), {"name": route.name, "route": route, **decl,
+                                                           "__module__": __name__})
 
 
 def adapt(cls: type) -> type[Backend]:

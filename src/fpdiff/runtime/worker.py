@@ -112,7 +112,7 @@ def _is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"  # ml_dtypes' bfloat16 is not kind "f"
 
 
-class _State:
+class State:
     """Per-worker memo: loaded sources and backend instances survive across jobs."""
 
     def __init__(self) -> None:
@@ -128,7 +128,8 @@ class _State:
         from fpdiff.runtime.task import LoadedSource, Task
 
         p = prec.get(job.precision)
-        reg = self.registries.get(job.plugins) or self.registries.setdefault(job.plugins, registry(job.plugins))
+        reg = self.registries.get(job.plugins) or self.registries.setdefault(job.plugins,
+                                                                           registry(job.plugins, routed=False))
         backend = reg.create(job.backend)
         why = backend.available()
         if why:
@@ -192,7 +193,7 @@ def _one_line(e: BaseException) -> str:
 def _serve(conn) -> None:
     """Child main loop. Its stdout/stderr are the log file, truncated per job, so backend chatter never mixes
     into the report and a crash leaves its last words for the cell."""
-    state = _State()
+    state = State()
     while True:
         try:
             job = conn.recv()
@@ -250,7 +251,7 @@ class WorkerPool:
                 self._proc.kill()
                 code = self._proc.wait()
             self._proc = None
-            return JobResult(CRASH, message=f"backend process died ({_exit_text(code)})", log_tail=self._tail(),
+            return JobResult(CRASH, message=f"backend process died ({exit_text(code)})", log_tail=self._tail(),
                              run_s=time.perf_counter() - t0)
         self.close(kill=True)
         return JobResult(TIMEOUT, message=f"no answer within {timeout:g} s; the process was killed",
@@ -287,7 +288,7 @@ class WorkerPool:
         self.close()
 
 
-def _exit_text(code: int | None) -> str:
+def exit_text(code: int | None) -> str:
     if code is None:
         return "no exit code"
     if code < 0:

@@ -22,6 +22,7 @@ from fpdiff.core.versions import report_versions as versions
 from fpdiff.model import graph
 from fpdiff.model.graph import STATIC, ShapeVariant
 from fpdiff.runtime import rundir
+from fpdiff.runtime.external import Router
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import (
     CRASH,
@@ -32,7 +33,6 @@ from fpdiff.runtime.worker import (
     TIMEOUT,
     UNSUPPORTED,
     JobResult,
-    WorkerPool,
 )
 from fpdiff.sources import Source, load
 
@@ -162,7 +162,7 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
     order = list(dict.fromkeys((b, d, p.name, v) for b, d, p, v in order))
     results: dict[tuple, JobResult] = {}
     env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
-    with WorkerPool(env) as pool:
+    with Router(env) as pool:
         for i, (b, d, p, v) in enumerate(order):
             if progress:
                 progress(f"{b} {d} {p} {v.name}", i, len(order))

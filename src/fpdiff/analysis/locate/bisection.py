@@ -13,8 +13,9 @@ from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.model import graph, segments
 from fpdiff.runtime import rundir
+from fpdiff.runtime.external import Router
 from fpdiff.runtime.task import Job
-from fpdiff.runtime.worker import OK, WorkerPool
+from fpdiff.runtime.worker import OK
 from fpdiff.sources import SourceRef, digest
 
 
@@ -67,7 +68,7 @@ class Bisector:
         self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
         self.asked: dict[tuple[int, int], SegmentVerdict] = {}
         self.dir = rundir.mkdtemp(prefix="fpdiff-locate-")
-        self.pool = WorkerPool()
+        self.pool = Router()
 
     def close(self) -> None:
         self.pool.close()

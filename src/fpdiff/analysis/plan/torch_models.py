@@ -112,11 +112,12 @@ class TorchTrials:
         return Trial(sorted(keep), err, err <= self.tolerance, status, time.perf_counter() - t0)
 
     def _remote(self, m: torch.fx.GraphModule, i: int) -> tuple[list, str]:
+        from fpdiff.runtime.external import Router
         from fpdiff.runtime.task import Job
-        from fpdiff.runtime.worker import OK, WorkerPool
+        from fpdiff.runtime.worker import OK
         from fpdiff.sources import SourceRef, digest
         if self.pool is None:
-            self.pool = WorkerPool()
+            self.pool = Router()
         program = torch.export.export(m, self.inputs, strict=False)
         path = self.dir / f"trial-{i}.pt2"
         torch.export.save(program, str(path))

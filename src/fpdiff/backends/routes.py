@@ -1,0 +1,109 @@
+"""Backends that run elsewhere: in another Python interpreter (another torch, ORT or IREE; IPEX) or on another machine
+(a Mac for Core ML, a GPU box). A route names the backend fpdiff shows (`ort@1.20`), the backend the worker runs
+(`ort`), and where the worker is. Routes come from `fpdiff.toml` in the working directory and from the command line
+(`--backend-python NAME=PYTHON`, `--backend-host NAME=HOST:PORT`), the command line winning."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomllib
+
+from fpdiff.core.errors import UsageError
+
+CONFIG_FILE = "fpdiff.toml"
+TOKEN_ENV = "FPDIFF_TOKEN"  # the shared token for remote workers, when no token file is named
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str  # as fpdiff shows it: ort@1.20, coreml, ipex
+    base: str  # the worker's own name for the backend: ort, coreml, ipex
+    python: str | None = None  # an interpreter whose fpdiff runs the jobs (stdio)
+    host: str | None = None  # HOST:PORT of `fpdiff worker --listen`
+    token_file: str | None = None
+    declarations: dict = field(default_factory=dict, compare=False)  # kinds etc. when the base is not known here
+
+    @property
+    def where(self) -> str:
+        return f"python {self.python}" if self.python else f"worker {self.host}"
+
+    def token(self) -> bytes:
+        """The shared token: the route's file, else FPDIFF_TOKEN; never empty."""
+        if self.token_file:
+            path = Path(self.token_file).expanduser()
+            try:
+                text = path.read_text().strip()
+            except OSError as e:
+                raise UsageError(f"cannot read the token file for {self.name}: {path} ({e.strerror})") from None
+        else:
+            text = os.environ.get(TOKEN_ENV, "").strip()
+        if not text:
+            raise UsageError(f"{self.name} runs on {self.host}: give a token (token_file in {CONFIG_FILE}, "
+                             f"--token-file, or {TOKEN_ENV})")
+        return text.encode()
+
+
+_explicit: dict[str, Route] = {}
+
+
+def configure(python: dict[str, str] | None = None, host: dict[str, str] | None = None,
+              token_file: str | None = None) -> None:
+    """Routes for this process, on top of fpdiff.toml (the CLI's --backend-python/--backend-host)."""
+    _explicit.clear()
+    for name, exe in (python or {}).items():
+        _explicit[name] = Route(name, _base(name), python=exe)
+    for name, addr in (host or {}).items():
+        _check_addr(name, addr)
+        _explicit[name] = Route(name, _base(name), host=addr, token_file=token_file)
+
+
+def parse_assignment(text: str, what: str) -> tuple[str, str]:
+    name, _, value = text.partition("=")
+    if not name or not value:
+        raise UsageError(f"--backend-{what} wants NAME={'PYTHON' if what == 'python' else 'HOST:PORT'}, got {text!r}")
+    return name.strip(), value.strip()
+
+
+def active(cwd: Path | None = None) -> dict[str, Route]:
+    """Every route in force: fpdiff.toml's, then this process's own."""
+    routes = _from_file((cwd or Path.cwd()) / CONFIG_FILE)
+    routes.update(_explicit)
+    return routes
+
+
+def _base(name: str) -> str:
+    return name.split("@", 1)[0]
+
+
+def _check_addr(name: str, addr: str) -> None:
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"{name}: a worker address is HOST:PORT, got {addr!r}")
+
+
+def _from_file(path: Path) -> dict[str, Route]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path} is not valid TOML: {e}") from None
+    routes = {}
+    for name, entry in (data.get("backends") or {}).items():
+        if not isinstance(entry, dict) or bool(entry.get("python")) == bool(entry.get("host")):
+            raise UsageError(f"{path}: [backends.\"{name}\"] needs exactly one of python = ... or host = ...")
+        python = entry.get("python")
+        if python and ("/" in python or python.startswith(".")):
+            python = str((path.parent / python).expanduser())  # relative to the file, like a lock file's paths
+        if entry.get("host"):
+            _check_addr(name, entry["host"])
+        token_file = entry.get("token_file")
+        if token_file:
+            token_file = str(path.parent / Path(token_file).expanduser())  # absolute paths stay as they are
+        decl = {k: entry[k] for k in ("kinds", "shape_variants", "takes_flags") if k in entry}
+        routes[name] = Route(name, entry.get("base", _base(name)), python=python, host=entry.get("host"),
+                             token_file=token_file,
+                             declarations=decl)
+    return routes

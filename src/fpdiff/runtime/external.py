@@ -1,0 +1,214 @@
+"""The fpdiff end of the job protocol: a pool that sends one backend's jobs to a worker in another interpreter or on
+another host, and the router that gives every job its pool. A worker that cannot be started, reached or understood
+makes its cells `unsupported` with the reason; a crash, a hang or a dropped connection costs one cell."""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+import time
+
+from fpdiff.backends.routes import Route
+from fpdiff.core.errors import UsageError
+from fpdiff.runtime import protocol, rundir
+from fpdiff.runtime.protocol import PROTOCOL, ProtocolError
+from fpdiff.runtime.worker import CRASH, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool, exit_text
+
+NETWORK_GRACE = 30.0  # seconds a remote answer may take beyond the cell's timeout (the worker enforces the timeout)
+CONNECT_TIMEOUT = 10.0
+
+
+class _Unreachable(Exception):
+    """The worker could not be started, reached, authenticated or understood: every cell of it is unsupported."""
+
+
+class _Stream:
+    """One duplex byte stream (a socket, or a child's stdin/stdout) with a deadline on reads."""
+
+    def __init__(self, rfd, wfile, sock: socket.socket | None = None) -> None:
+        self.rfd, self.wfile, self.sock = rfd, wfile, sock
+        self.deadline: float | None = None
+
+    def read(self, n: int) -> bytes:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0 or not select.select([self.rfd], [], [], left)[0]:
+                raise TimeoutError
+        return self.sock.recv(n) if self.sock else os.read(self.rfd, n)
+
+    def write(self, b: bytes) -> None:
+        if self.sock:
+            self.sock.sendall(b)
+            return
+        view = memoryview(b)
+        while view:  # a pipe takes what fits; the rest goes in the next write
+            view = view[os.write(self.wfile.fileno(), view):]
+
+    def flush(self) -> None:
+        pass
+
+
+class ExternalPool:
+    """Jobs of one routed backend, in order, over one connection; reconnects after a crash or a timeout."""
+
+    def __init__(self, route: Route) -> None:
+        self.route = route
+        self.hello: dict | None = None
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._stream: _Stream | None = None
+        self._refused: str | None = None  # why the worker cannot be used at all: said once per cell, not retried
+        self._log = rundir.mkdtemp(prefix="fpdiff-external-") / "worker.log"
+
+    def run(self, job, timeout: float) -> JobResult:
+        if self._refused:
+            return self._unsupported(self._refused)
+        t0 = time.perf_counter()
+        try:
+            if self._stream is None:
+                self._connect()
+            header, blobs = protocol.job_frame(job, timeout, self.route.base)
+            self._stream.deadline = None
+            protocol.send(self._stream, header, blobs)
+            self._stream.deadline = time.monotonic() + timeout + (NETWORK_GRACE if self.route.host else 0.0)
+            return protocol.read_result(*protocol.receive(self._stream))
+        except _Unreachable as e:
+            self._refused = str(e)
+            self.close()
+            return self._unsupported(self._refused)
+        except TimeoutError:
+            self.close(kill=True)
+            return JobResult(TIMEOUT, message=f"no answer from {self.route.where} within {timeout:g} s; the worker "
+                             "was dropped", run_s=time.perf_counter() - t0, log_tail=self._tail())
+        except (ProtocolError, OSError) as e:
+            code = self._exit_code()
+            self.close(kill=True)
+            died = f"the worker process died ({exit_text(code)})" if code is not None else f"connection lost ({e})"
+            return JobResult(CRASH, message=f"{self.route.where}: {died}", run_s=time.perf_counter() - t0,
+                             log_tail=self._tail(), stage="run", component=self.route.where)
+
+    def _unsupported(self, why: str) -> JobResult:
+        return JobResult(UNSUPPORTED, message=why, stage="load", component=self.route.where)
+
+    def _connect(self) -> None:
+        if self.route.python:
+            self._spawn()
+        else:
+            self._dial()
+        try:
+            protocol.send(self._stream, {"type": "hello", "protocol": PROTOCOL})
+            self._stream.deadline = time.monotonic() + 120.0  # the worker imports torch and its backends first
+            hello = protocol.expect(protocol.receive(self._stream)[0], "hello")
+        except (ProtocolError, OSError, TimeoutError) as e:
+            detail = self._tail().strip().splitlines()
+            why = detail[-1] if self.route.python and detail else str(e) or type(e).__name__
+            raise _Unreachable(f"{self.route.where} is not an fpdiff worker: {why}") from None
+        if hello.get("protocol") != PROTOCOL:
+            raise _Unreachable(f"{self.route.where} speaks fpdiff job protocol {hello.get('protocol')!r}, this "
+                               f"fpdiff {PROTOCOL}: install the same fpdiff there")
+        base = (hello.get("backends") or {}).get(self.route.base)
+        if base is None:
+            raise _Unreachable(f"{self.route.where} has no backend {self.route.base!r} (it has "
+                               f"{', '.join(hello.get('backends') or {}) or 'none'})")
+        if base.get("available"):
+            raise _Unreachable(f"{self.route.base} is not available in {self.route.where}: {base['available']}")
+        self.hello = hello
+
+    def _spawn(self) -> None:
+        exe = self.route.python
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            raise _Unreachable(f"no such Python interpreter: {exe}")
+        with open(self._log, "wb") as log:
+            try:
+                self._proc = subprocess.Popen([exe, "-m", "fpdiff.runtime.serve", "--stdio"], stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=log, bufsize=0)
+            except OSError as e:
+                raise _Unreachable(f"cannot start {exe}: {e.strerror or e}") from None
+        self._stream = _Stream(self._proc.stdout.fileno(), self._proc.stdin)
+
+    def _dial(self) -> None:
+        host, _, port = self.route.host.rpartition(":")
+        try:
+            token = self.route.token()
+        except UsageError as e:
+            raise _Unreachable(str(e)) from None
+        try:
+            sock = socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT)
+        except OSError as e:
+            raise _Unreachable(f"cannot reach {self.route.where}: {e.strerror or e}") from None
+        sock.settimeout(None)
+        self._sock = sock
+        self._stream = _Stream(sock.fileno(), None, sock)
+        self._stream.deadline = time.monotonic() + CONNECT_TIMEOUT
+        try:
+            protocol.authenticate_as_client(self._stream, token)
+        except (ProtocolError, OSError, TimeoutError) as e:
+            raise _Unreachable(f"{self.route.where}: {e or 'authentication timed out'}") from None
+
+    def _exit_code(self) -> int | None:
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _tail(self, n: int = 2000) -> str:
+        try:
+            return self._log.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def close(self, kill: bool = False) -> None:
+        if self._stream is not None and not kill:
+            try:
+                self._stream.deadline = None
+                protocol.send(self._stream, {"type": "bye"})
+            except OSError:
+                pass
+        if self._sock is not None:
+            self._sock.close()
+        if self._proc is not None:
+            if kill:
+                self._proc.kill()
+            for f in (self._proc.stdin, self._proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._proc, self._sock, self._stream = None, None, None
+
+
+class Router:
+    """The pool face the analyses use: a job of a routed backend goes to its worker, every other to a local child."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        from fpdiff.backends.routes import active
+        self.routes = active()
+        self.local = WorkerPool(env)
+        self.external: dict[str, ExternalPool] = {}
+
+    def run(self, job, timeout: float) -> JobResult:
+        route = self.routes.get(job.backend)
+        if route is None:
+            return self.local.run(job, timeout)
+        if route.name not in self.external:
+            self.external[route.name] = ExternalPool(route)
+        return self.external[route.name].run(job, timeout)
+
+    def close(self) -> None:
+        self.local.close()
+        for pool in self.external.values():
+            pool.close()
+
+    def __enter__(self) -> Router:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,188 @@
+"""The worker end of the job protocol: `python -m fpdiff.runtime.serve --stdio` in another interpreter (spawned by
+fpdiff, one job at a time in-process), or `fpdiff worker --listen HOST:PORT` on another machine (authenticated
+connections, each job in a child process so a crash or a hang costs that cell only)."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import socketserver
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from fpdiff.runtime import protocol
+from fpdiff.runtime.protocol import PROTOCOL, ProtocolError
+
+
+def hello() -> dict:
+    """Who this worker is: protocol, versions, and its backends with their declarations."""
+    import torch
+
+    import fpdiff
+    from fpdiff.backends import registry
+    reg = registry(routed=False)
+    backends = {}
+    for name in reg.names():
+        cls = reg.cls(name)
+        try:
+            why = reg.create(name).available()
+        except Exception as e:  # a backend that cannot even say: not available, with its words
+            why = f"{type(e).__name__}: {e}"
+        backends[name] = {"kinds": sorted(cls.kinds), "shape_variants": cls.shape_variants,
+                          "takes_flags": cls.takes_flags, "available": why}
+    version = getattr(fpdiff, "__version__", None) or _dist_version()
+    return {"type": "hello", "protocol": PROTOCOL, "fpdiff": version, "python": platform.python_version(),
+            "torch": torch.__version__, "executable": sys.executable, "host": socket.gethostname(),
+            "backends": backends}
+
+
+def _dist_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("fpdiff")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class Materializer:
+    """Jobs from the wire as local Jobs: the model file and the data written once per content, the data as a
+    torch file of this interpreter's own torch (no pickle crossed the wire)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def job(self, header: dict, blobs: dict[str, bytes]):
+        import torch
+
+        from fpdiff.core.paths import cache_root
+        from fpdiff.model.graph import ShapeVariant
+        from fpdiff.runtime.task import Job
+        from fpdiff.sources.base import SourceRef, digest
+        src, data, j = header["source"], header["data"], header["job"]
+        folder = self.root / digest(blobs["model"], blobs["data"], *[blobs.get(f"plugin{i}", b"")
+                                                                     for i in range(len(data["plugins"]))])
+        model_path = folder / Path(src["name"]).name
+        data_path = folder / "data.pt"
+        plugins = tuple(str(folder / "plugins" / Path(n).name) for n in data["plugins"])
+        if not data_path.exists():
+            (folder / "plugins").mkdir(parents=True, exist_ok=True)
+            model_path.write_bytes(blobs["model"])
+            for i, p in enumerate(plugins):
+                Path(p).write_bytes(blobs[f"plugin{i}"])
+            arrays = protocol.unpack_arrays(blobs["data"])
+            saved = {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
+                     "inputs": tuple(_torch(arrays[f"input{i}"]) for i in range(data["inputs"]))}
+            if data["state"]:
+                saved["state"] = {k.removeprefix("state:"): _torch(v) for k, v in arrays.items()
+                                  if k.startswith("state:")}
+            tmp = data_path.with_suffix(".tmp")
+            torch.save(saved, tmp)
+            os.replace(tmp, data_path)
+        variant = j["variant"]
+        return Job(SourceRef(src["kind"], str(model_path), src["label"]), str(data_path), header["backend"],
+                   j["precision"], j["device"],
+                   ShapeVariant(variant["name"], None if variant["static"] is None else frozenset(variant["static"])),
+                   plugins, tuple(j["flags"]), str(cache_root()) if j["cached"] else None, j["seed"], j["repeat"])
+
+
+def _torch(a: np.ndarray):
+    import torch
+    if a.dtype.name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def _converse(rfile, wfile, run_job, root: Path) -> None:
+    """hello, then jobs until the client hangs up. A client of another protocol gets one `error` frame."""
+    header, _ = protocol.receive(rfile)
+    if header.get("type") != "hello" or header.get("protocol") != PROTOCOL:
+        protocol.send(wfile, {"type": "error", "message": f"this worker speaks fpdiff job protocol {PROTOCOL}, the "
+                              f"client {header.get('protocol')!r}: install the same fpdiff on both sides"})
+        return
+    protocol.send(wfile, hello())
+    materialize = Materializer(root)
+    while True:
+        try:
+            header, blobs = protocol.receive(rfile)
+        except ProtocolError:
+            return  # the client hung up
+        if header.get("type") == "bye":
+            return
+        try:
+            job = materialize.job(header, blobs)
+        except Exception as e:  # a frame that does not make a job: answer it, keep serving
+            from fpdiff.runtime.worker import failure
+            result = failure(e, "load model", "fpdiff worker")
+        else:
+            result = run_job(job, float(header.get("timeout") or 300.0))
+        protocol.send(wfile, *protocol.result_frame(result))
+
+
+def serve_stdio() -> None:
+    """Spawned by fpdiff: the protocol on stdin/stdout, which are taken away from the backends (their chatter goes
+    to stderr, fpdiff's log of this worker)."""
+    from fpdiff.runtime import rundir
+    from fpdiff.runtime.worker import State
+    rfile = os.fdopen(os.dup(0), "rb", buffering=0)
+    wfile = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    state = State()
+    with rundir.run_directory():
+        _converse(rfile, wfile, lambda job, timeout: state.run(job), rundir.mkdtemp(prefix="fpdiff-serve-"))
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        from fpdiff.runtime import rundir
+        from fpdiff.runtime.worker import WorkerPool
+        self.request.settimeout(None)
+        try:
+            _auth(self.rfile, self.wfile, self.server.token)
+        except ProtocolError as e:
+            print(f"fpdiff worker: {self.client_address[0]}: {e}", file=sys.stderr, flush=True)
+            return
+        with rundir.run_directory(), WorkerPool() as pool:
+            try:
+                _converse(self.rfile, self.wfile, pool.run, rundir.mkdtemp(prefix="fpdiff-serve-"))
+            except (ProtocolError, OSError) as e:
+                print(f"fpdiff worker: {self.client_address[0]}: {e}", file=sys.stderr, flush=True)
+
+
+def _auth(rfile, wfile, token: bytes) -> None:
+    class _Duplex:  # the handshake reads and writes one stream
+        def read(self, n):
+            return rfile.read(n)
+
+        def write(self, b):
+            return wfile.write(b)
+
+        def flush(self):
+            wfile.flush()
+    protocol.authenticate_as_worker(_Duplex(), token)
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def listen(host: str, port: int, token: bytes, ready: threading.Event | None = None) -> None:
+    """Serve until interrupted; every connection authenticates first and gets its own child process for jobs."""
+    with _Server((host, port), _Handler) as server:
+        server.token = token
+        bound = server.server_address
+        print(f"fpdiff worker listening on {bound[0]}:{bound[1]} (protocol {PROTOCOL})", file=sys.stderr, flush=True)
+        if ready is not None:
+            ready.set()
+        server.serve_forever()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--stdio"]:
+        sys.exit("usage: python -m fpdiff.runtime.serve --stdio  (fpdiff spawns this; see `fpdiff worker --listen`)")
+    serve_stdio()
