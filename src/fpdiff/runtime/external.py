@@ -67,12 +67,15 @@ class ExternalPool:
         t0 = time.perf_counter()
         try:
             if self._stream is None:
-                self._connect()
+                self._connect(plugins=bool(job.plugins))
             header, blobs = protocol.job_frame(job, timeout, self.route.base)
             self._stream.deadline = None
             protocol.send(self._stream, header, blobs)
             self._stream.deadline = time.monotonic() + timeout + (NETWORK_GRACE if self.route.host else 0.0)
-            return protocol.read_result(*protocol.receive(self._stream))
+            result = protocol.read_result(*protocol.receive(self._stream))
+            result.info["worker"] = {"where": self.route.where, "python": self.hello.get("python"),
+                                     "fpdiff": self.hello.get("fpdiff"), "versions": self.hello.get("versions", {})}
+            return result
         except _Unreachable as e:
             self._refused = str(e)
             self.close()
@@ -91,7 +94,7 @@ class ExternalPool:
     def _unsupported(self, why: str) -> JobResult:
         return JobResult(UNSUPPORTED, message=why, stage="load", component=self.route.where)
 
-    def _connect(self) -> None:
+    def _connect(self, plugins: bool) -> None:
         if self.route.python:
             self._spawn()
         else:
@@ -108,6 +111,8 @@ class ExternalPool:
             raise _Unreachable(f"{self.route.where} speaks fpdiff job protocol {hello.get('protocol')!r}, this "
                                f"fpdiff {PROTOCOL}: install the same fpdiff there")
         base = (hello.get("backends") or {}).get(self.route.base)
+        if base is None and plugins:  # a --plugin backend: the worker loads the plugin file with the job
+            base = {}
         if base is None:
             raise _Unreachable(f"{self.route.where} has no backend {self.route.base!r} (it has "
                                f"{', '.join(hello.get('backends') or {}) or 'none'})")

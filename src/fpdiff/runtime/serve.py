@@ -34,8 +34,10 @@ def hello() -> dict:
         backends[name] = {"kinds": sorted(cls.kinds), "shape_variants": cls.shape_variants,
                           "takes_flags": cls.takes_flags, "available": why}
     version = getattr(fpdiff, "__version__", None) or _dist_version()
+    from fpdiff.core.versions import TOOLS, versions
     return {"type": "hello", "protocol": PROTOCOL, "fpdiff": version, "python": platform.python_version(),
             "torch": torch.__version__, "executable": sys.executable, "host": socket.gethostname(),
+            "versions": {k: v for k, v in versions((*TOOLS, "openvino", "intel-extension-for-pytorch")).items() if v},
             "backends": backends}
 
 
