@@ -1,0 +1,163 @@
+"""Core ML: coremltools converts the exported program here, at compute_precision FLOAT32 or FLOAT16, and the cell
+reports what the conversion did that changes numbers. Core ML predicts only on macOS: there a worker runs the same
+backend to the end (`fpdiff worker --listen` on the Mac, `--backend-host coreml=MAC:PORT` here)."""
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import numpy as np
+
+from fpdiff.backends.base import TORCH, Backend, Prepared
+from fpdiff.core import precision as prec
+from fpdiff.core.compare import Finding
+from fpdiff.core.errors import IMPORT, LOAD, TORCH_EXPORT, Unsupported, stage
+
+FP16_MAX = 65504.0
+FP16_SMALLEST = 2.0 ** -24  # smallest subnormal: nonzero values below it become 0 in a FLOAT16 model
+# Core ML ops that only move or name values: left out when counting what computes in which dtype
+MOVES = {"const", "cast", "reshape", "transpose", "squeeze", "expand_dims", "slice_by_index", "slice_by_size",
+         "split", "concat", "gather", "identity", "shape", "tile", "pad"}
+
+
+def mil_ops(mlmodel) -> list:
+    """The converted program's operations, in order (nested blocks flattened)."""
+    ops = []
+
+    def walk(block):
+        for op in block.operations:
+            ops.append(op)
+            for b in getattr(op, "blocks", []):
+                walk(b)
+    for f in mlmodel._mil_program.functions.values():
+        walk(f)
+    return ops
+
+
+def _dtype(op) -> str | None:
+    from coremltools.converters.mil.mil import types
+    outs = [o for o in op.outputs if types.is_tensor(o.sym_type) or types.is_scalar(o.sym_type)]
+    return types.builtin_to_string(outs[0].dtype) if outs else None
+
+
+def _source_line(trace: str) -> str:
+    """`file:line` of the innermost frame in the user's code (not torch's own modules) of a stack trace."""
+    frames = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ")]
+    user = [f for f in frames if "/site-packages/" not in f] or frames
+    if not user:
+        return ""
+    parts = user[-1].split('"')
+    return f"{parts[1].rsplit('/', 1)[-1]}:{user[-1].rsplit('line ', 1)[-1].split(',')[0]}" if len(parts) > 1 else ""
+
+
+def _trace(op) -> str:
+    """The torch stack trace a Core ML op came from (coremltools keeps the exported node's)."""
+    scopes = {str(k): v for k, v in (op.scopes or {}).items()}
+    return (scopes.get("ScopeSource.EXIR_STACK_TRACE") or [""])[0] or ""
+
+
+def conversion_findings(program, mlmodel, fp16: bool) -> tuple[list[Finding], dict]:
+    """What the conversion did that changes numbers: ops left in fp32, casts inserted, constants that overflow or
+    flush in fp16, torch ops turned into several Core ML ops (whose intermediates then round at the model's dtype)."""
+    ops = mil_ops(mlmodel)
+    compute = [op for op in ops if op.op_type not in MOVES]
+    counts = Counter(_dtype(op) for op in compute if _dtype(op) in ("fp16", "fp32"))
+    casts = sum(op.op_type == "cast" for op in ops)
+    info = {"op_dtypes": {{"fp16": "float16", "fp32": "float32"}[k]: n for k, n in counts.items()}, "casts": casts,
+            "coreml_ops": dict(Counter(op.op_type for op in compute))}
+    findings = []
+    if fp16 and counts.get("fp32"):
+        kept = sorted({op.op_type for op in compute if _dtype(op) == "fp32"})
+        findings.append(Finding("dtype-changed", f"the FLOAT16 conversion keeps {counts['fp32']} of "
+                                f"{sum(counts.values())} ops in fp32 ({', '.join(kept)})"))
+    if fp16:
+        over = flushed = 0
+        for t in list(program.state_dict.values()) + list(program.constants.values()):
+            if hasattr(t, "is_floating_point") and t.is_floating_point():
+                a = np.abs(t.detach().double().cpu().numpy())
+                over += int((a > FP16_MAX).sum())
+                flushed += int(((a > 0) & (a < FP16_SMALLEST)).sum())
+        info.update(fp16_constant_overflow=over, fp16_constant_flush=flushed)
+        if over:
+            findings.append(Finding("overflow", f"{over} weight or constant values exceed fp16's 65504: the FLOAT16 "
+                                    "model holds them as inf", remedy="keep the ops reading them in fp32 "
+                                    "(coremltools op_selector) or rescale them"))
+        if flushed:
+            findings.append(Finding("underflow", f"{flushed} nonzero weight or constant values are below fp16's "
+                                    "smallest subnormal (6e-8): the FLOAT16 model holds them as 0",
+                                    remedy="keep the ops reading them in fp32, or rescale"))
+        decomposed = _decomposed(program, compute)
+        if decomposed:
+            info["decomposed"] = decomposed
+            findings.append(Finding("decomposed", "the converter turned " + "; ".join(
+                f"{d['torch']} ({d['source']}) into {len(d['coreml'])} Core ML ops ({', '.join(d['coreml'])})"
+                for d in decomposed[:5]) + ": their intermediates are fp16 too, unlike torch's fused kernel",
+                remedy="fpdiff ranges shows whether the intermediates fit fp16; keep the op in fp32 if not"))
+    if casts:
+        info["casts_inserted"] = casts
+    return findings, info
+
+
+def _decomposed(program, compute: list) -> list[dict]:
+    """Torch ops that became several arithmetic Core ML ops, matched by the stack trace both carry."""
+    torch_ops: dict[str, list[str]] = {}
+    for n in program.graph.nodes:
+        if n.op != "call_function" or not n.meta.get("stack_trace"):
+            continue
+        name = str(n.target).removeprefix("aten.").split(".")[0]
+        torch_ops.setdefault(n.meta["stack_trace"].strip(), []).append(name)
+    by_line: dict[str, list[str]] = {}
+    for op in compute:
+        by_line.setdefault(_trace(op).strip(), []).append(op.op_type)
+    out = []
+    for key, names in torch_ops.items():
+        math = [n for n in names if n not in ("view", "_unsafe_view", "clone", "getitem", "transpose", "reshape")]
+        coreml = by_line.get(key, [])
+        if len(math) == 1 and len(coreml) > 1:
+            out.append({"torch": math[0], "source": _source_line(key), "coreml": coreml})
+    return out
+
+
+class CoreMlBackend(Backend):
+    name = "coreml"
+    kinds = frozenset({TORCH})
+    shape_variants = False  # converted at the example inputs' shapes
+
+    def available(self) -> str | None:
+        try:
+            import coremltools  # noqa: F401
+        except ImportError as e:
+            return f"coremltools does not import: {e} (pip install coremltools)"
+        return None
+
+    def prepare_task(self, task) -> Prepared:
+        import coremltools as ct
+        p = task.precision
+        if p.name not in ("fp32", "fp16"):
+            raise Unsupported(f"Core ML computes in fp32 or fp16 (compute_precision FLOAT32 / FLOAT16); {p.name} "
+                              "does not exist there", dtype=p.name)
+        if task.source.ref.kind != "torch":
+            raise Unsupported("fpdiff converts torch programs to Core ML; this model is not one")
+        with stage(TORCH_EXPORT, "torch.export"):
+            program = task.source.program(prec.get("fp32"), task.variant).run_decompositions({})
+        fp16 = p.name == "fp16"
+        with stage(IMPORT, "coremltools.convert"):
+            mlmodel = ct.convert(program, convert_to="mlprogram", skip_model_load=sys.platform != "darwin",
+                                 compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32)
+        notes, info = conversion_findings(program, mlmodel, fp16)
+        info["coremltools"] = ct.__version__
+        computed = "float16" if fp16 and not info["op_dtypes"].get("float32") else None
+        names = [i.name for i in mlmodel.get_spec().description.input]
+        outputs = [o.name for o in mlmodel.get_spec().description.output]
+
+        def run(*inputs):
+            if sys.platform != "darwin":
+                raise Unsupported("Core ML predicts only on macOS: run `fpdiff worker --listen HOST:PORT` on a Mac "
+                                  "and route to it (--backend-host coreml=HOST:PORT); the conversion findings "
+                                  "stand without it", dtype=p.name)
+            with stage(LOAD, "Core ML"):
+                feeds = {n: t.float().numpy() if t.is_floating_point() else t.numpy() for n, t in zip(names, inputs)}
+                result = mlmodel.predict(feeds)
+            return [np.asarray(result[o]) for o in outputs]
+
+        return Prepared(run, computed or ("float32" if not fp16 else None), notes, info)

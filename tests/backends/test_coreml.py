@@ -1,0 +1,26 @@
+"""Core ML: the conversion's effects on numbers are findings here; prediction needs a Mac worker."""
+import sys
+
+import pytest
+
+import fpdiff
+from conftest import SPECS
+
+pytest.importorskip("coremltools", reason="coremltools is not installed (pip install coremltools)")
+pytestmark = pytest.mark.slow  # real conversions: make test, not make test-fast
+
+
+def test_float16_conversion_reports_what_changes_numbers():
+    r = fpdiff.check(str(SPECS / "coreml_fp16_hazards.py"), backends=["coreml"], precisions=["fp32", "fp16", "bf16"])
+    c = {x.precision: x for x in r.cells}
+    fp16 = {f.kind: f.message for f in c["fp16"].findings}
+    assert "64 nonzero weight or constant values are below fp16's smallest subnormal" in fp16["underflow"]
+    assert "rms_norm (coreml_fp16_hazards.py:" in fp16["decomposed"] and "reduce_mean" in fp16["decomposed"]
+    assert c["fp16"].info["op_dtypes"] == {"float16": sum(c["fp16"].info["op_dtypes"].values())}
+    assert not {"underflow", "decomposed"} & {f.kind for f in c["fp32"].findings}  # FLOAT32 changes none of it
+    assert c["bf16"].status == "unsupported" and "fp32 or fp16" in c["bf16"].reason
+    if sys.platform != "darwin":
+        for p in ("fp32", "fp16"):
+            assert c[p].status == "unsupported" and "predicts only on macOS" in c[p].reason
+    else:
+        assert c["fp32"].status == "pass"
