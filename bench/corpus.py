@@ -3,7 +3,7 @@ and the ONNX models shipped in the onnx wheel, each checked on every backend at 
 model meets on its way through exporters, importers and compilers is measured, not assumed.
 
 Run: .venv/bin/python bench/corpus.py [--models gpt2,light_squeezenet] [--precisions fp32,fp16,bf16]
-                                      [--backends torch,inductor,ort,iree] [--md out.md] [--json out.json]
+                                      [--backends torch,inductor,ort,iree,openvino] [--md out.md] [--json out.json]
 Torch models (bench/specs/corpus/*.py) run on torch, inductor, ort and iree against torch eager in float64; ONNX
 models (onnx/backend/test/data/light/*.onnx) on ort and iree against the ONNX reference evaluator in float64.
 A cell shows its status and relative L2 against float64; a failed cell names the component and stage that failed
@@ -22,8 +22,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the corpus builds from configs a
 
 HERE = Path(__file__).resolve().parent
 SPECS = HERE / "specs" / "corpus"
-TORCH_BACKENDS = ("torch", "inductor", "ort", "iree")
-ONNX_BACKENDS = ("ort", "iree")  # onnxref is the judge of ONNX models, not a cell
+TORCH_BACKENDS = ("torch", "inductor", "ort", "iree", "openvino")
+ONNX_BACKENDS = ("ort", "iree", "openvino")  # onnxref is the judge of ONNX models, not a cell
 PRECISIONS = ("fp32", "fp16", "bf16")
 # Short names of the statuses in the table; a failed cell adds "COMPONENT @ STAGE".
 SHORT = {"pass": "pass", "precision-loss": "loss", "mismatch": "MISMATCH", "unsupported": "unsupp", "error": "ERROR",
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", help="comma-separated names (spec stems and light_* ONNX names); default: all")
     ap.add_argument("--precisions", default=",".join(PRECISIONS))
-    ap.add_argument("--backends", help="restrict the backends (torch models: torch,inductor,ort,iree; ONNX: ort,iree)")
+    ap.add_argument("--backends", help="restrict the backends (torch models: torch,inductor,ort,iree,openvino; "
+                    "ONNX: ort,iree,openvino)")
     ap.add_argument("--timeout", type=float, default=600.0,
                     help="seconds per cell (the trained MiniLM at bf16 inlines 22M weights for IREE)")
     ap.add_argument("--cache-dir", help="compile cache (default: fpdiff's)")

@@ -60,11 +60,19 @@ class Backend:
     runs_modules: ClassVar[bool] = False
     all_outputs: ClassVar[bool] = False
     verifies_onnx_plans: ClassVar[bool] = False
+    requires: ClassVar[tuple[str, ...]] = ()  # modules it imports: the default available() tries them
+    install_hint: ClassVar[str] = ""  # said when one does not import
     origin: ClassVar[str] = "built-in"  # set by the registry: entry point or plugin file
     route: ClassVar[Any] = None  # backends.routes.Route: the jobs run in another interpreter or on another host
 
     def available(self) -> str | None:
         """None when usable here, else why not (a missing package, no device)."""
+        import importlib
+        for module in self.requires:
+            try:
+                importlib.import_module(module)
+            except ImportError as e:
+                return f"{module} does not import: {e}" + (f" ({self.install_hint})" if self.install_hint else "")
         return None
 
     def prepare_task(self, task) -> Prepared:

@@ -123,12 +123,12 @@ class CoreMlBackend(Backend):
     kinds = frozenset({TORCH})
     shape_variants = False  # converted at the example inputs' shapes
 
+
     def available(self) -> str | None:
-        try:
-            import coremltools  # noqa: F401
-        except ImportError as e:
-            return f"coremltools does not import: {e} (pip install coremltools)"
-        return None
+        """Found, not imported: importing coremltools prints its platform warnings, which belong to a cell's log."""
+        import importlib.util
+        found = importlib.util.find_spec("coremltools")
+        return None if found else "coremltools is not installed (pip install coremltools)"
 
     def prepare_task(self, task) -> Prepared:
         import coremltools as ct

@@ -14,13 +14,8 @@ class IpexBackend(Backend):
     kinds = frozenset({TORCH})
     shape_variants = False  # eager: it runs what it is given
 
-    def available(self) -> str | None:
-        try:
-            import intel_extension_for_pytorch  # noqa: F401
-        except ImportError as e:
-            return (f"intel_extension_for_pytorch does not import ({e}); it pins its own torch: `make ipex-env`, "
-                    "then --backend-python ipex=.venv-ipex/bin/python")
-        return None
+    requires = ("intel_extension_for_pytorch",)
+    install_hint = "it pins its own torch: `make ipex-env`, then --backend-python ipex=.venv-ipex/bin/python"
 
     def prepare_task(self, task) -> Prepared:
         import intel_extension_for_pytorch as ipex

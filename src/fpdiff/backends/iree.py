@@ -205,13 +205,7 @@ class IreeBackend(Backend):
     kinds = frozenset({TORCH, ONNX})
     takes_flags = True
 
-    def available(self) -> str | None:
-        try:
-            import iree.compiler  # noqa: F401
-            import iree.runtime  # noqa: F401
-        except ImportError as e:
-            return f"IREE does not import: {e}"
-        return None
+    requires = ("iree.compiler", "iree.runtime")
 
     def prepare_task(self, task) -> Prepared:
         flags = compile_flags(task.device, task.precision.name, task.flags)

@@ -10,12 +10,7 @@ class OnnxRefBackend(Backend):
     name = "onnxref"
     kinds = frozenset({TORCH, ONNX})
 
-    def available(self) -> str | None:
-        try:
-            from onnx.reference import ReferenceEvaluator  # noqa: F401
-        except ImportError as e:
-            return f"onnx.reference does not import: {e}"
-        return None
+    requires = ("onnx.reference",)
 
     def prepare_task(self, task) -> Prepared:
         import onnx

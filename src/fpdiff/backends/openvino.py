@@ -37,12 +37,8 @@ class OpenVinoBackend(Backend):
     name = "openvino"
     kinds = frozenset({TORCH, ONNX})
 
-    def available(self) -> str | None:
-        try:
-            import openvino  # noqa: F401
-        except ImportError as e:
-            return f"openvino does not import: {e} (pip install openvino)"
-        return None
+    requires = ("openvino",)
+    install_hint = "pip install openvino"
 
     def prepare_task(self, task) -> Prepared:
         import openvino as ov
@@ -59,6 +55,8 @@ class OpenVinoBackend(Backend):
             raise Unsupported(f"fpdiff runs OpenVINO on its CPU plugin; {task.device} is not one", dtype=p.name)
         with stage(IMPORT, "openvino.convert_model"):
             model = ov.convert_model(self._fp32_model(task))
+            if task.variant.static is None:  # the converter leaves dims dynamic: pin the static cell's shapes
+                model.reshape({port: ov.PartialShape(list(t.shape)) for port, t in zip(model.inputs, task.inputs())})
         core = ov.Core()
         with stage(COMPILE, "openvino CPU plugin"):
             compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": hint})

@@ -35,12 +35,7 @@ class OrtBackend(Backend):
     all_outputs = True
     verifies_onnx_plans = True
 
-    def available(self) -> str | None:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError as e:
-            return f"onnxruntime does not import: {e}"
-        return None
+    requires = ("onnxruntime",)
 
     def prepare_task(self, task) -> Prepared:
         path = task.onnx_file()

@@ -74,9 +74,11 @@ def stage(name: str, component: str) -> Iterator[None]:
 
 
 def raised_by_fpdiff(exc: BaseException) -> bool:
-    """True when the innermost frame of the traceback is fpdiff's own code (a bug of ours, not a component's)."""
+    """True when the innermost frame of the traceback is fpdiff's own code (a bug of ours, not a component's).
+    A plain RuntimeError is the exception: native extensions (OpenVINO's, IREE's pybind methods) raise it with no
+    Python frame of their own, so it surfaces at the fpdiff line that called them; fpdiff itself never raises it."""
     tb = exc.__traceback__
-    if tb is None:
+    if tb is None or type(exc) is RuntimeError:
         return False
     while tb.tb_next is not None:
         tb = tb.tb_next

@@ -13,7 +13,7 @@ from fpdiff.backends.routes import Route
 from fpdiff.core.errors import UsageError
 from fpdiff.runtime import protocol, rundir
 from fpdiff.runtime.protocol import PROTOCOL, ProtocolError
-from fpdiff.runtime.worker import CRASH, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool, exit_text
+from fpdiff.runtime.worker import CRASH, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool, exit_text, log_tail
 
 NETWORK_GRACE = 30.0  # seconds a remote answer may take beyond the cell's timeout (the worker enforces the timeout)
 CONNECT_TIMEOUT = 10.0
@@ -159,11 +159,8 @@ class ExternalPool:
         except subprocess.TimeoutExpired:
             return None
 
-    def _tail(self, n: int = 2000) -> str:
-        try:
-            return self._log.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+    def _tail(self) -> str:
+        return log_tail(self._log)
 
     def close(self, kill: bool = False) -> None:
         if self._stream is not None and not kill:

@@ -257,11 +257,8 @@ class WorkerPool:
         return JobResult(TIMEOUT, message=f"no answer within {timeout:g} s; the process was killed",
                          log_tail=self._tail(), run_s=time.perf_counter() - t0)
 
-    def _tail(self, n: int = 2000) -> str:
-        try:
-            return self._log.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+    def _tail(self) -> str:
+        return log_tail(self._log)
 
     def close(self, kill: bool = False) -> None:
         if self._proc is None:
@@ -286,6 +283,14 @@ class WorkerPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def log_tail(path, n: int = 2000) -> str:
+    """The last words of a worker's log, for the cell it failed."""
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
 
 
 def exit_text(code: int | None) -> str:
