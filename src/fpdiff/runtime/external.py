@@ -58,6 +58,7 @@ class ExternalPool:
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._stream: _Stream | None = None
+        self._sent: dict = {}  # what this connection already carried (protocol.job_frame)
         self._refused: str | None = None  # why the worker cannot be used at all: said once per cell, not retried
         self._log = rundir.mkdtemp(prefix="fpdiff-external-") / "worker.log"
 
@@ -68,7 +69,7 @@ class ExternalPool:
         try:
             if self._stream is None:
                 self._connect(plugins=bool(job.plugins))
-            header, blobs = protocol.job_frame(job, timeout, self.route.base)
+            header, blobs = protocol.job_frame(job, timeout, self.route.base, self._sent)
             self._stream.deadline = None
             protocol.send(self._stream, header, blobs)
             self._stream.deadline = time.monotonic() + timeout + (NETWORK_GRACE if self.route.host else 0.0)
@@ -185,6 +186,7 @@ class ExternalPool:
                 self._proc.kill()
                 self._proc.wait()
         self._proc, self._sock, self._stream = None, None, None
+        self._sent = {}  # a new connection carries everything again
 
 
 class Router:

@@ -135,21 +135,31 @@ def unpack_arrays(blob: bytes) -> dict[str, np.ndarray]:
         return out
 
 
-def job_frame(job, timeout: float, backend: str) -> tuple[dict, dict[str, bytes]]:
+def job_frame(job, timeout: float, backend: str, sent: dict) -> tuple[dict, dict[str, bytes]]:
     """A Job as a frame: its fields as JSON, the model file, the saved data as arrays, plugin files as blobs.
-    `backend` is the name the worker knows it by (`ort` for a local `ort@1.20`)."""
-    import torch
-    data = torch.load(job.data_path, weights_only=False)
-    arrays = {f"input{i}": _np(x) for i, x in enumerate(data["inputs"])}
-    arrays.update({f"state:{k}": _np(v) for k, v in (data.get("state") or {}).items()})
-    blobs = {"model": Path(job.source.path).read_bytes(), "data": pack_arrays(arrays)}
-    for i, p in enumerate(job.plugins):
-        blobs[f"plugin{i}"] = Path(p).read_bytes()
-    header = {"type": "job", "timeout": timeout, "backend": backend,
-              "source": {"kind": job.source.kind, "label": job.source.label, "name": Path(job.source.path).name},
-              "data": {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
-                       "inputs": len(data["inputs"]), "state": "state" in data,
-                       "plugins": [Path(p).name for p in job.plugins]},
+    `backend` is the name the worker knows it by (`ort` for a local `ort@1.20`). `sent` remembers what this
+    connection already carried: a grid's later cells name their files by digest instead of sending the weights
+    again (`files`)."""
+    key = (job.source.path, job.data_path, job.plugins)
+    if key in sent:
+        header, blobs = sent[key], {}
+    else:
+        import torch
+
+        from fpdiff.sources.base import digest
+        data = torch.load(job.data_path, weights_only=False)
+        arrays = {f"input{i}": _np(x) for i, x in enumerate(data["inputs"])}
+        arrays.update({f"state:{k}": _np(v) for k, v in (data.get("state") or {}).items()})
+        blobs = {"model": Path(job.source.path).read_bytes(), "data": pack_arrays(arrays)}
+        for i, p in enumerate(job.plugins):
+            blobs[f"plugin{i}"] = Path(p).read_bytes()
+        header = {"source": {"kind": job.source.kind, "label": job.source.label, "name": Path(job.source.path).name},
+                  "data": {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
+                           "inputs": len(data["inputs"]), "state": "state" in data,
+                           "plugins": [Path(p).name for p in job.plugins]},
+                  "files": digest(*blobs.values())}
+        sent[key] = header
+    header = {**header, "type": "job", "timeout": timeout, "backend": backend,
               "job": {"precision": job.precision, "device": job.device, "flags": list(job.flags), "seed": job.seed,
                       "repeat": job.repeat, "cached": job.cache_dir is not None,
                       "variant": {"name": job.variant.name,

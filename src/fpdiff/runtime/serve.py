@@ -55,6 +55,7 @@ class Materializer:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.seen: set[str] = set()  # file digests this connection carried
 
     def job(self, header: dict, blobs: dict[str, bytes]):
         import torch
@@ -64,8 +65,13 @@ class Materializer:
         from fpdiff.runtime.task import Job
         from fpdiff.sources.base import SourceRef, digest
         src, data, j = header["source"], header["data"], header["job"]
-        folder = self.root / digest(blobs["model"], blobs["data"], *[blobs.get(f"plugin{i}", b"")
-                                                                     for i in range(len(data["plugins"]))])
+        files = str(header["files"])
+        if not blobs and files not in self.seen:
+            raise ProtocolError(f"the job names files {files} this connection never carried")
+        if blobs and digest(*blobs.values()) != files:
+            raise ProtocolError("the job's files do not match their digest")
+        self.seen.add(files)
+        folder = self.root / files
         model_path = folder / Path(src["name"]).name
         data_path = folder / "data.pt"
         plugins = tuple(str(folder / "plugins" / Path(n).name) for n in data["plugins"])
