@@ -149,8 +149,12 @@ class ExternalPool:
         self._stream.deadline = time.monotonic() + CONNECT_TIMEOUT
         try:
             protocol.authenticate_as_client(self._stream, token)
-        except (ProtocolError, OSError, TimeoutError) as e:
-            raise _Unreachable(f"{self.route.where}: {e or 'authentication timed out'}") from None
+        except ProtocolError as e:
+            raise _Unreachable(f"{self.route.where}: {e}") from None
+        except TimeoutError:
+            raise _Unreachable(f"{self.route.where}: no answer to the authentication") from None
+        except OSError as e:  # it accepted and went away (a worker shutting down)
+            raise _Unreachable(f"cannot reach {self.route.where}: {e.strerror or e}") from None
 
     def _exit_code(self) -> int | None:
         if self._proc is None:
