@@ -82,3 +82,15 @@ def test_zoo_squeezenet_opset9_passes_on_ort_and_iree_after_conversion():
     for c in r.cells:
         assert c.status == "pass", (c.backend, c.status, c.reason)
         assert c.metrics["rel_l2"] <= 1e-5, (c.backend, c.metrics)
+
+
+def test_a_substituted_format_is_coarser_than_requested_not_a_mismatch():
+    """OpenVINO runs an f16 hint as bf16 on a CPU without fp16 arithmetic. On MobileNetV2 that errs 5.4x torch's
+    fp16 baseline: judged against fp16 it would be a mismatch, but the backend's own record says bf16, and against
+    torch's bf16 baseline (run for it) the error is in line."""
+    c = cell("mobilenet_v2", "openvino", "fp16", repeat=1)
+    kinds = {f.kind for f in c.findings}
+    if c.info.get("inference_precision") == "f16":
+        pytest.skip("this CPU runs fp16 natively in OpenVINO: no substitution to judge")
+    assert c.status == "precision-loss", c.reason
+    assert {"dtype-changed", "coarser-than-requested"} <= kinds and "computed in bf16" in c.reason

@@ -192,6 +192,18 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
                                      fp32_ok=fp32 is None or fp32.status == OK,
                                      torch_source=source.ref.kind == "torch"))
     _variant_findings(out_cells, {(b, d, p.name, v.name): results[(b, d, p.name, v)] for b, d, p, v in cells})
+    narrower = [(cell, key) for cell, key in zip(out_cells, cells) if cell.status == compare.MISMATCH
+                and cell.metrics and _computed_format(results[(key[0], key[1], key[2].name, key[3])], key[2])]
+    if narrower:
+        with Router(env) as pool:
+            for cell, (b, d, p, v) in narrower:
+                fmt = _computed_format(results[(b, d, p.name, v)], p)
+                if fmt.name not in base_metrics:  # that format's baseline, run now: only a suspect cell needs it
+                    jb, jd, _, jv = baselines.get(fmt.name) or (judge_backend, "cpu", fmt, STATIC)
+                    r = pool.run(job(jb, fmt.name, jd, jv), timeout)
+                    base_metrics[fmt.name] = _measure(ref_out, r, fmt) if r.status == OK else None
+                _judge_as_computed(cell, _measure(ref_out, results[(b, d, p.name, v)], p), p, fmt,
+                                   base_metrics[fmt.name])
     stand_in = results.get(verdict_of_judge.stand_in) if verdict_of_judge.stand_in else None
 
     def rejudge(key: tuple) -> compare.Judgement | None:
@@ -211,6 +223,34 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
                  "outputs": [list(a.shape) for a in ref_out], "duration_s": round(ref.prepare_s + ref.run_s, 3)}
     return CheckResult(source.ref.label, out_cells, reference, versions(), time.perf_counter() - t_start,
                        judge=verdict_of_judge.as_dict(), source=dict(source.notes))
+
+
+def _computed_format(r: JobResult, p: prec.Precision) -> prec.Precision | None:
+    """The narrower format a backend records computing in instead of the requested one (OpenVINO's f16 hint run as
+    bf16): a precision fpdiff has a baseline for, or None."""
+    bits = _narrowest_bits(r)
+    if bits is None or not p.is_cast or bits >= compare.mantissa_bits(p.compute):
+        return None
+    return next((q for q in (prec.get("bf16"), prec.get("fp16")) if compare.mantissa_bits(q.compute) == bits), None)
+
+
+def _judge_as_computed(cell: Cell, m: Metrics, p: prec.Precision, fmt: prec.Precision,
+                       baseline: Metrics | None) -> None:
+    """A mismatch that the backend's own record explains: it computed in `fmt`, narrower than asked. Judged against
+    that format's baseline, within the rules it is precision loss of a substituted format (coarser-than-requested,
+    which --strict fails), not a wrong computation; beyond them the mismatch stands."""
+    if baseline is None:
+        return
+    j = compare.judge(m, fmt, baseline)
+    if j.status == compare.MISMATCH:
+        return
+    cell.status = compare.PRECISION_LOSS
+    cell.reason = (f"{cell.reason}; the backend computed in {fmt.name} (its own record), and against the baseline "
+                   f"at {fmt.name} ({baseline.rel_l2:.2e}) the error is in line: {p.name} was not what ran")
+    if not any(f.kind == "coarser-than-requested" for f in cell.findings):
+        cell.findings.append(Finding("coarser-than-requested", f"asked for {p.name}, computed in {fmt.name}: errors "
+                                     f"match {fmt.name}'s baseline, not {p.name}'s", remedy="check the backend's "
+                                     "precision hints and what its hardware supports natively"))
 
 
 def _measure(ref_out, r: JobResult, p: prec.Precision) -> Metrics:
