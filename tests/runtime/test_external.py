@@ -201,12 +201,13 @@ OLD_ORT = "onnxruntime==1.20.1"
 @pytest.fixture(scope="module")
 def old_ort_python():
     """An interpreter with an older ONNX Runtime and this fpdiff: its own site-packages first (ORT 1.20), then this
-    environment's (torch, onnx, fpdiff) -- the README's version-against-version recipe. Cached under the fpdiff
-    cache; skipped with the reason when the registry cannot serve the wheel."""
+    environment's (torch, onnx, fpdiff) -- the README's version-against-version recipe. Cached across runs;
+    skipped with the reason when the registry cannot serve the wheel."""
     import site
 
-    from fpdiff.core.paths import cache_root
-    env = cache_root() / "envs" / OLD_ORT.replace("==", "-")
+    # kept across runs (the test cache is per run): FPDIFF_TEST_ENVS moves it
+    envs = Path(os.environ.get("FPDIFF_TEST_ENVS") or Path.home() / ".cache" / "fpdiff-test-envs")
+    env = envs / OLD_ORT.replace("==", "-")
     python = env / "bin" / "python"
     if not (env / ".ready").exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(env)], check=True)
