@@ -3,11 +3,11 @@ one process. Runs in the IPEX interpreter (make ipex-env):
 
     .venv-ipex/bin/python bench/ipex_autocast.py [--batch 512] [--reps 30]
 
-The model is tests/specs/prototype_cdist.py's prototype classifier at a serving size (64 -> 1024 -> 256 embedding,
-100 prototypes), with cdist's exact pairwise kernel (`compute_mode="donot_use_mm_for_euclid_dist"`; by default
-cdist takes a matmul shortcut above 25 rows, which has fp16 kernels): that kernel has no Half/BFloat16 CPU version,
-so fp16 and bf16 casts fail and autocast (which runs cdist in fp32) is the remedy. Prints median ms per batch, the ratio to fp32, and each variant's relative L2 against
-float64."""
+The model is tests/specs/prototype_cdist.py's prototype classifier at a serving size (64 -> 1024 -> 1024 -> 256
+embedding, 100 prototypes), with cdist's exact pairwise kernel (`compute_mode="donot_use_mm_for_euclid_dist"`; by
+default cdist takes a matmul shortcut above 25 rows, which has fp16 kernels): that kernel has no Half/BFloat16 CPU
+version, so fp16 and bf16 casts fail and autocast (which runs cdist in fp32) is the remedy. Prints median ms per
+batch, the ratio to fp32, and each variant's relative L2 against float64."""
 from __future__ import annotations
 
 import argparse
