@@ -13,7 +13,7 @@ from fpdiff.backends.routes import Route
 from fpdiff.core.errors import UsageError
 from fpdiff.runtime import protocol, rundir
 from fpdiff.runtime.protocol import PROTOCOL, ProtocolError
-from fpdiff.runtime.worker import CRASH, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool, exit_text, log_tail
+from fpdiff.runtime.worker import CRASH, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool, exit_text, log_tail, reap
 
 NETWORK_GRACE = 30.0  # seconds a remote answer may take beyond the cell's timeout (the worker enforces the timeout)
 CONNECT_TIMEOUT = 10.0
@@ -184,11 +184,7 @@ class ExternalPool:
                     f.close()
                 except OSError:
                     pass
-            try:
-                self._proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+            reap(self._proc)
         self._proc, self._sock, self._stream = None, None, None
         self._sent = {}  # a new connection carries everything again
 

@@ -270,11 +270,7 @@ class WorkerPool:
                 self._conn.send(None)
             except (BrokenPipeError, OSError):
                 pass
-        try:
-            self._proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        reap(self._proc)
         self._conn.close()
         self._proc = None
 
@@ -283,6 +279,15 @@ class WorkerPool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def reap(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """Wait for a worker process to end; kill it when it does not within `grace` seconds."""
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def log_tail(path, n: int = 2000) -> str:
