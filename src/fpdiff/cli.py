@@ -65,6 +65,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--no-cache", action="store_true", help="do not reuse compiled artifacts")
     c.add_argument("--cache-dir", default=None)
     c.add_argument("--json", metavar="PATH", help="write the JSON report here")
+    c.add_argument("--junit", metavar="PATH", help="write JUnit XML here: one testcase per cell, for CI")
     c.add_argument("--strict", action="store_true",
                    help="exit 1 unless every cell passes with no dtype-changed or coarser-than-requested finding")
     c.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
@@ -276,6 +277,13 @@ def _check(args, console) -> int:
     if args.json:
         _write_json(args.json, result.as_dict())
         console.print(f"JSON report: {args.json}", highlight=False)
+    if args.junit:
+        from fpdiff.report import junit
+        try:
+            junit.write(result, args.junit, strict=args.strict)
+        except OSError as e:
+            raise UsageError(f"cannot write JUnit XML to {args.junit}: {e.strerror or e}") from None
+        console.print(f"JUnit XML: {args.junit}", highlight=False)
     return result.exit_code(strict=args.strict)
 
 

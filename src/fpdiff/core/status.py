@@ -26,3 +26,12 @@ class Status(str, Enum):
 
 CELL_STATUSES = tuple(s for s in Status if s is not Status.OK)
 FAILING = (Status.MISMATCH, Status.ERROR, Status.CRASH, Status.TIMEOUT)  # these make a run exit 1
+# with --strict a cell must also pass without these findings: a pass that computed another format than asked
+STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested")
+
+
+def fails(status: str, finding_kinds, strict: bool = False) -> bool:
+    """Whether a cell fails the run: a failing status, or under --strict anything but a clean pass."""
+    if strict:
+        return status != Status.PASS or any(k in STRICT_FINDINGS for k in finding_kinds)
+    return status in FAILING

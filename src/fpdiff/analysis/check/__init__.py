@@ -17,7 +17,7 @@ from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.errors import UsageError
 from fpdiff.core.paths import cache_root
-from fpdiff.core.status import FAILING
+from fpdiff.core.status import fails
 from fpdiff.core.versions import report_versions as versions
 from fpdiff.model import graph
 from fpdiff.model.graph import STATIC, ShapeVariant
@@ -41,7 +41,6 @@ DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
 # run costs no compile, and a backend that answers differently each time makes every verdict a sample of one.
 DEFAULT_REPEAT = 2
 
-STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested")  # --strict fails on these even when the cell passes
 
 
 @dataclass
@@ -80,10 +79,7 @@ class CheckResult:
     source: dict = field(default_factory=dict)  # how the model was brought in: opset conversion, inputs
 
     def exit_code(self, strict: bool = False) -> int:
-        if strict:  # a pass that computed another precision than asked is not a pass here
-            return int(any(c.status != compare.PASS or any(f.kind in STRICT_FINDINGS for f in c.findings)
-                           for c in self.cells))
-        return int(any(c.status in FAILING for c in self.cells))
+        return int(any(fails(c.status, [f.kind for f in c.findings], strict) for c in self.cells))
 
     def as_dict(self) -> dict:
         return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "reference": self.reference,
