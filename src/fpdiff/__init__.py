@@ -6,6 +6,7 @@ from fpdiff.api import (
            Plan,
            RangesResult,
            apply_plan,
+           assert_agrees,
            check,
            examples,
            locate,
@@ -13,5 +14,5 @@ from fpdiff.api import (
            ranges,
 )
 
-__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult",
-           "plan", "Plan", "apply_plan"]
+__all__ = ["assert_agrees", "check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges",
+           "RangesResult", "plan", "Plan", "apply_plan"]

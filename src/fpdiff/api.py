@@ -7,6 +7,7 @@ from fpdiff.analysis.plan import Plan, plan
 from fpdiff.analysis.plan.torch_models import apply_plan
 from fpdiff.analysis.ranges import RangesResult, ranges
 from fpdiff.sources.examples import names as examples
+from fpdiff.testing import assert_agrees
 
-__all__ = ["check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges", "RangesResult",
-           "plan", "Plan", "apply_plan"]
+__all__ = ["assert_agrees", "check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges",
+           "RangesResult", "plan", "Plan", "apply_plan"]
