@@ -10,5 +10,6 @@ SPECS = HERE / "specs"
 
 @pytest.fixture(scope="session", autouse=True)
 def _cache_dir(tmp_path_factory):
-    """One compile cache for the whole session, never the user's."""
+    """One compile cache and one run history for the whole session, never the user's."""
     os.environ["FPDIFF_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    os.environ["FPDIFF_STORE"] = str(tmp_path_factory.mktemp("store") / "history.sqlite")

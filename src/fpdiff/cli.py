@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from fpdiff.core.errors import UsageError
 
@@ -66,6 +67,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cache-dir", default=None)
     c.add_argument("--json", metavar="PATH", help="write the JSON report here")
     c.add_argument("--junit", metavar="PATH", help="write JUnit XML here: one testcase per cell, for CI")
+    c.add_argument("--store", metavar="PATH", help="the run history (default: FPDIFF_STORE, else "
+                   "~/.local/share/fpdiff/history.sqlite)")
+    c.add_argument("--no-store", action="store_true", help="do not record this run in the history")
     c.add_argument("--strict", action="store_true",
                    help="exit 1 unless every cell passes with no dtype-changed or coarser-than-requested finding")
     c.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
@@ -120,6 +124,14 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", metavar="PATH", help="write the plan and its search record here")
     sub.add_parser("examples", help="list the built-in example models")
     sub.add_parser("backends", help="list registered backends and whether they are available", parents=[routed])
+    h = sub.add_parser("history", help="list the stored check runs (all, or one model's)")
+    h.add_argument("model", nargs="?", help="only this model (as it was named: a path, example:NAME)")
+    h.add_argument("--store", metavar="PATH", help="the run history (default as for check)")
+    d = sub.add_parser("diff", help="cells whose verdict or error changed between two stored runs; exit 1 on a "
+                       "regression")
+    d.add_argument("run_a", type=int)
+    d.add_argument("run_b", type=int)
+    d.add_argument("--store", metavar="PATH", help="the run history (default as for check)")
     w = sub.add_parser("worker", help="serve backend jobs to fpdiff on other machines (authenticated by a token)")
     w.add_argument("--listen", required=True, metavar="HOST:PORT", help="address to listen on (port 0: any free)")
     w.add_argument("--token-file", metavar="PATH", help="file holding the shared token (else FPDIFF_TOKEN)")
@@ -147,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     if args.command == "worker":
         return _worker(args)
+    if args.command in ("history", "diff"):
+        return _history(args)
     if hasattr(args, "backend_python"):
         from fpdiff.backends import routes
         routes.configure(python=dict(routes.parse_assignment(a, "python") for a in args.backend_python),
@@ -284,7 +298,40 @@ def _check(args, console) -> int:
         except OSError as e:
             raise UsageError(f"cannot write JUnit XML to {args.junit}: {e.strerror or e}") from None
         console.print(f"JUnit XML: {args.junit}", highlight=False)
-    return result.exit_code(strict=args.strict)
+    code = result.exit_code(strict=args.strict)
+    if not args.no_store:
+        from fpdiff.report import store
+        path = Path(args.store) if args.store else store.default_path()
+        flags = {k: v for k, v in vars(args).items() if k not in ("func",)}
+        run = store.save_check(result, path, flags, code)
+        console.print(f"stored as run {run} in {path} (fpdiff history, fpdiff diff)", highlight=False)
+    return code
+
+
+def _history(args) -> int:
+    import datetime
+
+    from fpdiff.report import store
+    path = Path(args.store) if args.store else store.default_path()
+    if args.command == "history":
+        for r in store.runs(path, args.model):
+            when = datetime.datetime.fromtimestamp(r["started"]).strftime("%Y-%m-%d %H:%M")
+            counts = " ".join(f"{k}={v}" for k, v in sorted(r["cells"].items()))
+            print(f"{r['id']:5d}  {when}  {r['model']}  exit {r['exit_code']}  {counts}")
+        return EXIT_OK
+    d = store.diff(path, args.run_a, args.run_b)
+    print(f"fpdiff diff {d['a']} {d['b']}: {d['model']}" + ("" if d["same_model_hash"] else " (the model changed)"))
+    for k, (x, y) in d["versions"].items():
+        print(f"  {k}: {x} -> {y}")
+    for c in d["changed"]:
+        err = ""
+        if c.get("rel_l2_before") is not None and c.get("rel_l2_after") is not None:
+            err = f"  rel L2 {c['rel_l2_before']:.2e} -> {c['rel_l2_after']:.2e}"
+        print(f"  {c['kind']:11s} {c['cell']}: {c['before']} -> {c['after']}{err}")
+    if not d["changed"]:
+        print("  no cell changed its verdict, and no error grew beyond "
+              f"{store.ERROR_GROWTH:g}x")
+    return EXIT_FAIL if d["regressions"] else EXIT_OK
 
 
 if __name__ == "__main__":

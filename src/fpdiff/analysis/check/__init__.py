@@ -77,12 +77,14 @@ class CheckResult:
     duration_s: float = 0.0
     judge: dict = field(default_factory=dict)  # the judge's cross-check (see check/judge.py)
     source: dict = field(default_factory=dict)  # how the model was brought in: opset conversion, inputs
+    fingerprint: str = ""  # the model's content hash (spec and weights, or the ONNX file and inputs)
 
     def exit_code(self, strict: bool = False) -> int:
         return int(any(fails(c.status, [f.kind for f in c.findings], strict) for c in self.cells))
 
     def as_dict(self) -> dict:
-        return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "reference": self.reference,
+        return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "model_hash": self.fingerprint,
+                "reference": self.reference,
                 "judge": self.judge, "source": self.source, "versions": self.versions,
                 "duration_s": round(self.duration_s, 3),
                 "cells": [c.as_dict() for c in self.cells],
@@ -218,7 +220,7 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
     reference = {"backend": judge_backend, "device": "cpu", "dtype": "float64",
                  "outputs": [list(a.shape) for a in ref_out], "duration_s": round(ref.prepare_s + ref.run_s, 3)}
     return CheckResult(source.ref.label, out_cells, reference, versions(), time.perf_counter() - t_start,
-                       judge=verdict_of_judge.as_dict(), source=dict(source.notes))
+                       judge=verdict_of_judge.as_dict(), source=dict(source.notes), fingerprint=source.fingerprint)
 
 
 def _computed_format(r: JobResult, p: prec.Precision) -> prec.Precision | None:

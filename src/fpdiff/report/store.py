@@ -1,0 +1,144 @@
+"""The run history: every check in SQLite, so a team sees which cells changed between two runs (after an upgrade of
+IREE, ORT, torch). One transaction per run (a killed run leaves nothing half-written), WAL so runs can land at once."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from fpdiff.core.errors import UsageError
+
+SCHEMA = 1
+# How much a cell's error may grow between two runs before `fpdiff diff` calls it a regression: 4x is the check's
+# own baseline factor, the spread a correct backend shows against the baseline; growing beyond it means the
+# numbers got worse, not noisier.
+ERROR_GROWTH = 4.0
+# Verdicts from best to worst; moving right is a regression.
+RANK = {"pass": 0, "precision-loss": 1, "unjudged": 2, "unsupported": 2, "mismatch": 3, "timeout": 3, "error": 3,
+        "crash": 3}
+LOCK_TIMEOUT = 30.0  # seconds to wait for another run's write before saying the store is locked
+
+
+def default_path() -> Path:
+    base = os.environ.get("FPDIFF_STORE")
+    if base:
+        return Path(base)
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data / "fpdiff" / "history.sqlite"
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(str(path), timeout=LOCK_TIMEOUT, isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+        row = con.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if row is None:
+            con.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA),))
+            con.execute("""CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL, kind TEXT,
+                model TEXT, model_hash TEXT, versions TEXT, flags TEXT, exit_code INTEGER, result TEXT)""")
+            con.execute("""CREATE TABLE cells (run INTEGER REFERENCES runs(id), backend TEXT, device TEXT,
+                precision TEXT, variant TEXT, status TEXT, rel_l2 REAL, max_norm REAL, reason TEXT, findings TEXT)""")
+        elif int(row[0]) > SCHEMA:
+            con.execute("ROLLBACK")
+            raise UsageError(f"the history {path} has schema {row[0]}, this fpdiff reads {SCHEMA}: a newer fpdiff "
+                             "wrote it (use that, or --store another file)")
+        con.execute("COMMIT")
+        return con
+    except sqlite3.OperationalError as e:
+        raise UsageError(f"cannot use the history {path}: {e} (another run holds it, or it is read-only; "
+                         "--store another file or --no-store)") from None
+    except sqlite3.DatabaseError as e:
+        raise UsageError(f"{path} is not an fpdiff history ({e})") from None
+    except OSError as e:
+        raise UsageError(f"cannot use the history {path}: {e.strerror or e}") from None
+
+
+def save_check(result, path: Path, flags: dict, exit_code: int) -> int:
+    """Store one check run and its cells in one transaction; returns the run's id."""
+    con = _connect(path)
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        cur = con.execute("INSERT INTO runs (started, kind, model, model_hash, versions, flags, exit_code, result) "
+                          "VALUES (?, 'check', ?, ?, ?, ?, ?, ?)",
+                          (time.time(), result.model, result.fingerprint, json.dumps(result.versions),
+                           json.dumps(flags, default=str), exit_code, json.dumps(result.as_dict(), default=str)))
+        run = cur.lastrowid
+        con.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+            (run, c.backend, c.device, c.precision, c.shape_variant, str(c.status),
+             (c.metrics or {}).get("rel_l2"), (c.metrics or {}).get("max_norm"), c.reason,
+             json.dumps([f.as_dict() for f in c.findings])) for c in result.cells])
+        con.execute("COMMIT")
+        return run
+    except sqlite3.OperationalError as e:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        raise UsageError(f"cannot write the history {path}: {e} (--store another file or --no-store)") from None
+    finally:
+        con.close()
+
+
+def runs(path: Path, model: str | None = None) -> list[dict]:
+    con = _connect(path)
+    try:
+        q = "SELECT id, started, kind, model, exit_code, versions FROM runs"
+        rows = con.execute(q + (" WHERE model = ? ORDER BY id" if model else " ORDER BY id"),
+                           (model,) if model else ()).fetchall()
+        out = []
+        for rid, started, kind, m, code, versions in rows:
+            counts = dict(con.execute("SELECT status, COUNT(*) FROM cells WHERE run=? GROUP BY status", (rid,)))
+            out.append({"id": rid, "started": started, "kind": kind, "model": m, "exit_code": code,
+                        "versions": json.loads(versions or "{}"), "cells": counts})
+        return out
+    finally:
+        con.close()
+
+
+def cells(path: Path, run: int) -> tuple[dict, dict]:
+    """(the run's row, its cells keyed by backend/device/precision/variant)."""
+    con = _connect(path)
+    try:
+        row = con.execute("SELECT id, model, model_hash, versions FROM runs WHERE id=?", (run,)).fetchone()
+        if row is None:
+            raise UsageError(f"no run {run} in the history {path} (fpdiff history lists them)")
+        found = {}
+        for b, d, p, v, status, rel, mx, reason in con.execute(
+                "SELECT backend, device, precision, variant, status, rel_l2, max_norm, reason FROM cells WHERE run=?",
+                (run,)):
+            found[f"{b}/{d}/{p}/{v}"] = {"status": status, "rel_l2": rel, "max_norm": mx, "reason": reason}
+        return {"id": row[0], "model": row[1], "model_hash": row[2], "versions": json.loads(row[3] or "{}")}, found
+    finally:
+        con.close()
+
+
+def diff(path: Path, a: int, b: int) -> dict:
+    """What changed from run a to run b: verdicts, errors (beyond ERROR_GROWTH counts as a regression), versions."""
+    run_a, cells_a = cells(path, a)
+    run_b, cells_b = cells(path, b)
+    if run_a["model"] != run_b["model"]:
+        raise UsageError(f"runs {a} and {b} are of different models ({run_a['model']} and {run_b['model']}): "
+                         "nothing to compare cell by cell")
+    changed, regressions = [], 0
+    for key in sorted(set(cells_a) | set(cells_b)):
+        x, y = cells_a.get(key), cells_b.get(key)
+        if x is None or y is None:
+            changed.append({"cell": key, "before": x and x["status"], "after": y and y["status"], "kind": "only one"})
+            continue
+        worse = RANK.get(y["status"], 3) > RANK.get(x["status"], 3)
+        grew = (x["rel_l2"] is not None and y["rel_l2"] is not None and x["rel_l2"] > 0
+                and y["rel_l2"] > ERROR_GROWTH * x["rel_l2"])
+        better = RANK.get(y["status"], 3) < RANK.get(x["status"], 3)
+        if worse or grew or better or x["status"] != y["status"]:
+            kind = "regression" if worse or grew else "improvement" if better else "changed"
+            regressions += kind == "regression"
+            changed.append({"cell": key, "before": x["status"], "after": y["status"], "rel_l2_before": x["rel_l2"],
+                            "rel_l2_after": y["rel_l2"], "kind": kind, "reason": y["reason"]})
+    versions = {k: (run_a["versions"].get(k), run_b["versions"].get(k))
+                for k in sorted(set(run_a["versions"]) | set(run_b["versions"]))
+                if run_a["versions"].get(k) != run_b["versions"].get(k)}
+    return {"model": run_a["model"], "a": a, "b": b, "changed": changed, "regressions": regressions,
+            "versions": versions, "same_model_hash": run_a["model_hash"] == run_b["model_hash"]}
