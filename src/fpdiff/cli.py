@@ -97,6 +97,8 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--seed", type=int, default=0)
     loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
     loc.add_argument("--json", metavar="PATH", help="write per-op data here")
+    loc.add_argument("--model-explorer", metavar="PATH", help="write Model Explorer node data (local error here, "
+                     "accumulated error beside it as *.accumulated.json)")
     r = sub.add_parser("ranges", help="ranges of every float64 intermediate, judged for fp16 and bf16")
     r.add_argument("model", help="spec .py file or example:NAME")
     r.add_argument("--precision", default="fp16,bf16", help="comma list of fp16,bf16 (default %(default)s)")
@@ -224,6 +226,16 @@ def _locate(args, console) -> int:
         console.print(f"repro bundle: python {result.repro}", highlight=False)
     if args.json:
         _write_json(args.json, result.as_dict())
+    if args.model_explorer:
+        from fpdiff.analysis.locate import LOCAL_FACTOR
+        from fpdiff.core.precision import get
+        from fpdiff.report import model_explorer
+        p = get(result.precision)
+        try:
+            paths = model_explorer.write(result, args.model_explorer, LOCAL_FACTOR, p.unit_roundoff, p.tolerance)
+        except OSError as e:
+            raise UsageError(f"cannot write node data to {args.model_explorer}: {e.strerror or e}") from None
+        console.print(f"Model Explorer node data: {', '.join(map(str, paths))}", highlight=False)
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
     return EXIT_FAIL if result.segment else EXIT_OK
 
