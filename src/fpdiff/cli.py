@@ -46,7 +46,12 @@ def parser() -> argparse.ArgumentParser:
     routed.add_argument("--backend-host", action="append", default=[], metavar="NAME=HOST:PORT",
                         help="run backend NAME on a remote `fpdiff worker --listen`")
     routed.add_argument("--token-file", metavar="PATH", help="shared token for --backend-host (else FPDIFF_TOKEN)")
-    c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64", parents=[routed])
+    stored = _Parser(add_help=False)  # the run history: on every command that produces a verdict
+    stored.add_argument("--store", metavar="PATH", help="the run history (default: FPDIFF_STORE, else "
+                        "~/.local/share/fpdiff/history.sqlite)")
+    stored.add_argument("--no-store", action="store_true", help="do not record this run in the history")
+    c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64",
+                       parents=[routed, stored])
     c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     c.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
                    help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
@@ -67,9 +72,6 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cache-dir", default=None)
     c.add_argument("--json", metavar="PATH", help="write the JSON report here")
     c.add_argument("--junit", metavar="PATH", help="write JUnit XML here: one testcase per cell, for CI")
-    c.add_argument("--store", metavar="PATH", help="the run history (default: FPDIFF_STORE, else "
-                   "~/.local/share/fpdiff/history.sqlite)")
-    c.add_argument("--no-store", action="store_true", help="do not record this run in the history")
     c.add_argument("--strict", action="store_true",
                    help="exit 1 unless every cell passes with no dtype-changed or coarser-than-requested finding")
     c.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
@@ -77,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--keep-opset", action="store_true",
                    help="judge an old-opset ONNX model as given, without converting it to the current opset")
     loc = sub.add_parser("locate", help="the first op whose own error at a precision is out of line",
-                         parents=[routed])
+                         parents=[routed, stored])
     loc.add_argument("model", help="spec .py file or example:NAME")
     loc.add_argument("--backend", default="torch",
                      help="torch: per-op analysis; any other backend or plugin: bisection over segments")
@@ -106,7 +108,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", metavar="PATH", help="write per-op ranges here")
     pl = sub.add_parser("plan", help="the ops to keep in fp32 so fp16/bf16 meets a tolerance, verified",
-                        parents=[routed])
+                        parents=[routed, stored])
     pl.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     pl.add_argument("--precision", default="fp16", help="fp16 or bf16 (default %(default)s)")
     pl.add_argument("--backend", default="torch", help="where the plan is verified (default %(default)s)")
@@ -237,7 +239,9 @@ def _locate(args, console) -> int:
             raise UsageError(f"cannot write node data to {args.model_explorer}: {e.strerror or e}") from None
         console.print(f"Model Explorer node data: {', '.join(map(str, paths))}", highlight=False)
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
-    return EXIT_FAIL if result.segment else EXIT_OK
+    code = EXIT_FAIL if result.segment else EXIT_OK
+    _store_report(args, console, "locate", result, code)
+    return code
 
 
 def _write_json(path: str, data: dict) -> None:
@@ -279,7 +283,9 @@ def _plan(args, console) -> int:
         _write_json(args.json, result.as_dict())
         console.print(f"JSON: {args.json}", highlight=False)
     exported_ok = result.export is None or result.export.verified
-    return EXIT_OK if result.passed and exported_ok else EXIT_FAIL
+    code = EXIT_OK if result.passed and exported_ok else EXIT_FAIL
+    _store_report(args, console, "plan", result, code)
+    return code
 
 
 def _check(args, console) -> int:
@@ -311,13 +317,24 @@ def _check(args, console) -> int:
             raise UsageError(f"cannot write JUnit XML to {args.junit}: {e.strerror or e}") from None
         console.print(f"JUnit XML: {args.junit}", highlight=False)
     code = result.exit_code(strict=args.strict)
-    if not args.no_store:
-        from fpdiff.report import store
-        path = Path(args.store) if args.store else store.default_path()
-        flags = {k: v for k, v in vars(args).items() if k not in ("func",)}
-        run = store.save_check(result, path, flags, code)
-        console.print(f"stored as run {run} in {path} (fpdiff history, fpdiff diff)", highlight=False)
+    _store(args, console, lambda store, path: store.save_check(result, path, vars(args), code))
     return code
+
+
+def _store(args, console, save) -> None:
+    """Record the run in the history unless --no-store; `save(store_module, path)` returns the run's id."""
+    if args.no_store:
+        return
+    from fpdiff.report import store
+    path = Path(args.store) if args.store else store.default_path()
+    run = save(store, path)
+    console.print(f"stored as run {run} in {path} (fpdiff history, fpdiff diff)", highlight=False)
+
+
+def _store_report(args, console, kind: str, result, code: int) -> None:
+    from fpdiff.core.versions import report_versions
+    _store(args, console, lambda store, path: store.save(kind, result.model, "", report_versions(), vars(args), code,
+                                                        result.as_dict(), path))
 
 
 def _history(args) -> int:
@@ -329,7 +346,7 @@ def _history(args) -> int:
         for r in store.runs(path, args.model):
             when = datetime.datetime.fromtimestamp(r["started"]).strftime("%Y-%m-%d %H:%M")
             counts = " ".join(f"{k}={v}" for k, v in sorted(r["cells"].items()))
-            print(f"{r['id']:5d}  {when}  {r['model']}  exit {r['exit_code']}  {counts}")
+            print(f"{r['id']:5d}  {when}  {r['kind']:6s}  {r['model']}  exit {r['exit_code']}  {counts}")
         return EXIT_OK
     d = store.diff(path, args.run_a, args.run_b)
     print(f"fpdiff diff {d['a']} {d['b']}: {d['model']}" + ("" if d["same_model_hash"] else " (the model changed)"))

@@ -60,18 +60,25 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 def save_check(result, path: Path, flags: dict, exit_code: int) -> int:
     """Store one check run and its cells in one transaction; returns the run's id."""
+    rows = [(c.backend, c.device, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
+             (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
+            for c in result.cells]
+    return save("check", result.model, result.fingerprint, result.versions, flags, exit_code, result.as_dict(),
+                path, rows)
+
+
+def save(kind: str, model: str, model_hash: str, versions: dict, flags: dict, exit_code: int, report: dict,
+         path: Path, cells: list[tuple] = ()) -> int:
+    """Store one run (check, locate, plan: its whole JSON report) and its cells in one transaction."""
     con = _connect(path)
     try:
         con.execute("BEGIN IMMEDIATE")
         cur = con.execute("INSERT INTO runs (started, kind, model, model_hash, versions, flags, exit_code, result) "
-                          "VALUES (?, 'check', ?, ?, ?, ?, ?, ?)",
-                          (time.time(), result.model, result.fingerprint, json.dumps(result.versions),
-                           json.dumps(flags, default=str), exit_code, json.dumps(result.as_dict(), default=str)))
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          (time.time(), kind, model, model_hash, json.dumps(versions),
+                           json.dumps(flags, default=str), exit_code, json.dumps(report, default=str)))
         run = cur.lastrowid
-        con.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-            (run, c.backend, c.device, c.precision, c.shape_variant, str(c.status),
-             (c.metrics or {}).get("rel_l2"), (c.metrics or {}).get("max_norm"), c.reason,
-             json.dumps([f.as_dict() for f in c.findings])) for c in result.cells])
+        con.executemany("INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [(run, *c) for c in cells])
         con.execute("COMMIT")
         return run
     except sqlite3.OperationalError as e:
@@ -102,9 +109,11 @@ def cells(path: Path, run: int) -> tuple[dict, dict]:
     """(the run's row, its cells keyed by backend/device/precision/variant)."""
     con = _connect(path)
     try:
-        row = con.execute("SELECT id, model, model_hash, versions FROM runs WHERE id=?", (run,)).fetchone()
+        row = con.execute("SELECT id, model, model_hash, versions, kind FROM runs WHERE id=?", (run,)).fetchone()
         if row is None:
             raise UsageError(f"no run {run} in the history {path} (fpdiff history lists them)")
+        if row[4] != "check":
+            raise UsageError(f"run {run} is a {row[4]} run; fpdiff diff compares check runs cell by cell")
         found = {}
         for b, d, p, v, status, rel, mx, reason in con.execute(
                 "SELECT backend, device, precision, variant, status, rel_l2, max_norm, reason FROM cells WHERE run=?",
