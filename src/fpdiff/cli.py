@@ -50,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
     stored.add_argument("--store", metavar="PATH", help="the run history (default: FPDIFF_STORE, else "
                         "~/.local/share/fpdiff/history.sqlite)")
     stored.add_argument("--no-store", action="store_true", help="do not record this run in the history")
+    stored.add_argument("--html", metavar="PATH", help="write a self-contained HTML report here")
     c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64",
                        parents=[routed, stored])
     c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
@@ -102,6 +103,7 @@ def parser() -> argparse.ArgumentParser:
     loc.add_argument("--model-explorer", metavar="PATH", help="write Model Explorer node data (local error here, "
                      "accumulated error beside it as *.accumulated.json)")
     r = sub.add_parser("ranges", help="ranges of every float64 intermediate, judged for fp16 and bf16")
+    r.add_argument("--html", metavar="PATH", help="write a self-contained HTML report here")
     r.add_argument("model", help="spec .py file or example:NAME")
     r.add_argument("--precision", default="fp16,bf16", help="comma list of fp16,bf16 (default %(default)s)")
     r.add_argument("--all", action="store_true", help="every op, not only those with findings")
@@ -128,6 +130,10 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", metavar="PATH", help="write the plan and its search record here")
     sub.add_parser("examples", help="list the built-in example models")
     sub.add_parser("backends", help="list registered backends and whether they are available", parents=[routed])
+    rep = sub.add_parser("report", help="a self-contained HTML report from a --json file of check, locate, ranges "
+                         "or plan")
+    rep.add_argument("json_file", metavar="RUN.json")
+    rep.add_argument("-o", "--output", required=True, metavar="PATH", help="the HTML file to write")
     h = sub.add_parser("history", help="list the stored check runs (all, or one model's)")
     h.add_argument("model", nargs="?", help="only this model (as it was named: a path, example:NAME)")
     h.add_argument("--store", metavar="PATH", help="the run history (default as for check)")
@@ -165,6 +171,8 @@ def _run(args) -> int:
         return _worker(args)
     if args.command in ("history", "diff"):
         return _history(args)
+    if args.command == "report":
+        return _report(args)
     if hasattr(args, "backend_python"):
         from fpdiff.backends import routes
         routes.configure(python=dict(routes.parse_assignment(a, "python") for a in args.backend_python),
@@ -240,6 +248,7 @@ def _locate(args, console) -> int:
         console.print(f"Model Explorer node data: {', '.join(map(str, paths))}", highlight=False)
     # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
     code = EXIT_FAIL if result.segment else EXIT_OK
+    _html(args, console, result)
     _store_report(args, console, "locate", result, code)
     return code
 
@@ -260,6 +269,7 @@ def _ranges(args, console) -> int:
     if args.json:
         _write_json(args.json, result.as_dict())
         console.print(f"JSON: {args.json}", highlight=False)
+    _html(args, console, result)
     return EXIT_OK  # ranges informs; plan and check decide
 
 
@@ -284,6 +294,7 @@ def _plan(args, console) -> int:
         console.print(f"JSON: {args.json}", highlight=False)
     exported_ok = result.export is None or result.export.verified
     code = EXIT_OK if result.passed and exported_ok else EXIT_FAIL
+    _html(args, console, result)
     _store_report(args, console, "plan", result, code)
     return code
 
@@ -317,8 +328,39 @@ def _check(args, console) -> int:
             raise UsageError(f"cannot write JUnit XML to {args.junit}: {e.strerror or e}") from None
         console.print(f"JUnit XML: {args.junit}", highlight=False)
     code = result.exit_code(strict=args.strict)
+    _html(args, console, result)
     _store(args, console, lambda store, path: store.save_check(result, path, vars(args), code))
     return code
+
+
+def _report(args) -> int:
+    import json
+    try:
+        data = json.loads(Path(args.json_file).read_text())
+    except OSError as e:
+        raise UsageError(f"cannot read {args.json_file}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{args.json_file} is not JSON ({e}): give the file a --json option wrote") from None
+    _write_html(args.output, data)
+    print(f"HTML report: {args.output}")
+    return EXIT_OK
+
+
+def _write_html(path: str, data: dict) -> None:
+    from fpdiff.report import html
+    text = html.render(data)  # a foreign report fails here, before anything is written
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+    except OSError as e:
+        raise UsageError(f"cannot write HTML to {path}: {e.strerror or e}") from None
+
+
+def _html(args, console, result) -> None:
+    if getattr(args, "html", None):
+        from fpdiff.report.json_report import cleaned
+        _write_html(args.html, cleaned(result.as_dict()))
+        console.print(f"HTML report: {args.html}", highlight=False)
 
 
 def _store(args, console, save) -> None:

@@ -15,6 +15,11 @@ def _clean(x):
     return json_float(x) if isinstance(x, float) else x
 
 
+def cleaned(data: dict) -> dict:
+    """The report as its JSON file holds it (plain types, inf as "inf"), for renderers that take either."""
+    return json.loads(json.dumps(_clean(data), default=str))
+
+
 def dump(data: dict, path: str | Path) -> None:
     """Strict JSON for every report: inf as "inf", NaN as null, anything else unknown as its str."""
     p = Path(path)

@@ -67,6 +67,7 @@ class OpError:
     def as_dict(self) -> dict:
         d = dict(self.__dict__)
         d["ratio"] = self.ratio if math.isfinite(self.ratio) else "inf"
+        d["culprit"], d["cause"] = self.culprit, self.cause
         return d
 
 

@@ -1,0 +1,253 @@
+"""One self-contained HTML file per run, from its JSON report: it opens offline, with no server and no script.
+Plots are matplotlib figures inlined as SVG: a plotting library people already trust, no JavaScript to load or to
+fail, and a file of tens of kilobytes (an interactive library would embed megabytes of JavaScript). Hover text is
+the browser's own `title`."""
+from __future__ import annotations
+
+import html
+import io
+import math
+
+from fpdiff.core.errors import UsageError
+
+COLORS = {"pass": "#c8e6c9", "precision-loss": "#fff59d", "mismatch": "#ef9a9a", "unjudged": "#e1bee7",
+          "unsupported": "#e0e0e0", "error": "#ffab91", "crash": "#ffab91", "timeout": "#ffab91"}
+LIMITS = {"fp16 max (65504)": 65504.0, "fp16 smallest normal (6.1e-5)": 6.103515625e-05,
+          "fp16 smallest subnormal (6e-8)": 5.960464477539063e-08}
+STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:22px}h2{font-size:18px;margin-top:28px}table{border-collapse:collapse;margin:8px 0}
+td,th{border:1px solid #bbb;padding:4px 8px;font-size:13px;vertical-align:top}th{background:#f5f5f5}
+td.cell{text-align:center;min-width:90px}.muted{color:#666;font-size:12px}.legend span{padding:2px 8px;margin-right:6px}
+.finding{margin:6px 0}.remedy{color:#2e7d32}"""
+
+
+def kind_of(report: dict) -> str:
+    """Which analysis wrote the JSON (check, locate, ranges, plan); a foreign file is a one-line error."""
+    if not isinstance(report, dict):
+        raise UsageError("not an fpdiff report: the JSON is not an object")
+    if "cells" in report and "reference" in report:
+        return "check"
+    if "fpdiff_plan" in report:
+        return "plan"
+    if "culprit" in report and "ops" in report:
+        return "locate"
+    if "ops" in report and "dtypes" in report and "constants" in report:
+        return "ranges"
+    raise UsageError("not an fpdiff report (check, locate, ranges or plan JSON)")
+
+
+def render(report: dict) -> str:
+    kind = kind_of(report)
+    body = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan}[kind](report)
+    title = f"fpdiff {kind} {report.get('model', '')}"
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>{body}</body></html>")
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _err(x) -> str:
+    return "-" if x is None else (f"{x:.1e}" if isinstance(x, (int, float)) else str(x))
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _figure(width: float = 11, height: float = 4):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: small, searchable
+    return plt.subplots(figsize=(width, height))
+
+
+def _findings(items: list[tuple[str, dict]]) -> str:
+    if not items:
+        return "<p class='muted'>No findings.</p>"
+    out = []
+    for where, f in items:
+        remedy = f"<div class='remedy'>remedy: {_e(f['remedy'])}</div>" if f.get("remedy") else ""
+        out.append(f"<div class='finding'><b>{_e(f['kind'])}</b> in {_e(where)}: {_e(f['message'])}{remedy}</div>")
+    return "".join(out)
+
+
+def _versions(report: dict) -> str:
+    v = report.get("versions") or {}
+    rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(x)}</td></tr>" for k, x in v.items() if x)
+    return f"<h2>Versions</h2><table><tr><th>component</th><th>version</th></tr>{rows}</table>" if rows else ""
+
+
+def _check(r: dict) -> str:
+    cells = r["cells"]
+    precisions = list(dict.fromkeys(c["precision"] for c in cells))
+    judge = r.get("judge") or {}
+    ref = r.get("reference") or {}
+    out = [f"<p>Relative L2 against float64 ({_e(ref.get('backend'))} on {_e(ref.get('device'))}); judge "
+           f"cross-check: <b>{_e(judge.get('status', 'n/a'))}</b>. {_e(judge.get('message', ''))}</p>",
+           "<p class='legend'>" + "".join(f"<span style='background:{c}'>{_e(s)}</span>" for s, c in COLORS.items())
+           + " hover a cell for its reason and findings</p>"]
+    for variant in dict.fromkeys(c["shape_variant"] for c in cells):
+        rows = {}
+        for c in cells:
+            if c["shape_variant"] == variant:
+                rows.setdefault((c["backend"], c["device"]), {})[c["precision"]] = c
+        head = "".join(f"<th>{_e(p)}</th>" for p in precisions)
+        lines = []
+        for (b, d), by_p in rows.items():
+            tds = []
+            for p in precisions:
+                c = by_p.get(p)
+                if c is None:
+                    tds.append("<td class='cell'>-</td>")
+                    continue
+                tip = c["reason"] + "".join(f"\n{f['kind']}: {f['message']}" for f in c.get("findings", []))
+                err = (c.get("metrics") or {}).get("rel_l2")
+                kinds = ", ".join(dict.fromkeys(f["kind"] for f in c.get("findings", [])))
+                tds.append(f"<td class='cell' style='background:{COLORS.get(c['status'], '#fff')}' title='{_e(tip)}'>"
+                           f"<b>{_e(c['status'])}</b><br>{_e(_err(err))}"
+                           + (f"<br><span class='muted'>{_e(kinds)}</span>" if kinds else "") + "</td>")
+            lines.append(f"<tr><th>{_e(b)} ({_e(d)})</th>{''.join(tds)}</tr>")
+        out.append(f"<h2>Grid, shapes: {_e(variant)}</h2><table><tr><th>backend</th>{head}</tr>{''.join(lines)}"
+                   "</table>")
+    out.append(_error_bars(cells, precisions))
+    found = [(f"{c['backend']}/{c['device']}/{c['precision']}/{c['shape_variant']}", f) for c in cells
+             for f in c.get("findings", [])]
+    out.append("<h2>Findings</h2>" + _findings(found))
+    return "".join(out) + _versions(r)
+
+
+def _error_bars(cells: list[dict], precisions: list[str]) -> str:
+    """Each backend's error per precision, log scale, next to the tolerance: the grid as a picture."""
+    static = [c for c in cells if c["shape_variant"] == cells[0]["shape_variant"] and (c.get("metrics") or {})]
+    if not static:
+        return ""
+    backends = list(dict.fromkeys(c["backend"] for c in static))
+    fig, ax = _figure(11, 3.6)
+    width = 0.8 / max(1, len(backends))
+    for i, b in enumerate(backends):
+        xs, ys, cs = [], [], []
+        for j, p in enumerate(precisions):
+            c = next((c for c in static if c["backend"] == b and c["precision"] == p), None)
+            err = (c.get("metrics") or {}).get("rel_l2") if c else None
+            if isinstance(err, (int, float)) and math.isfinite(err) and err > 0:
+                xs.append(j + i * width)
+                ys.append(err)
+                cs.append(COLORS.get(c["status"], "#ccc"))
+        ax.bar(xs, ys, width=width, color=cs, edgecolor="#333", label=b)
+        for x, y in zip(xs, ys):
+            ax.text(x, y, b, rotation=90, fontsize=7, ha="center", va="bottom")
+    ax.set_yscale("log")
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(precisions))], precisions)
+    ax.set_ylabel("rel L2 vs float64")
+    ax.set_title("error per backend and precision (bar color = verdict)")
+    return "<h2>Errors</h2>" + _svg(fig)
+
+
+def _locate(r: dict) -> str:
+    ops = r.get("ops") or []
+    culprit = r.get("culprit") or {}
+    out = [f"<p>Backend <b>{_e(r['backend'])}</b> at <b>{_e(r['precision'])}</b>; output error "
+           f"{_e(_err(r.get('output_error')))}.</p>"]
+    if culprit:
+        out.append(f"<p><b>Culprit</b>: {_e(culprit.get('op'))} (node {_e(culprit.get('node'))}, module "
+                   f"{_e(culprit.get('module') or '(root)')}, {_e(culprit.get('source'))}): {_e(culprit.get('cause'))}"
+                   f", found by {_e(culprit.get('found_by'))}.</p>")
+    else:
+        out.append("<p>No culprit: every op stays within what the precision must lose.</p>")
+    if ops:
+        fig, ax = _figure(12, 4.2)
+        idx = list(range(len(ops)))
+
+        def series(key):
+            return [o[key] if isinstance(o.get(key), (int, float)) and o[key] and math.isfinite(o[key]) else None
+                    for o in ops]
+        lines = (("accumulated", "-o", "accumulated (the P run vs float64)"),
+                 ("local", "s", "local (the op alone at P)"), ("floor", "--", "floor (what P must lose)"))
+        for key, style, label in lines:
+            ys = series(key)
+            pts = [(i, y) for i, y in zip(idx, ys) if y is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label, markersize=4)
+        finite = [y for k in ("accumulated", "local") for y in series(k) if y]
+        top = max(finite) * 10 if finite else 1.0
+        over = [i for i, o in enumerate(ops) if isinstance(o.get("accumulated"), str) or (
+            isinstance(o.get("accumulated"), float) and not math.isfinite(o["accumulated"]))]
+        if over:  # inf/NaN have no place on a log axis: drawn at the top, marked
+            ax.plot(over, [top] * len(over), "x", color="#c62828", markersize=9, label="non-finite (inf/NaN)")
+        bad = next((o["index"] for o in ops if o.get("culprit")), None)
+        if bad is not None:
+            ax.axvline(bad, color="#c62828", linewidth=2, label=f"culprit: {ops[bad]['op']}")
+        ax.set_yscale("log")
+        ax.set_xlabel("op, in graph order")
+        ax.set_ylabel("rel L2 vs float64")
+        if len(ops) <= 60:
+            ax.set_xticks(idx, [f"{o['op']} ({o['source'].rsplit('/', 1)[-1]})" for o in ops], rotation=70,
+                          fontsize=7, ha="right")
+        ax.legend(fontsize=8)
+        ax.set_title("error profile along the graph")
+        out.append("<h2>Error profile</h2>" + _svg(fig))
+        rows = "".join(f"<tr><td>{o['index']}</td><td>{_e(o['op'])}</td><td>{_e(o['node'])}</td>"
+                       f"<td>{_e(o.get('module') or o.get('stack') or '(root)')}</td><td>{_e(o['source'])}</td>"
+                       f"<td>{_err(o.get('accumulated'))}</td><td>{_err(o.get('local'))}</td>"
+                       f"<td>{_err(o.get('floor'))}</td></tr>" for o in ops)
+        out.append("<h2>Ops</h2><table><tr><th>#</th><th>op</th><th>node</th><th>module</th><th>source</th>"
+                   f"<th>accumulated</th><th>local</th><th>floor</th></tr>{rows}</table>")
+    out.append("<h2>Findings</h2>" + _findings([(r["backend"], f) for f in r.get("findings") or []]))
+    return "".join(out)
+
+
+def _ranges(r: dict) -> str:
+    ops = r["ops"]
+    out = []
+    if ops:
+        fig, ax = _figure(12, 4.2)
+        idx = list(range(len(ops)))
+        ax.plot(idx, [o["max_abs"] or None for o in ops], "^", label="max |x|")
+        ax.plot(idx, [o["min_abs"] if o.get("min_abs") else None for o in ops], "v", label="smallest nonzero |x|")
+        for (label, v), color in zip(LIMITS.items(), ("#c62828", "#ef6c00", "#6a1b9a")):
+            ax.axhline(v, color=color, linestyle="--", linewidth=1, label=label)
+        ax.set_yscale("log")
+        ax.set_xlabel("op, in graph order")
+        if len(ops) <= 60:
+            ax.set_xticks(idx, [f"{o['op']} ({o['source'].rsplit('/', 1)[-1]})" for o in ops], rotation=70,
+                          fontsize=7, ha="right")
+        ax.legend(fontsize=8)
+        ax.set_title("per-op magnitudes against fp16's limits (bf16 has fp32's range)")
+        out.append("<h2>Ranges</h2>" + _svg(fig))
+    risky = [(f"{o['op']} ({o['source']})", {"kind": ", ".join(d["risks"]), "message": f"at {name}" + (
+              ": " + "; ".join(d["notes"]) if d.get("notes") else "")})
+             for o in ops for name, d in o["dtypes"].items() if d.get("risks")]
+    out.append("<h2>Risks</h2>" + _findings(risky))
+    return "".join(out)
+
+
+def _plan(r: dict) -> str:
+    out = [f"<p>{_e(r['precision'])} on {_e(r['backend'])}, tolerance {_e(r['tolerance'])}: "
+           f"<b>{'verified plan' if r.get('passed') else 'no plan'}</b>. Pure {_e(r['precision'])}: "
+           f"{_e(_err(r.get('pure_error')))}; with the plan: {_e(_err(r.get('error')))}; "
+           f"{(r.get('low_fraction') or 0):.1%} of the flops stay {_e(r['precision'])}.</p>"]
+    rows = "".join(f"<tr><td>{_e(k['node'])}</td><td>{_e(k['op'])}</td><td>{_e(k.get('module') or '(root)')}</td>"
+                   f"<td>{_e(k.get('source'))}</td><td>{_e('; '.join(k.get('why') or []))}</td></tr>"
+                   for k in r.get("keep") or [])
+    out.append("<h2>Ops kept in fp32</h2><table><tr><th>node</th><th>op</th><th>module</th><th>source</th>"
+               f"<th>why</th></tr>{rows}</table>")
+    errs = [("pure " + r["precision"], r.get("pure_error")), ("plan", r.get("error")),
+            ("all fp32", r.get("fp32_error"))]
+    errs = [(k, v) for k, v in errs if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    if errs:
+        fig, ax = _figure(6, 3)
+        ax.bar([k for k, _ in errs], [v for _, v in errs], color=["#ef9a9a", "#c8e6c9", "#90caf9"][:len(errs)])
+        ax.axhline(r["tolerance"], color="#333", linestyle="--", label="tolerance")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+        ax.set_title("error before and after the plan")
+        out.append("<h2>Error</h2>" + _svg(fig))
+    return "".join(out)

@@ -1,0 +1,83 @@
+"""The HTML report: one offline file from any report JSON, foreign input refused in one line, and what a browser
+shows of it (headless Chromium: no console errors, every plot rendered, a screenshot to look at)."""
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from fpdiff.analysis.check import Cell, CheckResult
+from fpdiff.cli import main
+from fpdiff.core.compare import Finding
+from fpdiff.report import html
+from fpdiff.report.json_report import cleaned
+
+
+def check_report():
+    cells = [Cell("torch", "cpu", "fp16", "static", "pass", "rel L2 4e-04 <= tolerance", metrics={"rel_l2": 4e-4}),
+             Cell("iree", "cpu", "fp16", "static", "mismatch", "rel L2 0.9 is 2000x the baseline's",
+                  metrics={"rel_l2": 0.9}, findings=[Finding("nan", "3 values are NAN", remedy="look at the pad")]),
+             Cell("ort", "cpu", "bf16", "static", "unsupported", "no bf16 kernel for Conv")]
+    return cleaned(CheckResult("example:tinycnn", cells, {"backend": "torch", "device": "cpu"},
+                               {"torch": "2.13.0"}, 1.0, judge={"status": "agrees"}).as_dict())
+
+
+def test_a_check_report_is_one_offline_file_with_the_grid_and_findings():
+    text = html.render(check_report())
+    # nothing to fetch and nothing to run: no script, no stylesheet link, no remote src/href (SVG's xmlns are names)
+    assert "<script" not in text and "<link" not in text and not re.findall(r"(?:src|href)=[\"']https?://", text)
+    assert text.count("<svg") == 1 and "title='rel L2 0.9 is 2000x the baseline&#x27;s\nnan: 3 values are NAN'" in text
+    assert "remedy: look at the pad" in text and "2.13.0" in text and len(text) < 200_000
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{not json", "is not JSON"),
+    ('{"hello": 1}', "not an fpdiff report"),
+    ("[1, 2]", "not an fpdiff report"),
+])
+def test_corrupt_or_foreign_json_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, content, words):
+    src, out = tmp_path / "run.json", tmp_path / "report.html"
+    src.write_text(content)
+    assert main(["report", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_an_unwritable_output_is_one_line(tmp_path, capsys):
+    src = tmp_path / "run.json"
+    src.write_text(json.dumps(check_report()))
+    assert main(["report", str(src), "-o", "/proc/no/report.html"]) == 2
+    assert "cannot write HTML to /proc/no/report.html" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:  # the test setup may install Debian's chromium; without it the browser test says why
+        p = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True)
+        exe = shutil.which("chromium")
+        if exe is None:
+            pytest.skip(f"no chromium and apt-get could not install it: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
+    return exe
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [
+    ["check", "example:tinycnn", "--backends", "torch,ort,openvino", "--precisions", "fp32,fp16,bf16", "--repeat", "1"],
+    ["locate", "example:rmsnorm", "--precision", "fp16", "--no-repro"],
+    ["ranges", "example:rmsnorm"],
+    ["plan", "example:rmsnorm", "--no-speed"],
+])
+def test_every_report_renders_in_a_real_browser(chromium, tmp_path, command):
+    page = tmp_path / f"{command[0]}.html"
+    main([*command, "--html", str(page)] + (["--no-store"] if command[0] != "ranges" else []))
+    run = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--enable-logging=stderr",
+           "--window-size=1400,1600"]
+    dom = subprocess.run([*run, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    shot = tmp_path / f"{command[0]}.png"
+    subprocess.run([*run, f"--screenshot={shot}", page.as_uri()], capture_output=True, text=True, timeout=120)
+    console = [ln for ln in dom.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    assert not console, console
+    assert dom.stdout.count("<svg") >= 1 and "<h1>fpdiff " in dom.stdout  # every plot made it into the page
+    assert shot.stat().st_size > 20_000  # a page was drawn, not a blank
