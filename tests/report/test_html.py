@@ -56,6 +56,9 @@ def chromium():
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:  # the test setup may install Debian's chromium; without it the browser test says why
         p = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True)
+        if p.returncode:  # a fresh machine's package lists may be empty
+            subprocess.run(["apt-get", "update", "-q"], capture_output=True, text=True)
+            p = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True)
         exe = shutil.which("chromium")
         if exe is None:
             pytest.skip(f"no chromium and apt-get could not install it: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
