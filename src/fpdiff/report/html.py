@@ -69,6 +69,18 @@ def _figure(width: float = 11, height: float = 4):
     return plt.subplots(figsize=(width, height))
 
 
+def _op_axis(fig, ax, ops: list[dict], title: str) -> str:
+    """A log y axis over the ops in graph order, each named by op and source line when there are few enough."""
+    ax.set_yscale("log")
+    ax.set_xlabel("op, in graph order")
+    if len(ops) <= 60:
+        ax.set_xticks(range(len(ops)), [f"{o['op']} ({o['source'].rsplit('/', 1)[-1]})" for o in ops], rotation=70,
+                      fontsize=7, ha="right")
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    return _svg(fig)
+
+
 def _findings(items: list[tuple[str, dict]]) -> str:
     if not items:
         return "<p class='muted'>No findings.</p>"
@@ -185,15 +197,8 @@ def _locate(r: dict) -> str:
         bad = next((o["index"] for o in ops if o.get("culprit")), None)
         if bad is not None:
             ax.axvline(bad, color="#c62828", linewidth=2, label=f"culprit: {ops[bad]['op']}")
-        ax.set_yscale("log")
-        ax.set_xlabel("op, in graph order")
         ax.set_ylabel("rel L2 vs float64")
-        if len(ops) <= 60:
-            ax.set_xticks(idx, [f"{o['op']} ({o['source'].rsplit('/', 1)[-1]})" for o in ops], rotation=70,
-                          fontsize=7, ha="right")
-        ax.legend(fontsize=8)
-        ax.set_title("error profile along the graph")
-        out.append("<h2>Error profile</h2>" + _svg(fig))
+        out.append("<h2>Error profile</h2>" + _op_axis(fig, ax, ops, "error profile along the graph"))
         rows = "".join(f"<tr><td>{o['index']}</td><td>{_e(o['op'])}</td><td>{_e(o['node'])}</td>"
                        f"<td>{_e(o.get('module') or o.get('stack') or '(root)')}</td><td>{_e(o['source'])}</td>"
                        f"<td>{_err(o.get('accumulated'))}</td><td>{_err(o.get('local'))}</td>"
@@ -214,14 +219,8 @@ def _ranges(r: dict) -> str:
         ax.plot(idx, [o["min_abs"] if o.get("min_abs") else None for o in ops], "v", label="smallest nonzero |x|")
         for (label, v), color in zip(LIMITS.items(), ("#c62828", "#ef6c00", "#6a1b9a")):
             ax.axhline(v, color=color, linestyle="--", linewidth=1, label=label)
-        ax.set_yscale("log")
-        ax.set_xlabel("op, in graph order")
-        if len(ops) <= 60:
-            ax.set_xticks(idx, [f"{o['op']} ({o['source'].rsplit('/', 1)[-1]})" for o in ops], rotation=70,
-                          fontsize=7, ha="right")
-        ax.legend(fontsize=8)
-        ax.set_title("per-op magnitudes against fp16's limits (bf16 has fp32's range)")
-        out.append("<h2>Ranges</h2>" + _svg(fig))
+        out.append("<h2>Ranges</h2>" + _op_axis(fig, ax, ops, "per-op magnitudes against fp16's limits (bf16 has "
+                                                 "fp32's range)"))
     risky = [(f"{o['op']} ({o['source']})", {"kind": ", ".join(d["risks"]), "message": f"at {name}" + (
               ": " + "; ".join(d["notes"]) if d.get("notes") else "")})
              for o in ops for name, d in o["dtypes"].items() if d.get("risks")]
