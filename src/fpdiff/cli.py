@@ -206,7 +206,7 @@ def _run(args) -> int:
 
 def _worker(args) -> int:
     """Serve jobs until interrupted; refuses to start without a token (no unauthenticated code execution)."""
-    from fpdiff.backends.routes import TOKEN_ENV, Route
+    from fpdiff.backends.routes import TOKEN_ENV, read_token
     from fpdiff.runtime.serve import listen
     host, _, port = args.listen.rpartition(":")
     if not host or not port.isdigit():
@@ -214,7 +214,7 @@ def _worker(args) -> int:
     if not args.token_file and not os.environ.get(TOKEN_ENV):
         raise UsageError(f"a worker needs a shared token: --token-file PATH or {TOKEN_ENV} (anyone holding it can "
                          "run code here)")
-    token = Route("worker", "worker", host=args.listen, token_file=args.token_file).token()
+    token = read_token(args.token_file, f"the worker on {args.listen}")
     try:
         listen(host.strip("[]"), int(port), token)
     except OSError as e:

@@ -12,6 +12,7 @@ from fpdiff.backends.base import TORCH, Backend, Prepared
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import IMPORT, LOAD, TORCH_EXPORT, Unsupported, stage
+from fpdiff.model.graph import source_line
 
 FP16_MAX = 65504.0
 FP16_SMALLEST = 2.0 ** -24  # smallest subnormal: nonzero values below it become 0 in a FLOAT16 model
@@ -38,16 +39,6 @@ def _dtype(op) -> str | None:
     from coremltools.converters.mil.mil import types
     outs = [o for o in op.outputs if types.is_tensor(o.sym_type) or types.is_scalar(o.sym_type)]
     return types.builtin_to_string(outs[0].dtype) if outs else None
-
-
-def _source_line(trace: str) -> str:
-    """`file:line` of the innermost frame in the user's code (not torch's own modules) of a stack trace."""
-    frames = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ")]
-    user = [f for f in frames if "/site-packages/" not in f] or frames
-    if not user:
-        return ""
-    parts = user[-1].split('"')
-    return f"{parts[1].rsplit('/', 1)[-1]}:{user[-1].rsplit('line ', 1)[-1].split(',')[0]}" if len(parts) > 1 else ""
 
 
 def _trace(op) -> str:
@@ -114,7 +105,7 @@ def _decomposed(program, compute: list) -> list[dict]:
         math = [n for n in names if n not in ("view", "_unsafe_view", "clone", "getitem", "transpose", "reshape")]
         coreml = by_line.get(key, [])
         if len(math) == 1 and len(coreml) > 1:
-            out.append({"torch": math[0], "source": _source_line(key), "coreml": coreml})
+            out.append({"torch": math[0], "source": source_line(key).rsplit("/", 1)[-1], "coreml": coreml})
     return out
 
 

@@ -30,19 +30,22 @@ class Route:
         return f"python {self.python}" if self.python else f"worker {self.host}"
 
     def token(self) -> bytes:
-        """The shared token: the route's file, else FPDIFF_TOKEN; never empty."""
-        if self.token_file:
-            path = Path(self.token_file).expanduser()
-            try:
-                text = path.read_text().strip()
-            except OSError as e:
-                raise UsageError(f"cannot read the token file for {self.name}: {path} ({e.strerror})") from None
-        else:
-            text = os.environ.get(TOKEN_ENV, "").strip()
-        if not text:
-            raise UsageError(f"{self.name} runs on {self.host}: give a token (token_file in {CONFIG_FILE}, "
-                             f"--token-file, or {TOKEN_ENV})")
-        return text.encode()
+        return read_token(self.token_file, f"{self.name} runs on {self.host}")
+
+
+def read_token(token_file: str | None, who: str) -> bytes:
+    """The shared token: the file's, else FPDIFF_TOKEN; never empty (`who` needs it, said when it is missing)."""
+    if token_file:
+        path = Path(token_file).expanduser()
+        try:
+            text = path.read_text().strip()
+        except OSError as e:
+            raise UsageError(f"cannot read the token file for {who}: {path} ({e.strerror})") from None
+    else:
+        text = os.environ.get(TOKEN_ENV, "").strip()
+    if not text:
+        raise UsageError(f"{who}: give a token (token_file in {CONFIG_FILE}, --token-file, or {TOKEN_ENV})")
+    return text.encode()
 
 
 _explicit: dict[str, Route] = {}

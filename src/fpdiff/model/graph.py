@@ -122,16 +122,17 @@ def where(node) -> tuple[str, str]:
     """A node's nn.Module path and the user's file:line that made it (torch's own frames skipped)."""
     stack = node.meta.get("nn_module_stack") or {}
     path = list(stack.values())[-1][0] if stack else ""
-    trace = node.meta.get("stack_trace") or ""
+    return path, source_line(node.meta.get("stack_trace") or "")
+
+
+def source_line(trace: str) -> str:
+    """`file:line` of the innermost frame of a stack trace that is the user's (torch's own frames skipped)."""
     torch_dir = os.path.dirname(torch.__file__)
     lines = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ") and torch_dir not in ln]
-    src = ""
-    if lines:
-        last = lines[-1]  # innermost frame: the user's line that made this op
-        try:
-            fname = last.split('"')[1]
-            lineno = last.split("line ")[1].split(",")[0]
-            src = f"{fname}:{lineno}"
-        except IndexError:
-            src = last
-    return path, src
+    if not lines:
+        return ""
+    last = lines[-1]  # innermost frame: the user's line that made this op
+    try:
+        return f"{last.split(chr(34))[1]}:{last.split('line ')[1].split(',')[0]}"
+    except IndexError:
+        return last

@@ -169,13 +169,9 @@ def job_frame(job, timeout: float, backend: str, sent: dict) -> tuple[dict, dict
 
 def _np(x) -> np.ndarray:
     import torch
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu()
-        if x.dtype == torch.bfloat16:
-            import ml_dtypes
-            return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return x.numpy()
-    return np.asarray(x)
+
+    from fpdiff.backends import to_numpy
+    return to_numpy(x.detach().cpu()) if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def result_frame(result) -> tuple[dict, dict[str, bytes]]:

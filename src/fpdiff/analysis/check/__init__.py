@@ -190,12 +190,11 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
                                      fp32_ok=fp32 is None or fp32.status == OK,
                                      torch_source=source.ref.kind == "torch"))
     _variant_findings(out_cells, {(b, d, p.name, v.name): results[(b, d, p.name, v)] for b, d, p, v in cells})
-    narrower = [(cell, key) for cell, key in zip(out_cells, cells) if cell.status == compare.MISMATCH
-                and cell.metrics and _computed_format(results[(key[0], key[1], key[2].name, key[3])], key[2])]
+    narrower = [(cell, key, fmt) for cell, key in zip(out_cells, cells) if cell.status == compare.MISMATCH
+                and cell.metrics and (fmt := _computed_format(results[(key[0], key[1], key[2].name, key[3])], key[2]))]
     if narrower:
         with Router(env) as pool:
-            for cell, (b, d, p, v) in narrower:
-                fmt = _computed_format(results[(b, d, p.name, v)], p)
+            for cell, (b, d, p, v), fmt in narrower:
                 if fmt.name not in base_metrics:  # that format's baseline, run now: only a suspect cell needs it
                     jb, jd, _, jv = baselines.get(fmt.name) or (judge_backend, "cpu", fmt, STATIC)
                     r = pool.run(job(jb, fmt.name, jd, jv), timeout)
