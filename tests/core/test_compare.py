@@ -163,3 +163,68 @@ def test_statuses_are_the_report_strings():
     assert json.dumps([Status.PASS, Status.PRECISION_LOSS]) == '["pass", "precision-loss"]'
     assert f"{Status.MISMATCH}" == "mismatch" and str(Status.UNJUDGED) == "unjudged"
     assert Status.ERROR == "error" and "ok" not in CELL_STATUSES
+
+
+def test_tiny_outputs_flushed_to_zero_are_a_full_error_not_a_pass():
+    """Squares of 1e-160 underflow to 0: a norm of raw values read an all-zero output as rel L2 0 (pass)."""
+    ref = np.random.default_rng(1).standard_normal(500) * 1e-160
+    r = m(ref, np.zeros_like(ref), torch.float64)
+    assert r.rel_l2 == 1.0 and r.max_norm == 1.0 and r.cosine == 0.0
+    j = compare.judge(r, get("fp64"), m(ref, ref * (1 + 1e-16), torch.float64))
+    assert j.status == "mismatch", j.reason  # at fp64 the value is representable: returning zeros is wrong
+    # at fp32 it is not: the baseline at fp32 flushes too, so the precision cannot hold it (precision-loss)
+    j32 = compare.judge(r, get("fp32"), r)
+    assert j32.status == "precision-loss", j32.reason
+
+
+def test_tiny_and_huge_outputs_measure_as_at_unit_scale():
+    rng = np.random.default_rng(2)
+    ref = rng.standard_normal(1000)
+    out = ref * (1 + 1e-6 * rng.standard_normal(1000))
+    unit = m(ref, out, torch.float64)
+    for scale in (1e-160, 1e-300, 1e200, 1e300):
+        with np.errstate(all="raise"):  # no numpy warning may reach stderr
+            r = m(ref * scale, out * scale, torch.float64)
+        assert math.isfinite(r.rel_l2) and math.isclose(r.rel_l2, unit.rel_l2, rel_tol=1e-9), (scale, r.rel_l2)
+        assert math.isclose(r.max_norm, unit.max_norm, rel_tol=1e-9)
+        assert math.isclose(r.cosine, unit.cosine, rel_tol=1e-12) and math.isclose(r.snr_db, unit.snr_db)
+
+
+def test_an_error_beyond_the_float64_range_is_infinite_not_nan():
+    r = m([1e308, -1e308], [-1e308, 1e308], torch.float64)
+    assert r.rel_l2 == math.inf and r.max_norm == math.inf
+    assert compare.judge(r, get("fp64"), m([1e308], [1e308], torch.float64)).status == "mismatch"
+
+
+def test_a_nan_metric_never_decides_silently():
+    j = compare.judge(_metrics(math.nan), get("fp32"), _metrics(1e-7))
+    assert j.status == "error" and "NaN" in j.reason
+
+
+def test_integer_outputs_are_counted_as_flips_not_put_in_the_norm():
+    ref = [np.array([0.5, 1.5]), np.arange(100, dtype=np.int64), np.ones(10, dtype=bool)]
+    out = [np.array([0.5, 1.5]), np.arange(100, dtype=np.int64), np.ones(10, dtype=bool)]
+    out[1][[3, 7]] = [99, 0]
+    out[2][0] = False
+    r = compare.measure(ref, out, torch.float32)
+    assert r.rel_l2 == 0 and r.numel == 2  # the float outputs are exact
+    assert (r.discrete, r.flips) == (110, 3)
+
+
+def test_flips_are_judged_against_the_baselines_flips():
+    fp16 = get("fp16")
+    assert compare.judge_flips(0, 1000, 0, "fp16").status == "pass"
+    assert compare.judge_flips(1, 1000, 0, "fp16").status == "precision-loss"  # one near tie: noise
+    assert compare.judge_flips(2, 1000, 0, "fp16").status == "mismatch"  # exact integer arithmetic breaks
+    assert compare.judge_flips(12, 1000, 3, "fp16").status == "precision-loss"
+    assert compare.judge_flips(14, 1000, 3, "fp16").status == "mismatch"
+    assert compare.judge_flips(5, 1000, None, "fp16").status == "precision-loss"
+    # the cell's verdict is the worse of its float outputs' and its integer outputs'
+    ref = [np.linspace(1, 2, 2000), np.arange(50)]
+    good = [ref[0] * (1 + 1e-4), ref[1].copy()]
+    bad = [ref[0] * (1 + 1e-4), ref[1].copy()]
+    bad[1][:10] += 1
+    base = compare.measure(ref, good, fp16.compute)
+    assert compare.judge(compare.measure(ref, good, fp16.compute), fp16, base).status == "pass"
+    j = compare.judge(compare.measure(ref, bad, fp16.compute), fp16, base)
+    assert j.status == "mismatch" and "10 of 50 integer" in j.reason

@@ -36,6 +36,17 @@ MAX_FACTOR = 16.0
 # requested format nothing can be said (an exact baseline makes any ratio infinite). Unlike the mismatch rule,
 # small outputs get no wider factor: this is a finding on a passing cell, not a verdict, and the false alarms of
 # 4x on every output size are measured on the corpus (BENCHMARKS.md).
+# Flip rule, for integer and boolean outputs (argmax, top-k indices, masks): an element is right or wrong, so they are
+# counted, never put in a float norm. A float model's integer outputs flip where its float values are near a tie
+# (two logits within the precision's rounding); the baseline at the same precision shows how many such ties the
+# input has, and a healthy backend breaks about as many the other way. Mismatch beyond FLIP_FACTOR times the
+# baseline's flips (the factor of the rel L2 rule: the same spread of healthy implementations) plus FLIP_SLACK
+# (one near tie the baseline happened to break the float64 way: counts of rare events are noisy at 0 and 1).
+# Integer arithmetic is exact in every implementation: its baseline flips nothing, and more than one flip is a
+# mismatch. Any flip within the rule is precision-loss, never pass: a changed index is not inside a tolerance.
+FLIP_FACTOR = 4.0
+FLIP_SLACK = 1
+
 MANTISSA_BITS = {53: "fp64", 24: "fp32", 11: "fp16 or tf32", 8: "bf16", 4: "fp8 (e4m3)"}
 NEXT_FORMAT_GAP = {53: 29, 24: 13, 11: 3, 8: 4}
 
@@ -52,7 +63,9 @@ class Metrics:
     max_norm: float  # max |error| / max |reference|: the worst element, on the output's own scale
     nan: int
     inf: int
-    numel: int
+    numel: int  # float output elements (the metrics above are over these)
+    discrete: int = 0  # integer and boolean output elements (argmax, masks): judged by flips (judge_flips)
+    flips: int = 0  # of those, how many differ from the float64 reference's
 
     def as_dict(self) -> dict:
         return {k: json_float(v) for k, v in self.__dict__.items()}
@@ -147,35 +160,74 @@ def ulp_size(ref: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     return np.exp2(exp - mant_bits)
 
 
+def scaled_norm(x: np.ndarray) -> tuple[float, float]:
+    """The L2 norm of `x` as (scale, norm of x / scale): squares of raw values underflow to 0 near 1e-160 and
+    overflow to inf near 1e200, so the squares are taken on the output's own scale (its largest |value|)."""
+    scale = float(np.abs(x).max()) if x.size else 0.0
+    if scale == 0.0 or not math.isfinite(scale):
+        return scale, float(scale != 0.0)
+    return scale, float(np.linalg.norm(x / scale))
+
+
+def norm_ratio(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """|a| / |b| for two scaled norms, without forming either norm (each may lie outside the float64 range)."""
+    if b[0] == 0.0:
+        return 0.0 if a[0] == 0.0 else math.inf
+    with np.errstate(over="ignore", under="ignore"):
+        return float(np.float64(a[0]) / np.float64(b[0])) * (a[1] / b[1])
+
+
+def is_discrete(a: np.ndarray) -> bool:
+    """Integer and boolean outputs (argmax, masks, counts): judged by flips, not by a float norm (judge_flips)."""
+    return np.asarray(a).dtype.kind in "biu"
+
+
 def measure(ref: list[np.ndarray], out: list[np.ndarray], ulp_dtype: torch.dtype) -> Metrics:
-    """Metrics over all outputs together (flattened): the worst element and the aggregate both count."""
-    r = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in ref]) if ref else np.zeros(0)
-    o = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in out]) if out else np.zeros(0)
+    """Metrics over all float outputs together (flattened): the worst element and the aggregate both count.
+    Integer and boolean outputs (by the reference's dtype) are counted apart: `flips` of `discrete` elements."""
+    pairs = list(zip(ref, out))
+    floats = [(a, b) for a, b in pairs if not is_discrete(a)]
+    discrete = [(a, b) for a, b in pairs if is_discrete(a)]
+    n_discrete = sum(int(np.asarray(a).size) for a, _ in discrete)
+    flips = sum(int(np.count_nonzero(np.asarray(a).ravel() != np.asarray(b).ravel())) for a, b in discrete)
+    r = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a, _ in floats]) if floats else np.zeros(0)
+    o = np.concatenate([np.asarray(b, dtype=np.float64).ravel() for _, b in floats]) if floats else np.zeros(0)
     ref_finite = np.isfinite(r)
     nan = int(np.count_nonzero(np.isnan(o) & ~np.isnan(r)))
     inf = int(np.count_nonzero(np.isinf(o) & ~np.isinf(r)))
     both = ref_finite & np.isfinite(o)
     bad = int(np.count_nonzero(ref_finite & ~np.isfinite(o)))
     rf, of = r[both], o[both]
-    d = np.abs(of - rf)
     if bad or rf.size == 0:
         inf_or_zero = math.inf if bad else 0.0
         return Metrics(inf_or_zero, inf_or_zero, inf_or_zero, math.nan if bad else 1.0,
-                       -math.inf if bad else math.inf, inf_or_zero, inf_or_zero, inf_or_zero, nan, inf, int(r.size))
-    ref_norm = float(np.linalg.norm(rf))
-    err_norm = float(np.linalg.norm(d))
+                       -math.inf if bad else math.inf, inf_or_zero, inf_or_zero, inf_or_zero, nan, inf, int(r.size),
+                       n_discrete, flips)
+    with np.errstate(over="ignore", under="ignore"):  # |of - rf| beyond 1.8e308 is inf, and inf is the answer
+        d = np.abs(of - rf)
+    ref_n, err_n, out_n = scaled_norm(rf), scaled_norm(d), scaled_norm(of)
     tiny = float(torch.finfo(ulp_dtype).tiny)
     max_abs = float(d.max())
-    max_rel = float((d / np.maximum(np.abs(rf), tiny)).max())
-    rel_l2 = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
-    on = float(np.linalg.norm(of))
-    cosine = float(np.dot(rf, of) / (ref_norm * on)) if ref_norm > 0 and on > 0 else (1.0 if err_norm == 0 else 0.0)
-    snr_db = 10 * math.log10(ref_norm**2 / err_norm**2) if err_norm > 0 else math.inf
-    ulps = d / ulp_size(rf, ulp_dtype)
-    max_ref = float(np.abs(rf).max())
-    max_norm = max_abs / max_ref if max_ref > 0 else (0.0 if max_abs == 0 else math.inf)
+    with np.errstate(over="ignore", under="ignore"):
+        max_rel = float((d / np.maximum(np.abs(rf), tiny)).max())
+    rel_l2 = norm_ratio(err_n, ref_n)
+    cosine = _cosine(rf, of, ref_n, out_n, err_n)
+    snr_db = 20 * math.log10(1 / rel_l2) if 0 < rel_l2 < math.inf else (math.inf if rel_l2 == 0 else -math.inf)
+    with np.errstate(over="ignore", under="ignore"):
+        ulps = d / ulp_size(rf, ulp_dtype)
+    max_ref = ref_n[0]
+    max_norm = norm_ratio((max_abs, 1.0), (max_ref, 1.0))
     return Metrics(max_abs, max_rel, rel_l2, cosine, snr_db, float(ulps.max()), float(np.median(ulps)),
-                   max_norm, nan, inf, int(r.size))
+                   max_norm, nan, inf, int(r.size), n_discrete, flips)
+
+
+def _cosine(rf: np.ndarray, of: np.ndarray, ref_n: tuple, out_n: tuple, err_n: tuple) -> float:
+    """Cosine of reference and output, each on its own scale (the dot product of raw values under/overflows)."""
+    if ref_n[0] == 0.0 or out_n[0] == 0.0:
+        return 1.0 if err_n[0] == 0.0 else 0.0
+    if not math.isfinite(out_n[0]):
+        return math.nan
+    return float(np.dot(rf / ref_n[0], of / out_n[0]) / (ref_n[1] * out_n[1]))
 
 
 def repeat_difference(first: list[np.ndarray], others: list[list[np.ndarray]]) -> str | None:
@@ -217,10 +269,48 @@ def range_findings(ref: list[np.ndarray], precision: Precision) -> list[Finding]
     return found
 
 
+def judge_flips(flips: int, total: int, baseline_flips: int | None, precision_name: str) -> Judgement:
+    """Verdict on integer and boolean outputs by the flip rule (see FLIP_FACTOR): pass only when none differs."""
+    if not flips:
+        return Judgement(PASS, f"{total} integer/boolean output values equal float64's" if total else "")
+    what = f"{flips} of {total} integer/boolean output values differ from float64's"
+    if baseline_flips is None:
+        return Judgement(PRECISION_LOSS, f"{what}; no baseline", [_no_baseline()])
+    limit = FLIP_FACTOR * baseline_flips + FLIP_SLACK
+    if flips > limit:
+        return Judgement(MISMATCH, f"{what}, the baseline's {baseline_flips} at {precision_name} (limit "
+                         f"{FLIP_FACTOR:g}x + {FLIP_SLACK})")
+    return Judgement(PRECISION_LOSS, f"{what}, in line with the baseline's {baseline_flips} at {precision_name}: "
+                     "near ties the precision breaks either way")
+
+
+RANK = {PASS: 0, PRECISION_LOSS: 1, MISMATCH: 2}
+
+
 def judge(m: Metrics, precision: Precision, baseline: Metrics | None,
           narrowest_bits: int | None = None) -> Judgement:
-    """Verdict for one finished cell: pass, precision-loss or mismatch, with the rule that decided it."""
+    """Verdict for one finished cell: the worse of its float outputs' verdict and its integer outputs' (flips)."""
+    j = _judge_floats(m, precision, baseline, narrowest_bits) if m.numel or not m.discrete else None
+    if not m.discrete:
+        return j
+    f = judge_flips(m.flips, m.discrete, baseline.flips if baseline is not None else None, precision.name)
+    if j is None:
+        return f
+    worst = j if RANK.get(j.status, 3) >= RANK.get(f.status, 3) else f
+    other = f if worst is j else j
+    findings = j.findings + [x for x in f.findings if x.kind not in {y.kind for y in j.findings}]
+    return Judgement(worst.status, f"{worst.reason}; {other.reason}", findings, j.effective_bits)
+
+
+def _judge_floats(m: Metrics, precision: Precision, baseline: Metrics | None,
+                  narrowest_bits: int | None = None) -> Judgement:
+    """Verdict on the float outputs: pass, precision-loss or mismatch, with the rule that decided it."""
     tol = precision.tolerance
+    if math.isnan(m.rel_l2) or math.isnan(m.max_norm) or (baseline is not None and (
+            math.isnan(baseline.rel_l2) or math.isnan(baseline.max_norm))):
+        # NaN compares false with every limit, so it would slip through to whichever rule comes last
+        return Judgement(ERROR, "internal error in fpdiff: the error metric is NaN (rel L2 "
+                         f"{m.rel_l2}, worst element {m.max_norm}); no verdict is claimed on it")
     findings: list[Finding] = []
     if m.nan or m.inf:
         kinds = [("nan", m.nan), ("inf", m.inf)]
