@@ -34,6 +34,7 @@ def _shape(text: str) -> tuple[str, list[int]]:
 def parser() -> argparse.ArgumentParser:
     from fpdiff.analysis.check import DEFAULT_BACKENDS, DEFAULT_REPEAT
     from fpdiff.core.precision import DEFAULT_PRECISIONS, PRECISIONS
+    from fpdiff.core.status import NOTHING_JUDGED
     from fpdiff.runtime.worker import DEFAULT_TIMEOUT
     p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -52,7 +53,10 @@ def parser() -> argparse.ArgumentParser:
     stored.add_argument("--no-store", action="store_true", help="do not record this run in the history")
     stored.add_argument("--html", metavar="PATH", help="write a self-contained HTML report here")
     c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64",
-                       parents=[routed, stored])
+                       parents=[routed, stored], epilog=f"exit {EXIT_OK}: every judged cell holds; {EXIT_FAIL}: a "
+                       f"cell is mismatch, error, crash or timeout (--strict: not a clean pass); {EXIT_USAGE}: usage or "
+                       f"input error; {NOTHING_JUDGED}: nothing was judged (every cell unsupported, error, crash, "
+                       "timeout or unjudged)")
     c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     c.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
                    help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")

@@ -211,3 +211,17 @@ def test_a_backend_rounding_more_at_the_same_dtype_is_told_so_not_called_bf16():
     assert "no compiled op in a dtype narrower than float16" in more.message and "bf16?" not in more.message
     assert not one(r, backend="torch").findings
     assert r.exit_code(strict=True) == 0
+
+
+def test_a_run_that_judged_nothing_says_so_and_exits_3(capsys, tmp_path):
+    """ORT's CPU provider has no bf16 Conv: the only cell is unsupported, so no cell reached a verdict. Exit 0
+    ("nothing failed") would read as "the numbers hold"."""
+    from fpdiff import cli
+    from fpdiff.core.status import NOTHING_JUDGED
+    code = cli.main(["check", "example:tinycnn", "--backends", "ort", "--precisions", "bf16", "--no-store",
+                     "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == NOTHING_JUDGED == 3
+    assert "nothing was judged: no cell of 1 reached a verdict (1 unsupported)" in out
+    r = fpdiff.check("example:tinycnn", backends=["ort"], precisions=["bf16", "fp32"])
+    assert r.judged() == 1 and r.exit_code() == 0 and r.nothing_judged() is None

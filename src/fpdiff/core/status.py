@@ -26,6 +26,10 @@ class Status(str, Enum):
 
 CELL_STATUSES = tuple(s for s in Status if s is not Status.OK)
 FAILING = (Status.MISMATCH, Status.ERROR, Status.CRASH, Status.TIMEOUT)  # these make a run exit 1
+# cells that say nothing about the numbers: no verdict was reached. A run where every cell is one of these judged
+# nothing, and exits NOTHING_JUDGED (not 0: "no failure" would read as "the numbers hold")
+NOT_JUDGED = (Status.UNJUDGED, Status.UNSUPPORTED, Status.ERROR, Status.CRASH, Status.TIMEOUT)
+NOTHING_JUDGED = 3  # the exit code of such a run (0 all judged cells hold, 1 a cell failed, 2 usage error)
 # with --strict a cell must also pass without these findings: a pass that computed another format than asked
 STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested")
 

@@ -51,6 +51,9 @@ def render(result, console: Console | None = None) -> None:
             console.print(f"    [green]remedy[/green]: {remedy}", highlight=False)
     s = result.as_dict()["summary"]
     console.print(" ".join(f"{k}={v}" for k, v in s.items() if v) + f"   ({result.duration_s:.1f} s)")
+    nothing = result.nothing_judged()
+    if nothing:
+        console.print(f"[bold red]{nothing}[/]", highlight=False)
 
 
 def _label(c) -> str:

@@ -17,7 +17,7 @@ from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.errors import UsageError
 from fpdiff.core.paths import cache_root
-from fpdiff.core.status import fails
+from fpdiff.core.status import NOT_JUDGED, NOTHING_JUDGED, fails
 from fpdiff.core.versions import report_versions as versions
 from fpdiff.model import graph
 from fpdiff.model.graph import STATIC, ShapeVariant
@@ -80,7 +80,25 @@ class CheckResult:
     fingerprint: str = ""  # the model's content hash (spec and weights, or the ONNX file and inputs)
 
     def exit_code(self, strict: bool = False) -> int:
+        """0: every judged cell holds; 1: a cell fails; NOTHING_JUDGED: no cell reached a verdict at all."""
+        if not self.judged():
+            return NOTHING_JUDGED
         return int(any(fails(c.status, [f.kind for f in c.findings], strict) for c in self.cells))
+
+    def judged(self) -> int:
+        """Cells that reached a verdict on the numbers (pass, precision-loss, mismatch, ...)."""
+        return sum(c.status not in NOT_JUDGED for c in self.cells)
+
+    def nothing_judged(self) -> str | None:
+        """One line saying that no cell could be judged, and what the cells were instead; None when some were."""
+        if self.judged():
+            return None
+        counts: dict[str, int] = {}
+        for c in self.cells:
+            counts[str(c.status)] = counts.get(str(c.status), 0) + 1
+        what = ", ".join(f"{n} {s}" for s, n in counts.items()) or "no cells"
+        return (f"nothing was judged: no cell of {len(self.cells)} reached a verdict ({what}); "
+                f"exit {NOTHING_JUDGED}")
 
     def as_dict(self) -> dict:
         return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "model_hash": self.fingerprint,
