@@ -50,6 +50,8 @@ class Backend:
     - `reference`: the reference implementation, analysed op by op by locate (torch eager);
     - `runs_modules`: runs the nn.Module itself, so plan can apply a mixed module and time it;
     - `all_outputs`: can mark every intermediate as an output in one run (locate --mark-all);
+    - `independent`: its own implementation of every op it runs (not the judge's code, not another backend's): a
+      witness when the float64 judge is in doubt (check/judge.py);
     - `verifies_onnx_plans`: runs mixed ONNX graphs for plan on ONNX models.
     """
     name: ClassVar[str]
@@ -60,6 +62,7 @@ class Backend:
     runs_modules: ClassVar[bool] = False
     all_outputs: ClassVar[bool] = False
     verifies_onnx_plans: ClassVar[bool] = False
+    independent: ClassVar[bool] = False
     requires: ClassVar[tuple[str, ...]] = ()  # modules it imports: the default available() tries them
     install_hint: ClassVar[str] = ""  # said when one does not import
     origin: ClassVar[str] = "built-in"  # set by the registry: entry point or plugin file

@@ -203,6 +203,7 @@ def compile_failure(stderr: str, returncode: int, precision: str) -> Exception:
 class IreeBackend(Backend):
     name = "iree"
     kinds = frozenset({TORCH, ONNX})
+    independent = True  # its own ONNX importer and code generation
     takes_flags = True
 
     requires = ("iree.compiler", "iree.runtime")

@@ -36,6 +36,7 @@ def executed_dtypes(compiled) -> Counter:
 class OpenVinoBackend(Backend):
     name = "openvino"
     kinds = frozenset({TORCH, ONNX})
+    independent = True  # its own ONNX frontend and CPU plugin kernels
 
     requires = ("openvino",)
     install_hint = "pip install openvino"

@@ -34,6 +34,7 @@ class OrtBackend(Backend):
     kinds = frozenset({TORCH, ONNX})
     all_outputs = True
     verifies_onnx_plans = True
+    independent = True  # its own kernel for every op and its own reading of each opset
 
     requires = ("onnxruntime",)
 
