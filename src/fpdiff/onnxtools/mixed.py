@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.defs import OpSchema
 
 from fpdiff.core.errors import UsageError
-from fpdiff.onnxtools.export import FLOATS, np_cast
+from fpdiff.onnxtools.dtypes import FLOATS, np_cast
 
 HIGH = TensorProto.FLOAT  # what a kept node computes in
 LOWS = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
@@ -58,26 +58,70 @@ def to_mixed(model: onnx.ModelProto, low: int, keep: Iterable[str] = ()) -> onnx
     return m
 
 
-class _Mixer:
-    """One pass over the main graph in order; `versions` holds each float tensor's name per type."""
+def cast_model(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    """A copy of a model whose float math, inputs and outputs are in `target` (like .half() on a torch model).
 
-    def __init__(self, m: onnx.ModelProto, low: int, keep: set[str]):
-        self.m, self.g, self.low, self.keep = m, m.graph, low, keep
-        self.orig = _known_types(onnx.shape_inference.infer_shapes(m).graph)
-        self.new_type = dict(self.orig)
+    Typed as the ONNX schema allows at the model's opset, so the graph passes full type checking: an input the
+    schema allows only another type keeps the model's own (Resize's scales, NonMaxSuppression's boxes), a node
+    whose schema refuses `target` (Conv in bfloat16 before opset 22) computes in the model's own type with Casts
+    at its borders, the subgraphs of If, Loop and Scan are cast the same way (their float inputs and outputs in
+    `target`), and SequenceEmpty makes a sequence of `target`. Attributes such as epsilon stay as the op defines
+    them. `type_error` says whether the result passes."""
+    if target not in FLOATS:
+        raise UsageError(f"target must be an ONNX float type, not {target!r}")
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    _Mixer(m, target, set(), io=True).run()
+    return m
+
+
+def type_error(model: onnx.ModelProto) -> str | None:
+    """Why the model fails ONNX's full type check (control-flow subgraphs included), or None when it passes."""
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as e:  # ValidationError, InferenceError
+        return " ".join(str(e).split())[:600] or type(e).__name__
+    return None
+
+
+class _Mixer:
+    """One pass over a graph in order; `versions` holds each float tensor's name per type. With `io`, the graph's
+    float inputs and outputs take the compute type too (a cast model, or a subgraph of one)."""
+
+    def __init__(self, m: onnx.ModelProto, low: int, keep: set[str], io: bool = False,
+                 graph: onnx.GraphProto | None = None, parent: _Mixer | None = None):
+        self.m, self.low, self.keep, self.io = m, low, keep, io
+        self.g = m.graph if graph is None else graph
+        if parent is None:
+            try:
+                self.orig = _known_types(onnx.shape_inference.infer_shapes(m).graph)
+            except Exception:  # an op onnx does not know: the types the producer wrote, then node by node
+                self.orig = _known_types(m.graph)
+            self.taken = _all_names(m.graph)
+            self.new_type = dict(self.orig)
+        else:  # a subgraph: outer names as the parent has them now, its own values as declared
+            self.orig = {**parent.new_type, **_known_types(self.g)}
+            self.taken = parent.taken
+            self.new_type = dict(self.orig)
         self.opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in m.opset_import}
-        self.taken = _all_names(m.graph)
         inputs = {i.name for i in self.g.input} | {s.values.name for s in self.g.sparse_initializer}
+        self.weights_as_inputs = {t.name for t in self.g.initializer if t.name in inputs}
         self.inits = {t.name: t for t in self.g.initializer if t.name not in inputs}
         self.consts: dict[str, onnx.NodeProto] = {}
         self.versions: dict[str, dict[int, str]] = {n: {self._elem(n): n} for n in inputs}
         self.outputs = {o.name for o in self.g.output}
         self.nodes: list[onnx.NodeProto] = []
         self.extra_inits: list[onnx.TensorProto] = []
+        if parent is not None and io:  # outer float names the parent renamed to their `low` versions
+            for name in _outer_refs(self.g):
+                if self._elem(name) == low:
+                    self.versions[name] = {low: name}
 
     def run(self) -> None:
+        if self.io:
+            self._io_inputs()
         for name in self.outputs & self.inits.keys():
-            self._get(name, self._elem(name))  # an initializer that is a graph output keeps its type and name
+            self._get(name, self._want(name))  # an initializer that is a graph output keeps its name
         for node in self.g.node:
             self._node(node)
         self.nodes += [n for out, n in self.consts.items() if out not in self.versions]  # unused: as they were
@@ -87,6 +131,34 @@ class _Mixer:
         del self.g.initializer[:]
         self.g.initializer.extend(inits)
         del self.g.value_info[:]  # stale types: shape inference redoes them
+        if self.io:
+            self._io_outputs()
+
+    def _io_inputs(self) -> None:
+        """Float graph inputs declared in the compute type; weights listed as inputs (IR 3) stored in it."""
+        for vi in self.g.input:
+            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+            if tt is None or tt.elem_type not in FLOATS:
+                continue
+            self.versions[vi.name] = {self.low: vi.name}
+            tt.elem_type = self.low
+        for t in self.g.initializer:
+            if t.name in self.weights_as_inputs and t.data_type in FLOATS and t.data_type != self.low:
+                t.CopyFrom(_round(numpy_helper.to_array(t), self.low, t.name))
+
+    def _io_outputs(self) -> None:
+        """Graph outputs declared as computed: float tensors in the compute type, sequences as they came out."""
+        for vi in self.g.output:
+            tp = self.new_type.get(vi.name)
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type in FLOATS:
+                vi.type.tensor_type.elem_type = self.low
+            elif tp is not None and tp.WhichOneof("value") == vi.type.WhichOneof("value") != "tensor_type":
+                vi.type.CopyFrom(tp)
+
+    def _want(self, name: str) -> int:
+        """The type a graph output is declared in: its own, or the compute type in a cast graph."""
+        e = self._elem(name)
+        return self.low if self.io and e in FLOATS else e
 
     def _elem(self, name: str) -> int:
         tp = self.orig.get(name)
@@ -103,15 +175,59 @@ class _Mixer:
     def _node(self, node: onnx.NodeProto) -> None:
         if is_float_constant(node):
             self.consts[node.output[0]] = node
+            if node.output[0] not in self.orig:
+                self.orig[node.output[0]] = helper.make_tensor_type_proto(_const_type(node), None)
             if node.output[0] in self.outputs:
-                self._get(node.output[0], self._elem(node.output[0]))
+                self._get(node.output[0], self._want(node.output[0]))
             return
-        t = self._compute_type(node)
-        planned = self._plan(node, t) if t else None
-        new, in_types, out_types = planned if planned else self._as_is(node)
+        self._fill_orig(node)
+        if self.io and _subgraphs(node) and node.domain in STANDARD:
+            new, in_types, out_types = self._cast_subgraphs(node)
+        else:
+            t = self._compute_type(node)
+            planned = self._plan(node, t) if t else None
+            new, in_types, out_types = planned if planned else self._as_is(node)
         for i, e in in_types.items():
             new.input[i] = self._get(new.input[i], e)
         self._emit(new, out_types)
+
+    def _fill_orig(self, node: onnx.NodeProto) -> None:
+        """The model's own types of a node's outputs where no value_info says them (subgraphs: shape inference
+        does not write theirs), from the op's type inference on its inputs' own types."""
+        missing = [o for o in node.output if o and o not in self.orig]
+        if not missing:
+            return
+        if _subgraphs(node):
+            for o, tp in zip(node.output, _subgraph_out_types(node)):
+                if o and tp is not None and o not in self.orig:
+                    self.orig[o] = self.new_type[o] = tp
+            return
+        try:
+            schema = onnx.defs.get_schema(node.op_type, self.opsets.get(node.domain or "", 1), node.domain)
+        except onnx.defs.SchemaError:
+            return
+        ins = {n: self.orig[n] for n in node.input if n and n in self.orig}
+        out = self._infer(schema, node, ins) or {}
+        for o in missing:
+            if o in out:
+                self.orig[o] = self.new_type[o] = out[o]
+
+    def _cast_subgraphs(self, node: onnx.NodeProto):
+        """If, Loop, Scan in a cast graph: float inputs, outer names and subgraphs all in the compute type, so the
+        subgraphs' outputs match what the node and its consumers expect."""
+        new = onnx.NodeProto()
+        new.CopyFrom(node)
+        floats = {i: self.low for i, n in enumerate(node.input) if n and self._elem(n) in FLOATS}
+        for sub in _subgraphs(new):
+            for name in _outer_refs(sub):
+                if self._elem(name) in FLOATS:
+                    _rename(sub, name, self._get(name, self.low))
+            _Mixer(self.m, self.low, set(), io=True, graph=sub, parent=self).run()
+        outs = {}
+        for o, tp in zip(new.output, _subgraph_out_types(new)):
+            if o and tp is not None:
+                outs[o] = tp
+        return new, floats, outs
 
     def _compute_type(self, node: onnx.NodeProto) -> int | None:
         """None: the node keeps the model's own types (subgraphs, other domains)."""
@@ -129,6 +245,8 @@ class _Mixer:
         new = onnx.NodeProto()
         new.CopyFrom(node)
         _set_float_attrs(new, t)
+        if self.io and node.op_type == "SequenceEmpty" and not any(a.name == "dtype" for a in new.attribute):
+            new.attribute.append(helper.make_attribute("dtype", t))  # its default, float32, is not the graph's
         floats, in_types = {}, {}
         for i, name in enumerate(node.input):
             if not name:
@@ -177,7 +295,7 @@ class _Mixer:
             e = tp.tensor_type.elem_type if tp.HasField("tensor_type") else 0
             if e not in FLOATS:
                 continue
-            want = self._elem(out)
+            want = self._want(out)
             if out in self.outputs and want in FLOATS and e != want:
                 node.output[j] = self._fresh(f"{out}__{SHORT[e]}")
                 back.append(helper.make_node("Cast", [node.output[j]], [out], self._fresh(f"{out}__cast_back"),
@@ -202,11 +320,18 @@ class _Mixer:
                 out = self._fresh(f"{name}__{SHORT[t]}")
                 self.nodes.append(helper.make_node("Cast", [src], [out], self._fresh(f"{out}__cast"), to=t))
                 have[t] = out
+                self._typed(name, out, t)
         return have[t]
+
+    def _typed(self, name: str, version: str, t: int) -> None:
+        """Record the type of a version made here (a subgraph reading it from this scope must know it)."""
+        if name in self.orig and self.orig[name].HasField("tensor_type"):
+            self.new_type[version] = _with_elem(self.orig[name], t)
 
     def _store(self, name: str, t: int, new_name: str) -> str:
         """An initializer or Constant in type `t` under `new_name`, rounded once from the original value."""
         self.versions.setdefault(name, {})[t] = new_name
+        self._typed(name, new_name, t)
         if name in self.inits:
             old = self.inits[name]
             tensor = old if t == old.data_type else _round(numpy_helper.to_array(old), t, new_name)
@@ -230,6 +355,26 @@ def _known_types(g: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
         if vi.type.WhichOneof("value") is not None:
             types[vi.name] = vi.type
     return types
+
+
+def _subgraph_out_types(node: onnx.NodeProto) -> list:
+    """The types an If/Loop/Scan node's outputs take from its subgraph's declared outputs (elem types: a scan
+    output's shape gains a dim, so shapes are left out)."""
+    subs = _subgraphs(node)
+    if not subs:
+        return []
+    body = list(subs[0].output)
+    if node.op_type == "Loop":
+        body = body[1:]  # the condition
+    out = []
+    for vi in body:
+        if vi.type.HasField("tensor_type"):
+            out.append(helper.make_tensor_type_proto(vi.type.tensor_type.elem_type, None))
+        elif vi.type.WhichOneof("value") is not None:
+            out.append(vi.type)
+        else:
+            out.append(None)
+    return out
 
 
 def _all_names(g: onnx.GraphProto) -> set[str]:
@@ -302,6 +447,11 @@ def is_float_constant(node: onnx.NodeProto) -> bool:
         return False
     a = node.attribute[0]
     return a.name in ("value_float", "value_floats") or (a.name == "value" and a.t.data_type in FLOATS)
+
+
+def _const_type(node: onnx.NodeProto) -> int:
+    a = node.attribute[0]
+    return a.t.data_type if a.name == "value" else TensorProto.FLOAT
 
 
 def _const_value(node: onnx.NodeProto) -> np.ndarray:
