@@ -2,10 +2,63 @@
 about just those ops (no "mark all outputs", which changes what a compiler fuses)."""
 from __future__ import annotations
 
+import contextlib
+import copy
 import operator
+import os
+import tempfile
+from collections.abc import Iterator
 
 import torch
 from torch import fx
+from torch.utils._pytree import tree_map
+
+from fpdiff.core.errors import MESSAGE_CHARS, TORCH_EXPORT, StageError, plain
+from fpdiff.core.precision import Precision
+from fpdiff.model import graph
+
+
+@contextlib.contextmanager
+def _stderr_kept() -> Iterator[list[str]]:
+    """Holds what is written to file descriptor 2 inside (torch.export prints whole graphs there when it fails,
+    through handlers of its own); the text is handed back, not shown."""
+    held: list[str] = []
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        saved = os.dup(2)
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield held
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            held.append(tmp.read().decode(errors="replace"))
+
+
+def export_at(module: torch.nn.Module, inputs: tuple, p: Precision, variant: graph.ShapeVariant,
+              declared) -> torch.export.ExportedProgram:
+    """The model exported at P as a backend gets it; a failure is torch.export's, charged to that stage in one
+    line naming the user's source line where export stopped (check reports the same cell as an `error` there)."""
+    with _stderr_kept():
+        try:
+            return graph.export(module, inputs, p, variant, declared)
+        except Exception as e:  # any exporter failure: a data-dependent branch, an op it cannot trace
+            text = plain(str(e))
+            where = graph.source_line(text)
+            first = " ".join(text.strip().splitlines()[0].split()) if text.strip() else ""
+            at = f" at {where} ({_code_at(text, where)})" if where else ""
+            raise StageError(TORCH_EXPORT, "torch.export",
+                             f"{type(e).__name__}{at}: {first}"[:MESSAGE_CHARS]) from e
+
+
+def _code_at(trace: str, where: str) -> str:
+    """The source text a trace shows under its frame `file:line` (the line torch.export stopped at)."""
+    path, _, line = where.rpartition(":")
+    lines = trace.splitlines()
+    for i in range(len(lines) - 2, -1, -1):
+        if path in lines[i] and f"line {line}" in lines[i]:
+            return lines[i + 1].strip()
+    return ""
 
 
 def units(gm: fx.GraphModule) -> list[list[fx.Node]]:
@@ -75,6 +128,61 @@ def cut(gm: fx.GraphModule, nodes: list[fx.Node]) -> tuple[fx.GraphModule, list[
         leaving = [nodes[-1]]
     g.output(tuple(env[n] for n in leaving))
     return fx.GraphModule(root, g), inputs, [n.name for n in leaving]
+
+
+# Ops whose dtype argument reinterprets bits rather than converting values: widening it would change their meaning.
+_BIT_VIEWS = {torch.ops.aten.view.dtype}
+
+
+def _wide(x):
+    """A float dtype read as float64 (complex as complex128); anything else unchanged."""
+    if isinstance(x, torch.dtype):
+        if x.is_complex:
+            return torch.complex128
+        if x.is_floating_point:
+            return torch.float64
+    return x
+
+
+def _wide_value(v):
+    if isinstance(v, fx.GraphModule):
+        return widen(v)
+    if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):
+        return v.to(_wide(v.dtype))
+    return v
+
+
+def widen(gm: fx.GraphModule, weights: torch.nn.Module | None = None) -> fx.GraphModule:
+    """The same program with every float computed in float64: the program's float dtype arguments (a model's own
+    `.to(torch.float32)`, a factory's `dtype=`, an `_assert_tensor_metadata`) read as float64, in the graphs of
+    higher-order ops too, and weights taken from `weights` (the model cast to float64) where it holds them, else
+    the program's own constants widened. Node names stay those of `gm`, so values pair one to one with a run of
+    `gm` itself: a cast the model makes at one precision and not another cannot unpair them."""
+    g = copy.deepcopy(gm.graph)
+    root = torch.nn.Module()
+    for n in g.nodes:
+        if n.op == "call_function" and n.target not in _BIT_VIEWS:
+            n.args, n.kwargs = tree_map(_wide, (n.args, n.kwargs))
+        elif n.op == "get_attr" and not _has_attr(root, n.target):
+            own = get_attr(gm, n.target)
+            theirs = _find(weights, n.target) if weights is not None else None
+            use = theirs if (isinstance(theirs, torch.Tensor) and isinstance(own, torch.Tensor)
+                             and theirs.shape == own.shape) else own
+            _set_attr(root, n.target, _wide_value(use))
+        elif n.op == "call_module":  # export's input guards: no arithmetic, kept as they are
+            _set_attr(root, n.target, get_attr(gm, n.target))
+    return fx.GraphModule(root, g)
+
+
+def _find(root: torch.nn.Module, target: str):
+    try:
+        return get_attr(root, target)
+    except AttributeError:
+        return None
+
+
+def _has_attr(root: torch.nn.Module, target: str) -> bool:
+    return _find(root, target) is not None
 
 
 def values(gm: fx.GraphModule, inputs: tuple) -> dict[str, object]:

@@ -12,7 +12,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from fpdiff.analysis.locate.markall import MarkAll, mark_all
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import StageError, UsageError
 from fpdiff.model import graph, segments
 from fpdiff.runtime import rundir
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT
@@ -188,24 +188,32 @@ def _cat(ts: list[torch.Tensor]) -> torch.Tensor:
 
 
 def _like(x, template):
-    """Cast each float tensor of x to the dtype the same value had in the P run."""
+    """x's tensors in the dtypes the same values have in `template` (the other run's), with the other run's
+    non-tensor arguments (its dtypes, its subgraphs): one op's call as the other run makes it, on x's values."""
     flat_t = tree_flatten(template)[0]
     flat_x, spec = tree_flatten(x)
-    cast = [a.to(b.dtype) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
-            and b.is_floating_point() else a for a, b in zip(flat_x, flat_t)]
-    return torch.utils._pytree.tree_unflatten(cast, spec)
+    out = []
+    for a, b in zip(flat_x, flat_t):
+        if isinstance(a, torch.Tensor):
+            floats = isinstance(b, torch.Tensor) and a.is_floating_point() and b.is_floating_point()
+            out.append(a.to(b.dtype) if floats else a)
+        else:
+            out.append(b)
+    return torch.utils._pytree.tree_unflatten(out, spec)
 
 
-def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
-            own: bool = False) -> tuple[list[OpError], float]:
-    """Run float64 and P side by side op by op over torch.export graphs, freeing values after their last use."""
-    v = graph.STATIC
-    gmp = graph.export(module, inputs, p, v, None).module()
-    # the float64 program takes the caller's module itself: only two weight sets (fp64 and P) are ever held
-    gm64 = graph.export(module, inputs, prec.get("fp64"), v, None, in_place=own).module()
+def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool = False,
+            program: torch.export.ExportedProgram | None = None) -> tuple[list[OpError], float]:
+    """Run float64 and P side by side op by op over ONE torch.export graph (the model at P, as a backend gets it),
+    freeing values after their last use. The float64 run is that graph widened (segments.widen): every float op in
+    float64, the model's own casts included, weights from the model cast to float64. Two exports would not pair:
+    a `.to(torch.float32)` is a copy in one and the input itself in the other, and a branch on the dtype can
+    exist at one precision only."""
+    gmp = (program or segments.export_at(module, inputs, p, graph.STATIC, None)).module()
+    # the float64 weights are the caller's module itself when it is ours to change: two weight sets, never three
+    weights = module.to(torch.float64) if own else graph.cast_module(module, prec.get("fp64"))
+    gm64 = segments.widen(gmp, weights)
     n64, np_ = list(gm64.graph.nodes), list(gmp.graph.nodes)
-    if [str(a.target) for a in n64] != [str(b.target) for b in np_]:
-        raise UsageError(f"the float64 and {p.name} exports of this model differ in structure; locate cannot pair ops")
     last_use = {}
     for i, n in enumerate(np_):
         for a in n.all_input_nodes:
@@ -248,8 +256,7 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
                         local_in = _like((args64, kw64), (argsp, kwp))
                         local, bad = _rel_l2(_cat(_floats(b.target(*local_in[0], **local_in[1]))), ref)
                         if local > LOCAL_FACTOR * floor:  # maybe ill-conditioned: what exact math on P inputs loses
-                            rounded_in = tree_map(lambda x: x.double() if isinstance(x, torch.Tensor)
-                                                  and x.is_floating_point() else x, local_in)
+                            rounded_in = _like(local_in, (args64, kw64))  # P's inputs, float64 math
                             cond, _ = _rel_l2(_cat(_floats(a.target(*rounded_in[0], **rounded_in[1]))), ref)
                             floor = max(floor, cond if math.isfinite(cond) else 0.0)
                     path, src = graph.where(b)
@@ -307,13 +314,19 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
         b = OnnxBisector(source.module, dict(zip(source.input_names, source.inputs)), p, backend, device,
                          tuple(plugins), flags, timeout, cache)
     else:
-        ops, out_err = analyse(source.module, source.inputs, p, own=cls.reference)
+        try:  # the one graph both runs step through, and the one the segments are cut from
+            static = segments.export_at(source.module, source.inputs, p, graph.STATIC, None)
+            program = static if variant is graph.STATIC else segments.export_at(
+                source.module, source.inputs, p, variant, source.dynamic_shapes)
+        except StageError as e:
+            return _export_failed(source.ref.label, backend, p, e)
+        ops, out_err = analyse(source.module, source.inputs, p, own=cls.reference, program=static)
         result = LocateResult(source.ref.label, backend, p.name, ops, out_err, eager_output_error=out_err)
         culprit = result.culprit
         if cls.reference and not (repro and culprit and p.is_cast):
             return result
         b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache,
-                     variant, source.dynamic_shapes)
+                     variant, source.dynamic_shapes, program=program)
     try:
         if cls.reference:  # the repro of a precision culprit: the op alone at P on float64-run inputs
             u = b.unit_of(culprit.node)
@@ -340,6 +353,17 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
         remedy = f"python {result.repro}" if result.repro else "rerun with --repro DIR for a standalone repro"
         result.findings.append(compare.Finding(seg.status, f"{backend} {seg.status} on ops {', '.join(seg.ops)}: "
                                                f"{seg.reason}", op=seg.first_op, remedy=remedy))
+    return result
+
+
+def _export_failed(model: str, backend: str, p: prec.Precision, e: StageError) -> LocateResult:
+    """torch.export cannot trace the model at P: no backend gets a graph, and neither run has one to step through.
+    That stage is the answer, as check reports the cell (`error` at torch.export), with the line it stopped at."""
+    result = LocateResult(model, backend, p.name, output_error=None)
+    result.segment = Segment("error", f"torch.export failed at {p.name}: {e}", [], None, stage=e.stage,
+                             component=e.component)
+    result.findings.append(compare.Finding("error", result.segment.reason, remedy="a branch on data or dtype "
+                                           "stops torch.export; check runs the torch backend in eager"))
     return result
 
 

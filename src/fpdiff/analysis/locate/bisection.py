@@ -50,15 +50,15 @@ class Bisector:
 
     def __init__(self, module: torch.nn.Module, inputs: tuple, p: prec.Precision, backend: str, device: str,
                  plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float, cache: str | None,
-                 variant: graph.ShapeVariant = graph.STATIC, declared=None) -> None:
+                 variant: graph.ShapeVariant = graph.STATIC, declared=None,
+                 program: torch.export.ExportedProgram | None = None) -> None:
         if not p.is_cast:
             raise UsageError("locate on compiled backends takes whole-model precisions (fp32, fp16, bf16, fp64)")
         self._setup(p, backend, device, plugins, flags, timeout, cache)
-        # both exports under the shape variant: same structure, and segments keep the variant's symbolic dims
-        gm64 = graph.export(module, inputs, prec.get("fp64"), variant, declared).module()
-        self.gmp = graph.export(module, inputs, p, variant, declared).module()
-        if [str(n.target) for n in gm64.graph.nodes] != [str(n.target) for n in self.gmp.graph.nodes]:
-            raise UsageError(f"the float64 and {p.name} exports of this model differ in structure")
+        # one export at P under the shape variant (segments keep its symbolic dims); the float64 values are that
+        # same graph widened, so every node has its float64 value under its own name (segments.widen)
+        self.gmp = (program or segments.export_at(module, inputs, p, variant, declared)).module()
+        gm64 = segments.widen(self.gmp, graph.cast_module(module, prec.get("fp64")))
         self.v64 = segments.values(gm64, tuple(t.double() if t.is_floating_point() else t for t in inputs))
         self.units = segments.units(self.gmp)
 
