@@ -52,7 +52,9 @@ class Backend:
     - `all_outputs`: can mark every intermediate as an output in one run (locate --mark-all);
     - `independent`: its own implementation of every op it runs (not the judge's code, not another backend's): a
       witness when the float64 judge is in doubt (check/judge.py);
-    - `verifies_onnx_plans`: runs mixed ONNX graphs for plan on ONNX models.
+    - `verifies_onnx_plans`: runs mixed ONNX graphs for plan on ONNX models;
+    - `judge_flags`: flags that make its fp64 job the float64 judge, run apart from its fp64 cell (torch eager:
+      the judge computes every op in float64, the cell runs the model's own casts); empty: the fp64 cell is the judge.
     """
     name: ClassVar[str]
     kinds: ClassVar[frozenset[str]] = frozenset({TORCH})
@@ -63,6 +65,7 @@ class Backend:
     all_outputs: ClassVar[bool] = False
     verifies_onnx_plans: ClassVar[bool] = False
     independent: ClassVar[bool] = False
+    judge_flags: ClassVar[tuple[str, ...]] = ()
     requires: ClassVar[tuple[str, ...]] = ()  # modules it imports: the default available() tries them
     install_hint: ClassVar[str] = ""  # said when one does not import
     origin: ClassVar[str] = "built-in"  # set by the registry: entry point or plugin file

@@ -46,17 +46,45 @@ def device_runner(fn, precision: Precision, device: str, autocast: bool = True):
     return run
 
 
+# The flag that makes a float64 job the judge: every floating op in float64 whatever the model asks
+# (model/float64.py). Without it an fp64 cell runs the model as written, its own casts to float32 included.
+FLOAT64_JUDGE = "float64-judge"
+
+
 class TorchBackend(Backend):
     name = "torch"
     shape_variants = False  # eager runs the shapes it is given: every variant would be the same run
     reference = True
     runs_modules = True
+    judge_flags = (FLOAT64_JUDGE,)
 
     def prepare_task(self, task) -> Prepared:
         if not task.is_torch:
             raise Unsupported("torch eager runs torch models; this model is ONNX")
         module = task.module().to(task.device)
+        if task.precision.is_cast and task.precision.dtype == torch.float64:
+            return float64_prepared(module, task.device, judge=FLOAT64_JUDGE in task.flags)
         return Prepared(device_runner(module, task.precision, task.device), computed_dtype(task.precision))
+
+
+def float64_prepared(module: torch.nn.Module, device: str, judge: bool) -> Prepared:
+    """A float64 run under model/float64.py's mode: the judge promotes every op to float64; the fp64 cell runs the
+    model as written and only records its casts. Either way the casts (file:line) become the run's findings, and an
+    op with no float64 kernel is fpdiff's decomposition in the judge, torch's declared refusal in the cell."""
+    from fpdiff.model.float64 import float64_everywhere
+    prepared = Prepared(lambda *xs: None, "float64")
+
+    def run(*inputs):
+        with torch.no_grad(), float64_everywhere(promote=judge) as mode:
+            out = module(*(t.to(device) for t in inputs))
+        if not prepared.notes:  # the same casts on every repeat: report them once
+            prepared.notes.extend(mode.findings())
+            asked = sorted({c.asked for c in mode.casts.values()})
+            if asked and not judge:
+                prepared.computed_dtype = f"float64 with the model's own casts to {', '.join(asked)}"
+        return torch.utils._pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
+    prepared.run = run
+    return prepared
 
     def repro(self, r: Repro) -> str | None:
         if r.onnx_segment:

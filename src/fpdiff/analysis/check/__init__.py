@@ -4,12 +4,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from fpdiff.analysis.check import conditioning
 from fpdiff.analysis.check import judge as judge_mod
 from fpdiff.backends import JUDGE, registry
 from fpdiff.core import compare
@@ -134,9 +135,10 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
           plugins: Sequence[str] = (), iree_flags: Sequence[str] = (), shape_variants: Sequence[str] | None = None,
           inputs: str | None = None, shapes: dict[str, list[int]] | None = None, seed: int = 0,
           allow_nonfinite: bool = False, timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None | bool = None,
-          repeat: int = DEFAULT_REPEAT, keep_opset: bool = False,
+          repeat: int = DEFAULT_REPEAT, keep_opset: bool = False, repro_dir: str | None = "fpdiff-out",
           progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
-    """Run the grid and judge every cell. `cache_dir=False` turns the compile cache off."""
+    """Run the grid and judge every cell. `cache_dir=False` turns the compile cache off. `repro_dir`: where the op
+    an overruled judge gets wrong is written (None: not written)."""
     t_start = time.perf_counter()
     reg = registry(plugins)
     for b in backends:
@@ -174,22 +176,28 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
     baselines = {p.name: (judge_backend, "cuda" if p.cuda_only else "cpu", p, STATIC) for p in ps}
     fp32 = prec.get("fp32")
     checks = judge_mod.cross_check_jobs(source.ref.kind, judge_backend, fp32, STATIC)
-    order = [(judge_backend, "cpu", prec.get("fp64"), STATIC)] + list(baselines.values()) + checks + cells
+    # a judge run apart from the backend's fp64 cell when the backend declares one (backends/base.py judge_flags)
+    judge_flags = reg.cls(judge_backend).judge_flags
+    order = [(judge_backend, "cpu", prec.get("fp64"), STATIC)] * (not judge_flags) + list(baselines.values()) \
+        + checks + cells
     order = list(dict.fromkeys((b, d, p.name, v) for b, d, p, v in order))
     results: dict[tuple, JobResult] = {}
     env = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
     with Router(env) as pool:
+        if judge_flags:
+            ref = pool.run(replace(job(judge_backend, "fp64", "cpu", STATIC), flags=judge_flags, repeat=1), timeout)
+            if ref.status != OK:
+                raise UsageError(f"the float64 reference ({judge_backend} on cpu) failed: {ref.message}")
         for i, (b, d, p, v) in enumerate(order):
             if progress:
                 progress(f"{b} {d} {p} {v.name}", i, len(order))
             results[(b, d, p, v)] = pool.run(job(b, p, d, v), timeout)
-            if i == 0:
+            if i == 0 and not judge_flags:
                 ref = results[(b, d, p, v)]
                 if ref.status != OK:
                     raise UsageError(f"the float64 reference ({b} on cpu) failed: {ref.message}")
         if progress:
             progress("done", len(order), len(order))
-    ref = results[(judge_backend, "cpu", "fp64", STATIC)]
     ref_out = ref.outputs
 
     base_metrics: dict[str, Metrics | None] = {}
@@ -198,6 +206,9 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
         base_metrics[name] = _measure(ref_out, r, p) if r.status == OK else None
 
     verdict_of_judge = judge_mod.cross_check(source, results, ref_out, judge_backend, fp32, STATIC)
+    if verdict_of_judge.status == judge_mod.SUSPECT:
+        _consult_witnesses(verdict_of_judge, source, reg, results, ref_out, judge_backend, env,
+                           lambda key: job(key[0], key[2], key[1], key[3]), timeout, repro_dir)
     out_cells = []
     for b, d, p, v in cells:
         r = results[(b, d, p.name, v)]
@@ -233,9 +244,16 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
             return None
         return compare.judge(m, p, bm)
 
-    judge_mod.hold_unconfirmed(verdict_of_judge, out_cells, [(b, d, p.name, v) for b, d, p, v in cells], rejudge)
+    keys = [(b, d, p.name, v) for b, d, p, v in cells]
+    judge_mod.hold_unconfirmed(verdict_of_judge, out_cells, keys, rejudge)
+    judge_mod.judge_by_majority(verdict_of_judge, out_cells, keys,
+                                lambda key: _by_majority(verdict_of_judge, results, baselines, key))
+    # a mismatch no larger than the float64 reference's own movement under rounding-sized perturbations is the model's
+    conditioning.reconsider(source, out_cells, [results[(b, d, p.name, v)] for b, d, p, v in cells], ref_out,
+                            judge_backend, data_path, timeout=timeout, env=env, seed=seed)
     reference = {"backend": judge_backend, "device": "cpu", "dtype": "float64",
-                 "outputs": [list(a.shape) for a in ref_out], "duration_s": round(ref.prepare_s + ref.run_s, 3)}
+                 "outputs": [list(a.shape) for a in ref_out], "duration_s": round(ref.prepare_s + ref.run_s, 3),
+                 "findings": [f.as_dict() for f in ref.notes]}  # the model's own casts, fpdiff's decompositions
     return CheckResult(source.ref.label, out_cells, reference, versions(), time.perf_counter() - t_start,
                        judge=verdict_of_judge.as_dict(), source=dict(source.notes), fingerprint=source.fingerprint)
 
@@ -385,3 +403,53 @@ def _variant_findings(cells: list[Cell], results: dict) -> None:
                                           f"{', '.join(g.shape_variant for g in good)} of the same backend are not",
                                           remedy="a dynamic-shape bug in the backend: try fpdiff locate with "
                                           f"--shape-variant {c.shape_variant}"))
+
+
+def _consult_witnesses(check: judge_mod.JudgeCheck, source: Source, reg, results: dict, ref_out, judge_backend: str,
+                       env: dict, job: Callable[[tuple], Job], timeout: float,
+                       repro_dir: str | None) -> None:
+    """A suspect judge asks every independent implementation (declared `independent`) at fp32: those in the grid,
+    and the others available here when the graph is small enough for one more compile (judge.WITNESS_MAX_NODES)."""
+    independent = [b for b in reg.names() if reg.cls(b).independent and source.ref.kind in reg.cls(b).kinds
+                   and b != judge_backend]
+    keys = [check.stand_in] + [(b, "cpu", "fp32", STATIC) for b in independent]
+    keys = [k for k in dict.fromkeys(keys) if k is not None]
+    missing = [k for k in keys if k not in results]
+    nodes = len(source.module.graph.node) if source.ref.kind == "onnx" else 0
+    runnable = [k for k in missing if reg.cls(k[0]).route is None
+                and reg.create(k[0]).available() is None and nodes <= judge_mod.WITNESS_MAX_NODES]
+    if runnable:
+        with Router(env) as pool:
+            for k in runnable:
+                results[k] = pool.run(job(k), timeout)
+    asked = [k for k in keys if k in results]
+    judge_mod.ask_witnesses(check, results, ref_out, (judge_backend, "cpu", "fp32", STATIC), asked,
+                            prec.get("fp32"), [k[0] for k in keys if k not in results])
+    if check.status == judge_mod.OVERRULED and repro_dir and check.first_divergence:
+        try:
+            judge_mod.write_repro(source, check, repro_dir)
+        except Exception as e:  # the verdicts stand without the repro; the report says why it is missing
+            check.message += f"; the repro could not be written ({type(e).__name__}: {str(e)[:200]})"
+
+
+def _by_majority(check: judge_mod.JudgeCheck, results: dict, baselines: dict, key: tuple) -> compare.Judgement | None:
+    """A cell against the majority's fp32 reading. Its baseline: at fp32 the witnesses' own spread around the
+    reading; at other precisions the judge code's run there, only where it agrees with the reading within the
+    precision's tolerance (the overruled judge's code usually carries its error into every dtype), else none.
+    Precisions finer than fp32 cannot be judged against an fp32 reading (None)."""
+    p, fp32 = prec.get(key[2]), prec.get("fp32")
+    if p.unit_roundoff < fp32.unit_roundoff:
+        return None
+    try:
+        m = _measure(check.reading, results[key], p)
+    except _ShapeMismatch:
+        return None
+    if p.unit_roundoff == fp32.unit_roundoff:
+        return compare.judge(m, p, check.spread)
+    b, d, _, v = baselines[p.name]
+    base = results.get((b, d, p.name, v))
+    try:
+        bm = _measure(check.reading, base, p) if base is not None and base.status == OK else None
+    except _ShapeMismatch:
+        bm = None
+    return compare.judge(m, p, bm if bm is not None and compare.judge(bm, p, None).status == compare.PASS else None)
