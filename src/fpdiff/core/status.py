@@ -12,6 +12,10 @@ class Status(str, Enum):
     # the float64 judge failed its cross-check on this model (check/judge.py) and the cell departs from the judge
     # but not from the independent implementation: neither reading can stand alone, so no verdict is claimed
     UNJUDGED = "unjudged"
+    # the cell departs from the float64 reference no more than the reference itself moves when its inputs and
+    # weights are perturbed at the cell's unit roundoff (check/conditioning.py): the model cannot answer at this
+    # input, rounding alone explains the departure. Not a failure; `--strict` fails on it
+    ILL_CONDITIONED = "ill-conditioned"
     UNSUPPORTED = "unsupported"  # a declared refusal (errors.Unsupported)
     # a component (exporter, converter, compiler, runtime) or fpdiff itself failed without declaring a refusal; it is
     # not `unsupported` (which means "this backend says it cannot") and, like a crash, fails the run

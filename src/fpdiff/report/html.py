@@ -11,7 +11,8 @@ import math
 from fpdiff.core.errors import UsageError
 
 COLORS = {"pass": "#c8e6c9", "precision-loss": "#fff59d", "mismatch": "#ef9a9a", "unjudged": "#e1bee7",
-          "unsupported": "#e0e0e0", "error": "#ffab91", "crash": "#ffab91", "timeout": "#ffab91"}
+          "ill-conditioned": "#bbdefb", "unsupported": "#e0e0e0", "error": "#ffab91", "crash": "#ffab91",
+          "timeout": "#ffab91"}
 LIMITS = {"fp16 max (65504)": 65504.0, "fp16 smallest normal (6.1e-5)": 6.103515625e-05,
           "fp16 smallest subnormal (6e-8)": 5.960464477539063e-08}
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}

@@ -32,7 +32,7 @@ def junit(result, strict: bool = False) -> ET.ElementTree:
             failures += 1
             el = ET.SubElement(case, "failure", message=f"{c.status}: {c.reason}"[:500], type=str(c.status))
             el.text = detail
-        elif c.status in (Status.UNSUPPORTED, Status.UNJUDGED):
+        elif c.status in (Status.UNSUPPORTED, Status.UNJUDGED, Status.ILL_CONDITIONED):
             skipped += 1
             ET.SubElement(case, "skipped", message=f"{c.status}: {c.reason}"[:500])
         if detail:

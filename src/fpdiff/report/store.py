@@ -16,8 +16,8 @@ SCHEMA = 1
 # numbers got worse, not noisier.
 ERROR_GROWTH = 4.0
 # Verdicts from best to worst; moving right is a regression.
-RANK = {"pass": 0, "precision-loss": 1, "unjudged": 2, "unsupported": 2, "mismatch": 3, "timeout": 3, "error": 3,
-        "crash": 3}
+RANK = {"pass": 0, "precision-loss": 1, "unjudged": 2, "ill-conditioned": 2, "unsupported": 2, "mismatch": 3,
+        "timeout": 3, "error": 3, "crash": 3}
 LOCK_TIMEOUT = 30.0  # seconds to wait for another run's write before saying the store is locked
 
 

@@ -5,7 +5,8 @@ from rich.console import Console
 from rich.table import Table
 
 STYLE = {"pass": "green", "precision-loss": "yellow", "mismatch": "bold red", "unsupported": "dim",
-         "crash": "bold magenta", "error": "bold magenta", "unjudged": "cyan", "timeout": "magenta"}
+         "crash": "bold magenta", "error": "bold magenta", "unjudged": "cyan", "timeout": "magenta",
+         "ill-conditioned": "blue"}
 
 
 def _cell_text(c) -> str:
