@@ -1,20 +1,46 @@
-"""The real-architecture corpus: transformers models (small random-init configs, and the trained all-MiniLM-L6-v2)
-and the ONNX models shipped in the onnx wheel, each checked on every backend at fp32/fp16/bf16, so what a real
-model meets on its way through exporters, importers and compilers is measured, not assumed.
+"""The real-architecture corpus through every analysis a user runs: `check`, `locate`, `plan` and `ranges` on the
+transformers models (small random-init configs, and the trained all-MiniLM-L6-v2) and the ONNX models shipped in
+the onnx wheel, each analysis run as the user runs it (the CLI in a subprocess, with a timeout), so what a real model
+meets on its way through exporters, importers, compilers and fpdiff's own analyses is measured, not assumed.
 
-Run: .venv/bin/python bench/corpus.py [--models gpt2,light_squeezenet] [--precisions fp32,fp16,bf16]
-                                      [--backends torch,inductor,ort,iree,openvino] [--md out.md] [--json out.json]
-Torch models (bench/specs/corpus/*.py) run on torch, inductor, ort and iree against torch eager in float64; ONNX
-models (onnx/backend/test/data/light/*.onnx) on ort and iree against the ONNX reference evaluator in float64.
-A cell shows its status and relative L2 against float64; a failed cell names the component and stage that failed
-(the list below the table gives each message). Nothing is downloaded (HF_HUB_OFFLINE=1).
+Run: .venv/bin/python bench/corpus.py [--models gpt2,light_squeezenet] [--analyses check,locate,plan,ranges]
+                                      [--precisions fp32,fp16,bf16] [--backends torch,inductor,ort,iree,openvino]
+                                      [--timeout 600] [--md out.md] [--json out.json] [--work DIR]
+Torch models (bench/specs/corpus/*.py) run on torch, inductor, ort, iree and openvino against torch eager in
+float64; ONNX models (onnx/backend/test/data/light/*.onnx) on ort, iree and openvino against the ONNX reference
+evaluator in float64. The fpdiff that runs is whatever `python -m fpdiff` imports (set PYTHONPATH to measure
+another tree; the report records its path).
+
+Which runs each analysis makes (a choice, so it is written down):
+- check: the whole grid of the selected backends and precisions, one CLI run per model.
+- locate: on torch models, torch eager (the lockstep analysis) at fp32 and at fp16, because the lockstep is what
+  every user gets first and fp32 is where models that cast inside broke it; then the worst cell check did not pass
+  (mismatch, then error, crash, timeout, unsupported, unjudged, precision-loss; ties by relative L2), on its backend
+  and precision, because that is the cell a user would locate next; when every cell passed, IREE at fp32 (one
+  whole-model bisection step) when iree is selected. ONNX models: ort at fp16, then the worst non-passing cell.
+- plan: fp16 with default arguments on torch (ONNX models: on ort, plan's only ONNX backend), `--no-speed`.
+- ranges: default arguments (fp16 and bf16). Torch models only by its documentation: on an ONNX model the run is
+  made anyway and a clean one-line refusal counts as an answer that refused.
+
+Each run's outcome (`outcome` below): `answer` (exit 0 or 1 with its JSON written), `refused` (exit 2 with a
+message and no traceback: a usage or input error said in one line), `crash` (a Python traceback with no answer, a
+signal, or an exit without its report), `timeout`. A traceback printed on the way to an answer is counted too
+(`tracebacks`): the user still sees it. Cell counts, from the check runs: per status; `false mismatch` (a mismatch
+not listed in KNOWN_BUGS with its evidence: every other one needs a reviewer's eye, and is counted until it has
+one); `false unsupported` (a refusal of an op the user's model does not contain: one fpdiff's own rewrites make);
+`unjudged` cells and check runs that judged no cell; misattributed failures (a failure charged to a backend where
+its message says the graph handed over was invalid, a refusal naming a constant, and one failure given two
+verdicts at two precisions). Nothing is downloaded (HF_HUB_OFFLINE=1).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,9 +51,26 @@ SPECS = HERE / "specs" / "corpus"
 TORCH_BACKENDS = ("torch", "inductor", "ort", "iree", "openvino")
 ONNX_BACKENDS = ("ort", "iree", "openvino")  # onnxref is the judge of ONNX models, not a cell
 PRECISIONS = ("fp32", "fp16", "bf16")
+ANALYSES = ("check", "locate", "plan", "ranges")
 # Short names of the statuses in the table; a failed cell adds "COMPONENT @ STAGE".
 SHORT = {"pass": "pass", "precision-loss": "loss", "mismatch": "MISMATCH", "unsupported": "unsupp", "error": "ERROR",
-         "crash": "CRASH", "timeout": "TIMEOUT"}
+         "crash": "CRASH", "timeout": "TIMEOUT", "unjudged": "unjudged"}
+# Which non-passing cell locate takes first: the likeliest backend bug first, precision loss last.
+SEVERITY = ("mismatch", "error", "crash", "timeout", "unsupported", "unjudged", "precision-loss")
+# Mismatches shown to be real backend bugs, with the evidence; any other mismatch counts as false until reviewed.
+KNOWN_BUGS = {
+    ("gemma2", "iree", "fp32"): "IREE's gelu(approximate='tanh') at fp32 errs ~650x torch's error (issue 17)",
+}
+# Ops a refusal may name that the user's model never contains: fpdiff's own rewrites for IREE (squeeze.dim made
+# squeeze.dims, roll decomposed into integer fmod). A refusal of one of them is fpdiff's, not the backend's.
+FPDIFF_MADE_OPS = ("squeeze.dims", "fmod")
+# A refusal naming a constant names the wrong op: no compiler refuses to hold an integer.
+CONSTANT_OPS = ("torch.constant.int", "torch.constant.float", "torch.constant.bool")
+# A backend's message saying the graph it was given is invalid: the graph's maker (exporter, fpdiff's cast) failed.
+INVALID_GRAPH = ("INVALID_GRAPH", "Type Error", "ShapeInferenceError", "type (tensor(bfloat16)) of input",
+                 "is invalid", "Graph must be in single static assignment")
+BACKEND_COMPONENTS = ("onnxruntime", "openvino", "iree-compile", "iree-runtime", "iree")
+TRACEBACK = "Traceback (most recent call last)"
 
 
 def onnx_models() -> dict[str, Path]:
@@ -41,27 +84,205 @@ def torch_models() -> dict[str, Path]:
     return {p.stem: p for p in sorted(SPECS.glob("*.py"))}
 
 
-def run_model(name: str, path: Path, backends: list[str], precisions: list[str], cache: str | None,
-              timeout: float) -> dict:
-    """One model's grid through fpdiff.check; a failure of the reference itself is reported, not raised."""
-    import fpdiff
+def classify(rc: int | None, output: str, report_written: bool) -> str:
+    """A run's outcome as a user meets it: an answer, a clean refusal, a crash or a timeout (rc None)."""
+    if rc is None:
+        return "timeout"
+    if rc in (0, 1) and report_written:
+        return "answer"
+    if rc == 2 and TRACEBACK not in output and not report_written:
+        return "refused"
+    return "crash"  # a traceback, a signal (rc < 0), or an exit without the report it promised
+
+
+def last_line(output: str) -> str:
+    """The line a user reads: the last non-empty one of the run's output."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def fpdiff_cli(args: list[str], report: Path, timeout: float, env: dict[str, str] | None = None) -> dict:
+    """One `python -m fpdiff ...` run with a timeout: outcome, exit code, wall time, the report it wrote."""
+    report.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "fpdiff", *args, "--json", str(report)]
     t0 = time.perf_counter()
+    rc, output = run_killable(cmd, timeout, env)
+    wall = round(time.perf_counter() - t0, 1)
+    data = None
+    if report.exists():
+        try:
+            data = json.loads(report.read_text())
+        except ValueError:
+            data = None
+    outcome = classify(rc, output, data is not None)
+    tb = output[output.find(TRACEBACK):] if TRACEBACK in output else ""
+    return {"args": ["fpdiff", *args], "rc": rc, "outcome": outcome, "traceback": bool(tb), "wall_s": wall,
+            "message": last_line(output), "traceback_lines": tb.count("\n"), "traceback_tail": tb[-1500:],
+            "report": data}
+
+
+def run_killable(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[int | None, str]:
+    """Run in its own process group, so a timeout kills fpdiff's workers too; rc None on timeout."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env=os.environ | {"NO_COLOR": "1"} | (env or {}))
     try:
-        r = fpdiff.check(str(path), backends=backends, precisions=precisions, cache_dir=cache, timeout=timeout)
-    except Exception as e:  # the float64 reference or the model itself failed: one line for this model
-        return {"model": name, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:400]}",
-                "duration_s": round(time.perf_counter() - t0, 1), "cells": []}
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, out + "\n" + err
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        return None, _text(out) + "\n" + _text(err)
+
+
+def _text(b) -> str:
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+
+def check_cells(report: dict | None) -> list[dict]:
+    """The cells of a check report, kept to what the tables need."""
     cells = []
-    for c in r.cells:
-        d = c.as_dict()
+    for d in (report or {}).get("cells", []):
         cells.append({k: d.get(k) for k in ("backend", "precision", "status", "reason", "stage", "component",
                                             "duration_s")}
-                     | {"rel_l2": (c.metrics or {}).get("rel_l2"),
-                        "info": {k: v for k, v in c.info.items() if k in (
+                     | {"rel_l2": (d.get("metrics") or {}).get("rel_l2"),
+                        "info": {k: v for k, v in (d.get("info") or {}).items() if k in (
                             "onnx_exporter", "onnx_exporter_why", "iree_import", "iree_import_why",
                             "requested_dtype_share")},
-                        "findings": [f["kind"] for f in d.get("findings", [])]})
-    return {"model": name, "duration_s": round(time.perf_counter() - t0, 1), "cells": cells}
+                        "findings": [{"kind": f.get("kind"), "op": f.get("op")} for f in d.get("findings", [])]})
+    return cells
+
+
+def worst_cell(cells: list[dict]) -> dict | None:
+    """The cell a user would locate next: the most severe status, then the largest error."""
+    bad = [c for c in cells if c["status"] in SEVERITY]
+    if not bad:
+        return None
+
+    def key(c: dict) -> tuple:
+        rl = c.get("rel_l2")
+        return (SEVERITY.index(c["status"]), -(rl if isinstance(rl, (int, float)) else 0.0))
+    return min(bad, key=key)
+
+
+def locate_runs(kind: str, cells: list[dict], backends: list[str], precisions: list[str]) -> list[tuple[str, str]]:
+    """(backend, precision) pairs for locate: see the module docstring for why these."""
+    base = [("torch", "fp32"), ("torch", "fp16")] if kind == "torch" else [("ort", "fp16")]
+    runs = [(b, p) for b, p in base if b in backends or (kind == "torch" and b == "torch")]
+    w = worst_cell(cells)
+    if w is not None:
+        runs.append((w["backend"], w["precision"]))
+    elif kind == "torch" and "iree" in backends and "fp32" in precisions:
+        runs.append(("iree", "fp32"))
+    return list(dict.fromkeys(runs))
+
+
+def cell_flags(model: str, cells: list[dict]) -> list[dict]:
+    """Each cell's counted faults: false mismatch, false unsupported, misattributed, nothing judged."""
+    out = []
+    for c in cells:
+        text = f"{c.get('reason') or ''} " + " ".join(str(f.get("op") or "") for f in c.get("findings", []))
+        flags = []
+        if c["status"] == "mismatch" and (model, c["backend"], c["precision"]) not in KNOWN_BUGS:
+            flags.append("false mismatch")
+        if c["status"] == "unsupported" and any(op in text for op in FPDIFF_MADE_OPS):
+            flags.append("false unsupported")
+        invalid = any(m in text for m in INVALID_GRAPH) and c.get("component") in BACKEND_COMPONENTS
+        if c["status"] in ("unsupported", "error") and (
+                invalid or c["status"] == "unsupported" and any(op in text for op in CONSTANT_OPS)):
+            flags.append("misattributed")
+        if c["status"] == "unjudged":
+            flags.append("unjudged")
+        if c["status"] == "error" and "internal error in fpdiff" in text:
+            flags.append("fpdiff internal error")
+        if flags:
+            out.append({"model": model, "backend": c["backend"], "precision": c["precision"],
+                        "status": c["status"], "flags": flags,
+                        "reason": " ".join((c.get("reason") or "").split())[:300]})
+    # one failure, two verdicts: a backend refusing at one precision and erring at another at the same stage
+    by_backend: dict[str, list[dict]] = {}
+    for c in cells:
+        by_backend.setdefault(c["backend"], []).append(c)
+    for b, cs in by_backend.items():
+        stages = {c["status"]: c.get("stage") for c in cs if c["status"] in ("unsupported", "error")}
+        if "unsupported" in stages and "error" in stages and stages["unsupported"] == stages["error"]:
+            out.append({"model": model, "backend": b, "precision": "*", "status": "unsupported+error",
+                        "flags": ["misattributed"], "reason": f"unsupported and error at stage {stages['error']}"})
+    return out
+
+
+def run_model(name: str, kind: str, path: Path, analyses: list[str], backends: list[str], precisions: list[str],
+              work: Path, timeout: float, cell_timeout: float) -> dict:
+    """Every selected analysis on one model, each as a CLI run."""
+    t0 = time.perf_counter()
+    res: dict = {"model": name, "kind": kind, "runs": [], "cells": []}
+    stem = work / name
+    common = ["--no-store"]
+    if "check" in analyses:
+        r = fpdiff_cli(["check", str(path), "--backends", ",".join(backends), "--precisions", ",".join(precisions),
+                        "--timeout", str(cell_timeout), *common], stem.with_suffix(".check.json"), timeout)
+        rep = r.pop("report") or {}
+        res["cells"], res["judge"] = check_cells(rep), rep.get("judge")
+        res["runs"].append({"analysis": "check", "backend": ",".join(backends), "precision": ",".join(precisions),
+                            **r})
+        _progress(name, res["runs"][-1])
+    if "locate" in analyses:
+        for b, p in locate_runs(kind, res["cells"], backends, precisions):
+            r = fpdiff_cli(["locate", str(path), "--backend", b, "--precision", p, "--timeout", str(cell_timeout),
+                            "--no-repro", *common], stem.with_suffix(f".locate-{b}-{p}.json"), timeout)
+            culprit = ((r.pop("report") or {}).get("culprit") or {})
+            res["runs"].append({"analysis": "locate", "backend": b, "precision": p, **r,
+                                "culprit": {k: culprit.get(k) for k in ("op", "node", "source", "status", "cause",
+                                                                         "stage", "component", "found_by")}})
+            _progress(name, res["runs"][-1])
+    if "plan" in analyses:
+        b = "torch" if kind == "torch" else "ort"
+        r = fpdiff_cli(["plan", str(path), "--precision", "fp16", "--backend", b, "--no-speed", *common],
+                       stem.with_suffix(".plan.json"), timeout)
+        rep = r.pop("report") or {}
+        res["runs"].append({"analysis": "plan", "backend": b, "precision": "fp16", **r,
+                            "kept": len(rep.get("kept") or rep.get("keep") or [])})
+        _progress(name, res["runs"][-1])
+    if "ranges" in analyses:
+        r = fpdiff_cli(["ranges", str(path)], stem.with_suffix(".ranges.json"), timeout)
+        r.pop("report")
+        res["runs"].append({"analysis": "ranges", "backend": "-", "precision": "fp16,bf16", **r})
+        _progress(name, res["runs"][-1])
+    res["flags"] = cell_flags(name, res["cells"])
+    res["duration_s"] = round(time.perf_counter() - t0, 1)
+    return res
+
+
+def _progress(name: str, run: dict) -> None:
+    print(f"{name} {run['analysis']} {run['backend']} {run['precision']}: {run['outcome']} rc={run['rc']} "
+          f"{run['wall_s']}s{' TRACEBACK' if run['traceback'] else ''}  {run['message'][:160]}", flush=True)
+
+
+def summarize(results: list[dict]) -> dict:
+    """Per analysis: runs, answers, refusals, crashes, timeouts, tracebacks; over cells: statuses and faults."""
+    per: dict[str, dict] = {}
+    for r in results:
+        for run in r["runs"]:
+            s = per.setdefault(run["analysis"], {"runs": 0, "answer": 0, "refused": 0, "crash": 0, "timeout": 0,
+                                                 "tracebacks": 0})
+            s["runs"] += 1
+            s[run["outcome"]] += 1
+            s["tracebacks"] += run["traceback"]
+    statuses: dict[str, int] = {}
+    for r in results:
+        for c in r["cells"]:
+            statuses[c["status"]] = statuses.get(c["status"], 0) + 1
+    flags: dict[str, int] = {}
+    for r in results:
+        for f in r["flags"]:
+            for k in f["flags"]:
+                flags[k] = flags.get(k, 0) + 1
+    judged = ("pass", "precision-loss", "mismatch", "unjudged")
+    nothing = [r["model"] for r in results if any(run["analysis"] == "check" and run["outcome"] == "answer"
+                                                    for run in r["runs"])
+               and not any(c["status"] in judged for c in r["cells"])]
+    unchecked = [r["model"] for r in results if (r.get("judge") or {}).get("status") == "unchecked"]
+    return {"analyses": per, "cells": sum(statuses.values()), "statuses": statuses, "faults": flags,
+            "check_runs_judging_nothing": nothing, "judge_unchecked": unchecked}
 
 
 def cell_text(c: dict) -> str:
@@ -78,82 +299,98 @@ def cell_text(c: dict) -> str:
     return s
 
 
-def markdown(results: list[dict], precisions: list[str], command: str) -> str:
-    """Two tables (torch models, ONNX models): a row per model, a column per backend x precision; then the
-    message of every cell that did not pass."""
-    out = [f"Command: `{command}`", ""]
+def markdown(results: list[dict], precisions: list[str], command: str, summary: dict) -> str:
+    """The summary per analysis, the faults, then the grid tables and every run and cell that did not answer or
+    pass."""
+    out = [f"Command: `{command}`", "", "| analysis | runs | answers | refused (one line) | crashes | timeouts | "
+           "tracebacks |", "|---|---|---|---|---|---|---|"]
+    for a, s in summary["analyses"].items():
+        out.append(f"| {a} | {s['runs']} | {s['answer']} | {s['refused']} | {s['crash']} | {s['timeout']} | "
+                   f"{s['tracebacks']} |")
+    f = summary["faults"]
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items()))
+    out += ["", f"Check cells: {summary['cells']} ({statuses}). "
+            f"False mismatch: {f.get('false mismatch', 0)}; false unsupported: {f.get('false unsupported', 0)}; "
+            f"misattributed: {f.get('misattributed', 0)}; unjudged cells: {f.get('unjudged', 0)}; fpdiff internal "
+            f"errors: {f.get('fpdiff internal error', 0)}; check runs that judged no cell: "
+            f"{len(summary['check_runs_judging_nothing'])}; judge unchecked: {len(summary['judge_unchecked'])}.", ""]
     for title, backends, kind in (("torch models (transformers)", TORCH_BACKENDS, "torch"),
                                   ("ONNX models (onnx wheel, light_*)", ONNX_BACKENDS, "onnx")):
-        rows = [r for r in results if r.get("kind") == kind]
+        rows = [r for r in results if r["kind"] == kind and r["cells"]]
         if not rows:
             continue
-        cols = [(b, p) for b in backends for p in precisions]
-        out += [f"**{title}**", "", "| model | " + " | ".join(f"{b} {p}" for b, p in cols) + " | s |",
-                "|---" * (len(cols) + 2) + "|"]
+        cols = [(b, p) for b in backends for p in precisions
+                if any(c["backend"] == b and c["precision"] == p for r in rows for c in r["cells"])]
+        out += [f"**{title}**", "", "| model | " + " | ".join(f"{b} {p}" for b, p in cols) + " |",
+                "|---" * (len(cols) + 1) + "|"]
         for r in rows:
-            if r.get("error"):
-                out.append(f"| {r['model']} | " + " | ".join("-" for _ in cols) + f" | {r['duration_s']:.0f} |")
-                continue
             by = {(c["backend"], c["precision"]): c for c in r["cells"]}
-            out.append(f"| {r['model']} | " + " | ".join(cell_text(by[k]) if k in by else "-" for k in cols)
-                       + f" | {r['duration_s']:.0f} |")
+            out.append(f"| {r['model']} | " + " | ".join(cell_text(by[k]) if k in by else "-" for k in cols) + " |")
         out.append("")
-    notes = []
-    for r in results:
-        if r.get("error"):
-            notes.append(f"- {r['model']}: the model or its float64 reference failed: {r['error']}")
-        for c in r["cells"]:
-            if c["status"] != "pass":
-                notes.append(f"- {r['model']} {c['backend']} {c['precision']}: {c['status']}: "
-                             f"{' '.join((c['reason'] or '').split())[:300]}")
-            why = (c.get("info") or {}).get("onnx_exporter_why") or (c.get("info") or {}).get("iree_import_why")
-            if why and c["precision"] == "fp32":
-                notes.append(f"- {r['model']} {c['backend']}: fallback used because {why[:200]}")
-    if notes:
-        out += ["Cells that did not pass, and fallbacks used:", ""] + notes + [""]
+    runs = [(r["model"], run) for r in results for run in r["runs"] if run["outcome"] != "answer" or run["traceback"]]
+    if runs:
+        out += ["Runs that did not answer, or printed a traceback:", ""]
+        out += [f"- {m} {run['analysis']} {run['backend']} {run['precision']}: {run['outcome']} (exit {run['rc']}"
+                f"{', traceback of ' + str(run['traceback_lines']) + ' lines' if run['traceback'] else ''}): "
+                f"{run['message']}" for m, run in runs] + [""]
+    flagged = [x for r in results for x in r["flags"]]
+    if flagged:
+        out += ["Cells counted as faults:", ""]
+        out += [f"- {x['model']} {x['backend']} {x['precision']} {x['status']} [{', '.join(x['flags'])}]: "
+                f"{x['reason']}" for x in flagged] + [""]
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", help="comma-separated names (spec stems and light_* ONNX names); default: all")
-    ap.add_argument("--precisions", default=",".join(PRECISIONS))
+    ap.add_argument("--analyses", default=",".join(ANALYSES), help="comma list of check,locate,plan,ranges")
+    ap.add_argument("--precisions", default=",".join(PRECISIONS), help="check's precisions")
     ap.add_argument("--backends", help="restrict the backends (torch models: torch,inductor,ort,iree,openvino; "
                     "ONNX: ort,iree,openvino)")
-    ap.add_argument("--timeout", type=float, default=600.0,
-                    help="seconds per cell (the trained MiniLM at bf16 inlines 22M weights for IREE)")
-    ap.add_argument("--cache-dir", help="compile cache (default: fpdiff's)")
-    ap.add_argument("--md", help="write the markdown table here too")
-    ap.add_argument("--json", help="write every cell (status, rel L2, stage, component, reason) here")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per analysis run (the CLI is killed)")
+    ap.add_argument("--cell-timeout", type=float, default=600.0,
+                    help="fpdiff's --timeout per cell or segment (MiniLM at bf16 inlines 22M weights for IREE)")
+    ap.add_argument("--work", help="keep each run's JSON report here (default: a temporary directory)")
+    ap.add_argument("--md", help="write the markdown summary and tables here too")
+    ap.add_argument("--json", help="write every run and cell here")
     a = ap.parse_args(argv)
     precisions = a.precisions.split(",")
+    analyses = a.analyses.split(",")
+    bad = [x for x in analyses if x not in ANALYSES]
     catalog = {**{n: ("torch", p) for n, p in torch_models().items()},
                **{n: ("onnx", p) for n, p in onnx_models().items()}}
     names = a.models.split(",") if a.models else list(catalog)
     unknown = [n for n in names if n not in catalog]
-    if unknown:
-        print(f"unknown models: {', '.join(unknown)}; known: {', '.join(catalog)}", file=sys.stderr)
+    if unknown or bad:
+        print(f"unknown models: {', '.join(unknown)}; known: {', '.join(catalog)}" if unknown
+              else f"unknown analyses: {', '.join(bad)}; known: {', '.join(ANALYSES)}", file=sys.stderr)
         return 2
     wanted = set(a.backends.split(",")) if a.backends else None
+    work = Path(a.work or tempfile.mkdtemp(prefix="corpus-"))
+    work.mkdir(parents=True, exist_ok=True)
+    where = subprocess.run([sys.executable, "-c", "import fpdiff; print(fpdiff.__file__)"], capture_output=True,
+                           text=True).stdout.strip()
+    print(f"fpdiff under test: {where}", flush=True)
+    t0 = time.perf_counter()
     results = []
     for name in names:
         kind, path = catalog[name]
         backends = [b for b in (TORCH_BACKENDS if kind == "torch" else ONNX_BACKENDS) if not wanted or b in wanted]
         if not backends:
             continue
-        r = run_model(name, path, backends, precisions, a.cache_dir, a.timeout)
-        r["kind"] = kind
-        results.append(r)
-        print(f"{name}: {r['duration_s']:.0f}s " + (r.get("error") or "  ".join(
-            f"{c['backend']}/{c['precision']}={cell_text(c)}" for c in r["cells"])), flush=True)
+        results.append(run_model(name, kind, path, analyses, backends, precisions, work, a.timeout, a.cell_timeout))
     command = "python bench/corpus.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    md = markdown(results, precisions, command.strip())
+    summary = summarize(results)
+    md = markdown(results, precisions, command.strip(), summary)
     print()
     print(md)
     if a.md:
         Path(a.md).write_text(md + "\n")
     if a.json:
-        Path(a.json).write_text(json.dumps(results, indent=1, default=str))
+        Path(a.json).write_text(json.dumps({"command": command.strip(), "fpdiff": where,
+                                            "wall_s": round(time.perf_counter() - t0, 1), "summary": summary,
+                                            "models": results}, indent=1, default=str))
     return 0
 
 
