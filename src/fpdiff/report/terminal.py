@@ -50,6 +50,10 @@ def render(result, console: Console | None = None) -> None:
         console.print(f"[cyan]{kind}[/cyan] in {cells}: {message}", highlight=False)
         if remedy:
             console.print(f"    [green]remedy[/green]: {remedy}", highlight=False)
+    judge = result.judge or {}
+    if judge.get("status") in ("suspect", "overruled", "upheld"):  # the float64 judge itself in doubt (check/judge.py)
+        style = "bold red" if judge["status"] == "overruled" else "cyan"
+        console.print(f"[{style}]judge {judge['status']}[/]: {judge.get('message', '')}", highlight=False)
     s = result.as_dict()["summary"]
     console.print(" ".join(f"{k}={v}" for k, v in s.items() if v) + f"   ({result.duration_s:.1f} s)")
     nothing = result.nothing_judged()
@@ -98,10 +102,15 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
             console.print(f"{result.backend} at {result.precision}: the whole graph agrees with the baseline at "
                           f"the same precision within the check rules ({result.compiles} compile)", highlight=False)
         else:
-            where = f" (module {seg.module or '(root)'}, {seg.source})" if seg.source else ""
-            console.print(f"[bold red]{result.backend} departs at ops {seg.start}..{seg.end - 1}[/]: "
-                          f"{', '.join(seg.ops)}{where} - {seg.status}: {seg.reason}  "
-                          f"[{result.compiles} compiles]", highlight=False)
+            where = f", module {seg.module or '(root)'}, {seg.source}" if seg.source else ""
+            console.print(f"[bold red]{result.backend} departs at {seg.first_op}[/] (node {seg.node}{where}); "
+                          f"segment ops {seg.start}..{seg.end - 1}: {', '.join(seg.ops)} - {seg.status}: "
+                          f"{seg.reason}  [{result.compiles} compiles]", highlight=False)
+    elif result.segment is not None:  # no graph to cut: the stage that failed before any backend (torch.export)
+        console.print(f"[bold red]{result.segment.stage} failed[/]: {result.segment.reason}", highlight=False)
+    for f in result.findings:
+        if f.kind == "note":
+            console.print(f"note: {f.message}" + (f" ({f.remedy})" if f.remedy else ""), highlight=False)
     if not result.ops:
         return
     t = Table(title="torch eager: worst ops by own error / floor", show_lines=False)

@@ -5,12 +5,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
 
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Judgement
 
 AGREES, SUSPECT, UNCHECKED, SAME_CODE = "agrees", "suspect", "unchecked", "same-code"
+# When the judge is suspect, more independent implementations are asked (backends declaring `independent`, at fp32).
+# OVERRULED: at least two of them agree with each other and not with the judge, and they outnumber the judge with
+# the witnesses on its side (the judge is one voice): the judge is wrong on this model, and cells are judged against
+# the majority's reading. UPHELD: at least two witnesses agree with the judge, more than agree against it: the
+# first independent implementation is the odd one out, and the judge stands. Anything else stays SUSPECT.
+OVERRULED, UPHELD = "overruled", "upheld"
+# A witness that is not in the grid is run for the cross-check when the graph has at most this many nodes: one fp32
+# compile and run, of the order of one grid cell for a graph this size; beyond it the message names the backends
+# to add with --backends instead.
+WITNESS_MAX_NODES = 2000
 # ONNX models: ONNX Runtime is the independent implementation (its own kernel for every op, its own reading of
 # each opset). Torch models: eager fp32 against eager float64 is the same graph run by the same kernels in two
 # dtypes; it says whether fp32 holds, not whether the judge is right, so a torch judge is never suspected.
@@ -26,10 +39,15 @@ class JudgeCheck:
     rel_l2: float | None = None  # the independent fp32 run against the float64 judge
     own_fp32_rel_l2: float | None = None  # the judge's own fp32 run against its float64 run
     first_divergence: dict | None = None
+    witnesses: list[dict] = field(default_factory=list)  # each independent fp32 run asked, against the judge
+    majority: list[str] = field(default_factory=list)  # OVERRULED: the witnesses whose reading the cells are judged by
+    repro: str | None = None  # OVERRULED: where the op the judge gets wrong is written as a one-node graph
     stand_in: tuple | None = field(default=None, repr=False)  # results key of the independent run
+    reading: list | None = field(default=None, repr=False)  # OVERRULED: the majority's outputs (elementwise median)
+    spread: compare.Metrics | None = field(default=None, repr=False)  # OVERRULED: the worst witness vs the reading
 
     def as_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "stand_in"}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("stand_in", "reading", "spread")}
         for k in ("rel_l2", "own_fp32_rel_l2"):
             if isinstance(d[k], float) and not math.isfinite(d[k]):
                 d[k] = "inf"
@@ -128,3 +146,167 @@ def hold_unconfirmed(check: JudgeCheck, cells: list, keys: list[tuple],
                                f"against {check.cross_check}")
                 cell.status = compare.UNJUDGED
         cell.findings.append(finding)
+
+
+def _agree(a: list, b: list, fp32: prec.Precision, own: compare.Metrics | None) -> bool:
+    """Two fp32 readings agree when one, taken as reference, passes the other by the mismatch rule (the judge's own
+    fp32 error is the size of fp32 rounding on this model, whatever the judge's semantics)."""
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return False
+    return compare.judge(compare.measure(a, b, fp32.compute), fp32, own).status != compare.MISMATCH
+
+
+def _largest_agreeing(readings: dict, fp32: prec.Precision, own: compare.Metrics | None) -> list:
+    """The largest group of readings that agree pairwise (a handful of witnesses: greedy from each one)."""
+    best: list = []
+    for start in readings:
+        group = [start]
+        for k in readings:
+            if k not in group and all(_agree(readings[g], readings[k], fp32, own) for g in group):
+                group.append(k)
+        best = group if len(group) > len(best) else best
+    return best
+
+
+def median_reading(outputs: list[list]) -> list:
+    """The majority's reading: the elementwise median of float outputs (the mean of two), the first witness's
+    integer outputs."""
+    first = outputs[0]
+    return [np.median(np.stack([np.asarray(o[i], dtype=np.float64) for o in outputs]), axis=0)
+            if not compare.is_discrete(first[i]) else np.asarray(first[i]) for i in range(len(first))]
+
+
+def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: tuple, witness_keys: list[tuple],
+                  fp32: prec.Precision, not_asked: list[str] = ()) -> None:
+    """A suspect judge against more independent implementations at fp32: OVERRULED, UPHELD or still SUSPECT (see
+    OVERRULED). `not_asked`: independent backends that could have been asked and were not (said in the message)."""
+    if check.status != SUSPECT:
+        return
+    own = _measure(ref_out, results.get(judge_fp32_key), fp32)
+    readings, with_judge = {}, []
+    for key in witness_keys:
+        r = results.get(key)
+        m = _measure(ref_out, r, fp32)
+        w = {"backend": key[0], "status": r.status if r is not None else "not run"}
+        if r is not None and r.status == "ok":
+            w["agrees_with_judge"] = m is not None and compare.judge(m, fp32, own).status != compare.MISMATCH
+            w["rel_l2"] = compare.json_float(m.rel_l2) if m is not None else "output shapes differ"
+            readings[key] = r.outputs
+            with_judge += [key] * w["agrees_with_judge"]
+        else:
+            w["message"] = (r.message if r is not None else "not run")[:300]
+        check.witnesses.append(w)
+    against = {k: v for k, v in readings.items() if k not in with_judge}
+    group = _largest_agreeing(against, fp32, own)
+    names = lambda keys: ", ".join(f"{k[0]} fp32" for k in keys) or "none"  # noqa: E731
+    tally = f"with the judge: {names(with_judge)}; against it: {names(list(against))}"
+    if len(group) >= 2 and len(group) > 1 + len(with_judge):
+        check.status, check.majority = OVERRULED, [k[0] for k in group]
+        check.reading = median_reading([readings[k] for k in group])
+        check.spread = max((compare.measure(check.reading, readings[k], fp32.compute) for k in group),
+                           key=lambda m: m.rel_l2)
+        check.message = (f"the float64 judge is overruled: {names(group)} agree with each other and not with it "
+                         f"({tally}); cells are judged against their reading (judged-by-majority)")
+    elif len(with_judge) >= 2 and len(with_judge) > len(group):
+        check.status = UPHELD
+        check.message = (f"the judge is upheld: {names(with_judge)} agree with it where {check.cross_check} does "
+                         f"not ({tally}); {check.cross_check} is the odd one out")
+    else:
+        more = f"; add --backends {','.join(not_asked)} to ask more" if not_asked else ""
+        check.message += f" (witnesses {tally}: no majority{more})"
+    fd = check.first_divergence
+    if fd and check.status != SUSPECT:
+        check.message += f"; {check.cross_check} first parts from the judge at {fd['op']} node {fd['node']!r}"
+
+
+def judge_by_majority(check: JudgeCheck, cells: list, keys: list[tuple],
+                      rejudge: Callable[[tuple], Judgement | None]) -> None:
+    """With an overruled judge, every cell that ran is judged again against the majority's reading, and marked."""
+    if check.status != OVERRULED:
+        return
+    for cell, key in zip(cells, keys):
+        if cell.status not in (compare.PASS, compare.PRECISION_LOSS, compare.MISMATCH):
+            continue
+        j = rejudge(key)
+        was = f"{cell.status} against the overruled float64 judge"
+        if j is None:
+            cell.status = compare.UNJUDGED
+            cell.reason = (f"{was}; not measurable against the majority's fp32 reading (a precision finer than "
+                           "fp32, or other output shapes)")
+        else:
+            cell.status, cell.reason = j.status, f"{j.reason} (against {', '.join(check.majority)} fp32; {was})"
+            cell.findings += j.findings
+        cell.findings.append(Finding("judged-by-majority", check.message,
+                                     remedy="report the judge's error upstream (the repro in judge.repro); the "
+                                     "verdicts here rest on the agreeing independent implementations"))
+
+
+REPRO_SCRIPT = '''"""{op} (opset {opset}): the ONNX reference evaluator and ONNX Runtime disagree on this one node,
+at float32. Found by fpdiff check on {model}: {majority} agree with each other and not with the reference evaluator.
+Exits 1 while they disagree (relative L2 over 1e-4)."""
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx.reference import ReferenceEvaluator
+
+here = pathlib.Path(__file__).parent
+model = onnx.load(str(here / "op.onnx"))
+feeds = dict(np.load(here / "inputs.npz"))
+evaluator = ReferenceEvaluator(model).run(None, feeds)
+runtime = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+worst = 0.0
+for out, a, b in zip(model.graph.output, evaluator, runtime):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    rel = float(np.linalg.norm((a - b).ravel()) / max(np.linalg.norm(b.ravel()), 1e-300)) if a.shape == b.shape \\
+        else float("inf")
+    worst = max(worst, rel)
+    print(f"{{out.name}}: reference evaluator {{list(a.shape)}} vs onnxruntime {{list(b.shape)}}, "
+          f"relative L2 {{rel:.3g}}")
+sys.exit(1 if worst > 1e-4 else 0)
+'''
+
+
+def write_repro(source, check: JudgeCheck, out_dir: str) -> None:
+    """The op where the judge parts from the majority, as a one-node float32 graph with its inputs (the judge's own
+    values just before it, where all readings still agree), both implementations' outputs and a script that exits
+    1 while they disagree: a report for the reference evaluator's maintainers. Sets check.repro."""
+    import onnx
+    from onnx import helper
+
+    from fpdiff.onnxtools.graph import float64_values
+    fd = check.first_divergence
+    model = source.module
+    node = next((n for n in model.graph.node if fd and fd["tensor"] in n.output), None)
+    if node is None or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        return
+    values = float64_values(model, dict(zip(source.input_names, [np.asarray(x) for x in source.inputs])))
+    names = [i for i in node.input if i]
+    if any(i not in values for i in names):
+        return
+    feeds = {i: np.asarray(values[i]).astype(np.float32) if np.asarray(values[i]).dtype.kind == "f"
+             else np.asarray(values[i]) for i in names}
+    one = helper.make_model(helper.make_graph(
+        [node], f"judge_repro_{node.op_type}",
+        [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for i, a in feeds.items()],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in node.output if o]),
+        opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    stem = Path(source.ref.label).stem
+    out = Path(out_dir) / f"judge-repro-{_safe(stem)}-{node.op_type}-{_safe(node.name or fd['tensor'])}"
+    out.mkdir(parents=True, exist_ok=True)
+    onnx.save(one, str(out / "op.onnx"))
+    np.savez(out / "inputs.npz", **feeds)
+    for o in node.output:
+        if o in values:
+            np.save(out / f"judge_float64_{_safe(o)}.npy", np.asarray(values[o]))
+    opset = next((x.version for x in model.opset_import if x.domain in ("", "ai.onnx")), "?")
+    (out / "repro.py").write_text(REPRO_SCRIPT.format(op=node.op_type, opset=opset, model=source.ref.label,
+                                                      majority=", ".join(f"{b} fp32" for b in check.majority)))
+    check.repro = str(out / "repro.py")
+    check.message += f"; repro: python {check.repro}"
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60] or "node"
