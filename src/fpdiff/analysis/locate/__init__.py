@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import operator
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from fpdiff.analysis.locate.markall import MarkAll, mark_all
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import StageError, UsageError
+from fpdiff.core.errors import MESSAGE_CHARS, StageError, Unsupported, UsageError
 from fpdiff.model import graph, segments
 from fpdiff.runtime import rundir
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT
@@ -87,6 +88,8 @@ class Segment:
     baseline_rel_l2: float | None = None
     stage: str | None = None
     component: str | None = None
+    op_index: int | None = None  # the unit of the op named (first_op), narrowed inside the segment
+    alone: dict | None = None  # that op cut out alone: its status, reason, rel L2 and the baseline's
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -121,7 +124,8 @@ class LocateResult:
                     "backend": self.backend, "stage": seg.stage or "run", "component": seg.component,
                     "status": seg.status, "cause": seg.status, "ops": seg.ops,
                     "evidence": {"reason": seg.reason, "segment": [seg.start, seg.end], "rel_l2": seg.rel_l2,
-                                 "baseline_rel_l2": seg.baseline_rel_l2, "compiles": self.compiles}}
+                                 "baseline_rel_l2": seg.baseline_rel_l2, "compiles": self.compiles,
+                                 "op_index": seg.op_index, "op_alone": seg.alone}}
         c = self.culprit
         if c is None:
             return None
@@ -339,21 +343,39 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
         if b.count():
             result.output_error = b.verdict(0, b.count()).rel_l2  # the requested backend's, not eager's
         if found is not None:
-            op, node, path, src = b.where(found.start)
+            found, k, alone = b.narrow(found)
+            result.compiles = len(b.asked)
+            op, node, path, src = b.where(k)
             result.segment = Segment(found.status, found.reason, found.ops, op, found.start, found.end, node, path,
-                                     src, found.rel_l2, found.baseline_rel_l2, found.stage, found.component)
+                                     src, found.rel_l2, found.baseline_rel_l2, found.stage, found.component, k,
+                                     alone and {"status": alone.status, "reason": alone.reason,
+                                                "rel_l2": alone.rel_l2, "baseline_rel_l2": alone.baseline_rel_l2})
             if repro:
-                limit = max(p.tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2)
-                result.repro = str(b.bundle(found.start, found.end, Path(repro), limit=limit,
-                                            baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs))
+                _bundle(result, b, found, Path(repro))
     finally:
         b.close()
     seg = result.segment
     if seg and seg.status not in (compare.MISMATCH, compare.PRECISION_LOSS, compare.PASS):
-        remedy = f"python {result.repro}" if result.repro else "rerun with --repro DIR for a standalone repro"
-        result.findings.append(compare.Finding(seg.status, f"{backend} {seg.status} on ops {', '.join(seg.ops)}: "
-                                               f"{seg.reason}", op=seg.first_op, remedy=remedy))
+        remedy = (f"python {result.repro}" if result.repro else f"see {repro}" if repro else
+                  "rerun with --repro DIR for a standalone repro")
+        result.findings.insert(0, compare.Finding(seg.status, f"{backend} {seg.status} at {seg.first_op} "
+                                                  f"(ops {', '.join(seg.ops)}): {seg.reason}", op=seg.first_op,
+                                                  remedy=remedy))
     return result
+
+
+def _bundle(result: LocateResult, b, found, out: Path) -> None:
+    """The segment's repro bundle. Writing it compiles the segment again, which fails when the backend refuses it:
+    then the located result stands, and what was written (the segment, inputs, expected values) is a note."""
+    limit = max(prec.get(result.precision).tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2)
+    try:
+        result.repro = str(b.bundle(found.start, found.end, out, limit=limit,
+                                    baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs))
+    except (StageError, Unsupported, UsageError, OSError, subprocess.CalledProcessError) as e:
+        why = " ".join(str(e).split())[:MESSAGE_CHARS]
+        result.findings.append(compare.Finding("note", f"repro bundle incomplete in {out}: {why}", op=None,
+                                               remedy=f"the segment as exported is {out / 'segment.pt2'}"
+                                               if (out / "segment.pt2").exists() else ""))
 
 
 def _export_failed(model: str, backend: str, p: prec.Precision, e: StageError) -> LocateResult:

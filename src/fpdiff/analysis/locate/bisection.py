@@ -33,6 +33,12 @@ class SegmentVerdict:
     component: str | None = None
 
 
+# An op departs inside a failing segment when its error is over the mismatch factor times the baseline's and over
+# this many unit roundoffs: below ~8 roundoffs correct implementations differ by summation order alone
+# (LOCAL_FACTOR in locate/__init__.py, the same bound for one op's own error).
+DEPART_ULPS = 8.0
+
+
 def _signature(reason: str) -> str:
     """A failure message without paths, numbers and names of temporary files: what kind of failure it is."""
     import re
@@ -157,6 +163,43 @@ class Bisector:
             else:
                 hi = mid - 1
         return self.verdict(lo, end)
+
+    def departs(self, start: int, end: int) -> bool:
+        """The segment's error is out of line with its baseline's, tolerance or not: non-finite where the baseline
+        is finite, or over the mismatch factor times the baseline's and over LOCAL_FACTOR unit roundoffs (below
+        that, two correct implementations differ by summation order alone). Inside a failing segment this finds
+        an op whose error is still under the tolerance and is amplified past it by the ops after it."""
+        v = self.verdict(start, end)
+        if v.status == compare.MISMATCH:
+            return True
+        if v.rel_l2 is None:
+            return False
+        if v.rel_l2 == float("inf"):
+            return v.baseline_rel_l2 != float("inf")
+        return v.rel_l2 > max(compare.BASELINE_FACTOR * v.baseline_rel_l2, DEPART_ULPS * self.p.unit_roundoff)
+
+    def narrow(self, found: SegmentVerdict) -> tuple[SegmentVerdict, int, SegmentVerdict | None]:
+        """The op to blame in a failing segment [s, e), the segment to report, and the op's own verdict.
+        A refusal or crash: the prefix search ended at e because ops 0..e-2 pass, so op e-1 is the one the backend
+        refuses; alone, failing the same way, it is the segment. A mismatch: the first prefix of the segment that
+        departs from its baseline ends at the op that starts the error (the ops after it may only amplify it)."""
+        s, e = found.start, found.end
+        if e - s == 1:
+            return found, s, None
+        if found.status != compare.MISMATCH:
+            alone = self.verdict(e - 1, e)
+            same = alone.status == found.status and _signature(alone.reason) == _signature(found.reason)
+            return (alone if same else found), e - 1, alone
+        lo, hi = s + 1, e
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.departs(s, mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        k = lo - 1
+        alone = self.verdict(k, k + 1)
+        return (alone if alone.status == compare.MISMATCH else found), k, alone
 
     def where(self, unit: int) -> tuple[str, str, str, str]:
         """(op, graph node, nn.Module path, user source line) of a unit's first op."""
