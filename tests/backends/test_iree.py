@@ -1,5 +1,15 @@
 """How an iree-compile failure is read: a refusal of something the model asked for stays `unsupported` naming it;
-the compiler breaking on itself (its own dialects, crashes, assertions) is an error at compile."""
+the compiler breaking on itself (its own dialects, crashes, assertions) is an error at compile. fpdiff's
+decomposition for IREE, against real iree-compile (slow): it keeps whole the ops IREE lowers whole (roll, squeeze),
+a refusal of an op the decomposition made sends the program as exported instead, and a refusal of the user's own op
+names that op, never the constant iree-compile reports."""
+from pathlib import Path
+
+import pytest
+import torch
+
+import fpdiff
+from fpdiff.backends import iree
 from fpdiff.backends.iree import compile_failure
 from fpdiff.core.errors import StageError, Unsupported
 
@@ -32,3 +42,65 @@ def test_a_crash_is_an_error_even_when_it_mentions_legalization():
 def test_color_codes_never_reach_the_message():
     e = compile_failure("\x1b[31merror:\x1b[0m 'linalg.generic' op inferred shape mismatch", 1, "fp32")
     assert isinstance(e, StageError) and "\x1b" not in str(e)
+
+
+# The IR iree-compile prints after its failed pass (--mlir-print-ir-after-failure), cut to what matters: an integer
+# aten.fmod left unconverted, and the constant operand that the type conversion reports instead.
+_FMOD_LEFT = """// -----// IR Dump After FinalizingBackendTypeConversion Failed //----- //
+  %int8 = torch.constant.int 8
+  %7 = torch.aten.fmod.Scalar %6, %int8 : !torch.vtensor<[8],si64>, !torch.int -> !torch.vtensor<[8],si64>
+<unknown>:0: error: failed to legalize operation 'torch.constant.int': %1 = "torch.constant.int"() <{value = 8 : i64}>
+"""
+
+
+def test_a_refusal_reported_on_a_constant_names_the_op_left_unlowered():
+    e = compile_failure(_FMOD_LEFT, 1, "fp32")
+    assert isinstance(e, Unsupported) and e.op == "torch.aten.fmod.Scalar"
+    assert "torch.constant.int" in str(e)  # what iree-compile itself said stays in the message
+
+
+def test_a_failure_on_a_constant_with_no_op_left_is_not_a_refusal():
+    e = compile_failure("<unknown>:0: error: failed to legalize operation 'torch.constant.float': %0 = ...", 1, "fp32")
+    assert isinstance(e, StageError) and "torch.constant.float" in str(e)
+
+
+SPEC = str(Path(__file__).parents[1] / "specs" / "iree_shifted_window.py")
+
+
+class Roll(torch.nn.Module):
+    def forward(self, x):
+        return torch.roll(x, shifts=2, dims=1) * 2
+
+
+class Upsample(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear")
+
+
+def _compile(m, x, tmp_path) -> dict:
+    program = torch.export.export(m, (x,), strict=False)
+    return iree.compile_program(program, "fp32", iree.compile_flags("cpu", "fp32", ()), tmp_path / "m.mlir",
+                                tmp_path / "m.vmfb")
+
+
+@pytest.mark.slow  # real iree-compile
+def test_shifted_windows_compile_at_every_precision():
+    r = fpdiff.check(SPEC, backends=["iree"], precisions=["fp32", "fp16", "bf16"])
+    for c in r.cells:
+        assert c.status in ("pass", "precision-loss"), (c.precision, c.status, c.reason)
+        assert "iree_decomposition" not in c.info  # roll and squeeze kept whole: the first route compiles
+
+
+@pytest.mark.slow
+def test_an_op_the_decomposition_made_sends_the_program_as_exported(tmp_path, monkeypatch):
+    monkeypatch.setattr(iree, "_lowered_whole", set)  # torch's own table: roll opens into an integer fmod
+    route = _compile(Roll(), torch.randn(3, 8), tmp_path)
+    assert route["iree_decomposition"] == "none"
+    assert "made torch.aten.fmod.Scalar" in route["iree_decomposition_why"]
+
+
+@pytest.mark.slow
+def test_a_refusal_of_the_users_op_names_it(tmp_path):
+    with pytest.raises(Unsupported) as e:
+        _compile(Upsample(), torch.randn(1, 2, 4, 4), tmp_path)
+    assert e.value.op == "torch.aten.upsample_bilinear2d.vec" and "torch.constant" not in e.value.op

@@ -54,6 +54,15 @@ def computed_dtypes(phase_dir: Path) -> tuple[Counter, bool]:
     return counts, demoted
 
 
+def _lowered_whole() -> set:
+    """Ops IREE 3.13 lowers as they are, whose decomposition in torch's table it cannot lower: roll opens into an
+    integer aten.fmod (refused: Swin's shifted windows) and squeeze.dim/squeeze into aten.squeeze.dims (refused:
+    DeBERTa-v2's attention), while aten.roll and aten.squeeze.dim/default compile (tests/backends/test_iree.py)."""
+    import torch
+    aten = torch.ops.aten
+    return {aten.roll.default, aten.squeeze.dim, aten.squeeze.default}
+
+
 def decompositions() -> dict:
     """What the program is decomposed with before import: torch.export's default table (core ATen, composite ops
     opened) turns ops IREE 3.13 cannot lower into ones it can (transformers' masks use aten.diff and a bool new_ones
@@ -63,22 +72,25 @@ def decompositions() -> dict:
     from torch._decomp import get_decompositions
     aten = torch.ops.aten
     table = torch.export.default_decompositions()
+    whole = _lowered_whole()
     for op in list(table):
         # scaled_dot_product_attention stays whole: IREE lowers it to its own attention op, and torch's
         # decomposition gives its output other strides than eager, so a later view fails to retrace (a small
         # GPT-2; torch.onnx fails the same way on T5 and Swin, bench/upstream/torch_onnx_sdpa_view.py)
-        if "scaled_dot_product" in str(op):
+        if "scaled_dot_product" in str(op) or op in whole:
             del table[op]
     table.update(get_decompositions([aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit,
                                      aten._native_batch_norm_legit_functional, aten.native_batch_norm]))
     return table
 
 
-def import_program(program, precision_name: str, mlir: Path) -> dict:
-    """torch program -> torch-dialect MLIR: decomposed to what IREE lowers, then IREE's FX importer (frozen: weights
-    inline); iree-turbine's importer (weights as globals) when the frozen import fails. Returns the route taken."""
+def import_program(program, precision_name: str, mlir: Path, table: dict | None = None) -> dict:
+    """torch program -> torch-dialect MLIR: decomposed to what IREE lowers (`table`, default decompositions()), then
+    IREE's FX importer (frozen: weights inline); iree-turbine's importer (weights as globals) when the frozen import
+    fails. Returns the route taken."""
     with stage(TORCH_EXPORT, "torch.export (run_decompositions)"):
-        program = program.run_decompositions(decompositions())  # a new program: the graph is ours to edit below
+        # a new program: the graph is ours to edit below
+        program = program.run_decompositions(decompositions() if table is None else table)
     try:
         with stage(IMPORT, "iree FX importer"):
             _import_frozen(program, precision_name, mlir)
@@ -93,6 +105,53 @@ def import_program(program, precision_name: str, mlir: Path) -> dict:
         raise StageError(IMPORT, "iree FX importer", f"frozen FX import: {frozen_failure}; iree-turbine import "
                          f"(the fallback): {e}") from e
     return {"iree_import": "iree-turbine", "iree_import_why": f"the frozen FX import failed: {frozen_failure}"}
+
+
+def user_ops(program) -> set[str]:
+    """The ops of the program as exported (before fpdiff's decomposition), spelled as iree-compile names them
+    without the dialect prefix: aten.squeeze.dim, aten.roll (a `.default` overload is unnamed there)."""
+    return {str(n.target).removesuffix(".default") for n in program.graph.nodes if n.op == "call_function"}
+
+
+def _run_compile(mlir: Path, flags: list[str], out: Path, phases: Path | None) -> subprocess.CompletedProcess:
+    """iree-compile; on failure its stderr also holds the IR of the failed pass (large constants elided), from which
+    compile_failure names the op left unlowered."""
+    dump = [f"--dump-compilation-phases-to={phases}"] if phases else []
+    return subprocess.run([tool("iree-compile"), str(mlir), *flags, "-o", str(out), *dump, *DIAGNOSE],
+                          capture_output=True, text=True)
+
+
+def compile_program(program, precision_name: str, flags: list[str], mlir: Path, out: Path,
+                    phases: Path | None = None) -> dict:
+    """A torch program compiled into `out` through fpdiff's decomposition; when iree-compile refuses an op that the
+    decomposition made (not in the program as exported), again from the program as exported, so a refusal is only
+    ever of the user's ops. Returns the route taken; raises the refusal or failure otherwise."""
+    flags = ["--iree-input-type=torch", *flags]
+    route = import_program(program, precision_name, mlir)
+    r = _run_compile(mlir, flags, out, phases)
+    if not r.returncode:
+        return route
+    failure = compile_failure(r.stderr, r.returncode, precision_name)
+    mine = user_ops(program)
+    if not isinstance(failure, Unsupported) or _op_name(failure.op) in mine:
+        raise failure
+    made = f"fpdiff's decomposition for IREE made {failure.op}, which iree-compile cannot lower"
+    route = import_program(program, precision_name, mlir, table={})
+    if phases:
+        shutil.rmtree(phases, ignore_errors=True)
+    r = _run_compile(mlir, flags, out, phases)
+    if not r.returncode:
+        return {**route, "iree_decomposition": "none", "iree_decomposition_why": made}
+    again = compile_failure(r.stderr, r.returncode, precision_name)
+    if isinstance(again, Unsupported) and _op_name(again.op) in mine:
+        raise Unsupported(f"{again}; (with fpdiff's decomposition: {made})", op=again.op, dtype=again.dtype,
+                          stage=again.stage, component=again.component)
+    raise StageError(COMPILE, "fpdiff's decomposition for iree", f"{made}; without the decomposition: {again}")
+
+
+def _op_name(op: str | None) -> str:
+    """An op as iree-compile names it (torch.aten.squeeze.dims) as user_ops spells it (aten.squeeze.dims)."""
+    return (op or "").removeprefix("torch.")
 
 
 def _import_frozen(program, precision_name: str, mlir: Path) -> None:
@@ -172,6 +231,14 @@ def _inline_weights(on: bool):
 # How iree-compile says it cannot: an op it has no lowering for (named; a torch op arrives as torch.operator with
 # its name inside), or a math function with no implementation for the dtype at link time (llvm-cpu f64 tanh/erf).
 _CANNOT_LOWER = re.compile(r"failed to legalize operation '([\w.]+)'(?:[^\n]*?<\{name = \"([\w.]+)\")?")
+# Torch values, not operations: when torch-mlir leaves an op unconverted, the type conversion that follows fails
+# on its constant operand (`torch.constant.int` for an integer aten.fmod, `torch.constant.float` for
+# upsample_bilinear2d's scales) and names that. The op itself is the torch.aten op left in the failed pass's IR.
+_OPERAND = ("torch.constant.", "torch.prim.", "torch_c.")
+_LEFT_ATEN = re.compile(r"\btorch\.aten\.\w+(?:\.\w+)?")
+# Printing options for a failed compile (stderr only): the failed pass's IR, with large constants elided.
+DIAGNOSE = ["--mlir-print-ir-after-failure", "--mlir-elide-elementsattrs-if-larger=16",
+            "--mlir-elide-resource-strings-if-larger=64"]
 _NO_SYMBOL = re.compile(r"undefined symbol: (\w+)")
 # Ops of IREE's own pipeline dialects: one of these left unlegalized is the compiler breaking on itself (the opset-9
 # alexnet's fp16 weights left a util.initializer behind), never a refusal of something the model asked for.
@@ -188,8 +255,15 @@ def compile_failure(stderr: str, returncode: int, precision: str) -> Exception:
     first = (errors or text.strip().splitlines()[-3:] or ["(no output)"])[0][:MESSAGE_CHARS]
     if returncode >= 0 and not _CRASH.search(text):
         m = _CANNOT_LOWER.search(text)
-        if m and not (m.group(2) or m.group(1)).startswith(_INTERNAL):
-            op = m.group(2) or m.group(1)
+        op = (m.group(2) or m.group(1)) if m else None
+        if op and op.startswith(_OPERAND):
+            left = _LEFT_ATEN.findall(text)
+            if not left:
+                return StageError(COMPILE, "iree-compile", f"iree-compile failed on {op}, a value, naming no op "
+                                  f"that uses it: {first}")
+            first = f"{left[0]} left unlowered ({len(left)} torch.aten ops left in all); it reported {first}"
+            op = left[0]
+        if op and not op.startswith(_INTERNAL):
             return Unsupported(f"iree-compile cannot lower {op}: {first}", op=op, dtype=precision,
                                stage=COMPILE, component="iree-compile")
         m = _NO_SYMBOL.search(text)
@@ -211,8 +285,8 @@ class IreeBackend(Backend):
     def prepare_task(self, task) -> Prepared:
         flags = compile_flags(task.device, task.precision.name, task.flags)
         made: dict = {}
-        # "import-v2" in the key: modules imported before the decompositions and fallback have no route record
-        vmfb, hit = task.cache.get_or_build(*task.key("iree", "import-v2", *flags), suffix=".vmfb",
+        # "import-v3" in the key: modules compiled before roll and squeeze were kept whole have no decomposition record
+        vmfb, hit = task.cache.get_or_build(*task.key("iree", "import-v3", *flags), suffix=".vmfb",
                                             build=lambda out: made.update(self._compile(task, flags, out)))
         route = vmfb.with_suffix(".import.json")
         if made:
@@ -241,41 +315,39 @@ class IreeBackend(Backend):
         """Import and compile into `out`; returns how the model was imported (and exported, for ONNX graphs)."""
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-") as tmp:
             mlir = Path(tmp) / "model.mlir"
+            phases = out.with_name(out.name.split(".tmp")[0].removesuffix(".vmfb") + ".phases")
+            shutil.rmtree(phases, ignore_errors=True)
             if task.is_torch:
                 with stage(TORCH_EXPORT, "torch.export"):
                     program = task.program()
-                route = import_program(program, task.precision.name, mlir)
-                flags = ["--iree-input-type=torch", *flags]
-            else:
-                route = {"iree_import": "iree-import-onnx"}
-                r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
-                                   capture_output=True, text=True)
-                if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
-                    last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:MESSAGE_CHARS]
-                    raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
-            phases = out.with_name(out.name.split(".tmp")[0].removesuffix(".vmfb") + ".phases")
-            shutil.rmtree(phases, ignore_errors=True)
-            r = subprocess.run([tool("iree-compile"), str(mlir), *flags, "-o", str(out),
-                                f"--dump-compilation-phases-to={phases}"], capture_output=True, text=True)
+                return compile_program(program, task.precision.name, flags, mlir, out, phases)
+            r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
+                               capture_output=True, text=True)
+            if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
+                last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:MESSAGE_CHARS]
+                raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
+            r = _run_compile(mlir, flags, out, phases)
             if r.returncode:
                 raise compile_failure(r.stderr, r.returncode, task.precision.name)
-        return route
+        return {"iree_import": "iree-import-onnx"}
 
     def repro(self, r: Repro) -> str | None:
         """The segment imported and compiled with the cell's flags; the script needs iree-base-runtime only."""
         flags = compile_flags(r.device, r.precision, r.flags)
-        mlir = r.out / "segment.mlir"
+        mlir, vmfb = r.out / "segment.mlir", r.out / "segment.vmfb"
         if r.onnx_segment:
             subprocess.run([tool("iree-import-onnx"), str(r.out / "segment.onnx"), "-o", str(mlir)], check=True,
                            capture_output=True)
             input_type = []
+            done = _run_compile(mlir, flags, vmfb, None)
+            if done.returncode:
+                raise compile_failure(done.stderr, done.returncode, r.precision)
         else:
-            import_program(r.program, r.precision, mlir)
+            r.meta.update(compile_program(r.program, r.precision, flags, mlir, vmfb))
             input_type = ["--iree-input-type=torch"]
-        cmd = [tool("iree-compile"), str(mlir), *input_type, *flags, "-o", str(r.out / "segment.vmfb")]
-        subprocess.run(cmd, check=True, capture_output=True)
         r.meta["flags"] = flags
-        r.meta["compile_command"] = " ".join(["iree-compile", "segment.mlir", *cmd[2:-2], "-o", "segment.vmfb"])
+        r.meta["compile_command"] = " ".join(["iree-compile", "segment.mlir", *input_type, *flags, "-o",
+                                              "segment.vmfb"])
         r.meta["driver"] = "cuda" if r.device.startswith("cuda") else "local-task"
         return "import iree.runtime as rt\n" + NUMPY_INPUTS + """vmfb = str(here / "segment.vmfb")
 module = rt.load_vm_flatbuffer_file(vmfb, driver=meta["driver"])
