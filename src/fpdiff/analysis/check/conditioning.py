@@ -28,17 +28,23 @@ from fpdiff.runtime.worker import OK
 from fpdiff.sources.base import SourceRef, digest
 
 # Perturbed float64 reference runs per precision, each with its own seed; the spread is the largest of them. Only
-# precisions with a `mismatch` cell pay for them (one reference run each). 4: the largest of 4 samples of a
-# departure is within a factor ~1.5 of its typical size for the output distributions seen (tied logits, softmax),
-# and 4 runs cost 4 reference runs, which a mismatch may spend.
+# precisions with a `mismatch` cell pay for them, and the runs stop as soon as every mismatch there is within the
+# spread (it only grows). At most 4: the largest of 4 samples is within ~1.5x of the largest possible for the
+# outputs seen (tied logits, softmax), and a cell that stays `mismatch` costs 4 reference runs, which a mismatch
+# may spend.
 RUNS = 4
-# A cell is ill-conditioned when both its relative L2 and its worst-element error are within FACTOR times the
-# largest the perturbed reference showed. The perturbation is one rounding of each input and weight (relative size
-# at most u); a backend rounds at every op, so on an ill-conditioned output its departure is a few times one
-# perturbation's (the same spread two correct implementations show against each other: compare.BASELINE_FACTOR).
-# A real bug on a well-conditioned model departs by orders of magnitude more than the reference moves (measured:
-# README, Verdicts), so the factor cannot hide it.
-FACTOR = compare.BASELINE_FACTOR
+# The rule. A mismatch cell is ill-conditioned when (a) the perturbed reference itself leaves the precision's
+# tolerance (relative L2 over it, or worst element over 10x it, the two limits of a pass): perturbations the size
+# of one rounding already make the answer unattainable at this precision, so the model cannot answer here; and
+# (b) the cell's relative L2 and worst-element error are both within FACTOR times the reference's largest movement.
+# (a) keeps every well-conditioned model out whatever the factor: there the reference moves by a few u, far under
+# any tolerance (fp32's is ~170 u), so a real bug stays `mismatch`.
+# Why 16 for (b): the perturbation rounds each input and weight once (relative size at most u) but not the
+# intermediate results a backend rounds at every op. A dot product of n terms moves by ~u|y|/sqrt(n) when its
+# weights move by u, while rounding its own result moves it by u|y|: on cond_softmax_tied (tied logits ~1e4, n = 32)
+# a correct backend summing in another order departs 7.8x the reference's largest movement. 16 (compare.MAX_FACTOR,
+# the factor for maxima of error samples) leaves 2x above that.
+FACTOR = compare.MAX_FACTOR
 # Unit roundoff of the format a cell computes in. tf32 computes in float32 containers with 11-bit significands.
 UNIT_ROUNDOFF = {"tf32": 2.0 ** -11}
 # ONNX float constants with at least this many elements are weights; a scalar is structural (an exponent, an
@@ -69,6 +75,7 @@ class Spread:
     rel_l2: float  # largest relative L2 of a perturbed reference against the unperturbed one
     max_norm: float  # largest worst-element error (of max |reference|)
     perturbed: str  # what was perturbed: "inputs and weights", or why only the inputs
+    tolerance: float  # the precision's tolerance: a spread beyond it means no answer is attainable at this precision
     seconds: float
     failed: str | None = None  # why the spread could not be measured
 
@@ -209,9 +216,12 @@ def write_perturbed(source, data_path: str, u: float, rng: np.random.Generator,
 
 
 def measure_spread(source, ref_out, judge_backend: str, data_path: str, p: prec.Precision, pool,
-                   timeout: float, seed: int = 0) -> Spread:
-    """The float64 reference, RUNS times on perturbed inputs and weights, against the unperturbed one."""
+                   timeout: float, seed: int = 0, departures: Sequence[tuple[float, float]] = ()) -> Spread:
+    """The float64 reference, up to RUNS times on perturbed inputs and weights, against the unperturbed one. The
+    spread only grows with more runs, so it stops once every departure given (rel L2, worst element) is within it:
+    more runs could not change a verdict."""
     u = unit_roundoff(p)
+    tol = p.tolerance
     t0 = time.perf_counter()
     rel = worst = 0.0
     what = ""
@@ -221,18 +231,21 @@ def measure_spread(source, ref_out, judge_backend: str, data_path: str, p: prec.
         try:
             ref, path, what = write_perturbed(source, data_path, u, rng, tag)
         except Exception as e:  # a graph the perturbation cannot write: no spread, the verdict stands
-            return Spread(p.name, u, k, rel, worst, what, time.perf_counter() - t0, f"cannot perturb: {e}")
+            return Spread(p.name, u, k, rel, worst, what, tol, time.perf_counter() - t0, f"cannot perturb: {e}")
         r = pool.run(Job(ref, path, judge_backend, "fp64", "cpu", STATIC, flags=_judge_flags(judge_backend),
                          seed=seed), timeout)
         if r.status != OK:
-            return Spread(p.name, u, k, rel, worst, what, time.perf_counter() - t0,
+            return Spread(p.name, u, k, rel, worst, what, tol, time.perf_counter() - t0,
                           f"the perturbed reference failed: {r.message}")
         if len(r.outputs) != len(ref_out) or any(a.shape != b.shape for a, b in zip(r.outputs, ref_out)):
-            return Spread(p.name, u, k, rel, worst, what, time.perf_counter() - t0,
+            return Spread(p.name, u, k, rel, worst, what, tol, time.perf_counter() - t0,
                           "the perturbed reference returns outputs of other shapes")
         m = compare.measure(ref_out, r.outputs, p.compute)
         rel, worst = max(rel, m.rel_l2), max(worst, m.max_norm)
-    return Spread(p.name, u, RUNS, rel, worst, what, time.perf_counter() - t0)
+        s = Spread(p.name, u, k + 1, rel, worst, what, tol, time.perf_counter() - t0)
+        if departures and all(within(a, b, s) for a, b in departures):
+            return s
+    return Spread(p.name, u, RUNS, rel, worst, what, tol, time.perf_counter() - t0)
 
 
 def _judge_flags(judge_backend: str) -> tuple[str, ...]:
@@ -247,23 +260,37 @@ def _number(v) -> float | None:
     return math.inf if v == "inf" else None
 
 
+def unattainable(s: Spread) -> bool:
+    """Rule (a): perturbations of one rounding move the float64 answer out of the precision's tolerance."""
+    return not s.failed and (s.rel_l2 > s.tolerance or s.max_norm > 10 * s.tolerance)
+
+
 def within(rel_l2: float, max_norm: float, s: Spread) -> bool:
-    """The rule: both the cell's relative L2 and its worst-element error within FACTOR times the reference's own
-    largest movement. A reference that did not move (or a spread not measured) makes nothing ill-conditioned."""
-    if s.failed or not (0 < s.rel_l2 < math.inf) or not math.isfinite(rel_l2) or not math.isfinite(max_norm):
+    """The rule (FACTOR above): the answer is unattainable at this precision, and both the cell's relative L2 and
+    its worst-element error are within FACTOR times the reference's own largest movement."""
+    if not unattainable(s) or not (s.rel_l2 < math.inf) or not math.isfinite(rel_l2) or not math.isfinite(max_norm):
         return False
     return rel_l2 <= FACTOR * s.rel_l2 and max_norm <= FACTOR * s.max_norm
+
+
+def p_tol(s: Spread) -> str:
+    return f"{s.precision}'s tolerance {s.tolerance:.0e}"
 
 
 def _spread_text(s: Spread) -> str:
     return (f"the float64 reference itself moves by rel L2 {s.rel_l2:.2e} (worst element {s.max_norm:.2e} of max "
             f"|ref|) under perturbations of its {s.perturbed} of relative size {s.unit_roundoff:.1e} ({s.precision}'s "
-            f"unit roundoff; largest of {s.runs} runs)")
+            f"unit roundoff; largest of {s.runs} run{'s' * (s.runs != 1)})")
+
+
+def _departure(cell) -> tuple[float | None, float | None]:
+    """The cell's relative L2 and worst-element error, as its verdict read them."""
+    return _number((cell.metrics or {}).get("rel_l2")), _number((cell.metrics or {}).get("max_norm"))
 
 
 def apply(cell, s: Spread) -> None:
     """Reclassify one mismatch cell, or say in its reason why its departure is not the model's sensitivity."""
-    rel, worst = _number((cell.metrics or {}).get("rel_l2")), _number((cell.metrics or {}).get("max_norm"))
+    rel, worst = _departure(cell)
     cell.info["conditioning"] = s.as_dict()
     if rel is None or worst is None:
         return
@@ -271,11 +298,12 @@ def apply(cell, s: Spread) -> None:
         cell.reason += f"; the model's own sensitivity was not measured ({s.failed})"
         return
     if not within(rel, worst, s):
-        cell.reason += (f"; not the model's sensitivity: {_spread_text(s)}, the cell departs by {rel:.2e} "
-                        f"({worst:.2e}), over {FACTOR:g}x that")
+        why = (f"beyond {p_tol(s)} but the cell departs by {rel:.2e} ({worst:.2e}), over {FACTOR:g}x that"
+               if unattainable(s) else f"within {p_tol(s)}: the model can answer at this precision")
+        cell.reason += f"; not the model's sensitivity: {_spread_text(s)}, {why}"
         return
-    text = (f"{_spread_text(s)}, and the cell departs by rel L2 {rel:.2e} (worst element {worst:.2e}): within "
-            f"{FACTOR:g}x of that, so rounding alone moves the answer this far")
+    text = (f"{_spread_text(s)}, beyond {p_tol(s)}, and the cell departs by rel L2 {rel:.2e} (worst element "
+            f"{worst:.2e}): within {FACTOR:g}x of that, so rounding alone moves the answer this far")
     cell.reason = f"{text} (was mismatch: {cell.reason})"
     cell.status = Status.ILL_CONDITIONED
     cell.findings.append(Finding("ill-conditioned", f"the output is ill-conditioned at this input: {text}",
@@ -293,12 +321,20 @@ def reconsider(source, cells: list, results: Sequence, ref_out, judge_backend: s
     if suspects:
         with Router(env) as pool:
             for name in dict.fromkeys(c.precision for c in suspects):
-                spreads[name] = measure_spread(source, ref_out, judge_backend, data_path, prec.get(name), pool,
-                                               timeout, seed)
+                departures = [_departure(c) for c in suspects if c.precision == name]
+                spreads[name] = measure_spread(source, ref_out, judge_backend, data_path, _precision(source, name),
+                                               pool, timeout, seed, [d for d in departures if None not in d])
     for c in suspects:
         apply(c, spreads[c.precision])
     _relative_only(source, cells, results, ref_out)
     return spreads
+
+
+def _precision(source, name: str) -> prec.Precision:
+    """The precision with the spec's own tolerance, when it declares one."""
+    p = prec.get(name)
+    over = (source.tolerance or {}).get(name)
+    return prec.Precision(**{**p.__dict__, "tolerance": float(over)}) if over else p
 
 
 def _relative_only(source, cells: list, results: Sequence, ref_out) -> None:
@@ -307,7 +343,7 @@ def _relative_only(source, cells: list, results: Sequence, ref_out) -> None:
     for c, r in zip(cells, results):
         if c.status not in (compare.MISMATCH, compare.UNJUDGED, compare.PRECISION_LOSS) or r.status != OK:
             continue
-        tol = float((source.tolerance or {}).get(c.precision) or prec.get(c.precision).tolerance)
+        tol = _precision(source, c.precision).tolerance
         if not _small_absolute(ref_out, r.outputs, tol):
             continue
         if ops is None:
