@@ -225,3 +225,30 @@ def test_a_run_that_judged_nothing_says_so_and_exits_3(capsys, tmp_path):
     assert "nothing was judged: no cell of 1 reached a verdict (1 unsupported)" in out
     r = fpdiff.check("example:tinycnn", backends=["ort"], precisions=["bf16", "fp32"])
     assert r.judged() == 1 and r.exit_code() == 0 and r.nothing_judged() is None
+
+
+def test_outputs_near_1e_165_are_measured_not_read_as_exact():
+    """Squares of 1e-165 underflow: norms of raw values read an all-zero output as rel L2 0, a pass. At fp64 the
+    values are representable and a backend that demotes to float32 inside returns zeros: a mismatch. fp32 cannot hold
+    them and its baseline flushes them too: precision-loss with an underflow finding, never a pass."""
+    r = fpdiff.check(str(SPECS / "tiny_scale_outputs.py"), backends=["torch", "ort", "demote-f64"],
+                     precisions=["fp64", "fp32"], plugins=[str(PLUGINS / "demote_f64.py")])
+    demoted = one(r, backend="demote-f64", precision="fp64")
+    assert demoted.status == "mismatch" and demoted.metrics["rel_l2"] == 1.0, demoted.reason
+    assert one(r, backend="ort", precision="fp64").status == "pass"
+    for c in cells(r, precision="fp32"):
+        assert c.status == "precision-loss" and c.metrics["rel_l2"] == 1.0, (c.backend, c.reason)
+        assert any(f.kind == "underflow" for f in c.findings)
+    assert r.exit_code() == 1
+
+
+def test_an_argmax_output_is_judged_by_flips_and_never_put_in_the_norm():
+    r = fpdiff.check(str(SPECS / "argmax_head.py"), backends=["torch", "ort"], precisions=["fp32", "bf16"])
+    for c in r.cells:
+        if c.status == "unsupported":
+            continue
+        assert c.metrics["discrete"] == 256 and c.metrics["numel"] == 2560, c.metrics
+        assert c.status in ("pass", "precision-loss"), (c.backend, c.precision, c.reason)
+        assert "integer/boolean output values" in c.reason
+    fp32 = one(r, backend="ort", precision="fp32")
+    assert fp32.status == "pass" and fp32.metrics["flips"] == 0
