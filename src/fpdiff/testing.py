@@ -79,6 +79,8 @@ def assert_agrees(model, inputs: Sequence[torch.Tensor] | torch.Tensor | None = 
             raise UsageError("assert_agrees: inputs go with a module; a spec file makes its own")
         result = check(str(model), backends=list(backends), precisions=list(precisions), **check_kwargs)
     if result.exit_code(strict=strict):
-        raise AssertionError(f"fpdiff: {model} does not agree across {', '.join(backends)} x "
+        nothing = result.nothing_judged()  # nothing could run: not a pass either
+        raise AssertionError(f"fpdiff: {model}: {nothing}\n{grid_text(result)}" if nothing else
+                             f"fpdiff: {model} does not agree across {', '.join(backends)} x "
                              f"{', '.join(precisions)}\n{grid_text(result)}")
     return result
