@@ -93,7 +93,7 @@ class OpenVinoBackend(Backend):
         if task.is_torch:
             with stage(TORCH_EXPORT, "torch.export"):
                 return task.source.program(prec.get("fp32"), task.variant)
-        return task.source.ref.path
+        return task.source_onnx()[1]  # the model's own graph, or its opset conversion after that failed here
 
     def repro(self, r: Repro) -> str | None:
         """The segment as OpenVINO IR (segment.xml/.bin), so the script needs openvino and numpy alone."""

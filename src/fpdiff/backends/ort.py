@@ -1,6 +1,7 @@
 """ONNX Runtime: CPU execution provider (CUDA EP where installed), on the exported or given ONNX graph."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -8,7 +9,7 @@ from fpdiff.backends import mixed_dtype, too_wide
 from fpdiff.backends import to_numpy as _to_numpy
 from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
 from fpdiff.core.compare import Finding
-from fpdiff.core.errors import LOAD, stage
+from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
 
 
@@ -29,6 +30,36 @@ def op_dtypes(model_path: Path) -> Counter:
     return counts
 
 
+# How ONNX Runtime names the op it has no kernel for: "Failed to find kernel for AveragePool(1)", "Could not find
+# an implementation for Add(6) node with name ''" (the op and its opset version; the wording differs by dtype).
+_KERNEL_OP = re.compile(r"(?:kernel for|implementation for) (?P<op>[\w.]+)\((?P<version>\d+)\)")
+
+
+def open_session(path: Path, device: str, optimized: Path):
+    """The session, with ONNX Runtime's NOT_IMPLEMENTED status (its kernel registry has no kernel for this op, op
+    version and types) raised as its declared refusal, whatever the message's wording."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
+    try:
+        return ort_session(path, device, optimized_to=optimized)
+    except OrtNotImplemented as e:
+        m = _KERNEL_OP.search(str(e))
+        op = f"{m['op']} (opset {m['version']})" if m else None
+        raise Unsupported(" ".join(str(e).split()), op=op) from e
+
+
+def exported_graph_checked(path: Path, info: dict) -> None:
+    """A torch export ONNX Runtime would refuse for its types (bfloat16 where the opset has none) is the
+    exporter's invalid graph, not a kernel ONNX Runtime lacks: full type check before loading it."""
+    import onnx
+
+    from fpdiff.onnxtools.mixed import type_error
+    why = type_error(onnx.load(str(path)))
+    if why is not None:
+        exporter = info.get("onnx_exporter", "")
+        raise StageError(ONNX_EXPORT, f"torch.onnx {exporter}".strip(),
+                         f"the exported graph is not valid ONNX (full type check): {why}")
+
+
 class OrtBackend(Backend):
     name = "ort"
     kinds = frozenset({TORCH, ONNX})
@@ -41,13 +72,15 @@ class OrtBackend(Backend):
     def prepare_task(self, task) -> Prepared:
         path = task.onnx_file()
         optimized = path.with_name(path.stem + f".ort-{task.device.replace(':', '')}.onnx")
-        with stage(LOAD, "onnxruntime"):  # a missing kernel here is still read as a refusal (worker patterns)
-            session = ort_session(path, task.device, optimized_to=optimized)
-        names = [i.name for i in session.get_inputs()]
-        notes, info = [], {}
+        info = {}
         if task.is_torch:
             from fpdiff.onnxtools.export import export_info
             info.update(export_info(path))  # which torch->ONNX exporter made the graph this cell ran
+            exported_graph_checked(path, info)  # fpdiff's own cast graphs are checked where they are made (task)
+        with stage(LOAD, "onnxruntime"):
+            session = open_session(path, task.device, optimized)
+        names = [i.name for i in session.get_inputs()]
+        notes = []
         want = task.requested_dtype
         if want in ("float16", "bfloat16") and optimized.exists():
             counts = op_dtypes(optimized)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 # Stages a cell goes through; a failure is charged to the one that failed, never to the next in line.
 TORCH_EXPORT, ONNX_EXPORT = "torch.export", "onnx export"
+CAST = "cast graph"  # fpdiff's own ONNX graph at the cell's precision (onnxtools/mixed.py)
 IMPORT, COMPILE, LOAD, RUN = "import", "compile", "load", "run"
 
 # A failure message is cut to what one terminal line and a JSON cell carry: compilers and exporters name the op,

@@ -64,9 +64,12 @@ def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
     its inputs' (a usage error), never a backend's."""
     from onnx.reference import ReferenceEvaluator
 
-    from fpdiff.onnxtools.export import ONNX_TYPE, cast_model
+    from fpdiff.onnxtools.dtypes import ONNX_TYPE
+    from fpdiff.onnxtools.mixed import cast_model
     m64 = cast_model(model, ONNX_TYPE["float64"])
-    feeds64 = {k: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
+    def wide(v):  # a float tensor, or a sequence of them, in float64
+        return [wide(x) for x in v] if isinstance(v, list) else (v.astype(np.float64) if v.dtype.kind == "f" else v)
+    feeds64 = {k: wide(v) for k, v in feeds.items()}
     try:
         out = ReferenceEvaluator(m64, new_ops=float64_ops()).run(None, feeds64, intermediate=intermediate)
     except Exception as e:

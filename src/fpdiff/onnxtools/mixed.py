@@ -137,6 +137,10 @@ class _Mixer:
     def _io_inputs(self) -> None:
         """Float graph inputs declared in the compute type; weights listed as inputs (IR 3) stored in it."""
         for vi in self.g.input:
+            seq = vi.type.sequence_type.elem_type if vi.type.HasField("sequence_type") else None
+            if seq is not None and seq.HasField("tensor_type") and seq.tensor_type.elem_type in FLOATS:
+                seq.tensor_type.elem_type = self.low  # a sequence of float tensors: of `low` ones
+                self.new_type[vi.name] = vi.type
             tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
             if tt is None or tt.elem_type not in FLOATS:
                 continue

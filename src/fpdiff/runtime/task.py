@@ -42,7 +42,8 @@ class LoadedSource:
         self.input_names: list[str] = data["input_names"]
         self.declared = None
         self.module: torch.nn.Module | None = None
-        self.onnx = None
+        self.onnx = None  # the graph the judge reads: the opset conversion when there is one
+        self.onnx_own = None  # the model's own graph when `onnx` is its conversion
         if ref.kind == "torch":
             from fpdiff.sources.spec import build, import_spec
             mod = import_spec(Path(ref.path))
@@ -58,6 +59,7 @@ class LoadedSource:
         else:
             from fpdiff.sources.onnx_file import read_model
             self.onnx = read_model(Path(ref.path))
+            self.onnx_own = read_model(Path(ref.original)) if ref.original else None
         self._programs: dict = {}
 
     def program(self, precision: Precision, variant: ShapeVariant) -> torch.export.ExportedProgram:
@@ -95,6 +97,7 @@ class Task:
     variant: ShapeVariant
     cache: Cache
     flags: tuple[str, ...] = ()
+    converted: bool = False  # run the opset conversion: the model's own graph failed on this backend (worker)
     _memo: dict = field(default_factory=dict)
 
     @property
@@ -129,11 +132,28 @@ class Task:
             p = f"{p}:{autocast.device_type(self.device)}:{autocast.digest()}"
         return (self.source.fingerprint, p, self.variant.name, _versions(), " ".join(self.flags), *extra)
 
-    def onnx_file(self) -> Path:
-        """An ONNX graph of the model at this precision: exported from the cast program, or the source cast."""
-        if "onnx" not in self._memo:
-            self._memo["onnx"] = _onnx_for(self)
-        return self._memo["onnx"]
+    def onnx_file(self, judge: bool = False) -> Path:
+        """An ONNX graph of the model at this precision: exported from the cast program, or the source cast. Of an
+        ONNX source, backends get the model's own graph (what the user deploys); the judge (`judge`), and a backend
+        the own graph failed on (`converted`), its opset conversion (sources/opset.py)."""
+        key = ("onnx", self.own_graph(judge))
+        if key not in self._memo:
+            self._memo[key] = _onnx_for(self, self.own_graph(judge))
+        return self._memo[key]
+
+    def own_graph(self, judge: bool = False) -> bool:
+        """Whether this cell runs the ONNX model's own graph rather than its opset conversion."""
+        return self.source.onnx_own is not None and not (judge or self.converted)
+
+    def can_fall_back(self) -> bool:
+        """True when the cell ran the model's own graph and an opset conversion of it exists to try next."""
+        return self.own_graph()
+
+    def source_onnx(self, judge: bool = False):
+        """(ModelProto, file) of the ONNX source graph this cell runs, before any cast."""
+        if self.own_graph(judge):
+            return self.source.onnx_own, Path(self.source.ref.original)
+        return self.source.onnx, Path(self.source.ref.path)
 
     @property
     def requested_dtype(self) -> str:
@@ -141,12 +161,13 @@ class Task:
         return dtype_name(self.precision.autocast or self.precision.dtype)
 
 
-def _onnx_for(task: Task) -> Path:
-    """The cell's ONNX graph, cached: exported from the cast torch program, or the ONNX source cast."""
+def _onnx_for(task: Task, own: bool = False) -> Path:
+    """The cell's ONNX graph, cached: exported from the cast torch program, or the ONNX source (its own graph when
+    `own`, else its opset conversion) cast."""
     import onnx
 
     from fpdiff.core.errors import ONNX_EXPORT, stage
-    from fpdiff.onnxtools.export import ONNX_TYPE, cast_model, save_export_info
+    from fpdiff.onnxtools.export import ONNX_TYPE, save_export_info
     if task.is_torch:
         made: dict = {}
         # "exporter-choice" in the key: artifacts from before the fallback have no record of their exporter
@@ -155,17 +176,48 @@ def _onnx_for(task: Task) -> Path:
         if made:
             save_export_info(path, made)
         return path
+    model = task.source_onnx(judge=not own)[0]
+    graph = ("own-graph",) if own else ()
     if not task.precision.is_cast:  # autocast: the source graph with autocast's float32 ops kept (model/autocast.py)
         from fpdiff.model.autocast import mixed_onnx
 
         def build(p: Path) -> None:
             with stage(ONNX_EXPORT, "onnx"):  # shape inference on the source graph is what can fail here
-                m = mixed_onnx(task.source.onnx, task.precision.autocast, task.device)
-            onnx.save(m, str(p))
-        return task.cache.get_or_build(*task.key("onnx-autocast"), suffix=".onnx", build=build)[0]
+                m = mixed_onnx(model, task.precision.autocast, task.device)
+            onnx.save(checked(model, m, task.precision.name), str(p))
+        return task.cache.get_or_build(*task.key("onnx-autocast", "typed", *graph), suffix=".onnx", build=build)[0]
     target = ONNX_TYPE[task.requested_dtype]
-    return task.cache.get_or_build(*task.key("onnx-cast"), suffix=".onnx",
-                                   build=lambda p: onnx.save(cast_model(task.source.onnx, target), str(p)))[0]
+    return task.cache.get_or_build(*task.key("onnx-cast", "typed", *graph), suffix=".onnx",
+                                   build=lambda p: onnx.save(cast_checked(model, target), str(p)))[0]
+
+
+def cast_checked(model, target: int):
+    """The source cast to `target`, refused where its opset has no such type (bfloat16 before opset 13), and
+    checked: every graph fpdiff hands a backend passes ONNX's full type check, or the failure is fpdiff's (or the
+    model's own, when its graph fails the check already), never the backend's."""
+    from onnx import TensorProto
+
+    from fpdiff.core.errors import CAST, Unsupported
+    from fpdiff.onnxtools.mixed import cast_model
+    from fpdiff.sources.opset import default_opset
+    opset = default_opset(model)
+    if target == TensorProto.BFLOAT16 and opset < 13:
+        raise Unsupported(f"the model's opset {opset} has no bfloat16 type (ONNX added it in opset 13)",
+                          dtype="bfloat16", stage=CAST, component=f"onnx opset {opset}")
+    return checked(model, cast_model(model, target), TensorProto.DataType.Name(target).lower())
+
+
+def checked(model, made, what: str):
+    """`made` (fpdiff's graph from `model`) when it passes ONNX's full type check; else whose failure it is."""
+    from fpdiff.core.errors import CAST, StageError
+    from fpdiff.onnxtools.mixed import type_error
+    why = type_error(made)
+    if why is None:
+        return made
+    own = type_error(model)
+    if own is not None:
+        raise StageError(CAST, "the model", f"the model's own graph fails ONNX's full type check: {own}")
+    raise StageError(CAST, "fpdiff", f"fpdiff's {what} graph fails ONNX's full type check: {why}")
 
 
 def _export_task(task: Task, path: Path) -> dict:

@@ -149,7 +149,11 @@ class State:
         except Exception as e:
             r = failure(e, "prepare", job.backend, prepare_s=time.perf_counter() - t0)
             r.dtype = r.dtype or p.name
-            return r
+            if not task.can_fall_back():
+                return r
+            task, prepared, r = _converted(backend, task, r)
+            if prepared is None:
+                return r
         try:
             return self._run_prepared(job, p, task, prepared, t0)
         finally:
@@ -183,6 +187,31 @@ class State:
             return r
         return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes), dict(prepared.info),
                          prepare_s=t1 - t0, run_s=t_first, repeats=repeats)
+
+
+def _converted(backend, task, own: JobResult):
+    """(task, prepared, failure) on the model's opset conversion, after its own graph failed to prepare: the cell then
+    runs the conversion and says so in info; when that fails too, the own graph's failure stands (what the user
+    deploys fails there) with the conversion's beside it, unless the own graph could not hold the precision at all
+    (bfloat16 before opset 13): then the conversion's failure is the answer."""
+    import dataclasses
+
+    from fpdiff.core.errors import CAST
+    said = f"{own.status} at {own.stage} ({own.component}): {own.message}"
+    conv = dataclasses.replace(task, converted=True, _memo={})
+    try:
+        prepared = backend.prepare_task(conv)
+    except Exception as e:
+        r = failure(e, "prepare", backend.name)
+        if own.stage == CAST:
+            r.dtype = r.dtype or own.dtype
+            r.info["onnx_graph"] = f"the opset conversion, not the model's own graph ({said})"
+            return task, None, r
+        own.info["opset_conversion_failure"] = f"{r.status} at {r.stage} ({r.component}): {r.message}"
+        return task, None, own
+    prepared.info["onnx_graph"] = ("the opset conversion (source.conversion), not the model's own graph, "
+                                   f"which failed here: {said}")
+    return conv, prepared, own
 
 
 def _one_line(e: BaseException) -> str:

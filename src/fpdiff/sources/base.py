@@ -11,6 +11,7 @@ class SourceRef:
     kind: str  # "torch" (spec file or example) or "onnx"
     path: str
     label: str
+    original: str = ""  # an ONNX model's own file when `path` is its opset conversion (what the user deploys)
 
 
 @dataclass

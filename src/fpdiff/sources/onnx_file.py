@@ -28,13 +28,18 @@ def graph_inputs(model) -> list:
 
 
 def _signature(vi) -> tuple[np.dtype, list]:
+    """(dtype, dims) of a graph input; a dim with no value (exporters write -1 or nothing for "any") is "?"."""
     import onnx
     tt = vi.type.tensor_type
+    if tt.elem_type == onnx.TensorProto.STRING:  # one answer, whichever way inputs would come in
+        raise UsageError(f"input {vi.name!r} takes strings: fpdiff judges numeric tensors and hands every input to "
+                         "the backends as one, so it cannot check a model with string inputs (from --inputs or "
+                         "generated); check the numeric part of the graph after the string ops")
     try:
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
     except Exception:
         raise UsageError(f"input {vi.name!r} has an element type fpdiff cannot generate") from None
-    dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    dims = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or "?") for d in tt.shape.dim]
     return dtype, dims
 
 
@@ -61,7 +66,8 @@ def load_onnx(path: Path, *, inputs: str | None, shapes: dict[str, list[int]], s
     run_path = converted or path.resolve()
     if converted:  # another graph: its compiled artifacts must not be taken for the original's
         fp = digest(fp, converted.name)
-    return Source(SourceRef("onnx", str(run_path), str(path)), tuple(arrays[n] for n in names), names,
+    ref = SourceRef("onnx", str(run_path), str(path), original=str(path.resolve()) if converted else "")
+    return Source(ref, tuple(arrays[n] for n in names), names,
                   module=model, fingerprint=fp, notes={"conversion": conversion, "inputs": how})
 
 
