@@ -168,6 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fpdiff: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a bug of fpdiff's own: one line, the traceback with --debug
+        if args.debug:
+            raise
+        text = " ".join(str(e).split())[:300]
+        print(f"fpdiff: internal error in fpdiff: {type(e).__name__}: {text} (--debug shows the traceback)",
+              file=sys.stderr)
+        return EXIT_FAIL
 
 
 def _run(args) -> int:

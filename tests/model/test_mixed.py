@@ -1,17 +1,21 @@
-"""Mixed modules: the low precision except chosen ops, in eager and under torch.compile."""
+"""Mixed modules: the model as cast to a low precision except chosen ops, in eager and under torch.compile."""
+import copy
+
 import pytest
 import torch
 
 from conftest import SPECS
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.model import mixed
-from fpdiff.model.mixed import fp32_module
 from fpdiff.sources import load
+
+FP16 = prec.get("fp16")
 
 
 def _src(name):
     s = load(name)
-    return s, fp32_module(s.module, s.inputs)
+    return s, mixed.program_module(s.module, s.inputs, FP16)
 
 
 def _rel(a, b):
@@ -19,13 +23,17 @@ def _rel(a, b):
     return float((a - b).norm() / b.norm())
 
 
+def _half(s):
+    with torch.no_grad():
+        return copy.deepcopy(s.module).half()(*(t.half() if t.is_floating_point() else t for t in s.inputs))
+
+
 def test_nothing_kept_is_the_whole_model_cast():
     s, gm = _src("example:tinyformer")
     with torch.no_grad():
         ours = mixed.apply(gm, frozenset(), torch.float16)(*s.inputs)
-        half = s.module.half()(*(t.half() if t.is_floating_point() else t for t in s.inputs))
     assert ours.dtype == torch.float32  # fp32 out, like the model
-    assert _rel(ours, half) < 1e-3
+    assert torch.equal(ours, _half(s).float())  # the program check runs at fp16, bit for bit
 
 
 def test_everything_kept_is_fp32():
@@ -33,7 +41,7 @@ def test_everything_kept_is_fp32():
     names = {n.name for n in mixed.units(gm)}
     with torch.no_grad():
         ours = mixed.apply(gm, names, torch.float16)(*s.inputs)
-        ref = gm(*s.inputs)
+        ref = s.module.float()(*s.inputs)
     assert _rel(ours, ref) < 1e-6
 
 
@@ -53,6 +61,53 @@ def test_weights_are_stored_in_the_dtype_their_ops_compute_in():
     m = mixed.apply(gm, {linears[0]}, torch.float16)
     dtypes = {p.dtype for p in m.parameters()}
     assert dtypes == {torch.float16, torch.float32}
+    w = next(p for p in m.parameters() if p.dtype == torch.float32)
+    assert any(torch.equal(w, p.float()) for p in s.module.float().parameters())  # the model's own fp32 values
+
+
+def test_rotary_decoder_runs_with_any_one_op_kept():
+    """transformers' Llama at fp16: RMSNorm's .to(torch.float32) and .to(input_dtype), rotary code under no_grad
+    with autocast disabled and its .to(x.dtype). Every unit kept alone gives a program that runs (each used to
+    fail torch's dtype asserts or a same-dtype check), and none kept is the model as cast, bit for bit."""
+    s, gm = _src(str(SPECS / "plan_rotary_llama.py"))
+    assert not any("wrap_with" in str(n.target) for n in gm.graph.nodes)  # mode subgraphs inlined
+    names = [n.name for n in mixed.units(gm)]
+    assert any(mixed.op_name(n.target) in ("to", "_to_copy") for n in mixed.units(gm))  # .to(x.dtype): a unit
+    with torch.no_grad():
+        assert torch.equal(mixed.apply(gm, frozenset(), torch.float16)(*s.inputs), _half(s).float())
+        for name in names:
+            assert torch.isfinite(mixed.apply(gm, {name}, torch.float16)(*s.inputs)).all(), name
+        everything = mixed.apply(gm, set(names), torch.float16)(*s.inputs)
+        fp32 = s.module.float()(*s.inputs)
+    assert _rel(everything, fp32) < 1e-5  # all fp32 but what the cast model rounds (its rotary buffer)
+
+
+def test_a_kept_cast_to_the_low_dtype_keeps_fp32():
+    """`.to(dtype)` of the model is `.to(torch.float16)` in its program at fp16; kept, it is a cast to fp32."""
+    s, gm = _src(str(SPECS / "explicit_float.py"))
+    back = [n.name for n in mixed.units(gm) if mixed.op_name(n.target) in ("to", "_to_copy")]
+    assert back  # the norm's cast back to its input's dtype
+    m = mixed.apply(gm, set(back), torch.float16)
+    cast = next(n for n in m.graph.nodes if n.name == back[0])
+    assert torch.float32 in cast.args and torch.float16 not in cast.args
+
+
+def test_fp16_only_branch_stays_in_the_program():
+    """A branch the model takes only at fp16 is in the plan's program, kept ops or not: the clamp cuts at 100."""
+    s, gm = _src(str(SPECS / "plan_fp16_clamp.py"))
+    assert any(mixed.op_name(n.target) == "clamp" for n in mixed.units(gm))
+    everything = {n.name for n in mixed.units(gm)}
+    with torch.no_grad():
+        assert torch.equal(mixed.apply(gm, frozenset(), torch.float16)(*s.inputs), _half(s).float())
+        out = mixed.apply(gm, everything, torch.float16)(*s.inputs)
+        fp32 = s.module.float()(*s.inputs)
+    assert out.abs().max() <= 100 < fp32.abs().max()
+
+
+def test_a_model_not_exportable_at_the_precision_is_refused_with_its_line():
+    s = load(str(SPECS / "plan_fp16_clamp_if_inf.py"))
+    with pytest.raises(UsageError, match=r"cannot export this model at fp16 \(.*plan_fp16_clamp_if_inf.py:14\)"):
+        mixed.program_module(s.module, s.inputs, FP16)
 
 
 @pytest.mark.slow

@@ -30,7 +30,7 @@ from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.model import graph, mixed
-from fpdiff.model.mixed import fp32_module
+from fpdiff.model.mixed import program_module
 from fpdiff.runtime import rundir
 
 FP32 = prec.get("fp32")
@@ -67,8 +67,10 @@ def units_of(gm: torch.fx.GraphModule) -> list[Unit]:
 
 
 def _float64_outputs(module: torch.nn.Module, inputs: tuple) -> list[np.ndarray]:
-    with torch.no_grad():
-        return _outputs(copy.deepcopy(module).double()(*prec.cast_inputs(inputs, prec.get("fp64"))))
+    """The float64 judge check uses: every float op in float64, the model's own casts to fp32 promoted too."""
+    from fpdiff.model.float64 import run_float64
+    out, _ = run_float64(copy.deepcopy(module).double(), *inputs)
+    return _outputs(out)
 
 
 def _outputs(out) -> list[np.ndarray]:
@@ -166,7 +168,7 @@ def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, dev
     """Search (or re-verify a loaded plan); return it with the fp32 graph module it applies to and the float64
     outputs it was judged against."""
     t0 = time.perf_counter()
-    gm = fp32_module(source.module, source.inputs)
+    gm = program_module(source.module, source.inputs, p)  # the model as cast to p: check's program at p
     units = units_of(gm)
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
     expected = _float64_outputs(source.module, source.inputs)
@@ -191,7 +193,7 @@ def apply_plan(model: torch.nn.Module, plan: Plan | str | Path, inputs: tuple,
     p = prec.get(plan.precision)
     if not p.is_cast or p.name not in ("fp16", "bf16"):
         raise UsageError(f"a plan is for fp16 or bf16, not {plan.precision}")
-    gm = fp32_module(model, inputs, dynamic_shapes)
+    gm = program_module(model, inputs, p, dynamic_shapes)
     check_matches(plan, units_of(gm), type(model).__name__)
     return mixed.apply(gm, plan.kept, p.dtype)
 
