@@ -97,7 +97,7 @@ def classify(rc: int | None, output: str, report_written: bool) -> str:
 
 def last_line(output: str) -> str:
     """The line a user reads: the last non-empty one of the run's output."""
-    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip(" \t\u2500\u2502\u2514\u2518\u2534\u253c\u2501")]
     return lines[-1][:300] if lines else ""
 
 
@@ -240,7 +240,9 @@ def run_model(name: str, kind: str, path: Path, analyses: list[str], backends: l
                        stem.with_suffix(".plan.json"), timeout)
         rep = r.pop("report") or {}
         res["runs"].append({"analysis": "plan", "backend": b, "precision": "fp16", **r,
-                            "kept": len(rep.get("kept") or rep.get("keep") or [])})
+                            "plan": {"kept": len(rep.get("keep") or []), "passed": rep.get("passed"),
+                                     "error": rep.get("error"), "pure_error": rep.get("pure_error"),
+                                     "pure_status": rep.get("pure_status")}})
         _progress(name, res["runs"][-1])
     if "ranges" in analyses:
         r = fpdiff_cli(["ranges", str(path)], stem.with_suffix(".ranges.json"), timeout)
@@ -277,8 +279,8 @@ def summarize(results: list[dict]) -> dict:
             for k in f["flags"]:
                 flags[k] = flags.get(k, 0) + 1
     judged = ("pass", "precision-loss", "mismatch", "unjudged")
-    nothing = [r["model"] for r in results if any(run["analysis"] == "check" and run["outcome"] == "answer"
-                                                    for run in r["runs"])
+    # a check run that judged no cell, answered or not (a refused reference leaves the whole grid unjudged)
+    nothing = [r["model"] for r in results if any(run["analysis"] == "check" for run in r["runs"])
                and not any(c["status"] in judged for c in r["cells"])]
     unchecked = [r["model"] for r in results if (r.get("judge") or {}).get("status") == "unchecked"]
     return {"analyses": per, "cells": sum(statuses.values()), "statuses": statuses, "faults": flags,
@@ -354,7 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", help="keep each run's JSON report here (default: a temporary directory)")
     ap.add_argument("--md", help="write the markdown summary and tables here too")
     ap.add_argument("--json", help="write every run and cell here")
+    ap.add_argument("--from-json", help="recount and print a saved --json run instead of running")
     a = ap.parse_args(argv)
+    if a.from_json:
+        saved = json.loads(Path(a.from_json).read_text())
+        summary = summarize(saved["models"])
+        print(markdown(saved["models"], PRECISIONS, saved["command"], summary))
+        return 0
     precisions = a.precisions.split(",")
     analyses = a.analyses.split(",")
     bad = [x for x in analyses if x not in ANALYSES]

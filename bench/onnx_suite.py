@@ -7,7 +7,8 @@ Run: .venv/bin/python bench/onnx_suite.py [--cases REGEX] [--limit N] [--all] [-
 The cases come from `onnx.backend.test.case.node.collect_testcases` (the wheel generates them; it ships no
 node/ directory): model, inputs and expected outputs. Each case is written as model.onnx, inputs.npz (graph input
 names) and expected.npz, and checked by the CLI (`python -m fpdiff check model.onnx --inputs inputs.npz`, a
-subprocess with a timeout: one case at a time, nothing in parallel). The fpdiff that runs is whatever
+subprocess with a timeout: one case at a time, nothing in parallel; `--repeat 1`, since determinism is not what
+the suite measures and a second run of each cell would double the runs). The fpdiff that runs is whatever
 `python -m fpdiff` imports (PYTHONPATH picks another tree; the report records its path).
 
 Default sample (documented, deterministic): the node cases with one data set of plain tensors and at least one
@@ -329,7 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", help="keep each case's files and report here (default: a temporary directory)")
     ap.add_argument("--md", help="write the markdown summary here too")
     ap.add_argument("--json", help="write every case here")
+    ap.add_argument("--from-json", help="comma list of saved --json runs: recount them together, run nothing")
     a = ap.parse_args(argv)
+    if a.from_json:
+        runs = [json.loads(Path(p).read_text()) for p in a.from_json.split(",")]
+        results = [r for run in runs for r in run["results"]]
+        print(markdown(results, summarize(results), " + ".join(run["command"] for run in runs)))
+        return 0
     cases = all_cases()
     if a.cases:
         cases = [c for c in cases if re.search(a.cases, c.name)]
