@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import operator
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 
@@ -19,27 +21,35 @@ from fpdiff.model import graph
 
 
 @contextlib.contextmanager
-def _stderr_kept() -> Iterator[list[str]]:
-    """Holds what is written to file descriptor 2 inside (torch.export prints whole graphs there when it fails,
-    through handlers of its own); the text is handed back, not shown."""
+def _quiet() -> Iterator[list[str]]:
+    """Holds what is written to stdout and stderr inside, at the file descriptors and at sys.stdout/sys.stderr
+    (torch.export prints whole graphs when it fails, with print() and through handlers of its own); the text
+    is handed back, not shown."""
     held: list[str] = []
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp, contextlib.redirect_stdout(io.StringIO()) as out, \
+            contextlib.redirect_stderr(out):
+        for stream in (sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        saved = [os.dup(1), os.dup(2)]
+        os.dup2(tmp.fileno(), 1)
         os.dup2(tmp.fileno(), 2)
         try:
             yield held
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
             tmp.seek(0)
-            held.append(tmp.read().decode(errors="replace"))
+            held.append(out.getvalue() + tmp.read().decode(errors="replace"))
 
 
 def export_at(module: torch.nn.Module, inputs: tuple, p: Precision, variant: graph.ShapeVariant,
               declared) -> torch.export.ExportedProgram:
     """The model exported at P as a backend gets it; a failure is torch.export's, charged to that stage in one
     line naming the user's source line where export stopped (check reports the same cell as an `error` there)."""
-    with _stderr_kept():
+    with _quiet():
         try:
             return graph.export(module, inputs, p, variant, declared)
         except Exception as e:  # any exporter failure: a data-dependent branch, an op it cannot trace

@@ -29,6 +29,10 @@ LOCAL_FACTOR = 8.0
 # An op that flushes more than 1% of its nonzero float64 values to zero at P is an underflow suspect even when its
 # L2 error is small: the flushed values are small by definition, and what reads them (a norm, a division) is not.
 FLUSH_FRACTION = 0.01
+# dtype conversions a model writes (`.to(torch.bfloat16)`, `.half()`, `.type_as(w)`): a culprit among them is the
+# model's own cast, which the float64 run does not make (every float dtype argument is read as float64 there)
+CASTS = {"aten.to.dtype", "aten._to_copy.default", "aten.to.dtype_layout", "aten.type_as.default",
+         "aten.to.other", "prims.convert_element_type.default"}
 
 
 @dataclass
@@ -51,7 +55,10 @@ class OpError:
             return "inherits" if self.accumulated > LOCAL_FACTOR * self.floor else "within floor"
         if self.nonfinite:
             return "overflow"
-        return "underflow" if self.flushed >= FLUSH_FRACTION else "error"
+        if self.flushed >= FLUSH_FRACTION:
+            return "underflow"
+        # the model's own cast to a narrower format: the float64 run widens it (segments.widen), so it is named
+        return "cast" if self.op in CASTS else "error"
 
     @property
     def ratio(self) -> float:
@@ -334,8 +341,8 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     try:
         if cls.reference:  # the repro of a precision culprit: the op alone at P on float64-run inputs
             u = b.unit_of(culprit.node)
-            result.repro = str(b.bundle(u, u + 1, Path(repro), limit=LOCAL_FACTOR * culprit.floor,
-                                        baseline_rel_l2=culprit.floor, backend_out=None))
+            _bundle(result, b, u, u + 1, Path(repro), limit=LOCAL_FACTOR * culprit.floor,
+                    baseline_rel_l2=culprit.floor, backend_out=None)
             return result
         found = b.bisect()
         result.bisected = True
@@ -351,7 +358,9 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                                      alone and {"status": alone.status, "reason": alone.reason,
                                                 "rel_l2": alone.rel_l2, "baseline_rel_l2": alone.baseline_rel_l2})
             if repro:
-                _bundle(result, b, found, Path(repro))
+                _bundle(result, b, found.start, found.end, Path(repro),
+                        limit=max(p.tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2),
+                        baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs)
     finally:
         b.close()
     seg = result.segment
@@ -364,13 +373,12 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     return result
 
 
-def _bundle(result: LocateResult, b, found, out: Path) -> None:
-    """The segment's repro bundle. Writing it compiles the segment again, which fails when the backend refuses it:
-    then the located result stands, and what was written (the segment, inputs, expected values) is a note."""
-    limit = max(prec.get(result.precision).tolerance, compare.BASELINE_FACTOR * found.baseline_rel_l2)
+def _bundle(result: LocateResult, b, start: int, end: int, out: Path, **kw) -> None:
+    """The segment's repro bundle. Writing it compiles the segment again, which fails when the backend refuses it,
+    and some backends write none for some segments: the located result stands either way, and what was written
+    (the segment, inputs, expected values) is a note."""
     try:
-        result.repro = str(b.bundle(found.start, found.end, out, limit=limit,
-                                    baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs))
+        result.repro = str(b.bundle(start, end, out, **kw))
     except (StageError, Unsupported, UsageError, OSError, subprocess.CalledProcessError) as e:
         why = " ".join(str(e).split())[:MESSAGE_CHARS]
         result.findings.append(compare.Finding("note", f"repro bundle incomplete in {out}: {why}", op=None,
