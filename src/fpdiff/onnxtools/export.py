@@ -7,6 +7,7 @@ import json
 import warnings
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from fpdiff.core.errors import MESSAGE_CHARS, ONNX_EXPORT, StageError, plain, raised_by_fpdiff
@@ -33,26 +34,143 @@ def export_program(program, path: Path, module=None, args: tuple | None = None,
                    input_names: list[str] | None = None, dynamic_axes: dict | None = None) -> dict:
     """torch.onnx's dynamo exporter first, optimizer off: its constant folding deletes `x + 1e-8` (a real number
     change). When it fails, the TorchScript exporter on `module` (an nn.Module, or a callable making one; default:
-    the program's own module) with `args` (default: the program's example inputs). Returns which exporter made the
-    file and, after a fallback, why dynamo failed. Both failing is the exporter's failure (StageError), never the
-    failure of the backend that wanted the file."""
+    the program's own module) with `args` (default: the program's example inputs). A float64 export is also checked:
+    the graph, run by the float64 reference evaluator, must compute what the torch program computes on the same
+    inputs (`export_departure`); a graph that departs is that exporter's failure, like an exception. Returns which
+    exporter made the file, the check, and, after a fallback, why dynamo failed. Both failing is the exporter's
+    failure (StageError), never the failure of the backend that wanted the file."""
+    checked: dict = {}
     try:
         _dynamo(program, path)
-        return {"onnx_exporter": "dynamo"}
+        why = export_departure(program, path, args, checked)
+        if why is None:
+            return {"onnx_exporter": "dynamo", **checked}
+        dynamo_failure = f"its graph departs from the torch program: {why}"
     except Exception as e:
         if raised_by_fpdiff(e):
             raise
         dynamo_failure = _why(e)
+    # each reason cut to half a line, so the report's one line holds both
+    half = MESSAGE_CHARS // 2
     try:
         _torchscript(program, path, module, args, input_names, dynamic_axes)
     except Exception as e:
         if raised_by_fpdiff(e):
             raise
-        # each reason cut to half a line, so the report's one line holds both
-        half = MESSAGE_CHARS // 2
         raise StageError(ONNX_EXPORT, "torch.onnx", f"dynamo exporter: {dynamo_failure[:half]}; TorchScript "
                          f"exporter (the fallback): {_why(e)[:half]}") from e
-    return {"onnx_exporter": "torchscript", "onnx_exporter_why": f"the dynamo exporter failed: {dynamo_failure}"}
+    checked = {}
+    why = export_departure(program, path, args, checked)
+    if why is not None:
+        raise StageError(ONNX_EXPORT, "torch.onnx", f"dynamo exporter: {dynamo_failure[:half]}; TorchScript exporter "
+                         f"(the fallback): its graph departs from the torch program: {why[:half]}")
+    return {"onnx_exporter": "torchscript", "onnx_exporter_why": f"the dynamo exporter failed: {dynamo_failure}",
+            **checked}
+
+
+# The exported graph against the torch program it came from, both in float64 on the same inputs. Two float64
+# implementations of the same ops differ by reordered sums: fp64's tolerance (1e-12, core/precision.py) holds them,
+# while a constant the exporter stored in float32 moves a result by about 6e-8 relative (or to 0, for 1e-80). When
+# the torch program itself computes in float32 somewhere (a model's own `.float()`), numpy's and torch's float32
+# kernels differ by ~1e-7 there, so fp32's tolerance (1e-5) applies and only gross departures are caught. Only
+# float64 exports are checked: at fp32 and below a float32 constant is what the format holds, and a wrong op
+# translation, which would show at any precision, already shows at fp64 (a default precision).
+CHECKED_DTYPE = "float64"
+
+
+def export_departure(program, path: Path, args: tuple | None, record: dict) -> str | None:
+    """Why the ONNX graph at `path` computes other numbers than `program` on `args` (None: it agrees, or there is
+    nothing to check: not a float64 export, or the reference evaluator cannot run the graph). `record` gets what
+    the check found, for the cell's info."""
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    from fpdiff.core.precision import PRECISIONS
+    args = tuple(program.example_inputs[0]) if args is None else tuple(args)
+    if not _float64_export(program):
+        return None
+    narrow = _narrower_than_float64(program)
+    tol = PRECISIONS["fp32" if narrow else "fp64"].tolerance
+    try:
+        with torch.no_grad():
+            want = [t.detach().double().numpy() if t.is_floating_point() else t.detach().numpy()
+                    for t in tree_flatten(program.module()(*args))[0] if isinstance(t, torch.Tensor)]
+        got = _evaluate(path, args)
+    except Exception as e:  # a check that cannot run decides nothing: the graph goes on to the backends
+        record["onnx_export_check"] = f"not run: {_why(e)[:MESSAGE_CHARS // 2]}"
+        return None
+    if len(got) != len(want):
+        return f"{len(got)} outputs, the torch program has {len(want)}"
+    for i, (w, g) in enumerate(zip(want, got)):
+        err = scaled_rel_l2(w, np.asarray(g))
+        if not err <= tol:  # NaN too
+            return (f"output {i} differs by rel L2 {err:.2e} (float64 reference evaluator vs torch eager on the same "
+                    f"inputs; tolerance {tol:.0e}{' (the program computes in float32 in places)' if narrow else ''})")
+    record["onnx_export_check"] = f"agrees with the torch program in float64 (tolerance {tol:.0e})"
+    return None
+
+
+def _float64_export(program) -> bool:
+    """Whether the program was exported at fp64: its float weights and inputs (placeholders) are all float64."""
+    import torch
+    vals = [n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"]
+    floats = [v.dtype for v in vals if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    return bool(floats) and all(d == torch.float64 for d in floats)
+
+
+def _narrower_than_float64(program) -> bool:
+    """Whether the torch program itself computes some float value below float64 (the model's own casts)."""
+    import torch
+    for n in program.graph.nodes:
+        vals = n.meta.get("val")
+        for v in vals if isinstance(vals, (list, tuple)) else [vals]:
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and v.dtype != torch.float64:
+                return True
+    return False
+
+
+def _evaluate(path: Path, args: tuple) -> list:
+    """The graph's outputs by the ONNX reference evaluator, with fpdiff's float64-keeping kernels."""
+    from onnx.reference import ReferenceEvaluator
+
+    from fpdiff.onnxtools.graph import float64_ops, graph_inputs
+    model = onnx.load(str(path))
+    ev = ReferenceEvaluator(model, new_ops=[*float64_ops(), _gather_elements()])
+    feeds = {n: a.detach().numpy() for n, a in zip(graph_inputs(model), args)}
+    return ev.run(None, feeds)
+
+
+def _gather_elements():
+    """GatherElements by numpy's take_along_axis: the evaluator's own fails on index tensors wider than the data
+    along the other axes' broadcast (BERT's position ids, exported by dynamo: "cannot reshape array of size 1")."""
+    from onnx.reference.op_run import OpRun
+
+    class GatherElements(OpRun):
+        op_domain = ""
+
+        def _run(self, data, indices, axis=0):
+            idx = np.where(indices < 0, indices + data.shape[axis], indices)
+            return (np.take_along_axis(data, idx.astype(np.int64), axis=axis),)
+    return GatherElements
+
+
+def scaled_rel_l2(want: np.ndarray, got: np.ndarray) -> float:
+    """||got - want|| / ||want||, both scaled by the largest magnitude first so 1e-160 or 1e200 neither underflows
+    nor overflows when squared; exact agreement (NaN where NaN, same infinities) is 0, a shape change inf."""
+    if want.shape != got.shape:
+        return float("inf")
+    w, g = want.astype(np.float64), got.astype(np.float64)
+    same = (w == g) | (np.isnan(w) & np.isnan(g))
+    if same.all():
+        return 0.0
+    if not (np.isfinite(w) | same).all() or not (np.isfinite(g) | same).all():
+        return float("inf")
+    w, g = np.where(same, 0.0, w), np.where(same, 0.0, g)  # equal infinities out of the sums
+    ref = np.where(np.isfinite(want), want, 0.0).astype(np.float64)
+    scale = max(np.abs(ref).max(), np.abs(g).max())
+    diff = np.linalg.norm((g - w) / scale)
+    ref = np.linalg.norm(ref / scale)
+    return float(diff / ref) if ref > 0 else float("inf")
 
 
 def _dynamo(program, path: Path) -> None:
