@@ -210,6 +210,15 @@ def values(gm: fx.GraphModule, inputs: tuple) -> dict[str, object]:
     return vals
 
 
+def values64(gm: fx.GraphModule, weights: torch.nn.Module, inputs: tuple) -> dict[str, object]:
+    """Every node's float64 value, keyed by the node names of `gm` itself: `gm` widened (its dtype arguments and
+    weights), run under the dispatch-level promotion (ops with no float64 kernel by their float64 decomposition)."""
+    from fpdiff.model.float64 import float64_everywhere
+    xs = tuple(t.double() if t.is_floating_point() else t for t in inputs)
+    with float64_everywhere():
+        return values(widen(gm, weights), xs)
+
+
 def dynamic_dims(gm: fx.GraphModule, names: list[str]) -> dict[str, dict[int, object]] | None:
     """For a segment cut from a dynamic program: which dims of its inputs were symbolic, as torch.export wants."""
     from torch.export import Dim

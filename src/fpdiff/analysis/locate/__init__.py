@@ -15,6 +15,7 @@ from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import MESSAGE_CHARS, StageError, Unsupported, UsageError
 from fpdiff.model import graph, segments
+from fpdiff.model.float64 import float64_everywhere
 from fpdiff.runtime import rundir
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT
 from fpdiff.sources import load
@@ -224,6 +225,10 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool
     # the float64 weights are the caller's module itself when it is ours to change: two weight sets, never three
     weights = module.to(torch.float64) if own else graph.cast_module(module, prec.get("fp64"))
     gm64 = segments.widen(gmp, weights)
+    # each float64 op also runs under the dispatch-level promotion (model/float64.py): what the graph's dtype
+    # arguments do not show (an op's internal narrower compute, ops with no float64 kernel such as
+    # torch._grouped_mm, computed by its float64 decomposition) is float64 too
+    f64 = float64_everywhere()
     n64, np_ = list(gm64.graph.nodes), list(gmp.graph.nodes)
     last_use = {}
     for i, n in enumerate(np_):
@@ -250,7 +255,8 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool
                                         (a.args, a.kwargs))
                 argsp, kwp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x,
                                       (b.args, b.kwargs))
-                out64 = a.target(*args64, **kw64)
+                with f64:
+                    out64 = a.target(*args64, **kw64)
                 outp = b.target(*argsp, **kwp)
                 env64[b.name], envp[b.name] = out64, outp
                 r64 = _floats(out64)
@@ -268,7 +274,9 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool
                         local, bad = _rel_l2(_cat(_floats(b.target(*local_in[0], **local_in[1]))), ref)
                         if local > LOCAL_FACTOR * floor:  # maybe ill-conditioned: what exact math on P inputs loses
                             rounded_in = _like(local_in, (args64, kw64))  # P's inputs, float64 math
-                            cond, _ = _rel_l2(_cat(_floats(a.target(*rounded_in[0], **rounded_in[1]))), ref)
+                            with f64:
+                                exact = a.target(*rounded_in[0], **rounded_in[1])
+                            cond, _ = _rel_l2(_cat(_floats(exact)), ref)
                             floor = max(floor, cond if math.isfinite(cond) else 0.0)
                     path, src = graph.where(b)
                     fin = ref[torch.isfinite(ref)]

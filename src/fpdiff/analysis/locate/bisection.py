@@ -64,8 +64,7 @@ class Bisector:
         # one export at P under the shape variant (segments keep its symbolic dims); the float64 values are that
         # same graph widened, so every node has its float64 value under its own name (segments.widen)
         self.gmp = (program or segments.export_at(module, inputs, p, variant, declared)).module()
-        gm64 = segments.widen(self.gmp, graph.cast_module(module, prec.get("fp64")))
-        self.v64 = segments.values(gm64, tuple(t.double() if t.is_floating_point() else t for t in inputs))
+        self.v64 = segments.values64(self.gmp, graph.cast_module(module, prec.get("fp64")), inputs)
         self.units = segments.units(self.gmp)
 
     def _setup(self, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
