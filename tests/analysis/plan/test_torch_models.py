@@ -7,6 +7,7 @@ import torch
 
 import fpdiff
 from conftest import SPECS
+from fpdiff.analysis.plan.search import PLAN_FORMAT
 from fpdiff.cli import main
 from fpdiff.core.errors import UsageError
 from fpdiff.sources import load
@@ -14,6 +15,7 @@ from fpdiff.sources import load
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
 
 DEMOD = str(SPECS / "demod_underflow.py")
+LLAMA = str(SPECS / "plan_rotary_llama.py")
 
 
 def test_underflow_gets_a_few_ops_that_pass():
@@ -126,7 +128,7 @@ def test_cli_json_and_speed(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "verified plan" in text and "speed (torch eager cpu)" in text
     data = json.loads(out.read_text())
-    assert data["fpdiff_plan"] == 1 and data["passed"] and data["speed"]["ms"]["plan"] > 0
+    assert data["fpdiff_plan"] == PLAN_FORMAT and data["passed"] and data["speed"]["ms"]["plan"] > 0
 
 
 def test_a_backend_refusing_the_precision_is_said_plainly():
@@ -142,3 +144,53 @@ def test_unwritable_outputs_lose_nothing(capsys):
     assert "verified plan" in out and "cannot write the plan" in err and err.count("\n") == 1
     assert main(["plan", "example:rmsnorm", "--no-speed", "--export-onnx", "/proc/no/x.onnx"]) == 1
     assert "cannot write" in capsys.readouterr().out
+
+
+def test_rotary_decoder_gets_a_plan_and_every_trial_runs():
+    """A transformers Llama (rotary embeddings, RMSNorm's own casts): a tolerance below pure fp16's error makes
+    the search run many keep-sets, each one a program that must run (they used to fail torch's dtype asserts)."""
+    pure = fpdiff.plan(LLAMA, precision="fp16", measure_speed=False)
+    assert pure.passed and pure.keep == [] and pure.evaluations == 1
+    tol = pure.pure_error / 3
+    p = fpdiff.plan(LLAMA, precision="fp16", tolerance=tol, measure_speed=False)
+    assert all(t.status == "ok" and t.error < 1 for t in p.trials)
+    assert p.passed and 0 < len(p.keep) < p.units and p.error <= tol
+    s = load(LLAMA)
+    applied = fpdiff.apply_plan(s.module, p, s.inputs)  # the plan applies to the model it was made for
+    with torch.no_grad():
+        assert applied(*s.inputs).dtype == torch.float32
+
+
+def test_rotary_decoder_trials_on_a_backend_in_a_worker():
+    p = fpdiff.plan(LLAMA, precision="fp16", backend="ort", measure_speed=False)
+    assert p.pure_status == "ok" and p.passed and p.error <= p.tolerance
+
+
+def test_an_fp16_only_branch_is_planned_as_check_runs_it(capsys):
+    """The model clamps at fp16 only: the program at fp16 fails whatever is kept in fp32, and plan says so
+    (a plan made from the fp32 export passed, empty, on a model without the clamp)."""
+    p = fpdiff.plan(str(SPECS / "plan_fp16_clamp.py"), precision="fp16", measure_speed=False)
+    assert not p.passed and p.pure_error > 0.5 and p.fp32_error > 0.5
+    assert main(["plan", str(SPECS / "plan_fp16_clamp.py"), "--no-speed", "--no-store"]) == 1
+    assert "no plan meets" in capsys.readouterr().out
+
+
+def test_a_model_torch_export_cannot_take_at_fp16_is_refused_in_one_line(capsys):
+    """BART's branch (clamp when fp16 values are not all finite) is data-dependent at fp16: one line, exit 2."""
+    assert main(["plan", str(SPECS / "plan_fp16_clamp_if_inf.py"), "--no-store"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "cannot export this model at fp16" in err and "clamp_if_inf.py:14" in err
+
+
+def test_an_internal_error_is_one_line(capsys, monkeypatch):
+    """A bug of fpdiff's own reaches the user as one line (the traceback with --debug)."""
+    import fpdiff.api
+
+    def broken(*a, **k):
+        raise KeyError("no_such_node")
+    monkeypatch.setattr(fpdiff.api, "plan", broken)
+    assert main(["plan", "example:rmsnorm", "--no-store"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error in fpdiff: KeyError" in err
+    with pytest.raises(KeyError):
+        main(["--debug", "plan", "example:rmsnorm", "--no-store"])

@@ -12,7 +12,9 @@ from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.model.autocast import fp32_names
 
-PLAN_FORMAT = 1
+# 2: a plan's ops are those of the model as cast to its precision (1: of the fp32 export, a different program
+# wherever the model's code depends on its dtype), so a format-1 plan names other ops and is refused as such.
+PLAN_FORMAT = 2
 # The field's prior for what a low precision hurts, used only to order candidates nobody has evidence against: the
 # ops torch's autocast runs in fp32 on CPU or CUDA and their ONNX op types (model/autocast.py holds those lists), plus
 # ops practice treats as sensitive though autocast leaves them to their input dtype (division, square root,

@@ -135,16 +135,21 @@ class TorchTrials:
 
 
 def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
-             units: list[Unit]) -> tuple[list[str], list[str], list[str], dict[str, list[str]]]:
+             units: list[Unit]) -> tuple[list[str], list[str], list[str], dict[str, list[str]], list[str]]:
     """Candidates ranked by evidence: ranges' risks and locate's culprits first (strong), then ops by their own
-    error at P, then ranges' notes and the field's prior (autocast's fp32 list), then the rest in graph order."""
+    error at P, then ranges' notes and the field's prior (autocast's fp32 list), then the rest in graph order.
+    Also the analyses run; one that refuses the model (in one line) leaves the search its other evidence."""
     from fpdiff.analysis.locate import analyse
     from fpdiff.analysis.ranges import measure
     why: dict[str, list[str]] = {}
+    analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]
     r = measure(copy.deepcopy(module), inputs, [p.name])
     for node, reasons in r.origins(p.name).items():
         why.setdefault(node, []).extend(f"ranges: {x}" for x in reasons)
-    ops, _ = analyse(module, inputs, p)
+    try:
+        ops, _ = analyse(module, inputs, p)
+    except UsageError as e:
+        ops, analyses[1] = [], f"locate refused: {e}"
     for o in ops:
         if o.culprit:
             why.setdefault(o.node, []).append(f"locate: {o.cause}, own error {o.ratio:.3g}x what {p.name} must lose"
@@ -159,7 +164,7 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
     noted = [o.origin for o in r.ops if o.dtypes[p.name].notes and o.origin in valid]
     prior = [u.node for u in units if u.op.split(".")[1 if u.op.startswith("aten.") else 0] in PRIOR]
     ranked = list(dict.fromkeys(strong + by_ratio + noted + prior + names))
-    return ranked, strong, sources, {n: v for n, v in why.items() if n in valid}
+    return ranked, strong, sources, {n: v for n, v in why.items() if n in valid}, analyses
 
 
 def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, device: str,
@@ -174,10 +179,9 @@ def plan_torch(source, p: prec.Precision, *, backend: str, tolerance: float, dev
     expected = _float64_outputs(source.module, source.inputs)
     trials = TorchTrials(gm, source.inputs, expected, p, tolerance, backend, device, plugins, flags, timeout, cache)
     search = Search(units, trials, tolerance)
-    analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]
     try:
         found, why = settle(plan, search, load, source.ref.label,
-                            lambda: (*evidence(source.module, source.inputs, p, units), analyses))
+                            lambda: evidence(source.module, source.inputs, p, units))
         plan = finish(plan, search, found, why, t0)
     finally:
         trials.close()
