@@ -104,3 +104,30 @@ def test_grouped_mm_run_as_written_is_torchs_declared_refusal():
     with float64_everywhere(promote=False), pytest.raises(Unsupported) as e:
         torch._grouped_mm(a, b, offs=offs)
     assert e.value.op == "aten::_grouped_mm" and e.value.dtype == "float64"
+
+
+@pytest.mark.slow
+def test_the_judge_is_true_float64_the_fp64_cell_runs_the_model_and_low_precisions_are_untouched():
+    import fpdiff
+    path = SPECS / "cast_cancellation.py"
+    r = fpdiff.check(str(path), backends=["torch"], precisions=["fp64", "fp16"])
+    line = next(i for i, s in enumerate(path.read_text().splitlines(), 1) if "the cast the judge" in s)
+    casts = [f for f in r.reference["findings"] if f["kind"] == MODEL_CAST]
+    assert any(f"cast_cancellation.py:{line}" in f["message"] and "float32" in f["message"] for f in casts)
+    cells = {c.precision: c for c in r.cells}
+    # the cell runs the model's float32 cast: nothing of the small term is left, against the true float64 judge
+    assert cells["fp64"].metrics["rel_l2"] > 0.5 and cells["fp64"].status == "precision-loss"
+    assert cells["fp64"].computed_dtype == "float64 with the model's own casts to float32"
+    assert any(f.kind == MODEL_CAST for f in cells["fp64"].findings)
+    assert cells["fp16"].output_dtypes == ["float16"] and cells["fp16"].computed_dtype == "float16"
+    assert not any(f.kind == MODEL_CAST for f in cells["fp16"].findings)
+
+
+@pytest.mark.slow
+def test_a_kernel_without_float64_is_decomposed_in_the_judge_and_refused_in_the_cell():
+    import fpdiff
+    r = fpdiff.check(str(SPECS / "cast_grouped_experts.py"), backends=["torch"], precisions=["fp64", "fp32"])
+    assert [f["kind"] for f in r.reference["findings"]] == [DECOMPOSITION]
+    cells = {c.precision: c for c in r.cells}
+    assert cells["fp64"].status == "unsupported" and "aten::_grouped_mm" in cells["fp64"].reason
+    assert cells["fp32"].status == "pass", cells["fp32"].reason

@@ -54,6 +54,8 @@ def render(result, console: Console | None = None) -> None:
     if judge.get("status") in ("suspect", "overruled", "upheld"):  # the float64 judge itself in doubt (check/judge.py)
         style = "bold red" if judge["status"] == "overruled" else "cyan"
         console.print(f"[{style}]judge {judge['status']}[/]: {judge.get('message', '')}", highlight=False)
+    for f in result.reference.get("findings", []):  # the model's own casts, fpdiff's float64 decompositions
+        console.print(f"[cyan]{f['kind']}[/cyan] in the float64 judge: {f['message']}", highlight=False)
     s = result.as_dict()["summary"]
     console.print(" ".join(f"{k}={v}" for k, v in s.items() if v) + f"   ({result.duration_s:.1f} s)")
     nothing = result.nothing_judged()
