@@ -18,7 +18,9 @@ Which runs each analysis makes (a choice, so it is written down):
   (mismatch, then error, crash, timeout, unsupported, unjudged, precision-loss; ties by relative L2), on its backend
   and precision, because that is the cell a user would locate next; when every cell passed, IREE at fp32 (one
   whole-model bisection step) when iree is selected. ONNX models: ort at fp16, then the worst non-passing cell.
-- plan: fp16 with default arguments on torch (ONNX models: on ort, plan's only ONNX backend), `--no-speed`.
+- plan: fp16 with default arguments on torch (ONNX models: on ort, plan's only ONNX backend), `--no-speed`; and
+  on the backend of the worst fp16 cell check did not pass (not precision loss), where a user would plan next
+  (a model that fails check there must not get a passing empty plan there).
 - ranges: default arguments (fp16 and bf16). Torch models only by its documentation: on an ONNX model the run is
   made anyway and a clean one-line refusal counts as an answer that refused.
 
@@ -176,6 +178,16 @@ def locate_runs(kind: str, cells: list[dict], backends: list[str], precisions: l
     return list(dict.fromkeys(runs))
 
 
+def plan_backends(kind: str, cells: list[dict]) -> list[str]:
+    """fp16 plans: on torch (ONNX models: ort), and on the backend of the worst fp16 cell check did not pass (not
+    precision loss), since that is the backend whose user asks for a plan next."""
+    runs = ["torch" if kind == "torch" else "ort"]
+    w = worst_cell([c for c in cells if c["precision"] == "fp16" and c["status"] != "precision-loss"])
+    if w is not None and (kind == "torch" or w["backend"] == "ort"):  # ONNX models: plan verifies on ort only
+        runs.append(w["backend"])
+    return list(dict.fromkeys(runs))
+
+
 def cell_flags(model: str, cells: list[dict]) -> list[dict]:
     """Each cell's counted faults: false mismatch, false unsupported, misattributed, nothing judged."""
     out = []
@@ -235,15 +247,15 @@ def run_model(name: str, kind: str, path: Path, analyses: list[str], backends: l
                                                                          "stage", "component", "found_by")}})
             _progress(name, res["runs"][-1])
     if "plan" in analyses:
-        b = "torch" if kind == "torch" else "ort"
-        r = fpdiff_cli(["plan", str(path), "--precision", "fp16", "--backend", b, "--no-speed", *common],
-                       stem.with_suffix(".plan.json"), timeout)
-        rep = r.pop("report") or {}
-        res["runs"].append({"analysis": "plan", "backend": b, "precision": "fp16", **r,
-                            "plan": {"kept": len(rep.get("keep") or []), "passed": rep.get("passed"),
-                                     "error": rep.get("error"), "pure_error": rep.get("pure_error"),
-                                     "pure_status": rep.get("pure_status")}})
-        _progress(name, res["runs"][-1])
+        for b in plan_backends(kind, res["cells"]):
+            r = fpdiff_cli(["plan", str(path), "--precision", "fp16", "--backend", b, "--no-speed",
+                            "--timeout", str(cell_timeout), *common], stem.with_suffix(f".plan-{b}.json"), timeout)
+            rep = r.pop("report") or {}
+            res["runs"].append({"analysis": "plan", "backend": b, "precision": "fp16", **r,
+                                "plan": {"kept": len(rep.get("keep") or []), "passed": rep.get("passed"),
+                                         "error": rep.get("error"), "pure_error": rep.get("pure_error"),
+                                         "pure_status": rep.get("pure_status")}})
+            _progress(name, res["runs"][-1])
     if "ranges" in analyses:
         r = fpdiff_cli(["ranges", str(path)], stem.with_suffix(".ranges.json"), timeout)
         r.pop("report")

@@ -70,6 +70,10 @@ def test_locate_takes_torch_at_fp32_and_fp16_then_the_worst_cell():
     passing = [c | {"status": "pass"} for c in cells]
     assert corpus.locate_runs("torch", passing, ["torch", "ort"], ["fp32"]) == [("torch", "fp32"), ("torch", "fp16")]
     assert corpus.locate_runs("onnx", cells[:2], ["ort", "iree"], ["fp16"]) == [("ort", "fp16"), ("iree", "fp16")]
+    # plan: torch, and the backend of the worst fp16 failure (BART's fp16-only branch on IREE)
+    assert corpus.plan_backends("torch", cells) == ["torch", "iree"]
+    assert corpus.plan_backends("torch", passing) == ["torch"]
+    assert corpus.plan_backends("onnx", cells) == ["ort"]  # plan on ONNX models verifies on ort only
 
 
 def test_corpus_faults_count_fpdiffs_own_ops_and_unknown_mismatches():
