@@ -201,7 +201,8 @@ def write_perturbed(source, data_path: str, u: float, rng: np.random.Generator,
         data["inputs"] = tuple(perturb_tensor(t, u, rng, keep_dtype=False) if isinstance(t, torch.Tensor) else t
                                for t in data["inputs"])
         data["state"] = {k: perturb_tensor(v, u, rng, keep_dtype=True) for k, v in data["state"].items()}
-        ref, what = source.ref, "inputs and weights"
+        floats = any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in data["inputs"])
+        ref, what = source.ref, "inputs and weights" if floats else "weights (its inputs are integers)"
     else:
         data["inputs"] = tuple(perturb_array(a, u, rng) for a in data["inputs"])
         model, n = perturbed_onnx(source.module, u, rng)
@@ -209,7 +210,8 @@ def write_perturbed(source, data_path: str, u: float, rng: np.random.Generator,
         import onnx
         onnx.save(model, str(path))
         ref = SourceRef(source.ref.kind, str(path), source.ref.label)
-        what = f"inputs and {n} weight tensors" if n else "inputs only (no float weight tensor in the graph)"
+        floats = any(np.asarray(a).dtype.kind == "f" for a in data["inputs"])
+        what = f"{'inputs and ' * floats}{n} weight tensors" if n else "inputs only (no float weight in the graph)"
     out = base.with_name(f"perturbed-{tag}.pt")
     torch.save(data, out)
     return ref, str(out), what
