@@ -53,7 +53,7 @@ def render(result, console: Console | None = None) -> None:
     judge = result.judge or {}
     if judge.get("status") in ("suspect", "overruled", "upheld"):  # the float64 judge itself in doubt (check/judge.py)
         style = "bold red" if judge["status"] == "overruled" else "cyan"
-        console.print(f"[{style}]judge {judge['status']}[/]: {judge.get('message', '')}", highlight=False)
+        console.print(f"[{style}]judge[/]: {judge.get('message', '')}", highlight=False)
     for f in result.reference.get("findings", []):  # the model's own casts, fpdiff's float64 decompositions
         console.print(f"[cyan]{f['kind']}[/cyan] in the float64 judge: {f['message']}", highlight=False)
     s = result.as_dict()["summary"]
