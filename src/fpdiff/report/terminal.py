@@ -109,7 +109,7 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
                           f"segment ops {seg.start}..{seg.end - 1}: {', '.join(seg.ops)} - {seg.status}: "
                           f"{seg.reason}  [{result.compiles} compiles]", highlight=False)
     elif result.segment is not None:  # no graph to cut: the stage that failed before any backend (torch.export)
-        console.print(f"[bold red]{result.segment.stage} failed[/]: {result.segment.reason}", highlight=False)
+        console.print(f"[bold red]{result.backend} gets no graph[/]: {result.segment.reason}", highlight=False)
     for f in result.findings:
         if f.kind == "note":
             console.print(f"note: {f.message}" + (f" ({f.remedy})" if f.remedy else ""), highlight=False)
