@@ -137,7 +137,8 @@ class RoutedBackend(Backend):
 def routed(route, base: type[Backend] | None) -> type[Backend]:
     """The class fpdiff sees for a route: the base backend's declarations when it is known here (analyses that run
     modules or mark outputs in-process stay local), else the route's own (kinds etc. from fpdiff.toml)."""
-    decl = {"kinds": base.kinds, "shape_variants": base.shape_variants, "takes_flags": base.takes_flags} if base \
+    decl = {"kinds": base.kinds, "shape_variants": base.shape_variants, "takes_flags": base.takes_flags,
+            "judge_flags": base.judge_flags} if base \
         else {"kinds": frozenset(route.declarations.get("kinds", [TORCH]))}
     decl.update({k: v for k, v in route.declarations.items() if k != "kinds"})
     return type(f"Routed_{route.base}", (RoutedBackend,), {"name": route.name, "route": route, **decl,
