@@ -125,3 +125,20 @@ def test_unknown_op_is_refused():
     _, gm = _src("example:tinycnn")
     with pytest.raises(UsageError, match="not an op of this model"):
         mixed.apply(gm, {"no_such_node"}, torch.float16)
+
+
+class _Bitcast(torch.nn.Module):
+    """fp16 bits reinterpreted as int16 and back (as quantization and hashing code does): not a precision."""
+
+    def forward(self, x):
+        bits = x.view(torch.int16) & 0x7FFF  # |x| by clearing the sign bit
+        return bits.view(x.dtype) * 2
+
+
+def test_a_bitcast_is_neither_a_unit_nor_a_move():
+    x = torch.randn(8)
+    gm = mixed.program_module(_Bitcast(), (x,), FP16)
+    assert [mixed.op_name(n.target) for n in mixed.units(gm)] == ["mul"]
+    with torch.no_grad():
+        for keep in (frozenset(), {"mul"}):
+            assert torch.allclose(mixed.apply(gm, keep, torch.float16)(x), x.half().abs().float() * 2)

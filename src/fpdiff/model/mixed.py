@@ -72,10 +72,11 @@ def _is_move(n: torch.fx.Node) -> bool:
 
 
 def units(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    """The ops a plan can keep in fp32: every call computing in the program's working dtype, not a move."""
+    """The ops a plan can keep in fp32: every call computing in the program's working dtype, not a move, not a
+    bitcast (`view(dtype)` reinterprets bits: its dtype is not a precision, and it runs as the program has it)."""
     w = working(gm)
-    return [n for n in gm.graph.nodes
-            if n.op == "call_function" and not _is_move(n) and w in _dtypes(n.meta.get("val"))]
+    return [n for n in gm.graph.nodes if n.op == "call_function" and not _is_move(n)
+            and n.target is not torch.ops.aten.view.dtype and w in _dtypes(n.meta.get("val"))]
 
 
 def apply(gm: torch.fx.GraphModule, keep: set[str] | frozenset[str], low: torch.dtype) -> torch.fx.GraphModule:
