@@ -142,3 +142,28 @@ def test_a_bitcast_is_neither_a_unit_nor_a_move():
     with torch.no_grad():
         for keep in (frozenset(), {"mul"}):
             assert torch.allclose(mixed.apply(gm, keep, torch.float16)(x), x.half().abs().float() * 2)
+
+
+class _NestedModes(torch.nn.Module):
+    """A rotary-like table under no_grad with autocast off (two nested mode subgraphs), cast to x's dtype."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("freq", torch.linspace(0.1, 1, 8), persistent=False)
+
+    def forward(self, x):
+        with torch.no_grad(), torch.autocast("cpu", enabled=False):
+            table = (self.freq.float() * torch.arange(8, dtype=torch.float32)).cos()
+        return self.lin(x) * table.to(x.dtype)
+
+
+def test_nested_mode_subgraphs_are_inlined_and_their_ops_run_as_the_program_has_them():
+    m, x = _NestedModes(), torch.randn(2, 8)
+    gm = mixed.program_module(m, (x,), FP16)
+    assert not any("wrap_with" in str(n.target) for n in gm.graph.nodes)
+    names = [n.name for n in mixed.units(gm)]
+    assert len(names) == 3  # linear, the table's cast to fp16, the product; the table itself is fp32 by the model
+    with torch.no_grad():
+        assert torch.equal(mixed.apply(gm, frozenset(), torch.float16)(x), copy.deepcopy(m).half()(x.half()).float())
+        assert _rel(mixed.apply(gm, set(names), torch.float16)(x), m.float()(x)) < 1e-3  # the fp16 freq buffer

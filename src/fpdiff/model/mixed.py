@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import logging
 import operator
@@ -191,8 +192,7 @@ def _inline_mode_wrappers(gm: torch.fx.GraphModule) -> None:
         for a in sub.graph.nodes:  # the subgraph's own constants, copied up under unique names
             if a.op == "get_attr":
                 name = f"{sub_node.target}_{a.target}".replace(".", "_")
-                setattr(gm, name, getattr(sub, a.target) if "." not in a.target else sub.get_submodule(
-                    a.target.rpartition(".")[0]).get_parameter(a.target.rpartition(".")[2]))
+                setattr(gm, name, functools.reduce(getattr, a.target.split("."), sub))
                 with g.inserting_before(n):
                     val_map[a] = g.get_attr(name)
                     val_map[a].meta = dict(a.meta)
@@ -202,12 +202,11 @@ def _inline_mode_wrappers(gm: torch.fx.GraphModule) -> None:
             if u.target is operator.getitem:
                 u.replace_all_uses_with(out[u.args[1]])
                 g.erase_node(u)
-        if n.users:
-            n.replace_all_uses_with(out)
-        g.erase_node(n)
+        g.erase_node(n)  # its results are read only through getitem: all replaced above
         if not sub_node.users:
             g.erase_node(sub_node)
-            delattr(gm, sub_node.target)
+            if not any(a.op == "get_attr" and a.target == sub_node.target for a in g.nodes):
+                delattr(gm, sub_node.target)
     g.lint()
     gm.recompile()
 
