@@ -255,8 +255,13 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool
                                         (a.args, a.kwargs))
                 argsp, kwp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x,
                                       (b.args, b.kwargs))
-                with f64:
-                    out64 = a.target(*args64, **kw64)
+                try:
+                    with f64:
+                        out64 = a.target(*args64, **kw64)
+                except (RuntimeError, Unsupported) as e:  # an op torch cannot compute in float64: say which
+                    path, src = graph.where(b)
+                    raise UsageError(f"locate's float64 run cannot compute {b.target} (node {b.name}, module "
+                                     f"{path or '(root)'}, {src}): {' '.join(str(e).split())[:MESSAGE_CHARS]}") from e
                 outp = b.target(*argsp, **kwp)
                 env64[b.name], envp[b.name] = out64, outp
                 r64 = _floats(out64)
