@@ -1,6 +1,9 @@
 """OpenVINO's CPU plugin: the precision is a hint the plugin may override, so the cell reports what it really ran."""
 from __future__ import annotations
 
+import dataclasses
+import subprocess
+import sys
 from collections import Counter
 
 from fpdiff.backends import mixed_dtype, too_wide
@@ -18,6 +21,16 @@ OV_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "flo
 MOVES = {"Input", "Output", "Const", "Reorder", "Reshape", "Squeeze", "Unsqueeze", "ShapeOf", "Split", "Concatenation",
          "Transpose", "Gather", "Broadcast", "StridedSlice", "Convert", "Tile", "Pad", "DepthToSpace", "SpaceToDepth",
          "ScatterUpdate", "Range", "Select"}
+
+
+# The compile of the pinned shapes, tried first in a child process: OpenVINO 2026.4's CPU plugin dies with SIGSEGV in
+# a graph transformation of its f32 pipeline on static shapes of small residual MLPs (two blocks of Linear -> ReLU or
+# GELU -> Linear + residual, batch 4 to 8; tests/specs/ov_residual_mlp.py, bench/upstream/openvino_static_mlp.py),
+# which would take the worker with it. A crash there is the plugin's on shapes fpdiff pinned; the cell then runs the
+# converter's own (dynamic) dims, as `ov.convert_model` hands them to a user, and says so.
+_PROBE = ("import sys, openvino as ov; core = ov.Core(); "
+          "core.compile_model(core.read_model(sys.argv[1]), 'CPU', {'INFERENCE_PRECISION_HINT': sys.argv[2]})")
+PROBE_TIMEOUT = 600.0  # seconds: a mid-size compile fits; the cell's own timeout still bounds the worker
 
 
 def executed_dtypes(compiled) -> Counter:
@@ -55,18 +68,32 @@ class OpenVinoBackend(Backend):
         if not task.device.startswith("cpu"):
             raise Unsupported(f"fpdiff runs OpenVINO on its CPU plugin; {task.device} is not one", dtype=p.name)
         with stage(IMPORT, "openvino.convert_model"):
-            model = ov.convert_model(self._fp32_model(task))
-            if task.variant.static is None:  # the converter leaves dims dynamic: pin the static cell's shapes
+            converted = ov.convert_model(self._fp32_model(task))
+            model = converted
+            if task.variant.static is None and not all(i.get_partial_shape().is_static for i in converted.inputs):
+                model = converted.clone()  # the converter leaves dims dynamic: pin the static cell's shapes
                 model.reshape({port: ov.PartialShape(list(t.shape)) for port, t in zip(model.inputs, task.inputs())})
+        notes, info = [], {"openvino": ov.__version__.split("-")[0]}
+        if model is not converted:
+            with stage(COMPILE, "openvino CPU plugin"):
+                crash = _static_compile_crash(task, model, hint)
+            if crash:
+                model = converted
+                info["openvino_shapes"] = "as converted (dynamic dims): the pinned static shapes crash the plugin"
+                notes.append(Finding("compile-crash", f"OpenVINO's CPU plugin {crash} compiling this model with its "
+                                     f"static shapes at {hint} (in a child process); this cell ran the dims "
+                                     "ov.convert_model leaves dynamic",
+                                     remedy="deploy with dynamic dims on this OpenVINO version, or report the "
+                                     "crash upstream (a script that compiles the saved IR at these shapes)"))
         core = ov.Core()
         with stage(COMPILE, "openvino CPU plugin"):
             compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": hint})
         used = str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
         counts = executed_dtypes(compiled)
         want = task.requested_dtype
-        info = {"op_dtypes": dict(counts), "inference_precision": used, "inference_precision_hint": hint,
-                "openvino": ov.__version__.split("-")[0]}
-        notes = []
+        info.update({"op_dtypes": dict(counts), "inference_precision": used, "inference_precision_hint": hint})
+        if not sum(counts.values()):  # no float arithmetic layer: nothing could run in another dtype
+            return Prepared(self._runner(compiled, task), want, notes, info)
         if OV_DTYPES.get(used) != want:
             notes.append(Finding("dtype-changed", f"OpenVINO was asked for {hint} and runs {used}: its CPU plugin "
                                  f"replaces an inference precision this processor lacks native arithmetic for",
@@ -76,24 +103,30 @@ class OpenVinoBackend(Backend):
             notes.append(Finding("dtype-changed", f"OpenVINO ran {counts[want]} of {sum(counts.values())} arithmetic "
                                  f"layers in {want}; the rest in {', '.join(k for k in counts if k != want)}",
                                  remedy=f"judge this cell as mostly wider than {want}"))
+        return Prepared(self._runner(compiled, task), computed_dtype(counts, want, used), notes, info)
+
+    @staticmethod
+    def _runner(compiled, task):
         request = compiled.create_infer_request()
         segment = task.source.ref.kind == "program"  # cut at the precision: inputs go in as they are
 
         def run(*inputs):
             request.infer([_as_ov(t, segment) for t in inputs])
             return [_from_ov(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]
-
-        return Prepared(run, mixed_dtype(dict(counts), want), notes, info)
+        return run
 
     @staticmethod
     def _fp32_model(task):
-        """What the plugin converts: the fp32 model (the precision is the hint's job); a segment as cut."""
+        """What the plugin converts: the fp32 model (the precision is the hint's job); a segment as cut. Of an ONNX
+        model, the graph every other backend runs at fp32 (the source cast to float32: a float64 model is not
+        handed over as float64, which the plugin would narrow its own way); at fp16/bf16 too, since the hint, not
+        the graph, sets the plugin's precision (an f16 graph under the f32 hint is computed in f32)."""
         if task.source.ref.kind == "program":
             return task.source.fixed_program
         if task.is_torch:
             with stage(TORCH_EXPORT, "torch.export"):
                 return task.source.program(prec.get("fp32"), task.variant)
-        return task.source_onnx()[1]  # the model's own graph, or its opset conversion after that failed here
+        return dataclasses.replace(task, precision=prec.get("fp32"), _memo={}).onnx_file()
 
     def repro(self, r: Repro) -> str | None:
         """The segment as OpenVINO IR (segment.xml/.bin), so the script needs openvino and numpy alone."""
@@ -117,6 +150,48 @@ def host(t):  # a bf16 output arrives as float16-typed bits: widen the bits them
     return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32) if t.element_type == ov.Type.bf16 else a
 outs = [host(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]
 """
+
+
+def computed_dtype(counts: Counter, want: str, used: str) -> str:
+    """What the cell computed in. OpenVINO's bf16/f16 hint is its own mixed precision: it keeps layers it judges
+    sensitive in f32 (58-96% of layers ran in bf16 on transformers decoders), so a run whose layers pass the
+    dtype-changed share rule (backends.MOSTLY) in the requested dtype is a run in that dtype, its mix in
+    info.op_dtypes; below that share, or with the hint replaced, the mix itself is what it computed in."""
+    if OV_DTYPES.get(used) == want and not too_wide(counts, want):
+        return want
+    return mixed_dtype(dict(counts), want)
+
+
+def _static_compile_crash(task, model, hint: str) -> str | None:
+    """How the plugin died compiling `model` (pinned static shapes) in a child process, or None when it did not
+    die (a plain failure is raised again by the real compile). Cached per model, precision and shapes."""
+    import tempfile
+
+    import openvino as ov
+
+    def probe(out) -> None:
+        with tempfile.TemporaryDirectory(prefix="fpdiff-ov-") as tmp:
+            xml = f"{tmp}/model.xml"
+            ov.save_model(model, xml, compress_to_fp16=False)
+            try:
+                r = subprocess.run([sys.executable, "-c", _PROBE, xml, hint], capture_output=True,
+                                   timeout=PROBE_TIMEOUT)
+                code = r.returncode
+            except subprocess.TimeoutExpired:
+                code = 0  # not a crash: the real compile then runs under the cell's own timeout
+        out.write_text(_signal_text(code) if code < 0 else "")
+
+    path, _ = task.cache.get_or_build(*task.key("openvino-static-compile", ov.__version__, hint), suffix=".txt",
+                                      build=probe)
+    return path.read_text() or None
+
+
+def _signal_text(code: int) -> str:
+    import signal
+    try:
+        return f"died with {signal.Signals(-code).name}"
+    except ValueError:
+        return f"died with signal {-code}"
 
 
 def _as_ov(t, keep_dtype: bool):
