@@ -72,6 +72,7 @@ CONSTANT_OPS = ("torch.constant.int", "torch.constant.float", "torch.constant.bo
 INVALID_GRAPH = ("INVALID_GRAPH", "Type Error", "ShapeInferenceError", "type (tensor(bfloat16)) of input",
                  "is invalid", "Graph must be in single static assignment")
 BACKEND_COMPONENTS = ("onnxruntime", "openvino", "iree-compile", "iree-runtime", "iree")
+FAILED_STATUSES = ("mismatch", "error", "crash", "timeout", "unsupported")
 TRACEBACK = "Traceback (most recent call last)"
 
 
@@ -178,6 +179,20 @@ def locate_runs(kind: str, cells: list[dict], backends: list[str], precisions: l
     return list(dict.fromkeys(runs))
 
 
+def plan_flags(model: str, cells: list[dict], runs: list[dict]) -> list[dict]:
+    """A plan that passes on a backend where check's cell at that precision failed: one of the two is untrue."""
+    out = []
+    for run in runs:
+        plan = run.get("plan") or {}
+        c = next((c for c in cells if (c["backend"], c["precision"]) == (run["backend"], run["precision"])), None)
+        if run["analysis"] == "plan" and plan.get("passed") and c and c["status"] in FAILED_STATUSES:
+            out.append({"model": model, "backend": run["backend"], "precision": run["precision"],
+                        "status": f"check {c['status']}, plan passes with {plan.get('kept')} ops kept",
+                        "flags": ["check and plan disagree"],
+                        "reason": " ".join((c.get("reason") or "").split())[:200]})
+    return out
+
+
 def plan_backends(kind: str, cells: list[dict]) -> list[str]:
     """fp16 plans: on torch (ONNX models: ort), and on the backend of the worst fp16 cell check did not pass (not
     precision loss), since that is the backend whose user asks for a plan next."""
@@ -261,7 +276,7 @@ def run_model(name: str, kind: str, path: Path, analyses: list[str], backends: l
         r.pop("report")
         res["runs"].append({"analysis": "ranges", "backend": "-", "precision": "fp16,bf16", **r})
         _progress(name, res["runs"][-1])
-    res["flags"] = cell_flags(name, res["cells"])
+    res["flags"] = cell_flags(name, res["cells"]) + plan_flags(name, res["cells"], res["runs"])
     res["duration_s"] = round(time.perf_counter() - t0, 1)
     return res
 
@@ -325,7 +340,8 @@ def markdown(results: list[dict], precisions: list[str], command: str, summary: 
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary["statuses"].items()))
     out += ["", f"Check cells: {summary['cells']} ({statuses}). "
             f"False mismatch: {f.get('false mismatch', 0)}; false unsupported: {f.get('false unsupported', 0)}; "
-            f"misattributed: {f.get('misattributed', 0)}; unjudged cells: {f.get('unjudged', 0)}; fpdiff internal "
+            f"misattributed: {f.get('misattributed', 0)}; check and plan disagree: "
+            f"{f.get('check and plan disagree', 0)}; unjudged cells: {f.get('unjudged', 0)}; fpdiff internal "
             f"errors: {f.get('fpdiff internal error', 0)}; check runs that judged no cell: "
             f"{len(summary['check_runs_judging_nothing'])}; judge unchecked: {len(summary['judge_unchecked'])}.", ""]
     for title, backends, kind in (("torch models (transformers)", TORCH_BACKENDS, "torch"),

@@ -90,6 +90,11 @@ def test_corpus_faults_count_fpdiffs_own_ops_and_unknown_mismatches():
     known = corpus.cell_flags("gemma2", [{"backend": "iree", "precision": "fp32", "status": "mismatch",
                                           "reason": "", "findings": []}])
     assert known == []  # a mismatch with its evidence in KNOWN_BUGS is a true alarm
+    # BART: check's ort fp16 cell fails (the fp16-only branch), plan on ort fp16 passes empty: one is untrue
+    bart = [{"backend": "ort", "precision": "fp16", "status": "error", "reason": "torch.export failed"}]
+    plan = [{"analysis": "plan", "backend": "ort", "precision": "fp16", "plan": {"passed": True, "kept": 0}}]
+    assert corpus.plan_flags("bart", bart, plan)[0]["flags"] == ["check and plan disagree"]
+    assert corpus.plan_flags("bart", [bart[0] | {"status": "pass"}], plan) == []
 
 
 def test_suite_sample_is_deterministic_and_float_relevant():
