@@ -2,6 +2,7 @@
 import copy
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -10,10 +11,11 @@ import pytest
 import torch
 
 import fpdiff
+from fpdiff.backends.openvino import computed_dtype
 from fpdiff.core import precision as prec
 
 pytest.importorskip("openvino", reason="openvino is not installed (pip install openvino)")
-pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+SPECS = Path(__file__).parents[1] / "specs"
 
 ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -23,6 +25,7 @@ def _native_fp16() -> bool:
     return "FP16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
 
 
+@pytest.mark.slow  # real backends: make test, not make test-fast
 def test_grid_reports_the_precision_the_plugin_ran():
     r = fpdiff.check("example:tinycnn", backends=["openvino"], precisions=["fp32", "fp16", "bf16", "fp64", "amp-bf16"])
     cells = {c.precision: c for c in r.cells if c.backend == "openvino"}
@@ -42,6 +45,7 @@ def test_grid_reports_the_precision_the_plugin_ran():
         assert cells[name].status == "unsupported" and words in cells[name].reason
 
 
+@pytest.mark.slow  # real backends: make test, not make test-fast
 def test_onnx_model_runs_from_its_own_graph(tmp_path):
     path = tmp_path / "mlp.onnx"
     m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4))
@@ -52,6 +56,7 @@ def test_onnx_model_runs_from_its_own_graph(tmp_path):
     assert cells["bf16"].status in ("pass", "precision-loss") and cells["bf16"].computed_dtype == "bfloat16"
 
 
+@pytest.mark.slow  # real backends: make test, not make test-fast
 def test_tied_logits_of_placeholder_weights_are_reported_as_differing():
     """The zoo squeezenet's placeholder weights give 1000 logits of 6.8e9, equal in float64; OpenVINO's fp32 sums
     them to within 2e-7 of each other, which a softmax turns into a different answer. The verdict reports that the
@@ -61,11 +66,13 @@ def test_tied_logits_of_placeholder_weights_are_reported_as_differing():
     assert cell.status == "mismatch" and cell.metrics["rel_l2"] > 1
 
 
+@pytest.mark.slow  # real backends: make test, not make test-fast
 def test_locate_bisects_on_openvino():
     r = fpdiff.locate("example:tinycnn", backend="openvino", precision="bf16")
     assert r.bisected and r.compiles >= 1 and r.segment is None  # the whole graph agrees with torch's bf16
 
 
+@pytest.mark.slow  # real backends: make test, not make test-fast
 def test_repro_bundle_runs_with_openvino_alone(tmp_path):
     from fpdiff.analysis.locate import repro
     from fpdiff.backends.openvino import OpenVinoBackend
@@ -85,3 +92,76 @@ def test_repro_bundle_runs_with_openvino_alone(tmp_path):
     rel = float(p.stdout.split("relative L2 vs float64 = ")[1].split()[0])
     assert 0 < rel < 3e-2  # bf16 arithmetic: visibly rounded, nowhere near wrong
     assert np.isfinite(rel)
+
+
+def test_its_own_mixed_precision_is_a_run_in_the_requested_dtype():
+    """The plugin keeps layers it judges sensitive in f32 under a bf16 hint: a run with most layers in bf16 is a
+    bf16 run; one with almost none, or with the hint replaced, is what it computed in."""
+    assert computed_dtype(Counter(bfloat16=58, float32=42), "bfloat16", "bf16") == "bfloat16"
+    assert computed_dtype(Counter(bfloat16=1, float32=99), "bfloat16", "bf16").startswith("bfloat16 (1 of 100")
+    assert computed_dtype(Counter(bfloat16=9, float32=1), "float16", "bf16") != "float16"
+
+
+@pytest.mark.slow
+def test_static_shapes_that_crash_the_plugin_leave_the_cell_judged():
+    """OpenVINO 2026.4 dies with SIGSEGV compiling this MLP's pinned static shapes at f32 (bench/upstream/
+    openvino_static_mlp.py); the worker no longer dies with it: the cell runs the converter's dims and says so."""
+    r = fpdiff.check(str(SPECS / "ov_residual_mlp.py"), backends=["openvino"], precisions=["fp32", "bf16"])
+    cells = {c.precision: c for c in r.cells}
+    assert cells["fp32"].status == "pass", cells["fp32"].reason
+    crash = [f for f in cells["fp32"].findings if f.kind == "compile-crash"]
+    if crash:
+        assert "SIGSEGV" in crash[0].message and cells["fp32"].info["openvino_shapes"].startswith("as converted")
+    assert cells["bf16"].status in ("pass", "precision-loss") and "openvino_shapes" not in cells["bf16"].info
+
+
+@pytest.mark.slow
+def test_mixed_layers_under_the_hint_are_not_dtype_changed():
+    r = fpdiff.check(str(SPECS / "ov_residual_mlp.py"), backends=["openvino"], precisions=["fp16", "bf16"])
+    for c in r.cells:
+        want = prec.dtype_name(prec.get(c.precision).dtype)
+        if c.info["inference_precision"] != {"fp16": "f16", "bf16": "bf16"}[c.precision]:
+            continue  # the hint replaced (fp16 on a CPU without it): dtype-changed is the truth there
+        assert not [f for f in c.findings if f.kind == "dtype-changed"], (c.precision, c.findings)
+        assert c.computed_dtype == want and c.info["op_dtypes"].get(want)
+    fp16 = next(c for c in r.cells if c.precision == "fp16")
+    if _native_fp16():
+        assert fp16.info["op_dtypes"].get("float32")  # a real mix: the plugin kept a layer in f32
+
+
+def _onnx(path, nodes, x, y, inits):
+    from onnx import helper
+    graph = helper.make_graph(nodes, path.stem, [x], [y], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
+
+
+@pytest.mark.slow
+def test_a_float64_onnx_model_runs_the_graph_the_others_run(tmp_path):
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    path = _onnx(tmp_path / "f64.onnx", [helper.make_node("MatMul", ["x", "w"], ["m"]),
+                                          helper.make_node("Tanh", ["m"], ["y"])],
+                 helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 6]),
+                 helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, 4]),
+                 [numpy_helper.from_array(rng.standard_normal((6, 4)), "w")])
+    r = fpdiff.check(path, backends=["ort", "openvino"], precisions=["fp32"])
+    cells = {c.backend: c for c in r.cells}
+    assert cells["openvino"].status == "pass", cells["openvino"].reason
+    assert cells["openvino"].output_dtypes == cells["ort"].output_dtypes == ["float32"]  # not the float64 source
+
+
+@pytest.mark.slow
+def test_a_graph_with_no_float_arithmetic_is_not_dtype_changed(tmp_path):
+    from onnx import TensorProto, helper, numpy_helper
+    path = _onnx(tmp_path / "moves.onnx", [helper.make_node("Reshape", ["x", "shape"], ["r"]),
+                                            helper.make_node("Gather", ["r", "idx"], ["g"], axis=0),
+                                            helper.make_node("Concat", ["g", "r"], ["y"], axis=0)],
+                 helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 12]),
+                 helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 6]),
+                 [numpy_helper.from_array(np.array([4, 6], dtype=np.int64), "shape"),
+                  numpy_helper.from_array(np.array([2, 0], dtype=np.int64), "idx")])
+    r = fpdiff.check(path, backends=["openvino"], precisions=["fp16", "bf16"])
+    for c in r.cells:
+        assert c.status == "pass" and not [f for f in c.findings if f.kind == "dtype-changed"], (c.precision,
+                                                                                                   c.findings)

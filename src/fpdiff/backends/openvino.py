@@ -23,6 +23,13 @@ MOVES = {"Input", "Output", "Const", "Reorder", "Reshape", "Squeeze", "Unsqueeze
          "ScatterUpdate", "Range", "Select"}
 
 
+# The same in the graph handed to the plugin (opset names), where a graph made only of these (or of integer and
+# boolean arithmetic) has nothing to compute in a float precision: the Convert subgraphs the plugin wraps around it
+# for an f16 hint are not the model's arithmetic.
+GRAPH_MOVES = {"Parameter", "Result", "Constant", "Reshape", "Squeeze", "Unsqueeze", "ShapeOf", "Split",
+               "VariadicSplit", "Concat", "Transpose", "Gather", "GatherND", "GatherElements", "Broadcast",
+               "StridedSlice", "Slice", "Convert", "ConvertLike", "Tile", "Pad", "DepthToSpace", "SpaceToDepth",
+               "ScatterUpdate", "ScatterNDUpdate", "ScatterElementsUpdate", "Range", "Select", "Identity"}
 # The compile of the pinned shapes, tried first in a child process: OpenVINO 2026.4's CPU plugin dies with SIGSEGV in
 # a graph transformation of its f32 pipeline on static shapes of small residual MLPs (two blocks of Linear -> ReLU or
 # GELU -> Linear + residual, batch 4 to 8; tests/specs/ov_residual_mlp.py, bench/upstream/openvino_static_mlp.py),
@@ -44,6 +51,12 @@ def executed_dtypes(compiled) -> Counter:
         if dtype:
             counts[dtype] += 1
     return counts
+
+
+def float_arithmetic(model) -> int:
+    """Ops of the graph handed to the plugin that compute a float value (not moves, not integer or boolean)."""
+    return sum(1 for op in model.get_ordered_ops() if op.get_type_name() not in GRAPH_MOVES
+               and any(op.get_output_element_type(i).is_real() for i in range(op.get_output_size())))
 
 
 class OpenVinoBackend(Backend):
@@ -92,7 +105,7 @@ class OpenVinoBackend(Backend):
         counts = executed_dtypes(compiled)
         want = task.requested_dtype
         info.update({"op_dtypes": dict(counts), "inference_precision": used, "inference_precision_hint": hint})
-        if not sum(counts.values()):  # no float arithmetic layer: nothing could run in another dtype
+        if not sum(counts.values()) or not float_arithmetic(model):  # nothing could run in another dtype
             return Prepared(self._runner(compiled, task), want, notes, info)
         if OV_DTYPES.get(used) != want:
             notes.append(Finding("dtype-changed", f"OpenVINO was asked for {hint} and runs {used}: its CPU plugin "
