@@ -167,3 +167,23 @@ def test_nested_mode_subgraphs_are_inlined_and_their_ops_run_as_the_program_has_
     with torch.no_grad():
         assert torch.equal(mixed.apply(gm, frozenset(), torch.float16)(x), copy.deepcopy(m).half()(x.half()).float())
         assert _rel(mixed.apply(gm, set(names), torch.float16)(x), m.float()(x)) < 1e-3  # the fp16 freq buffer
+
+
+class _Gated(torch.nn.Module):
+    """A gated unit as MoE experts and SwiGLU write it: one projection split in two with chunk."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 16)
+
+    def forward(self, x):
+        gate, up = self.lin(x).chunk(2, dim=-1)
+        return torch.nn.functional.silu(gate) * up
+
+
+def test_a_split_into_a_tuple_is_a_move():
+    m, x = _Gated(), torch.randn(2, 8)
+    gm = mixed.program_module(m, (x,), FP16)
+    assert [mixed.op_name(n.target) for n in mixed.units(gm)] == ["linear", "silu", "mul"]
+    with torch.no_grad():
+        assert _rel(mixed.apply(gm, {"linear"}, torch.float16)(x), m(x)) < 2e-3

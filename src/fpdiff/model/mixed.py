@@ -32,7 +32,7 @@ MOVES = {"view", "_unsafe_view", "reshape", "expand", "expand_as", "permute", "t
           "chunk", "unbind", "flatten", "unflatten", "narrow", "view_as", "flip", "repeat", "getitem",
           "dropout", "lift_fresh_copy", "as_strided"}
 # Casts: what they read does not change what they make, so they take any input dtype as it comes.
-CASTS = {"to", "_to_copy"}
+CASTS = {"to", "_to_copy", "type_as"}
 # Higher-order ops that only set a mode around a subgraph (transformers' rotary code runs under no_grad with
 # autocast disabled): inlined, so their ops are units like any other and no dtype assert of theirs stays behind.
 _MODE_WRAPPERS = ("wrap_with_set_grad_enabled", "wrap_with_autocast")
@@ -68,8 +68,9 @@ def _is_move(n: torch.fx.Node) -> bool:
     """A pure move of one input's values; a reinterpreting view (view.dtype) changes dtype and is not."""
     if n.op != "call_function" or op_name(n.target) not in MOVES or not n.args:
         return False
-    first = n.args[0]
-    return n.target is operator.getitem or not isinstance(first, torch.fx.Node) or _pd(n) == _pd(first)
+    first = n.args[0]  # split, chunk, unbind: a tuple of the input's dtype
+    return (n.target is operator.getitem or not isinstance(first, torch.fx.Node)
+            or set(_dtypes(n.meta.get("val"))) == {_pd(first)})
 
 
 def units(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
