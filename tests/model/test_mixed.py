@@ -187,3 +187,30 @@ def test_a_split_into_a_tuple_is_a_move():
     assert [mixed.op_name(n.target) for n in mixed.units(gm)] == ["linear", "silu", "mul"]
     with torch.no_grad():
         assert _rel(mixed.apply(gm, {"linear"}, torch.float16)(x), m(x)) < 2e-3
+
+
+class _T5Norm(torch.nn.Module):
+    """T5's layer norm: statistics in fp32, the fp16 input times an fp32 rsqrt (fp32 by promotion), cast back to
+    the weight's dtype when that is fp16 (a dtype-dependent branch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 16)
+        self.weight = torch.nn.Parameter(torch.rand(16) + 0.5)
+
+    def forward(self, x):
+        h = self.lin(x)
+        var = h.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        h = h * torch.rsqrt(var + 1e-6)
+        if self.weight.dtype in (torch.float16, torch.bfloat16):
+            h = h.to(self.weight.dtype)
+        return self.weight * h
+
+
+def test_a_kept_value_enters_the_models_own_fp32_arithmetic_unrounded():
+    m, x = _T5Norm(), torch.randn(4, 16)
+    gm = mixed.program_module(m, (x,), FP16)
+    everything = {n.name for n in mixed.units(gm)}
+    with torch.no_grad():
+        assert torch.equal(mixed.apply(gm, frozenset(), torch.float16)(x), copy.deepcopy(m).half()(x.half()).float())
+        assert _rel(mixed.apply(gm, everything, torch.float16)(x), m(x)) < 1e-6  # was 2e-4: h rounded to fp16

@@ -5,8 +5,9 @@ The rewrite starts from a program and keeps its dtype semantics. Its units are t
 working dtype (`WORKING`: the low dtype for a plan's program, the model as cast, as check runs it; fp32 for
 autocast's graph). A unit not kept computes at the low dtype, a kept unit in fp32: its inputs of the working dtype
 are cast, and so is a dtype it names (`.to(x.dtype)` in the model is a literal dtype in the program). Every other op
-runs as the program has it, on inputs of the program's dtypes; a cast (`.to`) reads whatever it is given. So with
-nothing kept, a plan's program is exactly the model as cast, its dtype-dependent branches included."""
+runs as the program has it, on inputs of the program's dtypes, but a cast (`.to`) reads whatever it is given and
+an op computing in a wider float by promotion takes a kept op's fp32 value unrounded. So with nothing kept, a plan's
+program is exactly the model as cast, its dtype-dependent branches included."""
 from __future__ import annotations
 
 import contextlib
@@ -118,9 +119,14 @@ def apply(gm: torch.fx.GraphModule, keep: set[str] | frozenset[str], low: torch.
         elif n.op == "call_function" and _is_move(n):
             first = n.args[0]  # a move keeps its input's dtype; an item of a tuple is not known here
             cur[n] = cur.get(first) if n.target is not operator.getitem else None
-        elif n.op == "call_function":  # as in the program: each float input in its program dtype
+        elif n.op == "call_function":  # as in the program: each float input in its program dtype, except ...
             if op_name(n.target) not in CASTS:
-                n.args, n.kwargs = torch.fx.node.map_aggregate((n.args, n.kwargs), lambda a, n=n: cast(a, _pd(a), n))
+                # ... an fp32 value where the program had the working dtype, read by an op computing in a wider
+                # float by promotion (T5's norm: its fp16 input times an fp32 rsqrt): the output dtype is the same,
+                # and a kept op's fp32 result is not rounded on its way into the model's own fp32 arithmetic
+                wider = bool(_dtypes(n.meta.get("val")))
+                n.args, n.kwargs = torch.fx.node.map_aggregate((n.args, n.kwargs), lambda a, n=n, wider=wider: cast(
+                    a, None if wider and _pd(a) == w and cur.get(a) == torch.float32 else _pd(a), n))
             cur[n] = _pd(n)
         elif n.op == "output":
             n.args = torch.fx.node.map_aggregate(n.args, lambda a, n=n: cast(
