@@ -214,3 +214,24 @@ def test_a_kept_value_enters_the_models_own_fp32_arithmetic_unrounded():
     with torch.no_grad():
         assert torch.equal(mixed.apply(gm, frozenset(), torch.float16)(x), copy.deepcopy(m).half()(x.half()).float())
         assert _rel(mixed.apply(gm, everything, torch.float16)(x), m(x)) < 1e-6  # was 2e-4: h rounded to fp16
+
+
+class _Tied(torch.nn.Module):
+    """An embedding and an output projection sharing one weight (T5, GPT-2 and most language models tie them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(32, 16)
+        self.head = torch.nn.Linear(16, 32, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.emb(ids)))
+
+
+def test_tied_weights_are_read_in_fp32_under_every_name():
+    m, ids = _Tied(), torch.randint(0, 32, (2, 5))
+    gm = mixed.program_module(m, (ids,), FP16)
+    with torch.no_grad():
+        everything = mixed.apply(gm, {n.name for n in mixed.units(gm)}, torch.float16)(ids)
+        assert torch.equal(everything, m(ids))  # every op in fp32 on the model's own fp32 weights

@@ -233,16 +233,18 @@ def program_module(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
     _inline_mode_wrappers(gm)
     gm.meta[WORKING] = p.dtype
     master = copy.deepcopy(module).float()
-    for name, t in list(gm.named_parameters()) + list(gm.named_buffers()):
+    held: dict[int, torch.Tensor] = {}  # one fp32 tensor per weight of the model: tied weights stay tied
+    for name, t in list(gm.named_parameters(remove_duplicate=False)) + list(gm.named_buffers(remove_duplicate=False)):
         try:
             orig = master.get_parameter(name) if isinstance(t, torch.nn.Parameter) else master.get_buffer(name)
         except AttributeError:  # a constant the export made: kept as the program has it
             continue
         if t.is_floating_point() and t.dtype == p.dtype and orig.shape == t.shape:
+            if id(orig) not in held:
+                held[id(orig)] = (torch.nn.Parameter(orig.detach(), requires_grad=False)
+                                  if isinstance(t, torch.nn.Parameter) else orig.detach())
             owner_path, _, leaf = name.rpartition(".")
-            owner = gm.get_submodule(owner_path) if owner_path else gm
-            setattr(owner, leaf, torch.nn.Parameter(orig.detach(), requires_grad=False)
-                    if isinstance(t, torch.nn.Parameter) else orig.detach())
+            setattr(gm.get_submodule(owner_path) if owner_path else gm, leaf, held[id(orig)])
     return gm
 
 
