@@ -210,7 +210,8 @@ def flag_cells(cells: list[dict], probes: dict) -> list[dict]:
                 flags.append("false unsupported")
             elif c["status"] in ("error", "crash") and "internal error in fpdiff" not in (c.get("component") or ""):
                 flags.append("misattributed")
-            elif c["status"] == "mismatch" and isinstance(pr.get("rel_l2"), float) and pr["rel_l2"] <= 1e-5:
+            elif c["status"] == "mismatch" and isinstance(pr.get("rel_l2"), float) and pr["rel_l2"] <= 1e-5 \
+                    and pr.get("exact_non_float", True):  # integer outputs must match exactly
                 flags.append("false mismatch")
         if c["status"] in ("unsupported", "error") and any(m in text for m in INVALID_GRAPH) \
                 and "misattributed" not in flags:

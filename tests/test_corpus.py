@@ -117,6 +117,8 @@ def test_suite_faults_need_the_backend_to_run_the_original_graph():
               "openvino": {"ran": True, "rel_l2": 1e-8}}
     flags = {f["backend"]: f["flags"] for f in suite.flag_cells(cells, probes)}
     assert flags == {"ort": ["false unsupported"], "openvino": ["false mismatch"]}  # IREE refuses Adam itself
+    probes["openvino"]["exact_non_float"] = False  # QLinearMatMul: no float output, wrong integers: a true alarm
+    assert "openvino" not in {f["backend"] for f in suite.flag_cells(cells, probes)}
     w = [{"backend": suite.WITNESS, "precision": "fp32", "status": "pass", "rel_l2": 2e-3, "max_abs": 1e-9}]
     assert suite.judge_vs_expected(w, {"rtol": 1e-3, "atol": 1e-7})["agrees"]  # within the suite's atol
     w[0]["max_abs"] = 1.0
