@@ -75,3 +75,17 @@ def test_ort_fp64_cells_are_never_blamed_for_the_exporters_graph():
     (cell,) = bad.cells
     assert cell.status == "error" and (cell.stage, cell.component) == (ONNX_EXPORT, "torch.onnx"), cell.reason
     assert "departs from the torch program" in cell.reason
+
+
+@pytest.mark.slow
+def test_a_float32_attribute_is_a_recorded_departure_and_the_cells_floor_not_an_exporter_error(tmp_path):
+    program, module, xs = _program("export_float32_epsilon.py", torch.float64)
+    info = export_program(program, tmp_path / "m.onnx", module=module, args=xs)
+    assert info["onnx_exporter"] == "dynamo"  # the same function with a float32 epsilon: no fallback, no error
+    assert 1e-12 < info["onnx_export_departure"] < 1e-5, info
+    assert "departs" in info["onnx_export_check"]
+    r = fpdiff.check(str(SPECS / "export_float32_epsilon.py"), backends=["ort"], precisions=["fp64"])
+    (cell,) = r.cells
+    assert cell.status in ("pass", "precision-loss"), cell.reason  # never mismatch for a constant it was handed
+    if cell.status == "precision-loss":
+        assert any(f.kind == "export-departure" for f in cell.findings), cell.findings

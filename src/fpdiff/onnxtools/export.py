@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def export_program(program, path: Path, module=None, args: tuple | None = None,
     change). When it fails, the TorchScript exporter on `module` (an nn.Module, or a callable making one; default:
     the program's own module) with `args` (default: the program's example inputs). A float64 export is also checked:
     the graph, run by the float64 reference evaluator, must compute what the torch program computes on the same
-    inputs (`export_departure`); a graph that departs is that exporter's failure, like an exception. Returns which
+    inputs (`export_departure`); a graph that computes another function is that exporter's failure, like an
+    exception, and a smaller departure (float32 constants) is recorded for check. Returns which
     exporter made the file, the check, and, after a fallback, why dynamo failed. Both failing is the exporter's
     failure (StageError), never the failure of the backend that wanted the file."""
     checked: dict = {}
@@ -69,11 +71,14 @@ def export_program(program, path: Path, module=None, args: tuple | None = None,
 
 
 # The exported graph against the torch program it came from, both in float64 on the same inputs. Two float64
-# implementations of the same ops differ by reordered sums: fp64's tolerance (1e-12, core/precision.py) holds them,
-# while a constant the exporter stored in float32 moves a result by about 6e-8 relative (or to 0, for 1e-80). When
-# the torch program itself computes in float32 somewhere (a model's own `.float()`), numpy's and torch's float32
-# kernels differ by ~1e-7 there, so fp32's tolerance (1e-5) applies and only gross departures are caught. Only
-# float64 exports are checked: at fp32 and below a float32 constant is what the format holds, and a wrong op
+# implementations of the same ops differ by reordered sums (fp64's tolerance, 1e-12, holds them); the ONNX format
+# itself stores float attributes in float32 (a norm's epsilon: tinycnn's graph departs by 2.1e-12 for it), and
+# torch.onnx's dynamo exporter stores Python scalars as float32 constants (BERT 1.1e-11, ViT 1.1e-10, GPT-2 5.9e-9):
+# such a graph computes the same function with float32-rounded constants. Its departure is recorded
+# (`onnx_export_departure`) and check judges the cell against it as a floor, so the backend is not blamed for a
+# constant it was handed. A departure beyond fp32's tolerance (1e-5) is another function (`x * 1e-80 * 1e-80`
+# exported as 0): that exporter failed, the TorchScript exporter is tried, and both departing is torch.onnx's error.
+# Only float64 exports are checked: at fp32 and below a float32 constant is what the format holds, and a wrong op
 # translation, which would show at any precision, already shows at fp64 (a default precision).
 CHECKED_DTYPE = "float64"
 
@@ -90,7 +95,7 @@ def export_departure(program, path: Path, args: tuple | None, record: dict) -> s
     if not _float64_export(program):
         return None
     narrow = _narrower_than_float64(program)
-    tol = PRECISIONS["fp32" if narrow else "fp64"].tolerance
+    gross = PRECISIONS["fp32"].tolerance
     try:
         with torch.no_grad():
             want = [t.detach().double().numpy() if t.is_floating_point() else t.detach().numpy()
@@ -101,12 +106,17 @@ def export_departure(program, path: Path, args: tuple | None, record: dict) -> s
         return None
     if len(got) != len(want):
         return f"{len(got)} outputs, the torch program has {len(want)}"
-    for i, (w, g) in enumerate(zip(want, got)):
-        err = scaled_rel_l2(w, np.asarray(g))
-        if not err <= tol:  # NaN too
-            return (f"output {i} differs by rel L2 {err:.2e} (float64 reference evaluator vs torch eager on the same "
-                    f"inputs; tolerance {tol:.0e}{' (the program computes in float32 in places)' if narrow else ''})")
-    record["onnx_export_check"] = f"agrees with the torch program in float64 (tolerance {tol:.0e})"
+    errs = [scaled_rel_l2(w, np.asarray(g)) for w, g in zip(want, got)]
+    worst = max(errs, key=lambda e: math.inf if math.isnan(e) else e, default=0.0)
+    if not worst <= gross:  # NaN too
+        return (f"output {errs.index(worst)} differs by rel L2 {worst:.2e} (float64 reference evaluator vs torch "
+                f"eager on the same inputs; more than fp32's tolerance {gross:.0e}: another function)")
+    record["onnx_export_departure"] = worst
+    fine = PRECISIONS["fp32" if narrow else "fp64"].tolerance
+    record["onnx_export_check"] = (
+        f"agrees with the torch program in float64 (rel L2 {worst:.1e}, tolerance {fine:.0e})" if worst <= fine else
+        f"departs from the torch program by rel L2 {worst:.1e} in float64 (constants or attributes held in float32);"
+        " the cell is judged with that as its floor")
     return None
 
 

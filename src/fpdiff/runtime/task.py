@@ -171,8 +171,9 @@ def _onnx_for(task: Task, own: bool = False) -> Path:
     if task.is_torch:
         made: dict = {}
         # "exporter-choice" in the key: artifacts from before the fallback have no record of their exporter;
-        # "float64-checked": float64 exports from before the check (onnxtools/export.py) were never compared
-        path = task.cache.get_or_build(*task.key("onnx-export", "exporter-choice", "float64-checked"), suffix=".onnx",
+        # "float64-checked-v2": float64 exports from before the check (onnxtools/export.py) carry no departure
+        key = task.key("onnx-export", "exporter-choice", "float64-checked-v2")
+        path = task.cache.get_or_build(*key, suffix=".onnx",
                                        build=lambda p: made.update(_export_task(task, p)))[0]
         if made:
             save_export_info(path, made)
