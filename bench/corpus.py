@@ -388,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.from_json:
         saved = json.loads(Path(a.from_json).read_text())
+        for r in saved["models"]:  # the counting rules of this version, on the saved cells and runs
+            r["flags"] = cell_flags(r["model"], r["cells"]) + plan_flags(r["model"], r["cells"], r["runs"])
         summary = summarize(saved["models"])
         print(markdown(saved["models"], PRECISIONS, saved["command"], summary))
         return 0

@@ -339,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.from_json:
         runs = [json.loads(Path(p).read_text()) for p in a.from_json.split(",")]
         results = [r for run in runs for r in run["results"]]
+        for r in results:  # the counting rules of this version, on the saved cells and probes
+            r["flags"] = flag_cells(r["cells"], r["probes"])
         print(markdown(results, summarize(results), " + ".join(run["command"] for run in runs)))
         return 0
     cases = all_cases()

@@ -27,5 +27,5 @@ class SuiteExpected(Backend):
             outs = [z[k] for k in sorted(z.files, key=lambda k: int(k.split("_", 1)[0]))]
 
         def run(*inputs):
-            return [np.ascontiguousarray(o) for o in outs]
+            return [np.array(o) for o in outs]  # np.ascontiguousarray would make a 0-d output 1-d
         return Prepared(run)
