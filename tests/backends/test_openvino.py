@@ -57,13 +57,14 @@ def test_onnx_model_runs_from_its_own_graph(tmp_path):
 
 
 @pytest.mark.slow  # real backends: make test, not make test-fast
-def test_tied_logits_of_placeholder_weights_are_reported_as_differing():
+def test_tied_logits_of_placeholder_weights_are_ill_conditioned_not_a_mismatch():
     """The zoo squeezenet's placeholder weights give 1000 logits of 6.8e9, equal in float64; OpenVINO's fp32 sums
-    them to within 2e-7 of each other, which a softmax turns into a different answer. The verdict reports that the
-    outputs differ (documented in the README: exact ties make any summation order matter)."""
+    them to within 2e-7 of each other, which a softmax turns into a different answer. The float64 reference itself
+    moves as much under rounding-sized perturbations, so the model cannot answer: ill-conditioned, with numbers."""
     r = fpdiff.check(str(ZOO / "light_squeezenet.onnx"), backends=["openvino"], precisions=["fp32"])
     cell = next(c for c in r.cells if c.backend == "openvino")
-    assert cell.status == "mismatch" and cell.metrics["rel_l2"] > 1
+    assert cell.status == "ill-conditioned" and cell.metrics["rel_l2"] > 1, cell.reason
+    assert "moves by" in cell.reason, cell.reason
 
 
 @pytest.mark.slow  # real backends: make test, not make test-fast

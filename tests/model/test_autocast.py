@@ -132,9 +132,14 @@ def test_ort_autocast_fp16_cell_lands_at_torch_autocast_error(grid):
 
 def test_ort_autocast_bf16_is_refused_by_the_cpu_provider_like_bf16(grid):
     """ONNX Runtime's CPU provider has no bfloat16 kernel for MatMul, Conv, Add...: the graph is refused, as the pure
-    bf16 graph is. It runs on providers with bf16 kernels (CUDA)."""
+    bf16 graph is. It runs on providers with bf16 kernels (CUDA). Where the exporter writes an op that has no bf16 in
+    any opset (tinyformer's split as SplitToSequence), the graph is invalid ONNX: torch.onnx's error, not ORT's."""
     model, cells = grid
     c = cells["ort", "amp-bf16"]
+    if c.status == "error":
+        assert c.component.startswith("torch.onnx") and "full type check" in c.reason, (model, c.reason)
+        assert "SplitToSequence" in c.reason, c.reason
+        return
     assert c.status == "unsupported", (model, c.status, c.reason)
     assert "ONNXRuntimeError" in c.reason and ("bfloat16" in c.reason or "NOT_IMPLEMENTED" in c.reason), c.reason
 

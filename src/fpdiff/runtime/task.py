@@ -172,7 +172,7 @@ def _onnx_for(task: Task, own: bool = False) -> Path:
         made: dict = {}
         # "exporter-choice" in the key: artifacts from before the fallback have no record of their exporter;
         # "float64-checked-v2": float64 exports from before the check (onnxtools/export.py) carry no departure
-        key = task.key("onnx-export", "exporter-choice", "float64-checked-v2")
+        key = task.key("onnx-export", "exporter-choice", "float64-checked-v2", "bf16-opset22")
         path = task.cache.get_or_build(*key, suffix=".onnx",
                                        build=lambda p: made.update(_export_task(task, p)))[0]
         if made:
