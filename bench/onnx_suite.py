@@ -2,16 +2,20 @@
 ONNX Runtime, IREE and OpenVINO at fp32 and fp16, and fpdiff's float64 judge held against the suite's expected
 outputs, so fpdiff's tracebacks, false verdicts and misattributed failures are counted on graphs nobody here wrote.
 
-Run: .venv/bin/python bench/onnx_suite.py [--cases REGEX] [--limit N] [--all] [--backends ort,iree,openvino]
-                                          [--precisions fp32,fp16] [--json out.json] [--md out.md] [--work DIR]
-The cases come from `onnx.backend.test.case.node.collect_testcases` (the wheel generates them; it ships no
-node/ directory): model, inputs and expected outputs. Each case is written as model.onnx, inputs.npz (graph input
+Run: .venv/bin/python bench/onnx_suite.py [--set shipped|node] [--cases REGEX] [--limit N] [--all]
+                                          [--backends ort,iree,openvino] [--precisions fp32,fp16] [--budget S]
+                                          [--json out.json] [--md out.md] [--work DIR] [--from-json A.json,B.json]
+Two sets. `shipped` (default): the 140 cases the wheel ships as files with data, onnx/backend/test/data/
+{pytorch-converted,pytorch-operator,simple}/*/ (model.onnx, test_data_set_0/input_*.pb, output_*.pb), 34 of them
+opset 6: the "140 ONNX backend test cases" of the issue. `node`: the node cases from
+`onnx.backend.test.case.node.collect_testcases` (the wheel generates them; it ships no node/ directory), sampled
+as below. Each case: model, inputs and expected outputs. Each case is written as model.onnx, inputs.npz (graph input
 names) and expected.npz, and checked by the CLI (`python -m fpdiff check model.onnx --inputs inputs.npz`, a
 subprocess with a timeout: one case at a time, nothing in parallel; `--repeat 1`, since determinism is not what
 the suite measures and a second run of each cell would double the runs). The fpdiff that runs is whatever
 `python -m fpdiff` imports (PYTHONPATH picks another tree; the report records its path).
 
-Default sample (documented, deterministic): the node cases with one data set of plain tensors and at least one
+Node sample (documented, deterministic): the node cases with one data set of plain tensors and at least one
 floating-point input or output (where precision can matter), without the `_expanded` function expansions (the
 same op again), sorted by name, every Nth with N chosen so about 140 remain. `--all` takes every case with one
 data set of plain tensors; `--cases` filters by a regular expression on the name first.
@@ -45,6 +49,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +119,37 @@ for o, e in zip(outs, expected):
 rel = (num ** 0.5 / den ** 0.5) if den else (0.0 if num == 0 else float("inf"))
 print(json.dumps({"ran": True, "rel_l2": rel if np.isfinite(rel) else None, "exact_non_float": exact}))
 '''
+
+
+@dataclass
+class ShippedCase:
+    """A case the wheel ships as files (model.onnx, test_data_set_0/input_*.pb and output_*.pb)."""
+    name: str
+    model: object
+    data_sets: list
+    rtol: float = 1e-3  # the suite's defaults (onnx.backend.test.runner)
+    atol: float = 1e-7
+
+
+def shipped_cases() -> list:
+    """The 140 cases the onnx wheel ships with data (pytorch-converted 82, pytorch-operator 35, simple 23), many of
+    them old opsets (6-9): the set the issue counted."""
+    import onnx
+    root = Path(onnx.__file__).parent / "backend" / "test" / "data"
+    out = []
+    for d in sorted(p for sub in ("pytorch-converted", "pytorch-operator", "simple") for p in (root / sub).iterdir()
+                    if (p / "model.onnx").exists()):
+        ins, outs = (_read_pbs(d / "test_data_set_0", kind) for kind in ("input", "output"))
+        out.append(ShippedCase(f"{d.parent.name}/{d.name}", onnx.load(str(d / "model.onnx")), [(ins, outs)]))
+    return out
+
+
+def _read_pbs(ds: Path, kind: str) -> list:
+    """input_0.pb, input_1.pb, ... as arrays, in index order."""
+    import onnx
+    from onnx import numpy_helper
+    files = sorted(ds.glob(f"{kind}_*.pb"), key=lambda f: int(f.stem.split("_")[1]))
+    return [numpy_helper.to_array(onnx.load_tensor(str(f))) for f in files]
 
 
 def all_cases() -> list:
@@ -238,7 +274,7 @@ def run_case(case, work: Path, backends: list[str], precisions: list[str], timeo
              probe_timeout: float) -> dict:
     """One case: materialize, check through the CLI, probe the backends where a cell failed, flag."""
     t0 = time.perf_counter()
-    d = work / case.name
+    d = work / case.name.replace("/", "__")
     meta = materialize(case, d)
     args = ["check", str(d / "model.onnx"), "--inputs", str(d / "inputs.npz"), "--backends",
             ",".join([*backends, WITNESS]), "--precisions", ",".join(precisions), "--plugin",
@@ -322,6 +358,8 @@ def markdown(results: list[dict], summary: dict, command: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", choices=("shipped", "node"), default="shipped",
+                    help="shipped: the 140 cases the wheel ships with data (default); node: the generated node cases")
     ap.add_argument("--cases", help="regular expression on case names (applied before sampling)")
     ap.add_argument("--all", action="store_true", help="every case with plain tensor data, not the sample")
     ap.add_argument("--limit", type=int, help="at most this many cases, evenly spaced over the selection")
@@ -343,10 +381,11 @@ def main(argv: list[str] | None = None) -> int:
             r["flags"] = flag_cells(r["cells"], r["probes"])
         print(markdown(results, summarize(results), " + ".join(run["command"] for run in runs)))
         return 0
-    cases = all_cases()
-    if a.cases:
-        cases = [c for c in cases if re.search(a.cases, c.name)]
-    cases = [c for c in cases if plain(c)] if a.all else sample(cases)
+    if a.set == "shipped":
+        cases = [c for c in shipped_cases() if not a.cases or re.search(a.cases, c.name)]
+    else:
+        cases = [c for c in all_cases() if not a.cases or re.search(a.cases, c.name)]
+        cases = [c for c in cases if plain(c)] if a.all else sample(cases)
     cases = spaced(cases, a.limit) if a.limit else cases
     work = Path(a.work or tempfile.mkdtemp(prefix="onnx-suite-"))
     where = subprocess.run([sys.executable, "-c", "import fpdiff; print(fpdiff.__file__)"], capture_output=True,

@@ -106,6 +106,15 @@ def test_suite_sample_is_deterministic_and_float_relevant():
     assert suite.spaced(list(range(10)), 3) == [0, 3, 6]
 
 
+def test_shipped_suite_is_the_wheels_140_cases_with_their_data():
+    cases = suite.shipped_cases()
+    assert len(cases) == 140
+    old = [c for c in cases if max(o.version for o in c.model.opset_import if o.domain in ("", "ai.onnx")) <= 6]
+    assert len(old) >= 34  # the old opsets the conversion exists for
+    ins, outs = cases[0].data_sets[0]
+    assert ins and outs and all(hasattr(x, "dtype") for x in ins + outs)
+
+
 def test_suite_faults_need_the_backend_to_run_the_original_graph():
     cells = [{"backend": "ort", "precision": "fp32", "status": "unsupported", "component": "onnxruntime",
               "stage": "load", "reason": "onnxruntime cannot run op Resize in fp16"},
