@@ -188,7 +188,7 @@ def test_locate_on_a_plugin_backend_names_the_segment_and_exits_1(tmp_path):
     code, out, err = run("locate", "example:tinycnn", "--backend", "perturb", "--plugin", str(PLUGINS / "perturb.py"),
                          "--precision", "fp32", "--no-repro", cwd=tmp_path)
     assert code == 1, err
-    assert "perturb departs at ops 0..0" in out and "features.0" in out
+    assert "perturb departs at aten.conv2d.default" in out and "segment ops 0..0" in out and "features.0" in out
 
 
 def test_locate_bad_shape_variant():

@@ -55,8 +55,8 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64",
                        parents=[routed, stored], epilog=f"exit {EXIT_OK}: every judged cell holds; {EXIT_FAIL}: a "
                        f"cell is mismatch, error, crash or timeout (--strict: not a clean pass); {EXIT_USAGE}: usage "
-                       f"or input error; {NOTHING_JUDGED}: nothing was judged (every cell unsupported, error, crash, "
-                       "timeout or unjudged)")
+                       f"or input error; {NOTHING_JUDGED}: nothing was judged and nothing failed (every cell "
+                       "unsupported or unjudged)")
     c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     c.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
                    help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")

@@ -66,6 +66,13 @@ class TorchBackend(Backend):
             return float64_prepared(module, task.device, judge=FLOAT64_JUDGE in task.flags)
         return Prepared(device_runner(module, task.precision, task.device), computed_dtype(task.precision))
 
+    def repro(self, r: Repro) -> str | None:
+        if r.onnx_segment:
+            return None
+        return TORCH_INPUTS + """with torch.no_grad():
+    outs = program.module()(*xt)
+"""
+
 
 def float64_prepared(module: torch.nn.Module, device: str, judge: bool) -> Prepared:
     """A float64 run under model/float64.py's mode: the judge promotes every op to float64; the fp64 cell runs the
@@ -85,10 +92,3 @@ def float64_prepared(module: torch.nn.Module, device: str, judge: bool) -> Prepa
         return torch.utils._pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
     prepared.run = run
     return prepared
-
-    def repro(self, r: Repro) -> str | None:
-        if r.onnx_segment:
-            return None
-        return TORCH_INPUTS + """with torch.no_grad():
-    outs = program.module()(*xt)
-"""

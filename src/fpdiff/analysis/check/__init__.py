@@ -19,7 +19,7 @@ from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.errors import UsageError
 from fpdiff.core.paths import cache_root
-from fpdiff.core.status import NOT_JUDGED, NOTHING_JUDGED, fails
+from fpdiff.core.status import FAILING, NOT_JUDGED, NOTHING_JUDGED, fails
 from fpdiff.core.versions import report_versions as versions
 from fpdiff.model import graph
 from fpdiff.model.graph import STATIC, ShapeVariant
@@ -82,7 +82,10 @@ class CheckResult:
     fingerprint: str = ""  # the model's content hash (spec and weights, or the ONNX file and inputs)
 
     def exit_code(self, strict: bool = False) -> int:
-        """0: every judged cell holds; 1: a cell fails; NOTHING_JUDGED: no cell reached a verdict at all."""
+        """0: every judged cell holds; 1: a cell fails (an error or crash too: something broke, which a script
+        testing for 1 must see); NOTHING_JUDGED: no cell failed and none reached a verdict (all refused or unjudged)."""
+        if any(fails(c.status, [f.kind for f in c.findings], strict) and c.status in FAILING for c in self.cells):
+            return 1
         if not self.judged():
             return NOTHING_JUDGED
         return int(any(fails(c.status, [f.kind for f in c.findings], strict) for c in self.cells))
@@ -100,7 +103,7 @@ class CheckResult:
             counts[str(c.status)] = counts.get(str(c.status), 0) + 1
         what = ", ".join(f"{n} {s}" for s, n in counts.items()) or "no cells"
         return (f"nothing was judged: no cell of {len(self.cells)} reached a verdict ({what}); "
-                f"exit {NOTHING_JUDGED}")
+                f"exit {self.exit_code()}")
 
     def as_dict(self) -> dict:
         return {"fpdiff_version": self.versions.get("fpdiff"), "model": self.model, "model_hash": self.fingerprint,
