@@ -143,6 +143,8 @@ def compile_program(program, precision_name: str, flags: list[str], mlir: Path, 
     if not r.returncode:
         return {**route, "iree_decomposition": "none", "iree_decomposition_why": made}
     again = compile_failure(r.stderr, r.returncode, precision_name)
+    if isinstance(again, Unsupported) and again.op == failure.op:
+        raise again  # the same op refused without fpdiff's decomposition: IREE's own lowering of the user's op
     if isinstance(again, Unsupported) and _op_name(again.op) in mine:
         raise Unsupported(f"{again}; (with fpdiff's decomposition: {made})", op=again.op, dtype=again.dtype,
                           stage=again.stage, component=again.component)
