@@ -288,9 +288,11 @@ RANK = {PASS: 0, PRECISION_LOSS: 1, MISMATCH: 2}
 
 
 def judge(m: Metrics, precision: Precision, baseline: Metrics | None,
-          narrowest_bits: int | None = None) -> Judgement:
-    """Verdict for one finished cell: the worse of its float outputs' verdict and its integer outputs' (flips)."""
-    j = _judge_floats(m, precision, baseline, narrowest_bits) if m.numel or not m.discrete else None
+          narrowest_bits: int | None = None, loss_cause: str | None = None) -> Judgement:
+    """Verdict for one finished cell: the worse of its float outputs' verdict and its integer outputs' (flips).
+    `loss_cause`: what a precision loss within the baseline's error is due to, when the caller knows better than
+    "the precision is too coarse" (the model's own casts, an exporter's float32 constants)."""
+    j = _judge_floats(m, precision, baseline, narrowest_bits, loss_cause) if m.numel or not m.discrete else None
     if not m.discrete:
         return j
     f = judge_flips(m.flips, m.discrete, baseline.flips if baseline is not None else None, precision.name)
@@ -303,7 +305,7 @@ def judge(m: Metrics, precision: Precision, baseline: Metrics | None,
 
 
 def _judge_floats(m: Metrics, precision: Precision, baseline: Metrics | None,
-                  narrowest_bits: int | None = None) -> Judgement:
+                  narrowest_bits: int | None = None, loss_cause: str | None = None) -> Judgement:
     """Verdict on the float outputs: pass, precision-loss or mismatch, with the rule that decided it."""
     tol = precision.tolerance
     if math.isnan(m.rel_l2) or math.isnan(m.max_norm) or (baseline is not None and (
@@ -341,7 +343,8 @@ def _judge_floats(m: Metrics, precision: Precision, baseline: Metrics | None,
                          f"{_ratio(m.max_norm, baseline.max_norm)} the baseline's {baseline.max_norm:.2e} "
                          f"(limit {MAX_FACTOR:g}x): an error confined to few elements", findings, bits)
     return Judgement(PRECISION_LOSS, f"rel L2 {m.rel_l2:.2e} > tolerance {tol:.0e}, but within "
-                     f"{factor:g}x the baseline's {baseline.rel_l2:.2e}: {precision.name} is too coarse here",
+                     f"{factor:g}x the baseline's {baseline.rel_l2:.2e}: "
+                     f"{loss_cause or precision.name + ' is too coarse here'}",
                      findings, bits)
 
 

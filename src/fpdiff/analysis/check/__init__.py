@@ -214,6 +214,7 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
         _consult_witnesses(verdict_of_judge, source, reg, results, ref_out, judge_backend, env,
                            lambda key: job(key[0], key[2], key[1], key[3]), timeout, repro_dir)
     out_cells = []
+    casts_cause = _model_casts_cause(ref.notes)
     for b, d, p, v in cells:
         r = results[(b, d, p.name, v)]
         if tol_over.get(p.name):
@@ -221,7 +222,8 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
         fp32 = results.get((b, d, "fp32", v))
         out_cells.append(_judge_cell(b, d, p, v, r, ref_out, base_metrics.get(p.name),
                                      fp32_ok=fp32 is None or fp32.status == OK,
-                                     torch_source=source.ref.kind == "torch"))
+                                     torch_source=source.ref.kind == "torch",
+                                     loss_cause=casts_cause if p.name == "fp64" else None))
     _variant_findings(out_cells, {(b, d, p.name, v.name): results[(b, d, p.name, v)] for b, d, p, v in cells})
     narrower = [(cell, key, fmt) for cell, key in zip(out_cells, cells) if cell.status == compare.MISMATCH
                 and cell.metrics and (fmt := _computed_format(results[(key[0], key[1], key[2].name, key[3])], key[2]))]
@@ -255,7 +257,6 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
     # a mismatch no larger than the float64 reference's own movement under rounding-sized perturbations is the model's
     conditioning.reconsider(source, out_cells, [results[(b, d, p.name, v)] for b, d, p, v in cells], ref_out,
                             judge_backend, data_path, timeout=timeout, env=env, seed=seed)
-    _say_model_casts(out_cells, ref.notes)
     reference = {"backend": judge_backend, "device": "cpu", "dtype": "float64",
                  "outputs": [list(a.shape) for a in ref_out], "duration_s": round(ref.prepare_s + ref.run_s, 3),
                  "findings": [f.as_dict() for f in ref.notes]}  # the model's own casts, fpdiff's decompositions
@@ -263,19 +264,16 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
                        judge=verdict_of_judge.as_dict(), source=dict(source.notes), fingerprint=source.fingerprint)
 
 
-def _say_model_casts(cells: list[Cell], judge_notes: list[Finding]) -> None:
+def _model_casts_cause(judge_notes: list[Finding]) -> str | None:
     """A model that casts to a narrower float itself cannot compute in fp64 as written (its fp64 baseline carries those
-    casts): an fp64 cell over tolerance says that, not that fp64 is too coarse."""
+    casts): what an fp64 cell's precision loss is due to, not fp64 being too coarse; None when it casts nothing."""
     casts = [f for f in judge_notes if f.kind == "model-cast"]
     if not casts:
-        return
+        return None
     spots = [m.group(1) for f in casts if (m := re.search(r" at (\S+:\d+)", f.message))]
     where = ", ".join("/".join(Path(x).parts[-2:]) for x in spots[:3]) + (", ..." if len(spots) > 3 else "")
-    for c in cells:
-        if c.precision == "fp64" and c.status == compare.PRECISION_LOSS:
-            c.reason = (f"{c.reason.split(': fp64 is too coarse here')[0]}: the model's own casts compute in a "
-                        f"narrower float (model-cast on the reference: {where}), so as written it cannot reach "
-                        "fp64's tolerance")
+    return (f"the model's own casts compute in a narrower float (model-cast on the reference: {where}), so as "
+            "written it cannot reach fp64's tolerance")
 
 
 def _computed_format(r: JobResult, p: prec.Precision) -> prec.Precision | None:
@@ -318,7 +316,7 @@ class _ShapeMismatch(Exception):
 
 
 def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult, ref_out,
-                baseline: Metrics | None, fp32_ok: bool, torch_source: bool) -> Cell:
+                baseline: Metrics | None, fp32_ok: bool, torch_source: bool, loss_cause: str | None = None) -> Cell:
     cell = Cell(b, d, p.name, v.name, r.status, duration_s=round(r.prepare_s + r.run_s, 3), info=r.info,
                 output_dtypes=r.output_dtypes, findings=list(r.notes))
     if r.status != OK:
@@ -338,12 +336,12 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
     except _ShapeMismatch as e:
         cell.status, cell.reason = compare.MISMATCH, f"output shapes differ: {e}"
         return cell
-    baseline = _with_export_floor(baseline, r, cell)
-    j = compare.judge(m, p, baseline, _narrowest_bits(r))
+    floored = _with_export_floor(baseline, r, cell)
+    if floored is not baseline:
+        loss_cause = "the exported graph's float32 constants account for it (export-departure)"
+    baseline = floored
+    j = compare.judge(m, p, baseline, _narrowest_bits(r), loss_cause)
     cell.status, cell.reason = j.status, j.reason
-    if j.status == compare.PRECISION_LOSS and any(f.kind == "export-departure" for f in cell.findings):
-        cell.reason = cell.reason.replace(f"{p.name} is too coarse here", "the exported graph's float32 constants "
-                                          "account for it (export-departure)")
     cell.effective_bits = round(j.effective_bits, 1) if j.effective_bits is not None else None
     cell.metrics, cell.baseline_metrics = m.as_dict(), baseline.as_dict() if baseline else None
     cell.findings += j.findings
