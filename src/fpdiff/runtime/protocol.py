@@ -144,10 +144,9 @@ def job_frame(job, timeout: float, backend: str, sent: dict) -> tuple[dict, dict
     if key in sent:
         header, blobs = sent[key], {}
     else:
-        import torch
-
+        from fpdiff.runtime import jobdata
         from fpdiff.sources.base import digest
-        data = torch.load(job.data_path, weights_only=False)
+        data = jobdata.read(job.data_path)
         arrays = {f"input{i}": _np(x) for i, x in enumerate(data["inputs"])}
         arrays.update({f"state:{k}": _np(v) for k, v in (data.get("state") or {}).items()})
         blobs = {"model": Path(job.source.path).read_bytes(), "data": pack_arrays(arrays)}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.runtime import protocol
+from fpdiff.runtime import jobdata, protocol
 from fpdiff.runtime.protocol import PROTOCOL, ProtocolError
 
 
@@ -58,8 +58,6 @@ class Materializer:
         self.seen: set[str] = set()  # file digests this connection carried
 
     def job(self, header: dict, blobs: dict[str, bytes]):
-        import torch
-
         from fpdiff.core.paths import cache_root
         from fpdiff.model.graph import ShapeVariant
         from fpdiff.runtime.task import Job
@@ -81,14 +79,10 @@ class Materializer:
             for i, p in enumerate(plugins):
                 Path(p).write_bytes(blobs[f"plugin{i}"])
             arrays = protocol.unpack_arrays(blobs["data"])
-            saved = {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
-                     "inputs": tuple(_torch(arrays[f"input{i}"]) for i in range(data["inputs"]))}
-            if data["state"]:
-                saved["state"] = {k.removeprefix("state:"): _torch(v) for k, v in arrays.items()
-                                  if k.startswith("state:")}
-            tmp = data_path.with_suffix(".tmp")
-            torch.save(saved, tmp)
-            os.replace(tmp, data_path)
+            state = ({k.removeprefix("state:"): _torch(v) for k, v in arrays.items() if k.startswith("state:")}
+                     if data["state"] else None)
+            jobdata.write(data_path, inputs=[_torch(arrays[f"input{i}"]) for i in range(data["inputs"])],
+                          input_names=data["input_names"], fingerprint=data["fingerprint"], state=state)
         variant = j["variant"]
         return Job(SourceRef(src["kind"], str(model_path), src["label"]), str(data_path), header["backend"],
                    j["precision"], j["device"],

@@ -10,6 +10,7 @@ import torch
 from fpdiff.core.precision import Precision, cast_inputs, dtype_name
 from fpdiff.model import graph
 from fpdiff.model.graph import ShapeVariant
+from fpdiff.runtime import jobdata
 from fpdiff.runtime.cache import Cache
 from fpdiff.sources import SourceRef
 
@@ -35,7 +36,7 @@ class LoadedSource:
 
     def __init__(self, ref: SourceRef, data_path: str, seed: int) -> None:
         self.ref = ref
-        data = torch.load(data_path, weights_only=False)
+        data = jobdata.read(data_path)
         self.fingerprint: str = data["fingerprint"]
         self.inputs: tuple = tuple(torch.from_numpy(np.asarray(a)) if isinstance(a, np.ndarray) else a
                                    for a in data["inputs"])
