@@ -5,10 +5,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, published before it joined the standard library
+    import tomli as tomllib
 
 from fpdiff.core.errors import UsageError
 
