@@ -10,10 +10,11 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 # torch first, pinned: a CPU wheel of exactly this version is available; an unpinned torch pulls a CUDA build.
-$(STAMP): $(BIN)/python pyproject.toml
+# Then every backend and the test tools at the exact versions in constraints.txt (pyproject.toml has ranges).
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[all,test]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,8 +30,10 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -q tests -m "not slow"
 
+# style everywhere, types where the seam between fpdiff and a backend is (mypy's settings: pyproject.toml)
 lint: install
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy src/fpdiff/core src/fpdiff/backends
 
 # benchmarks compare against Polygraphy and onnxconverter-common: installed here only, never dependencies of fpdiff
 bench: install
