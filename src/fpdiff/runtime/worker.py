@@ -43,6 +43,7 @@ class JobResult:
     component: str | None = None  # who failed there (torch.onnx, iree-compile, onnxruntime, ...) or INTERNAL
     traceback: str | None = None  # for internal errors: fpdiff's own bug, kept whole for the report
     repeats: list = field(default_factory=list)  # outputs of further runs (--repeat), compared bitwise by check
+    run_times: list[float] = field(default_factory=list)  # seconds of each run (plan's speed figure)
 
 
 # Messages by which torch, ONNX Runtime and compilers say "this op has no kernel for this dtype".
@@ -167,13 +168,15 @@ class State:
         from fpdiff.core import errors
         t1 = time.perf_counter()
         inputs = task.inputs()
-        runs = []
+        runs, times = [], []
         try:
             for _ in range(max(1, job.repeat)):
+                t_run = time.perf_counter()
                 with errors.stage(errors.RUN, job.backend):
                     outs = prepared.run(*inputs)
                     if job.device.startswith("cuda"):
                         torch.cuda.synchronize()
+                times.append(time.perf_counter() - t_run)
                 runs.append(outs)
                 if len(runs) == 1:
                     t_first = time.perf_counter() - t1
@@ -186,7 +189,7 @@ class State:
             r.dtype = r.dtype or (p.name if r.op else None)
             return r
         return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes), dict(prepared.info),
-                         prepare_s=t1 - t0, run_s=t_first, repeats=repeats)
+                         prepare_s=t1 - t0, run_s=t_first, repeats=repeats, run_times=times)
 
 
 def _converted(backend, task, own: JobResult):
