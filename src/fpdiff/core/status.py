@@ -1,6 +1,9 @@
-"""One vocabulary of statuses for jobs and cells; its values are the strings the JSON report has always carried."""
+"""One vocabulary of statuses for jobs and cells; its values are the strings the JSON report has always carried.
+Each status carries its rank (best to worst, for sorting, the worst-of and `fpdiff diff`'s regressions) and how
+reports show it (a terminal style, an HTML colour), so no report keeps its own table of status strings."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
 
 
@@ -24,8 +27,42 @@ class Status(str, Enum):
     TIMEOUT = "timeout"  # no answer within the cell's timeout
     OK = "ok"  # a job that ran; its cell's verdict comes from compare
 
-    __str__ = str.__str__  # "pass" in messages and f-strings, on every Python version
-    __format__ = str.__format__
+    def __str__(self) -> str:  # "pass" in messages and f-strings, on every Python version
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @property
+    def rank(self) -> int:
+        """0 best; a cell moving to a higher rank between two runs is a regression (`fpdiff diff`)."""
+        return _LOOK[self][0]
+
+    @property
+    def style(self) -> str:
+        """How the terminal shows it (rich markup)."""
+        return _LOOK[self][1]
+
+    @property
+    def colour(self) -> str:
+        """Its background in the HTML report."""
+        return _LOOK[self][2]
+
+
+# each status's (rank, terminal style, HTML colour)
+_LOOK: dict[Status, tuple[int, str, str]] = {
+    Status.PASS: (0, "green", "#c8e6c9"), Status.OK: (0, "green", "#c8e6c9"),
+    Status.PRECISION_LOSS: (1, "yellow", "#fff59d"),
+    Status.UNJUDGED: (2, "cyan", "#e1bee7"), Status.ILL_CONDITIONED: (2, "blue", "#bbdefb"),
+    Status.UNSUPPORTED: (2, "dim", "#e0e0e0"),
+    Status.MISMATCH: (3, "bold red", "#ef9a9a"), Status.ERROR: (3, "bold magenta", "#ffab91"),
+    Status.CRASH: (3, "bold magenta", "#ffab91"), Status.TIMEOUT: (3, "magenta", "#ffab91")}
+
+
+def worst(statuses: Iterable[str]) -> Status | None:
+    """The worst of some statuses by rank (the first of equal rank); None for none."""
+    found = [Status(s) for s in statuses]
+    return max(found, key=lambda s: s.rank, default=None)
 
 
 CELL_STATUSES = tuple(s for s in Status if s is not Status.OK)

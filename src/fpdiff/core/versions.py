@@ -1,13 +1,18 @@
-"""Versions of the tools that produce and run artifacts: in reports, repro bundles and cache keys."""
+"""Versions of the tools that produce and run artifacts: in reports, repro bundles and cache keys. A report lists
+the tools every run uses and the distributions behind the modules its backends require (backends declare
+`requires`), so a backend that ran is never missing from the table."""
 from __future__ import annotations
 
+import functools
 import platform
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Iterable
+from importlib.metadata import PackageNotFoundError, distribution, packages_distributions, version
 
-TOOLS = ("torch", "onnx", "onnxruntime", "onnxscript", "iree-base-compiler", "iree-base-runtime")
+CORE = ("torch", "onnx", "onnxscript")  # the model's framework, the graph format, the exporter
+TOOLS = (*CORE, "onnxruntime", "iree-base-compiler", "iree-base-runtime", "openvino", "coremltools")
 
 
-def versions(packages: tuple[str, ...] = ("fpdiff", *TOOLS)) -> dict[str, str | None]:
+def versions(packages: Iterable[str] = ("fpdiff", *TOOLS)) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for pkg in packages:
         try:
@@ -17,5 +22,25 @@ def versions(packages: tuple[str, ...] = ("fpdiff", *TOOLS)) -> dict[str, str | 
     return out
 
 
-def report_versions() -> dict[str, str | None]:
-    return {"python": platform.python_version(), **versions()}
+@functools.cache
+def _top_level() -> dict[str, list[str]]:
+    return dict(packages_distributions())
+
+
+def distributions(modules: Iterable[str]) -> list[str]:
+    """The installed distributions that provide these modules: `iree.compiler` -> iree-base-compiler (the one whose
+    files hold that package, when several share the top-level name), `openvino` -> openvino."""
+    out: list[str] = []
+    for module in modules:
+        names = _top_level().get(module.split(".")[0], [])
+        folder = module.replace(".", "/") + "/"
+        exact = [d for d in names if any(str(f).startswith(folder) for f in distribution(d).files or ())]
+        out += exact or names
+    return list(dict.fromkeys(out))
+
+
+def report_versions(modules: Iterable[str] | None = None) -> dict[str, str | None]:
+    """Python, fpdiff and its tools. `modules`: what the run's backends require (their distributions are listed,
+    and only those besides CORE); None: every tool fpdiff knows of."""
+    packages = TOOLS if modules is None else (*CORE, *distributions(modules))
+    return {"python": platform.python_version(), **versions(("fpdiff", *dict.fromkeys(packages)))}
