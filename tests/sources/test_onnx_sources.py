@@ -54,3 +54,30 @@ def test_string_inputs_get_one_answer_whichever_way_inputs_come(tmp_path):
             load_onnx(path, inputs=inputs, shapes={}, seed=0)
         messages.add(str(e.value))
     assert len(messages) == 1 and "takes strings" in messages.pop()
+
+
+def test_without_onnxruntime_the_conversion_is_checked_on_the_reference_evaluator(tmp_path, monkeypatch):
+    """onnxruntime is an extra: where it is not installed, the float64 evaluator checks the conversion, and says so."""
+    import sys
+
+    import onnx_models as om
+    from fpdiff.sources.opset import ORT_WITNESS
+    model = om.OLD_OPSET["clip-6"]()
+    x = np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32)
+    feeds = {model.graph.input[0].name: x}
+    _, _, note = upgrade(model, feeds, tmp_path, "clip")
+    assert note["checked_on"] == ORT_WITNESS, note  # the child interpreter ran onnxruntime
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails, as when it is missing
+    _, _, note = upgrade(model, feeds, tmp_path, "clip")
+    assert note["status"] == "converted" and note["checked_on"] == REF_WITNESS, note
+
+
+def test_an_op_the_reference_evaluator_has_no_kernel_for_is_one_usage_line():
+    from fpdiff.onnxtools.graph import float64_values
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [2])
+    m = helper.make_model(helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], domain="my.ops")], "g", [x],
+                                            [helper.make_tensor_value_info("y", TP.FLOAT, [2])]),
+                          opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("my.ops", 1)])
+    with pytest.raises(UsageError, match="cannot run this model: NotImplementedError") as e:
+        float64_values(m, {"x": np.ones(2, np.float32)})
+    assert "\n" not in str(e.value)

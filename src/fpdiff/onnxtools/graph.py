@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.core.errors import Unsupported, UsageError
+from fpdiff.core.errors import MESSAGE_CHARS, Unsupported, UsageError
 
 # Ops whose output holds their first input's values, moved or regrouped (no arithmetic): they take that input's
 # dtype in a mixed graph, and a kept op's fp32 output must stay fp32 through them.
@@ -60,9 +60,11 @@ def ort_session(model, device: str = "cpu", optimized_to: Path | None = None):
 
 def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
     """Every value (or the outputs) of the graph computed in float64 by the ONNX reference evaluator, with kernels
-    that keep float64 where its own would drop to float32 (backends/onnxref.py). A failure here is the model's or
-    its inputs' (a usage error), never a backend's."""
+    that keep float64 where its own would drop to float32 (backends/onnxref.py). The evaluator's refusal (no kernel
+    for an op, an op version or a type: NotImplementedError, RuntimeTypeError) is a usage error: fpdiff has no
+    judge for this model. Anything else raised is a bug, ours or the evaluator's, and raises as it is."""
     from onnx.reference import ReferenceEvaluator
+    from onnx.reference.op_run import RuntimeTypeError
 
     from fpdiff.onnxtools.dtypes import ONNX_TYPE
     from fpdiff.onnxtools.mixed import cast_model
@@ -72,8 +74,9 @@ def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
     feeds64 = {k: wide(v) for k, v in feeds.items()}
     try:
         out = ReferenceEvaluator(m64, new_ops=float64_ops()).run(None, feeds64, intermediate=intermediate)
-    except Exception as e:
-        raise UsageError(f"the float64 reference evaluation failed: {type(e).__name__}: {e}") from e
+    except (NotImplementedError, RuntimeTypeError) as e:
+        why = " ".join(str(e).split())[:MESSAGE_CHARS]
+        raise UsageError(f"the float64 reference evaluator cannot run this model: {type(e).__name__}: {why}") from e
     return out
 
 

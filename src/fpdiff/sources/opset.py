@@ -3,6 +3,7 @@
 that can change numbers too, so it is checked (both graphs run by one witness) and dropped when the two disagree."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,8 @@ AGREE = 1e-6
 # Runtime has no kernels for opset < 7 (Add-6, Gemm-6, BatchNormalization-6...) and cannot load such a graph, so
 # there the float64 reference evaluator, which runs every opset, checks the conversion.
 ORT_WITNESS, REF_WITNESS = "onnxruntime fp32", "onnx reference evaluator float64"
+ORT_TIMEOUT = 300.0  # seconds for ONNX Runtime to load and run both graphs, as for one check cell
+REFUSED = 3  # the child's exit code when ONNX Runtime itself refused or failed on a graph
 
 
 def default_opset(model) -> int:
@@ -65,22 +68,75 @@ def upgrade(model, feeds: dict[str, np.ndarray], out_dir: Path, stem: str):
 def _witness(old, new, feeds: dict[str, np.ndarray]) -> tuple[tuple | None, str]:
     """((outputs of old, outputs of new), the witness) from the first witness that runs both graphs, or
     (None, why none could)."""
+    from fpdiff.core.errors import UsageError
     from fpdiff.onnxtools.graph import float64_values
-    failed = []
-    for name, run in ((ORT_WITNESS, _run_ort),
-                      (REF_WITNESS, lambda m, f: float64_values(m, f, intermediate=False))):
-        try:
-            return (run(old, feeds), run(new, feeds)), name
-        except Exception as e:
-            failed.append(f"{name}: {_line(e)}")
+    outs, why = _on_ort(old, new, feeds)
+    if outs is not None:
+        return outs, ORT_WITNESS
+    failed = [f"{ORT_WITNESS}: {why}"]
+    try:  # the evaluator's declared refusals (an op or type it has no kernel for) come as a UsageError
+        return tuple(float64_values(m, feeds, intermediate=False) for m in (old, new)), REF_WITNESS
+    except UsageError as e:
+        failed.append(f"{REF_WITNESS}: {_line(e)}")
     return None, "; ".join(failed)
 
 
-def _run_ort(model, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def _on_ort(old, new, feeds: dict[str, np.ndarray]) -> tuple[tuple | None, str]:
+    """Both graphs run by ONNX Runtime in a child interpreter (this module's __main__), so that a native crash costs
+    the check, not the run; sources sit below the worker runtime, hence a child of their own. (None, why) when
+    onnxruntime is not installed, refuses a graph, crashes or hangs; fpdiff's own errors in the child raise here."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    import onnx
+    if importlib.util.find_spec("onnxruntime") is None:
+        return None, "onnxruntime is not installed (pip install 'fpdiff[ort]')"
+    with tempfile.TemporaryDirectory(prefix="fpdiff-opset-") as tmp:
+        d = Path(tmp)
+        onnx.save(old, str(d / "old.onnx"))
+        onnx.save(new, str(d / "new.onnx"))
+        names = list(feeds)
+        np.savez(d / "feeds.npz", **{f"in{i}": feeds[n] for i, n in enumerate(names)})
+        (d / "names.txt").write_text("\n".join(names))
+        try:
+            done = subprocess.run([sys.executable, "-m", "fpdiff.sources.opset", str(d)], capture_output=True,
+                                  text=True, timeout=ORT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return None, f"no answer within {ORT_TIMEOUT:g} s"
+        if done.returncode == REFUSED:
+            return None, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "refused"
+        if done.returncode < 0:
+            return None, f"onnxruntime crashed (signal {-done.returncode})"
+        if done.returncode != 0:
+            raise RuntimeError(f"the opset conversion's check on onnxruntime failed in fpdiff's own code:\n"
+                               f"{done.stderr}")
+        with np.load(d / "outs.npz", allow_pickle=False) as z:
+            return tuple([z[f"{which}{i}"] for i in range(int(z[f"{which}_count"]))] for which in ("old", "new")), ""
+
+
+def _serve_ort(d: Path) -> None:
+    """The child: both graphs on ONNX Runtime, their outputs to outs.npz; ONNX Runtime's own failure is said on
+    stderr with exit code REFUSED, anything raised in fpdiff's code is a traceback (exit 1)."""
+    from fpdiff.core.errors import raised_by_fpdiff
     from fpdiff.onnxtools.graph import ort_session
-    s = ort_session(model)
-    names = {i.name for i in s.get_inputs()}
-    return s.run(None, {k: v for k, v in feeds.items() if k in names})
+    names = (d / "names.txt").read_text().split("\n")
+    with np.load(d / "feeds.npz", allow_pickle=False) as z:
+        feeds = {n: z[f"in{i}"] for i, n in enumerate(names)}
+    outs: dict[str, np.ndarray] = {}
+    for which in ("old", "new"):
+        try:
+            session = ort_session(d / f"{which}.onnx")
+            wanted = {i.name for i in session.get_inputs()}
+            got = session.run(None, {k: v for k, v in feeds.items() if k in wanted})
+        except Exception as e:
+            if raised_by_fpdiff(e):
+                raise
+            print(f"{which} graph: {_line(e)}", file=sys.stderr)
+            sys.exit(REFUSED)
+        outs[f"{which}_count"] = np.asarray(len(got))
+        outs.update({f"{which}{i}": np.asarray(a) for i, a in enumerate(got)})
+    np.savez(d / "outs.npz", **outs)
 
 
 def _rel_l2(a: list[np.ndarray], b: list[np.ndarray]) -> float:
@@ -100,3 +156,7 @@ def _line(e: BaseException) -> str:
     from fpdiff.core.errors import plain
     text = " ".join(plain(str(e)).split())[:300]
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+if __name__ == "__main__":
+    _serve_ort(Path(sys.argv[1]))
