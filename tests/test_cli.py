@@ -1,4 +1,6 @@
 """The command line: exit codes, and one clear line for every bad input (no traceback unless --debug)."""
+import json
+import shlex
 import subprocess
 import sys
 
@@ -141,12 +143,46 @@ def test_onnx_model_checks_with_json_report(onnx_model, tmp_path):
     assert "pass" in out
 
 
+def next_commands(out: str) -> list[str]:
+    return [ln.removeprefix("next: ") for ln in out.splitlines() if ln.startswith("next: ")]
+
+
 @pytest.mark.slow
-def test_mismatch_exits_1(tmp_path):
+def test_mismatch_exits_1_and_names_the_locate_command_that_explains_it(tmp_path):
     from conftest import PLUGINS
     code, out, err = run("check", "example:tinycnn", "--plugin", str(PLUGINS / "perturb.py"), "--backends",
-                         "perturb", "--precisions", "fp32")
+                         "perturb", "--precisions", "fp32", "--no-store", cwd=tmp_path)
     assert code == 1 and "mismatch" in out, (out, err)
+    plugin = shlex.quote(str(PLUGINS / "perturb.py"))
+    assert next_commands(out) == [f"fpdiff locate example:tinycnn --backend perturb --precision fp32 --plugin {plugin}"]
+    code, out, err = run(*shlex.split(next_commands(out)[0])[1:], "--no-repro", "--no-store", cwd=tmp_path)
+    assert code == 1 and "perturb departs at aten.conv2d.default" in out, (out, err)
+
+
+@pytest.mark.slow
+def test_precision_loss_names_the_plan_command_that_explains_it(tmp_path):
+    code, out, err = run("check", "example:rmsnorm", "--backends", "torch", "--precisions", "fp32,fp16", "--no-store",
+                         "--json", str(tmp_path / "r.json"), cwd=tmp_path)
+    command = "fpdiff plan example:rmsnorm --precision fp16 --backend torch"
+    assert code == 0 and next_commands(out) == [command], (out, err)
+    assert json.loads((tmp_path / "r.json").read_text())["next"] == [command]
+    code, out, err = run(*shlex.split(command)[1:], "--no-speed", "--no-store", cwd=tmp_path)
+    assert code == 0 and "verified plan: keep 2 ops in fp32" in out, (out, err)
+
+
+def test_version():
+    import fpdiff
+    code, out, _ = run("--version")
+    assert code == 0 and out.strip() == f"fpdiff {fpdiff.__version__}" and fpdiff.__version__[0].isdigit()
+
+
+def test_backend_flags_bad_input_is_one_line():
+    assert_usage_error(["check", "example:tinycnn", "--backend-flag", "torch=--fast"], "backend torch takes no flags")
+    assert_usage_error(["check", "example:tinycnn", "--backend-flag", "=x"], "--backend-flag wants NAME=FLAG")
+    assert_usage_error(["check", "example:tinycnn", "--backend-flag", "tensorrt=x"], "unknown backend 'tensorrt'")
+    assert_usage_error(["locate", "example:tinycnn", "--backend-flag", "inductor=x"], "backend inductor takes no flags")
+    assert_usage_error(["plan", "example:tinycnn", "--backend-flag", "ort=x"], "ort takes no")
+    assert_usage_error(["ranges", "example:tinycnn", "--backend-flag", "iree=x"], "unrecognized arguments")
 
 
 def test_examples_and_backends_list():

@@ -1,9 +1,14 @@
-"""Command line: parses, calls the API, prints. Usage and input errors: one line, exit 2."""
+"""Command line: parses, calls the API, prints. Usage and input errors: one line, exit 2.
+
+Every analysis is one builder (its subcommand: its own options, and the shared groups that make sense for it) and
+one run function (calls the API, hands the result to `_finish`: the terminal, its files, JSON, HTML, JUnit, the
+history and the exit code, all by the result's kind)."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from fpdiff.core.errors import UsageError
@@ -31,51 +36,115 @@ def _shape(text: str) -> tuple[str, list[int]]:
     return name, values
 
 
-def parser() -> argparse.ArgumentParser:
+def _backend_flag(text: str) -> tuple[str, str]:
+    name, _, flag = text.partition("=")
+    if not name.strip() or not flag:
+        raise argparse.ArgumentTypeError(f"--backend-flag wants NAME=FLAG (iree=--iree-opt-level=O3), got {text!r}")
+    return name.strip(), flag
+
+
+def _iree_flag(text: str) -> tuple[str, str]:
+    return "iree", text  # --iree-flag FLAG is --backend-flag iree=FLAG
+
+
+def _version() -> str:
+    import fpdiff
+    found = getattr(fpdiff, "__version__", None)
+    if found is None:
+        from importlib.metadata import version
+        found = version("fpdiff")
+    return f"fpdiff {found}"
+
+
+def _group(add: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
+    p = _Parser(add_help=False)
+    add(p)
+    return p
+
+
+def _plugins(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugin", action="append", default=[], metavar="PATH", help="load backends from a .py file")
+
+
+def _flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend-flag", action="append", default=[], type=_backend_flag, metavar="NAME=FLAG",
+                   help="a flag for backend NAME (repeatable; for backends that take flags); yours win over fpdiff's")
+    p.add_argument("--iree-flag", action="append", dest="backend_flag", type=_iree_flag, metavar="FLAG",
+                   help="the same as --backend-flag iree=FLAG")
+
+
+def _timeout(p: argparse.ArgumentParser) -> None:
+    from fpdiff.runtime.worker import DEFAULT_TIMEOUT
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help="seconds per job: a cell, a segment's compile and run, a trial (default %(default)s)")
+
+
+def _cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", action="store_true", help="do not reuse compiled artifacts")
+    p.add_argument("--cache-dir", default=None, help="where compiled artifacts are kept (default: FPDIFF_CACHE, "
+                   "else ~/.cache/fpdiff)")
+
+
+def _seed(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seed", type=int, default=0, help="seed of generated inputs (default %(default)s)")
+
+
+def _device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default %(default)s)")
+
+
+def _inputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", help="npz with one array per ONNX input")
+    p.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1",
+                   help="shape of an ONNX input with symbolic dims (repeatable)")
+
+
+def _routes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend-python", action="append", default=[], metavar="NAME=PYTHON",
+                   help="run backend NAME (e.g. ort@1.20: backend ort) in that interpreter's fpdiff worker")
+    p.add_argument("--backend-host", action="append", default=[], metavar="NAME=HOST:PORT",
+                   help="run backend NAME on a remote `fpdiff worker --listen`")
+    p.add_argument("--token-file", metavar="PATH", help="shared token for --backend-host (else FPDIFF_TOKEN)")
+
+
+def _reports(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", metavar="PATH", help="write the JSON report here")
+    p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report here")
+
+
+def _history_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="PATH", help="the run history (default: FPDIFF_STORE, else "
+                   "~/.local/share/fpdiff/history.sqlite)")
+    p.add_argument("--no-store", action="store_true", help="do not record this run in the history")
+
+
+GROUPS = {"plugins": _plugins, "flags": _flags, "timeout": _timeout, "cache": _cache, "seed": _seed,
+          "device": _device, "inputs": _inputs, "routes": _routes, "reports": _reports, "store": _history_options}
+RUNS_BACKENDS = ("plugins", "flags", "timeout", "seed", "inputs", "routes", "reports", "store")
+
+
+def _shared(*names: str) -> list[argparse.ArgumentParser]:
+    """The shared option groups by name, as argparse parents."""
+    return [_group(GROUPS[n]) for n in names]
+
+
+def _check_parser(sub) -> None:
     from fpdiff.analysis.check import DEFAULT_BACKENDS, DEFAULT_REPEAT
     from fpdiff.core.precision import DEFAULT_PRECISIONS, PRECISIONS
     from fpdiff.core.status import NOTHING_JUDGED
-    from fpdiff.runtime.worker import DEFAULT_TIMEOUT
-    p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    p.add_argument("--keep-temp", action="store_true",
-                   help="keep the run's temporary files (exported graphs, segments, worker logs) and print where")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    routed = _Parser(add_help=False)  # where backends run: on every command that runs backends
-    routed.add_argument("--backend-python", action="append", default=[], metavar="NAME=PYTHON",
-                        help="run backend NAME (e.g. ort@1.20: backend ort) in that interpreter's fpdiff worker")
-    routed.add_argument("--backend-host", action="append", default=[], metavar="NAME=HOST:PORT",
-                        help="run backend NAME on a remote `fpdiff worker --listen`")
-    routed.add_argument("--token-file", metavar="PATH", help="shared token for --backend-host (else FPDIFF_TOKEN)")
-    stored = _Parser(add_help=False)  # the run history: on every command that produces a verdict
-    stored.add_argument("--store", metavar="PATH", help="the run history (default: FPDIFF_STORE, else "
-                        "~/.local/share/fpdiff/history.sqlite)")
-    stored.add_argument("--no-store", action="store_true", help="do not record this run in the history")
-    stored.add_argument("--html", metavar="PATH", help="write a self-contained HTML report here")
     c = sub.add_parser("check", help="the precision x backend x shape grid, judged by float64",
-                       parents=[routed, stored], epilog=f"exit {EXIT_OK}: every judged cell holds; {EXIT_FAIL}: a "
-                       f"cell is mismatch, error, crash or timeout (--strict: not a clean pass); {EXIT_USAGE}: usage "
-                       f"or input error; {NOTHING_JUDGED}: nothing was judged and nothing failed (every cell "
-                       "unsupported or unjudged)")
+                       parents=_shared(*RUNS_BACKENDS, "cache", "device"),
+                       epilog=f"exit {EXIT_OK}: every judged cell holds; {EXIT_FAIL}: a cell is mismatch, error, crash "
+                       f"or timeout (--strict: not a clean pass); {EXIT_USAGE}: usage or input error; "
+                       f"{NOTHING_JUDGED}: nothing was judged and nothing failed (every cell unsupported or unjudged)")
     c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     c.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
                    help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
     c.add_argument("--precisions", type=_csv, default=list(DEFAULT_PRECISIONS),
                    help=f"comma list of {','.join(PRECISIONS)} (default {','.join(DEFAULT_PRECISIONS)})")
-    c.add_argument("--devices", type=_csv, default=["cpu"], help="comma list of cpu,cuda (default cpu)")
-    c.add_argument("--plugin", action="append", default=[], metavar="PATH", help="load backends from a .py file")
-    c.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
-                   help="extra iree-compile flag (repeatable); yours win over fpdiff's defaults")
+    c.add_argument("--devices", type=_csv, default=None, help="comma list of cpu,cuda (default: --device)")
     c.add_argument("--shape-variants", type=_csv, default=None, help="only these variants (static,dynamic,...)")
-    c.add_argument("--inputs", help="npz with one array per ONNX input")
-    c.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1",
-                   help="shape of an ONNX input with symbolic dims")
-    c.add_argument("--seed", type=int, default=0)
     c.add_argument("--allow-nonfinite", action="store_true", help="run even if inputs hold NaN/Inf")
-    c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per cell (default %(default)s)")
-    c.add_argument("--no-cache", action="store_true", help="do not reuse compiled artifacts")
-    c.add_argument("--cache-dir", default=None)
-    c.add_argument("--json", metavar="PATH", help="write the JSON report here")
     c.add_argument("--junit", metavar="PATH", help="write JUnit XML here: one testcase per cell, for CI")
     c.add_argument("--strict", action="store_true",
                    help="exit 1 unless every cell passes with no dtype-changed or coarser-than-requested finding")
@@ -83,62 +152,56 @@ def parser() -> argparse.ArgumentParser:
                    help="runs per cell; outputs that differ bitwise are flagged nondeterministic (default %(default)s)")
     c.add_argument("--keep-opset", action="store_true",
                    help="judge an old-opset ONNX model as given, without converting it to the current opset")
+
+
+def _locate_parser(sub) -> None:
     loc = sub.add_parser("locate", help="the first op whose own error at a precision is out of line",
-                         parents=[routed, stored])
-    loc.add_argument("model", help="spec .py file or example:NAME")
+                         parents=_shared(*RUNS_BACKENDS, "device"))
+    loc.add_argument("model", help="spec .py file, .onnx file or example:NAME")
     loc.add_argument("--backend", default="torch",
                      help="torch: per-op analysis; any other backend or plugin: bisection over segments")
     loc.add_argument("--precision", default="fp16")
-    loc.add_argument("--device", default="cpu")
-    loc.add_argument("--plugin", action="append", default=[], metavar="PATH")
-    loc.add_argument("--iree-flag", action="append", default=[], metavar="FLAG")
-    loc.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per segment compile+run")
     loc.add_argument("--repro", metavar="DIR", help="where the repro bundle goes "
                      "(default fpdiff-out/repro-BACKEND-PRECISION when there is something to reproduce)")
     loc.add_argument("--no-repro", action="store_true", help="write no repro bundle")
-    loc.add_argument("--mark-all", action="store_true", help="ort only: one run with every tensor marked as an "
-                     "output (fast; may change what ORT fuses and so hide a fusion bug)")
-    loc.add_argument("--inputs", help="npz with one array per ONNX input")
-    loc.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1")
+    loc.add_argument("--mark-all", action="store_true", help="one run with every tensor marked as an output, on a "
+                     "backend that implements it (fast; may change what the backend fuses and so hide a fusion bug)")
     loc.add_argument("--shape-variant", help="segments keep this variant's dynamic dims (static, dynamic, mixed:...)")
-    loc.add_argument("--seed", type=int, default=0)
     loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
-    loc.add_argument("--json", metavar="PATH", help="write per-op data here")
     loc.add_argument("--model-explorer", metavar="PATH", help="write Model Explorer node data (local error here, "
                      "accumulated error beside it as *.accumulated.json)")
-    r = sub.add_parser("ranges", help="ranges of every float64 intermediate, judged for fp16 and bf16")
-    r.add_argument("--html", metavar="PATH", help="write a self-contained HTML report here")
+
+
+def _ranges_parser(sub) -> None:
+    r = sub.add_parser("ranges", help="ranges of every float64 intermediate, judged for fp16 and bf16",
+                       parents=_shared("seed", "reports"))
     r.add_argument("model", help="spec .py file or example:NAME")
     r.add_argument("--precision", default="fp16,bf16", help="comma list of fp16,bf16 (default %(default)s)")
     r.add_argument("--all", action="store_true", help="every op, not only those with findings")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--json", metavar="PATH", help="write per-op ranges here")
+
+
+def _plan_parser(sub) -> None:
     pl = sub.add_parser("plan", help="the ops to keep in fp32 so fp16/bf16 meets a tolerance, verified",
-                        parents=[routed, stored])
+                        parents=_shared(*RUNS_BACKENDS, "device"))
     pl.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     pl.add_argument("--precision", default="fp16", help="fp16 or bf16 (default %(default)s)")
     pl.add_argument("--backend", default="torch", help="where the plan is verified (default %(default)s)")
     pl.add_argument("--tolerance", type=float, default=None,
                     help="relative L2 vs float64 to meet (default: the precision's check tolerance)")
-    pl.add_argument("--device", default="cpu")
-    pl.add_argument("--plugin", action="append", default=[], metavar="PATH")
-    pl.add_argument("--iree-flag", action="append", default=[], metavar="FLAG")
-    pl.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per trial on a compiled backend")
     pl.add_argument("--save", metavar="PATH", help="write the verified plan (JSON) here")
     pl.add_argument("--load", metavar="PATH", help="re-verify a saved plan instead of searching")
     pl.add_argument("--export-onnx", metavar="PATH", help="write the planned model as ONNX, verified with ORT")
     pl.add_argument("--no-speed", action="store_true", help="do not time the planned model")
-    pl.add_argument("--inputs", help="npz with one array per ONNX input")
-    pl.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D0,D1")
-    pl.add_argument("--seed", type=int, default=0)
-    pl.add_argument("--json", metavar="PATH", help="write the plan and its search record here")
+
+
+def _other_parsers(sub) -> None:
     sub.add_parser("examples", help="list the built-in example models")
-    sub.add_parser("backends", help="list registered backends and whether they are available", parents=[routed])
-    rep = sub.add_parser("report", help="a self-contained HTML report from a --json file of check, locate, ranges "
-                         "or plan")
+    sub.add_parser("backends", help="list registered backends and whether they are available",
+                   parents=_shared("plugins", "routes"))
+    rep = sub.add_parser("report", help="a self-contained HTML report from a --json file of any analysis")
     rep.add_argument("json_file", metavar="RUN.json")
     rep.add_argument("-o", "--output", required=True, metavar="PATH", help="the HTML file to write")
-    h = sub.add_parser("history", help="list the stored check runs (all, or one model's)")
+    h = sub.add_parser("history", help="list the stored runs (all, or one model's)")
     h.add_argument("model", nargs="?", help="only this model (as it was named: a path, example:NAME)")
     h.add_argument("--store", metavar="PATH", help="the run history (default as for check)")
     d = sub.add_parser("diff", help="cells whose verdict or error changed between two stored runs; exit 1 on a "
@@ -149,6 +212,17 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("worker", help="serve backend jobs to fpdiff on other machines (authenticated by a token)")
     w.add_argument("--listen", required=True, metavar="HOST:PORT", help="address to listen on (port 0: any free)")
     w.add_argument("--token-file", metavar="PATH", help="file holding the shared token (else FPDIFF_TOKEN)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
+    p.add_argument("--version", action="version", version=_version())
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--keep-temp", action="store_true",
+                   help="keep the run's temporary files (exported graphs, segments, worker logs) and print where")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for build in (_check_parser, _locate_parser, _ranges_parser, _plan_parser, _other_parsers):
+        build(sub)
     return p
 
 
@@ -178,12 +252,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    if args.command == "worker":
-        return _worker(args)
-    if args.command in ("history", "diff"):
-        return _history(args)
-    if args.command == "report":
-        return _report(args)
+    if args.command in ("worker", "history", "diff", "report"):
+        return {"worker": _worker, "history": _history, "diff": _history, "report": _report}[args.command](args)
     if hasattr(args, "backend_python"):
         from fpdiff.backends import routes
         routes.configure(python=dict(routes.parse_assignment(a, "python") for a in args.backend_python),
@@ -192,27 +262,25 @@ def _run(args) -> int:
     from rich.console import Console
     # piped or logged output: wide enough for the tables; a terminal keeps its own width
     console = Console() if sys.stdout.isatty() else Console(width=160)
-    if args.command == "examples":
-        from fpdiff.api import examples
-        for name, doc in examples().items():
-            console.print(f"[bold]example:{name}[/bold]  {doc}", highlight=False)
-        return EXIT_OK
-    if args.command == "backends":
-        from fpdiff.backends import registry
-        reg = registry()
-        for name in reg.names():
-            cls = reg.cls(name)
-            why = None if cls.route else reg.create(name).available()
-            state = f"routed to {cls.route.where}" if cls.route else "available" if not why else "unavailable: " + why
-            console.print(f"{name:10s} {state}", highlight=False)
-        return EXIT_OK
-    if args.command == "locate":
-        return _locate(args, console)
-    if args.command == "ranges":
-        return _ranges(args, console)
-    if args.command == "plan":
-        return _plan(args, console)
-    return _check(args, console)
+    return COMMANDS[args.command](args, console)
+
+
+def _examples(args, console) -> int:
+    from fpdiff.api import examples
+    for name, doc in examples().items():
+        console.print(f"[bold]example:{name}[/bold]  {doc}", highlight=False)
+    return EXIT_OK
+
+
+def _backends(args, console) -> int:
+    from fpdiff.backends import registry
+    reg = registry(args.plugin)
+    for name in reg.names():
+        cls = reg.cls(name)
+        why = None if cls.route else reg.create(name).available()
+        state = f"routed to {cls.route.where}" if cls.route else "available" if not why else "unavailable: " + why
+        console.print(f"{name:10s} {state}", highlight=False)
+    return EXIT_OK
 
 
 def _worker(args) -> int:
@@ -233,20 +301,49 @@ def _worker(args) -> int:
     return EXIT_OK
 
 
+def _backend_flags(args) -> dict[str, list[str]]:
+    """--backend-flag NAME=FLAG and --iree-flag FLAG, by backend, in the order given."""
+    out: dict[str, list[str]] = {}
+    for name, flag in args.backend_flag:
+        out.setdefault(name, []).append(flag)
+    return out
+
+
+def _runs(args) -> dict:
+    """The API arguments of the shared groups a subcommand that runs backends has."""
+    return {"plugins": tuple(args.plugin), "backend_flags": _backend_flags(args), "timeout": args.timeout,
+            "seed": args.seed, "inputs": args.inputs, "shapes": dict(args.shape)}
+
+
+def _check(args, console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fpdiff import api
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        tid = bar.add_task("loading", total=None)
+
+        def progress(what: str, i: int, n: int) -> None:
+            bar.update(tid, description=what, completed=i, total=n)
+        result = api.check(args.model, backends=args.backends, precisions=args.precisions,
+                           devices=args.devices or [args.device], shape_variants=args.shape_variants,
+                           allow_nonfinite=args.allow_nonfinite, repeat=args.repeat, keep_opset=args.keep_opset,
+                           cache_dir=False if args.no_cache else args.cache_dir, progress=progress, **_runs(args))
+    return _finish(args, console, result)
+
+
 def _locate(args, console) -> int:
     from fpdiff import api
-    from fpdiff.report import terminal
+    repro = None if args.no_repro else (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}")
     result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
-                        seed=args.seed, plugins=tuple(args.plugin), iree_flags=tuple(args.iree_flag),
-                        timeout=args.timeout, inputs=args.inputs, shapes=dict(args.shape), mark_all=args.mark_all,
-                        shape_variant=args.shape_variant,
-                        repro=None if args.no_repro else
-                        (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}"))
-    terminal.render_locate(result, console, args.top)
+                        mark_all=args.mark_all, shape_variant=args.shape_variant, repro=repro, **_runs(args))
+    return _finish(args, console, result, view={"top": args.top}, own_files=lambda: _locate_files(args, console,
+                                                                                                    result))
+
+
+def _locate_files(args, console, result) -> None:
     if result.repro:
         console.print(f"repro bundle: python {result.repro}", highlight=False)
-    if args.json:
-        _write_json(args.json, result.as_dict())
     if args.model_explorer:
         from fpdiff.analysis.locate import LOCAL_FACTOR
         from fpdiff.core.precision import get
@@ -257,10 +354,55 @@ def _locate(args, console) -> int:
         except OSError as e:
             raise UsageError(f"cannot write node data to {args.model_explorer}: {e.strerror or e}") from None
         console.print(f"Model Explorer node data: {', '.join(map(str, paths))}", highlight=False)
-    # like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not
-    code = EXIT_FAIL if result.segment else EXIT_OK
-    _html(args, console, result)
-    _store_report(args, console, "locate", result, code)
+
+
+def _ranges(args, console) -> int:
+    from fpdiff import api
+    result = api.ranges(args.model, precisions=args.precision, seed=args.seed)
+    return _finish(args, console, result, view={"show_all": args.all})
+
+
+def _plan(args, console) -> int:
+    from fpdiff import api
+    with console.status("planning: evidence, then trials"):
+        result = api.plan(args.model, precision=args.precision, backend=args.backend, tolerance=args.tolerance,
+                          device=args.device, load=args.load, export_onnx=args.export_onnx,
+                          measure_speed=not args.no_speed, **_runs(args))
+    return _finish(args, console, result, own_files=lambda: _save_plan(args, console, result))
+
+
+def _save_plan(args, console, result) -> None:
+    if args.save and result.passed:
+        try:
+            result.save(args.save)
+        except OSError as e:
+            raise UsageError(f"cannot write the plan to {args.save}: {e.strerror or e}") from None
+        console.print(f"plan saved: {args.save}", highlight=False)
+
+
+COMMANDS = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan, "examples": _examples,
+            "backends": _backends}
+
+
+def _finish(args, console, result, view: dict | None = None, own_files: Callable[[], None] | None = None) -> int:
+    """The one path every analysis's result takes: shown first (a bad output path loses nothing), then its own
+    files, the JSON, HTML and JUnit reports asked for, the history; the exit code is the result's."""
+    from fpdiff.report import terminal
+    terminal.show(result, console, **(view or {}))
+    if own_files:
+        own_files()
+    if args.json:
+        _write_json(args.json, result.as_dict())
+        console.print(f"JSON report: {args.json}", highlight=False)
+    if getattr(args, "junit", None):
+        _write_junit(args, console, result)
+    code = result.exit_code(strict=getattr(args, "strict", False))
+    if args.html:
+        from fpdiff.report.json_report import cleaned
+        _write_html(args.html, cleaned(result.as_dict()))
+        console.print(f"HTML report: {args.html}", highlight=False)
+    if hasattr(args, "no_store") and not args.no_store:
+        _store(args, console, result, code)
     return code
 
 
@@ -272,89 +414,13 @@ def _write_json(path: str, data: dict) -> None:
         raise UsageError(f"cannot write JSON to {path}: {e.strerror or e}") from None
 
 
-def _ranges(args, console) -> int:
-    from fpdiff import api
-    from fpdiff.report import terminal
-    result = api.ranges(args.model, precisions=args.precision, seed=args.seed)
-    terminal.render_ranges(result, console, args.all)
-    if args.json:
-        _write_json(args.json, result.as_dict())
-        console.print(f"JSON: {args.json}", highlight=False)
-    _html(args, console, result)
-    return EXIT_OK  # ranges informs; plan and check decide
-
-
-def _plan(args, console) -> int:
-    from fpdiff import api
-    from fpdiff.report import terminal
-    with console.status("planning: evidence, then trials"):
-        result = api.plan(args.model, precision=args.precision, backend=args.backend, tolerance=args.tolerance,
-                          device=args.device, seed=args.seed, plugins=tuple(args.plugin),
-                          iree_flags=tuple(args.iree_flag), timeout=args.timeout, inputs=args.inputs,
-                          shapes=dict(args.shape), load=args.load, export_onnx=args.export_onnx,
-                          measure_speed=not args.no_speed)
-    terminal.render_plan(result, console)  # shown before saving: a bad --save path loses nothing
-    if args.save and result.passed:
-        try:
-            result.save(args.save)
-        except OSError as e:
-            raise UsageError(f"cannot write the plan to {args.save}: {e.strerror or e}") from None
-        console.print(f"plan saved: {args.save}", highlight=False)
-    if args.json:
-        _write_json(args.json, result.as_dict())
-        console.print(f"JSON: {args.json}", highlight=False)
-    exported_ok = result.export is None or result.export.verified
-    code = EXIT_OK if result.passed and exported_ok else EXIT_FAIL
-    _html(args, console, result)
-    _store_report(args, console, "plan", result, code)
-    return code
-
-
-def _check(args, console) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from fpdiff import api
-    from fpdiff.report import terminal
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
-        tid = bar.add_task("loading", total=None)
-
-        def progress(what: str, i: int, n: int) -> None:
-            bar.update(tid, description=what, completed=i, total=n)
-        result = api.check(args.model, backends=args.backends, precisions=args.precisions, devices=args.devices,
-                           plugins=args.plugin, iree_flags=args.iree_flag, shape_variants=args.shape_variants,
-                           inputs=args.inputs, shapes=dict(args.shape), seed=args.seed,
-                           allow_nonfinite=args.allow_nonfinite, timeout=args.timeout, repeat=args.repeat,
-                           keep_opset=args.keep_opset, cache_dir=False if args.no_cache else args.cache_dir,
-                           progress=progress)
-    terminal.render(result, console)  # shown before writing: a bad --json path loses nothing
-    if args.json:
-        _write_json(args.json, result.as_dict())
-        console.print(f"JSON report: {args.json}", highlight=False)
-    if args.junit:
-        from fpdiff.report import junit
-        try:
-            junit.write(result, args.junit, strict=args.strict)
-        except OSError as e:
-            raise UsageError(f"cannot write JUnit XML to {args.junit}: {e.strerror or e}") from None
-        console.print(f"JUnit XML: {args.junit}", highlight=False)
-    code = result.exit_code(strict=args.strict)
-    _html(args, console, result)
-    _store(args, console, lambda store, path: store.save_check(result, path, vars(args), code))
-    return code
-
-
-def _report(args) -> int:
-    import json
+def _write_junit(args, console, result) -> None:
+    from fpdiff.report import junit
     try:
-        data = json.loads(Path(args.json_file).read_text())
+        junit.write(result, args.junit, strict=args.strict)
     except OSError as e:
-        raise UsageError(f"cannot read {args.json_file}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{args.json_file} is not JSON ({e}): give the file a --json option wrote") from None
-    _write_html(args.output, data)
-    print(f"HTML report: {args.output}")
-    return EXIT_OK
+        raise UsageError(f"cannot write JUnit XML to {args.junit}: {e.strerror or e}") from None
+    console.print(f"JUnit XML: {args.junit}", highlight=False)
 
 
 def _write_html(path: str, data: dict) -> None:
@@ -367,27 +433,19 @@ def _write_html(path: str, data: dict) -> None:
         raise UsageError(f"cannot write HTML to {path}: {e.strerror or e}") from None
 
 
-def _html(args, console, result) -> None:
-    if getattr(args, "html", None):
-        from fpdiff.report.json_report import cleaned
-        _write_html(args.html, cleaned(result.as_dict()))
-        console.print(f"HTML report: {args.html}", highlight=False)
-
-
-def _store(args, console, save) -> None:
-    """Record the run in the history unless --no-store; `save(store_module, path)` returns the run's id."""
-    if args.no_store:
-        return
+def _store(args, console, result, code: int) -> None:
+    """Record the run in the history (the command line it ran with, its exit code, its whole report)."""
     from fpdiff.report import store
     path = Path(args.store) if args.store else store.default_path()
-    run = save(store, path)
+    run = store.save_result(result, path, vars(args), code)
     console.print(f"stored as run {run} in {path} (fpdiff history, fpdiff diff)", highlight=False)
 
 
-def _store_report(args, console, kind: str, result, code: int) -> None:
-    from fpdiff.core.versions import report_versions
-    _store(args, console, lambda store, path: store.save(kind, result.model, "", report_versions(), vars(args), code,
-                                                        result.as_dict(), path))
+def _report(args) -> int:
+    from fpdiff.report.json_report import load
+    _write_html(args.output, load(args.json_file))
+    print(f"HTML report: {args.output}")
+    return EXIT_OK
 
 
 def _history(args) -> int:

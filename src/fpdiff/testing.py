@@ -53,12 +53,12 @@ def _as_spec(model: torch.nn.Module, inputs: tuple, folder: Path) -> str:
 
 
 def grid_text(result, width: int = 140) -> str:
-    """The check grid and its reasons as plain text, as the terminal shows them."""
+    """The check grid, its reasons and what to run next, as plain text, as the terminal shows them."""
     from rich.console import Console
 
     from fpdiff.report import terminal
     console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
-    terminal.render(result, console)
+    terminal.show(result, console)
     return console.export_text()
 
 

@@ -84,3 +84,36 @@ def test_every_report_renders_in_a_real_browser(chromium, tmp_path, command):
     assert not console, console
     assert dom.stdout.count("<svg") >= 1 and "<h1>fpdiff " in dom.stdout  # every plot made it into the page
     assert shot.stat().st_size > 20_000  # a page was drawn, not a blank
+
+
+def test_without_matplotlib_the_report_is_whole_and_says_how_to_get_plots(monkeypatch, capsys):
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # import matplotlib fails as when missing
+    text = html.render(check_report())
+    err = capsys.readouterr().err
+    assert "<svg" not in text and "pip install &#x27;fpdiff[html]&#x27;" in text and "<h2>Errors</h2>" in text
+    assert "rel L2 0.9 is 2000x" in text  # the grid is all there
+    assert err.count("\n") == 1 and "pip install 'fpdiff[html]'" in err
+
+
+def test_the_page_follows_the_reports_kind_and_refuses_an_unknown_one(tmp_path, capsys):
+    report = check_report()
+    assert report["kind"] == "check" and "Grid, shapes: static" in html.render(report)
+    src, out = tmp_path / "run.json", tmp_path / "report.html"
+    src.write_text(json.dumps({**report, "kind": "fuzz"}))
+    assert main(["report", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "kind 'fuzz'" in err and err.count("\n") == 1 and not out.exists()
+
+
+def test_a_report_written_before_kind_is_read_once_with_a_deprecation_line(tmp_path, capsys):
+    src, out = tmp_path / "run.json", tmp_path / "report.html"
+    src.write_text(json.dumps({k: v for k, v in check_report().items() if k != "kind"}))
+    assert main(["report", str(src), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "has no \"kind\"" in err and "read as a check report" in err and "deprecated" in err
+    assert "Grid, shapes: static" in out.read_text()
+
+
+def test_the_next_commands_are_in_the_page():
+    text = html.render({**check_report(), "next": ["fpdiff locate example:tinycnn --backend iree --precision fp16"]})
+    assert "<code>fpdiff locate example:tinycnn --backend iree --precision fp16</code>" in text

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 
+from fpdiff.analysis.base import Result
 from fpdiff.core.errors import UsageError
 from fpdiff.model import graph
 from fpdiff.model.mixed import MOVES, op_name
@@ -98,7 +100,8 @@ class ConstantRange:
 
 
 @dataclass
-class RangesResult:
+class RangesResult(Result):
+    kind: ClassVar[str] = "ranges"
     model: str
     dtypes: list[str]
     ops: list[OpRange] = field(default_factory=list)
@@ -123,8 +126,12 @@ class RangesResult:
                     out.setdefault(u, []).extend(f"constant {c.name}: {x}" for x in c.dtypes[dtype])
         return out
 
+    def exit_code(self, strict: bool = False) -> int:
+        """0: ranges informs; plan and check decide."""
+        return 0
+
     def as_dict(self) -> dict:
-        return {"model": self.model, "dtypes": self.dtypes, "ops": [o.as_dict() for o in self.ops],
+        return {"kind": self.kind, "model": self.model, "dtypes": self.dtypes, "ops": [o.as_dict() for o in self.ops],
                 "constants": [c.as_dict() for c in self.constants],
                 "risky": {d: [o.node for o in self.risky(d)] for d in self.dtypes}}
 

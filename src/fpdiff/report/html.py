@@ -1,18 +1,20 @@
 """One self-contained HTML file per run, from its JSON report: it opens offline, with no server and no script.
 Plots are matplotlib figures inlined as SVG: a plotting library people already trust, no JavaScript to load or to
 fail, and a file of tens of kilobytes (an interactive library would embed megabytes of JavaScript). Hover text is
-the browser's own `title`."""
+the browser's own `title`. matplotlib is optional (`fpdiff[html]`): without it the report is written whole, with a
+line where each plot would be."""
 from __future__ import annotations
 
 import html
 import io
 import math
+import sys
+from collections.abc import Callable
 
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import CELL_STATUSES, Status
 
-COLORS = {"pass": "#c8e6c9", "precision-loss": "#fff59d", "mismatch": "#ef9a9a", "unjudged": "#e1bee7",
-          "ill-conditioned": "#bbdefb", "unsupported": "#e0e0e0", "error": "#ffab91", "crash": "#ffab91",
-          "timeout": "#ffab91"}
+NO_PLOTS = "plots need matplotlib: pip install 'fpdiff[html]'"
 LIMITS = {"fp16 max (65504)": 65504.0, "fp16 smallest normal (6.1e-5)": 6.103515625e-05,
           "fp16 smallest subnormal (6e-8)": 5.960464477539063e-08}
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -22,27 +24,40 @@ td.cell{text-align:center;min-width:90px}.muted{color:#666;font-size:12px}.legen
 .finding{margin:6px 0}.remedy{color:#2e7d32}"""
 
 
-def kind_of(report: dict) -> str:
-    """Which analysis wrote the JSON (check, locate, ranges, plan); a foreign file is a one-line error."""
-    if not isinstance(report, dict):
-        raise UsageError("not an fpdiff report: the JSON is not an object")
-    if "cells" in report and "reference" in report:
-        return "check"
-    if "fpdiff_plan" in report:
-        return "plan"
-    if "culprit" in report and "ops" in report:
-        return "locate"
-    if "ops" in report and "dtypes" in report and "constants" in report:
-        return "ranges"
-    raise UsageError("not an fpdiff report (check, locate, ranges or plan JSON)")
-
-
 def render(report: dict) -> str:
-    kind = kind_of(report)
-    body = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan}[kind](report)
+    """The HTML page of any analysis's JSON report, by its "kind"; a report of another kind is a one-line error."""
+    kind = report.get("kind") if isinstance(report, dict) else None
+    if kind not in BODIES:
+        raise UsageError(f"not an fpdiff report this fpdiff renders (kind {kind!r}; known: {', '.join(BODIES)})")
+    if not plots_available():
+        print(f"fpdiff: HTML report without plots: {NO_PLOTS}", file=sys.stderr)
+    body = BODIES[kind](report)
     title = f"fpdiff {kind} {report.get('model', '')}"
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>{body}</body></html>")
+
+
+def plots_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _plotted(title: str, draw: Callable[..., str], *args) -> str:
+    """A section's plot, or where matplotlib is missing the line that says how to get it."""
+    if not plots_available():
+        return f"<h2>{_e(title)}</h2><p class='muted'>{_e(NO_PLOTS)}</p>"
+    drawn = draw(*args)
+    return f"<h2>{_e(title)}</h2>{drawn}" if drawn else ""
+
+
+def _colour(status: str) -> str:
+    try:
+        return Status(status).colour
+    except ValueError:  # a status a newer fpdiff wrote: shown, uncoloured
+        return "#fff"
 
 
 def _e(x) -> str:
@@ -105,7 +120,7 @@ def _check(r: dict) -> str:
     ref = r.get("reference") or {}
     out = [f"<p>Relative L2 against float64 ({_e(ref.get('backend'))} on {_e(ref.get('device'))}); judge "
            f"cross-check: <b>{_e(judge.get('status', 'n/a'))}</b>. {_e(judge.get('message', ''))}</p>",
-           "<p class='legend'>" + "".join(f"<span style='background:{c}'>{_e(s)}</span>" for s, c in COLORS.items())
+           "<p class='legend'>" + "".join(f"<span style='background:{s.colour}'>{_e(s)}</span>" for s in CELL_STATUSES)
            + " hover a cell for its reason and findings</p>"]
     for variant in dict.fromkeys(c["shape_variant"] for c in cells):
         rows = {}
@@ -124,17 +139,25 @@ def _check(r: dict) -> str:
                 tip = c["reason"] + "".join(f"\n{f['kind']}: {f['message']}" for f in c.get("findings", []))
                 err = (c.get("metrics") or {}).get("rel_l2")
                 kinds = ", ".join(dict.fromkeys(f["kind"] for f in c.get("findings", [])))
-                tds.append(f"<td class='cell' style='background:{COLORS.get(c['status'], '#fff')}' title='{_e(tip)}'>"
+                tds.append(f"<td class='cell' style='background:{_colour(c['status'])}' title='{_e(tip)}'>"
                            f"<b>{_e(c['status'])}</b><br>{_e(_err(err))}"
                            + (f"<br><span class='muted'>{_e(kinds)}</span>" if kinds else "") + "</td>")
             lines.append(f"<tr><th>{_e(b)} ({_e(d)})</th>{''.join(tds)}</tr>")
         out.append(f"<h2>Grid, shapes: {_e(variant)}</h2><table><tr><th>backend</th>{head}</tr>{''.join(lines)}"
                    "</table>")
-    out.append(_error_bars(cells, precisions))
+    if any(c.get("metrics") for c in cells):
+        out.append(_plotted("Errors", _error_bars, cells, precisions))
     found = [(f"{c['backend']}/{c['device']}/{c['precision']}/{c['shape_variant']}", f) for c in cells
              for f in c.get("findings", [])]
     out.append("<h2>Findings</h2>" + _findings(found))
+    out.append(_next(r))
     return "".join(out) + _versions(r)
+
+
+def _next(r: dict) -> str:
+    """The commands that explain the report's failing cells."""
+    rows = "".join(f"<li><code>{_e(c)}</code></li>" for c in r.get("next") or [])
+    return f"<h2>Next</h2><p>To see why:</p><ul>{rows}</ul>" if rows else ""
 
 
 def _error_bars(cells: list[dict], precisions: list[str]) -> str:
@@ -153,7 +176,7 @@ def _error_bars(cells: list[dict], precisions: list[str]) -> str:
             if isinstance(err, (int, float)) and math.isfinite(err) and err > 0:
                 xs.append(j + i * width)
                 ys.append(err)
-                cs.append(COLORS.get(c["status"], "#ccc"))
+                cs.append(_colour(c["status"]))
         ax.bar(xs, ys, width=width, color=cs, edgecolor="#333", label=b)
         for x, y in zip(xs, ys):
             ax.text(x, y, b, rotation=90, fontsize=7, ha="center", va="bottom")
@@ -161,7 +184,7 @@ def _error_bars(cells: list[dict], precisions: list[str]) -> str:
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(precisions))], precisions)
     ax.set_ylabel("rel L2 vs float64")
     ax.set_title("error per backend and precision (bar color = verdict)")
-    return "<h2>Errors</h2>" + _svg(fig)
+    return _svg(fig)
 
 
 def _locate(r: dict) -> str:
@@ -176,30 +199,7 @@ def _locate(r: dict) -> str:
     else:
         out.append("<p>No culprit: every op stays within what the precision must lose.</p>")
     if ops:
-        fig, ax = _figure(12, 4.2)
-        idx = list(range(len(ops)))
-
-        def series(key):
-            return [o[key] if isinstance(o.get(key), (int, float)) and o[key] and math.isfinite(o[key]) else None
-                    for o in ops]
-        lines = (("accumulated", "-o", "accumulated (the P run vs float64)"),
-                 ("local", "s", "local (the op alone at P)"), ("floor", "--", "floor (what P must lose)"))
-        for key, style, label in lines:
-            ys = series(key)
-            pts = [(i, y) for i, y in zip(idx, ys) if y is not None]
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label, markersize=4)
-        finite = [y for k in ("accumulated", "local") for y in series(k) if y]
-        top = max(finite) * 10 if finite else 1.0
-        over = [i for i, o in enumerate(ops) if isinstance(o.get("accumulated"), str) or (
-            isinstance(o.get("accumulated"), float) and not math.isfinite(o["accumulated"]))]
-        if over:  # inf/NaN have no place on a log axis: drawn at the top, marked
-            ax.plot(over, [top] * len(over), "x", color="#c62828", markersize=9, label="non-finite (inf/NaN)")
-        bad = next((o["index"] for o in ops if o.get("culprit")), None)
-        if bad is not None:
-            ax.axvline(bad, color="#c62828", linewidth=2, label=f"culprit: {ops[bad]['op']}")
-        ax.set_ylabel("rel L2 vs float64")
-        out.append("<h2>Error profile</h2>" + _op_axis(fig, ax, ops, "error profile along the graph"))
+        out.append(_plotted("Error profile", _profile, ops))
         rows = "".join(f"<tr><td>{o['index']}</td><td>{_e(o['op'])}</td><td>{_e(o['node'])}</td>"
                        f"<td>{_e(o.get('module') or o.get('stack') or '(root)')}</td><td>{_e(o['source'])}</td>"
                        f"<td>{_err(o.get('accumulated'))}</td><td>{_err(o.get('local'))}</td>"
@@ -210,23 +210,55 @@ def _locate(r: dict) -> str:
     return "".join(out)
 
 
+def _profile(ops: list[dict]) -> str:
+    """Accumulated, local and floor error along the graph, log scale, the culprit marked."""
+    fig, ax = _figure(12, 4.2)
+    idx = list(range(len(ops)))
+
+    def series(key):
+        return [o[key] if isinstance(o.get(key), (int, float)) and o[key] and math.isfinite(o[key]) else None
+                for o in ops]
+    lines = (("accumulated", "-o", "accumulated (the P run vs float64)"),
+             ("local", "s", "local (the op alone at P)"), ("floor", "--", "floor (what P must lose)"))
+    for key, style, label in lines:
+        ys = series(key)
+        pts = [(i, y) for i, y in zip(idx, ys) if y is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label, markersize=4)
+    finite = [y for k in ("accumulated", "local") for y in series(k) if y]
+    top = max(finite) * 10 if finite else 1.0
+    over = [i for i, o in enumerate(ops) if isinstance(o.get("accumulated"), str) or (
+        isinstance(o.get("accumulated"), float) and not math.isfinite(o["accumulated"]))]
+    if over:  # inf/NaN have no place on a log axis: drawn at the top, marked
+        ax.plot(over, [top] * len(over), "x", color="#c62828", markersize=9, label="non-finite (inf/NaN)")
+    bad = next((o["index"] for o in ops if o.get("culprit")), None)
+    if bad is not None:
+        ax.axvline(bad, color="#c62828", linewidth=2, label=f"culprit: {ops[bad]['op']}")
+    ax.set_ylabel("rel L2 vs float64")
+    return _op_axis(fig, ax, ops, "error profile along the graph")
+
+
 def _ranges(r: dict) -> str:
     ops = r["ops"]
     out = []
     if ops:
-        fig, ax = _figure(12, 4.2)
-        idx = list(range(len(ops)))
-        ax.plot(idx, [o["max_abs"] or None for o in ops], "^", label="max |x|")
-        ax.plot(idx, [o["min_abs"] if o.get("min_abs") else None for o in ops], "v", label="smallest nonzero |x|")
-        for (label, v), color in zip(LIMITS.items(), ("#c62828", "#ef6c00", "#6a1b9a")):
-            ax.axhline(v, color=color, linestyle="--", linewidth=1, label=label)
-        out.append("<h2>Ranges</h2>" + _op_axis(fig, ax, ops, "per-op magnitudes against fp16's limits (bf16 has "
-                                                 "fp32's range)"))
+        out.append(_plotted("Ranges", _magnitudes, ops))
     risky = [(f"{o['op']} ({o['source']})", {"kind": ", ".join(d["risks"]), "message": f"at {name}" + (
               ": " + "; ".join(d["notes"]) if d.get("notes") else "")})
              for o in ops for name, d in o["dtypes"].items() if d.get("risks")]
     out.append("<h2>Risks</h2>" + _findings(risky))
     return "".join(out)
+
+
+def _magnitudes(ops: list[dict]) -> str:
+    """Each op's largest and smallest nonzero magnitude against fp16's limits."""
+    fig, ax = _figure(12, 4.2)
+    idx = list(range(len(ops)))
+    ax.plot(idx, [o["max_abs"] or None for o in ops], "^", label="max |x|")
+    ax.plot(idx, [o["min_abs"] if o.get("min_abs") else None for o in ops], "v", label="smallest nonzero |x|")
+    for (label, v), color in zip(LIMITS.items(), ("#c62828", "#ef6c00", "#6a1b9a")):
+        ax.axhline(v, color=color, linestyle="--", linewidth=1, label=label)
+    return _op_axis(fig, ax, ops, "per-op magnitudes against fp16's limits (bf16 has fp32's range)")
 
 
 def _plan(r: dict) -> str:
@@ -243,11 +275,19 @@ def _plan(r: dict) -> str:
             ("all fp32", r.get("fp32_error"))]
     errs = [(k, v) for k, v in errs if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
     if errs:
-        fig, ax = _figure(6, 3)
-        ax.bar([k for k, _ in errs], [v for _, v in errs], color=["#ef9a9a", "#c8e6c9", "#90caf9"][:len(errs)])
-        ax.axhline(r["tolerance"], color="#333", linestyle="--", label="tolerance")
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-        ax.set_title("error before and after the plan")
-        out.append("<h2>Error</h2>" + _svg(fig))
+        out.append(_plotted("Error", _plan_errors, errs, r["tolerance"]))
     return "".join(out)
+
+
+def _plan_errors(errs: list[tuple[str, float]], tolerance: float) -> str:
+    """Pure precision, the plan and all-fp32 against the tolerance."""
+    fig, ax = _figure(6, 3)
+    ax.bar([k for k, _ in errs], [v for _, v in errs], color=["#ef9a9a", "#c8e6c9", "#90caf9"][:len(errs)])
+    ax.axhline(tolerance, color="#333", linestyle="--", label="tolerance")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    ax.set_title("error before and after the plan")
+    return _svg(fig)
+
+
+BODIES: dict[str, Callable[[dict], str]] = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan}

@@ -1,9 +1,11 @@
-"""The check grid as JUnit XML, the format every CI shows: one testcase per cell, failing exactly as the exit code."""
+"""A run as JUnit XML, the format every CI shows: one testcase per cell, failing exactly as the exit code. Written
+for the kinds whose results have cells (SUITES)."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status, fails
 
 
@@ -15,6 +17,13 @@ def _findings(cell) -> str:
 
 
 def junit(result, strict: bool = False) -> ET.ElementTree:
+    """The run's testsuite, by its kind."""
+    if result.kind not in SUITES:
+        raise UsageError(f"JUnit XML is written for {', '.join(SUITES)} runs, not {result.kind}")
+    return SUITES[result.kind](result, strict)
+
+
+def _check_suite(result, strict: bool = False) -> ET.ElementTree:
     """A testsuite for the model; failures, skips (declared refusals) and passes follow check's exit rule."""
     suite = ET.Element("testsuite", name=f"fpdiff check {result.model}", tests=str(len(result.cells)),
                        time=f"{result.duration_s:.3f}")
@@ -41,6 +50,9 @@ def junit(result, strict: bool = False) -> ET.ElementTree:
     suite.set("skipped", str(skipped))
     suite.set("errors", "0")
     return ET.ElementTree(suite)
+
+
+SUITES = {"check": _check_suite}
 
 
 def write(result, path: str | Path, strict: bool = False) -> None:

@@ -9,15 +9,13 @@ import time
 from pathlib import Path
 
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 
 SCHEMA = 1
 # How much a cell's error may grow between two runs before `fpdiff diff` calls it a regression: 4x is the check's
 # own baseline factor, the spread a correct backend shows against the baseline; growing beyond it means the
 # numbers got worse, not noisier.
 ERROR_GROWTH = 4.0
-# Verdicts from best to worst; moving right is a regression.
-RANK = {"pass": 0, "precision-loss": 1, "unjudged": 2, "ill-conditioned": 2, "unsupported": 2, "mismatch": 3,
-        "timeout": 3, "error": 3, "crash": 3}
 LOCK_TIMEOUT = 30.0  # seconds to wait for another run's write before saying the store is locked
 
 
@@ -58,18 +56,29 @@ def _connect(path: Path) -> sqlite3.Connection:
         raise UsageError(f"cannot use the history {path}: {e.strerror or e}") from None
 
 
-def save_check(result, path: Path, flags: dict, exit_code: int) -> int:
-    """Store one check run and its cells in one transaction; returns the run's id."""
-    rows = [(c.backend, c.device, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
+def save_result(result, path: Path, flags: dict, exit_code: int) -> int:
+    """Store one run of any analysis (its whole JSON report, and its cells where its kind has them) in one
+    transaction; returns the run's id."""
+    from fpdiff.core.versions import report_versions
+    report = result.as_dict()
+    cells = CELLS[result.kind](result) if result.kind in CELLS else []
+    versions = report["versions"] if "versions" in report else report_versions()
+    return save(result.kind, result.model, report.get("model_hash") or "", versions, flags, exit_code, report, path,
+                cells)
+
+
+def _check_cells(result) -> list[tuple]:
+    return [(c.backend, c.device, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
              (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
             for c in result.cells]
-    return save("check", result.model, result.fingerprint, result.versions, flags, exit_code, result.as_dict(),
-                path, rows)
+
+
+CELLS = {"check": _check_cells}  # the kinds whose runs have cells (fpdiff diff compares those), by their rows
 
 
 def save(kind: str, model: str, model_hash: str, versions: dict, flags: dict, exit_code: int, report: dict,
          path: Path, cells: list[tuple] = ()) -> int:
-    """Store one run (check, locate, plan: its whole JSON report) and its cells in one transaction."""
+    """Store one run (its kind, its whole JSON report) and its cells in one transaction."""
     con = _connect(path)
     try:
         con.execute("BEGIN IMMEDIATE")
@@ -112,14 +121,16 @@ def cells(path: Path, run: int) -> tuple[dict, dict]:
         row = con.execute("SELECT id, model, model_hash, versions, kind FROM runs WHERE id=?", (run,)).fetchone()
         if row is None:
             raise UsageError(f"no run {run} in the history {path} (fpdiff history lists them)")
-        if row[4] != "check":
-            raise UsageError(f"run {run} is a {row[4]} run; fpdiff diff compares check runs cell by cell")
+        if row[4] not in CELLS:
+            raise UsageError(f"run {run} is a {row[4]} run; fpdiff diff compares runs cell by cell "
+                             f"({', '.join(CELLS)} runs)")
         found = {}
         for b, d, p, v, status, rel, mx, reason in con.execute(
                 "SELECT backend, device, precision, variant, status, rel_l2, max_norm, reason FROM cells WHERE run=?",
                 (run,)):
             found[f"{b}/{d}/{p}/{v}"] = {"status": status, "rel_l2": rel, "max_norm": mx, "reason": reason}
-        return {"id": row[0], "model": row[1], "model_hash": row[2], "versions": json.loads(row[3] or "{}")}, found
+        return {"id": row[0], "model": row[1], "model_hash": row[2], "versions": json.loads(row[3] or "{}"),
+                "kind": row[4]}, found
     finally:
         con.close()
 
@@ -128,6 +139,8 @@ def diff(path: Path, a: int, b: int) -> dict:
     """What changed from run a to run b: verdicts, errors (beyond ERROR_GROWTH counts as a regression), versions."""
     run_a, cells_a = cells(path, a)
     run_b, cells_b = cells(path, b)
+    if run_a["kind"] != run_b["kind"]:
+        raise UsageError(f"run {a} is a {run_a['kind']} run and run {b} a {run_b['kind']} run: nothing to compare")
     if run_a["model"] != run_b["model"]:
         raise UsageError(f"runs {a} and {b} are of different models ({run_a['model']} and {run_b['model']}): "
                          "nothing to compare cell by cell")
@@ -137,10 +150,10 @@ def diff(path: Path, a: int, b: int) -> dict:
         if x is None or y is None:
             changed.append({"cell": key, "before": x and x["status"], "after": y and y["status"], "kind": "only one"})
             continue
-        worse = RANK.get(y["status"], 3) > RANK.get(x["status"], 3)
+        worse = _rank(y["status"]) > _rank(x["status"])
         grew = (x["rel_l2"] is not None and y["rel_l2"] is not None and x["rel_l2"] > 0
                 and y["rel_l2"] > ERROR_GROWTH * x["rel_l2"])
-        better = RANK.get(y["status"], 3) < RANK.get(x["status"], 3)
+        better = _rank(y["status"]) < _rank(x["status"])
         if worse or grew or better or x["status"] != y["status"]:
             kind = "regression" if worse or grew else "improvement" if better else "changed"
             regressions += kind == "regression"
@@ -151,3 +164,11 @@ def diff(path: Path, a: int, b: int) -> dict:
                 if run_a["versions"].get(k) != run_b["versions"].get(k)}
     return {"model": run_a["model"], "a": a, "b": b, "changed": changed, "regressions": regressions,
             "versions": versions, "same_model_hash": run_a["model_hash"] == run_b["model_hash"]}
+
+
+def _rank(status: str) -> int:
+    """A stored status's rank; one this fpdiff does not know (a newer one wrote it) counts as the worst."""
+    try:
+        return Status(status).rank
+    except ValueError:
+        return max(s.rank for s in Status)

@@ -1,21 +1,32 @@
-"""The terminal grid: one row per (backend, device, shape variant), one column per precision."""
+"""Every analysis's result in the terminal: one renderer per kind (RENDERERS), reached through show(), which adds
+the commands that explain what the result found. check's grid: one row per (backend, device, shape variant), one
+column per precision."""
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
 
-STYLE = {"pass": "green", "precision-loss": "yellow", "mismatch": "bold red", "unsupported": "dim",
-         "crash": "bold magenta", "error": "bold magenta", "unjudged": "cyan", "timeout": "magenta",
-         "ill-conditioned": "blue"}
+from fpdiff.analysis.check.judge import OVERRULED, SUSPECT, UPHELD
+from fpdiff.core.status import Status
+
+
+def show(result, console: Console | None = None, **view) -> None:
+    """A result by its kind's renderer (`view`: that renderer's options, e.g. top, show_all), then what to run next."""
+    console = console or Console()
+    RENDERERS[result.kind](result, console, **view)
+    for command in result.next_steps():
+        console.print(f"next: {command}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _cell_text(c) -> str:
-    style = STYLE.get(c.status, "")
+    style = Status(c.status).style
     text = f"[{style}]{c.status}[/{style}]"
     if c.metrics and c.metrics.get("rel_l2") is not None:
         v = c.metrics["rel_l2"]
         text += f"\n{v:.1e}" if isinstance(v, float) else f"\n{v}"
-    marks = sorted({f.kind for f in c.findings if f.kind not in ("unsupported",)})
+    marks = sorted({f.kind for f in c.findings if f.kind != Status.UNSUPPORTED})
     if marks:
         text += "\n[cyan]" + ",".join(marks) + "[/cyan]"
     return text
@@ -37,12 +48,12 @@ def render(result, console: Console | None = None) -> None:
         table.add_row(b, d, v, *[_cell_text(by_p[p]) if p in by_p else "" for p in precisions])
     console.print(table)
     for c in result.cells:
-        if c.status != "pass":
-            console.print(f"[{STYLE.get(c.status, '')}]{c.status}[/]  {_label(c)}: {c.reason}", highlight=False)
+        if c.status != Status.PASS:
+            console.print(f"[{Status(c.status).style}]{c.status}[/]  {_label(c)}: {c.reason}", highlight=False)
     grouped: dict[tuple, list[str]] = {}
     for c in result.cells:
         for f in c.findings:
-            if f.kind == "unsupported" and not f.remedy:
+            if f.kind == Status.UNSUPPORTED and not f.remedy:
                 continue  # the status line above says it all
             grouped.setdefault((f.kind, f.message, f.remedy), []).append(_label(c))
     for (kind, message, remedy), where in grouped.items():
@@ -51,8 +62,8 @@ def render(result, console: Console | None = None) -> None:
         if remedy:
             console.print(f"    [green]remedy[/green]: {remedy}", highlight=False)
     judge = result.judge or {}
-    if judge.get("status") in ("suspect", "overruled", "upheld"):  # the float64 judge itself in doubt (check/judge.py)
-        style = "bold red" if judge["status"] == "overruled" else "cyan"
+    if judge.get("status") in (SUSPECT, OVERRULED, UPHELD):  # the float64 judge itself in doubt (check/judge.py)
+        style = "bold red" if judge["status"] == OVERRULED else "cyan"
         console.print(f"[{style}]judge[/]: {judge.get('message', '')}", highlight=False)
     for f in result.reference.get("findings", []):  # the model's own casts, fpdiff's float64 decompositions
         console.print(f"[cyan]{f['kind']}[/cyan] in the float64 judge: {f['message']}", highlight=False)
@@ -87,13 +98,13 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
     if result.mark_all is not None:
         first = result.mark_all.first_departure
         n = result.mark_all.tensors
-        judged = sum(r.status == "mismatch" for r in result.mark_all.rows)
+        judged = sum(r.status == Status.MISMATCH for r in result.mark_all.rows)
         if not result.mark_all.refused:
-            console.print(f"ort --mark-all: {n} tensors judged against float64 and the reference evaluator at "
-                          f"{result.precision}; {judged} mismatch (caveat: marking outputs can change ORT's "
-                          "fusions)", highlight=False)
+            console.print(f"{result.backend} --mark-all: {n} tensors judged against float64 and the reference "
+                          f"evaluator at {result.precision}; {judged} mismatch (caveat: marking outputs can change "
+                          f"what {result.backend} fuses)", highlight=False)
         if result.mark_all.refused:
-            console.print(f"[bold red]ORT refused the run[/]: {result.mark_all.refused}\n"
+            console.print(f"[bold red]{result.backend} refused the run[/]: {result.mark_all.refused}\n"
                           "run without --mark-all: the segment bisection narrows a refusal to its op", highlight=False)
         if first:
             console.print(f"[bold red]first departure[/]: {first.op} ({first.node}), tensor {first.tensor}: "
@@ -186,7 +197,7 @@ def render_plan(plan, console: Console | None = None) -> None:
                   f"(tolerance {plan.tolerance:g}, rel L2 vs float64)", highlight=False)
     pure = "[green]passes[/]" if plan.pure_error is not None and plan.pure_error <= plan.tolerance else "[red]fails[/]"
     line = f"pure {plan.precision}: {_err(plan.pure_error)} {pure}"
-    if plan.pure_status != "ok":
+    if plan.pure_status != Status.OK:
         line = f"pure {plan.precision}: [red]{plan.pure_status[:200]}[/]"
     if plan.fp32_error is not None:
         line += f"   all ops fp32: {_err(plan.fp32_error)}"
@@ -230,3 +241,8 @@ def render_plan(plan, console: Console | None = None) -> None:
         detail = f"error {_err(e.error)}" if e.error is not None else e.reason or ""
         console.print(f"ONNX {e.path}: {ok} with onnxruntime ({detail}); {e.fp32_nodes} nodes compute "
                       f"in fp32, {e.low_nodes} in {plan.precision}", highlight=False)
+
+
+# each analysis's renderer, by its result's kind: (result, console, **view)
+RENDERERS: dict[str, Callable[..., None]] = {"check": render, "locate": render_locate, "ranges": render_ranges,
+                                             "plan": render_plan}

@@ -22,6 +22,7 @@ from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
+from fpdiff.runtime import jobdata
 from fpdiff.runtime.external import Router
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import OK
@@ -195,7 +196,7 @@ def write_perturbed(source, data_path: str, u: float, rng: np.random.Generator,
     """The model's data file (and for ONNX its graph) with inputs and weights perturbed; returns the address to run,
     the data file and what was perturbed. A new fingerprint: no compiled artifact of the original is reused."""
     base = Path(data_path)
-    data = torch.load(data_path, weights_only=False)
+    data = jobdata.read(data_path)
     data["fingerprint"] = digest(data["fingerprint"], "perturbed", tag)
     if source.ref.kind == "torch":
         data["inputs"] = tuple(perturb_tensor(t, u, rng, keep_dtype=False) if isinstance(t, torch.Tensor) else t
@@ -212,9 +213,9 @@ def write_perturbed(source, data_path: str, u: float, rng: np.random.Generator,
         ref = SourceRef(source.ref.kind, str(path), source.ref.label)
         floats = any(np.asarray(a).dtype.kind == "f" for a in data["inputs"])
         what = f"{'inputs and ' * floats}{n} weight tensors" if n else "inputs only (no float weight in the graph)"
-    out = base.with_name(f"perturbed-{tag}.pt")
-    torch.save(data, out)
-    return ref, str(out), what
+    out = jobdata.write(base.with_name(f"perturbed-{tag}.pt"), inputs=data["inputs"], input_names=data["input_names"],
+                        fingerprint=data["fingerprint"], state=data.get("state"))
+    return ref, out, what
 
 
 def measure_spread(source, ref_out, judge_backend: str, data_path: str, p: prec.Precision, pool,

@@ -12,6 +12,10 @@ import numpy as np
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Judgement
+from fpdiff.core.status import Status
+from fpdiff.runtime.external import Router
+from fpdiff.runtime.task import Job
+from fpdiff.runtime.worker import JobResult
 
 AGREES, SUSPECT, UNCHECKED, SAME_CODE = "agrees", "suspect", "unchecked", "same-code"
 # When the judge is suspect, more independent implementations are asked (backends declaring `independent`, at fp32).
@@ -24,10 +28,10 @@ OVERRULED, UPHELD = "overruled", "upheld"
 # compile and run, of the order of one grid cell for a graph this size; beyond it the message names the backends
 # to add with --backends instead.
 WITNESS_MAX_NODES = 2000
-# ONNX models: ONNX Runtime is the independent implementation (its own kernel for every op, its own reading of
-# each opset). Torch models: eager fp32 against eager float64 is the same graph run by the same kernels in two
-# dtypes; it says whether fp32 holds, not whether the judge is right, so a torch judge is never suspected.
-INDEPENDENT = {"onnx": "ort"}
+# The independent fp32 implementation of each model kind is the backend declaring it in `cross_checks`
+# (backends.cross_check_for). Torch models have none: eager fp32 against eager float64 is the same graph run by the
+# same kernels in two dtypes; it says whether fp32 holds, not whether the judge is right, so a torch judge is never
+# suspected.
 
 
 @dataclass
@@ -56,36 +60,39 @@ class JudgeCheck:
 
 def cross_check_jobs(kind: str, judge_backend: str, fp32: prec.Precision, variant) -> list[tuple]:
     """The extra jobs the cross-check needs: the judge's own fp32 run, and the independent one."""
-    jobs = [(judge_backend, "cpu", fp32, variant)]
-    if kind in INDEPENDENT:
-        jobs.append((INDEPENDENT[kind], "cpu", fp32, variant))
-    return jobs
+    from fpdiff.backends import cross_check_for
+    other = cross_check_for(kind)
+    return [(judge_backend, "cpu", fp32, variant)] + [(other, "cpu", fp32, variant)] * (other is not None)
 
 
 def _measure(ref, r, p: prec.Precision) -> compare.Metrics | None:
-    if r is None or r.status != "ok" or len(r.outputs) != len(ref) or any(
+    if r is None or r.status != Status.OK or len(r.outputs) != len(ref) or any(
             a.shape != b.shape for a, b in zip(r.outputs, ref)):
         return None
     return compare.measure(ref, r.outputs, p.compute)
 
 
-def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.Precision, variant) -> JudgeCheck:
+def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.Precision, variant, *,
+                job: Callable[[tuple], Job], env: dict, timeout: float) -> JudgeCheck:
     """Is the judge trustworthy on this model? The mismatch rule applied to an independent fp32 implementation,
-    with the judge's own fp32 run as its baseline: disagreement beyond it means one of the two is wrong."""
+    with the judge's own fp32 run as its baseline: disagreement beyond it means one of the two is wrong. `job` makes
+    the job of a results key, for the marked runs that find where a suspect judge first parts (in workers under
+    `env`, each within `timeout`)."""
+    from fpdiff.backends import cross_check_for
     kind = source.ref.kind
     own = _measure(ref_out, results.get((judge_backend, "cpu", fp32.name, variant)), fp32)
     name = {"torch": "torch eager float64", "onnx": "ONNX reference evaluator float64"}.get(kind, judge_backend)
-    if kind not in INDEPENDENT:
+    other = cross_check_for(kind)
+    if other is None:
         own_err = own.rel_l2 if own else None
         return JudgeCheck(name, "torch eager fp32", SAME_CODE,
                           "eager fp32 and float64 are the same graph and kernels in two dtypes: "
                           f"fp32 departs by {own_err:.2e}" if own_err is not None else "eager fp32 did not run",
                           None, own_err)
-    other = INDEPENDENT[kind]
     key = (other, "cpu", fp32.name, variant)
     r = results.get(key)
     check = JudgeCheck(name, f"{other} fp32", own_fp32_rel_l2=own.rel_l2 if own else None)
-    if r is None or r.status != "ok":
+    if r is None or r.status != Status.OK:
         check.message = f"{other} fp32 could not run ({r.message if r else 'not run'}): the judge is unchecked"
         return check
     m = _measure(ref_out, r, fp32)
@@ -96,29 +103,39 @@ def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.P
         return check
     check.rel_l2 = m.rel_l2
     j = compare.judge(m, fp32, own)
-    if j.status != compare.MISMATCH:
+    if j.status != Status.MISMATCH:
         check.status = AGREES
         check.message = f"{other} fp32 agrees with the judge (rel L2 {m.rel_l2:.2e})"
         return check
     check.status, check.stand_in = SUSPECT, key
     check.message = (f"{other} fp32 and the float64 judge disagree ({j.reason}); one of them is wrong, so no cell "
                      "is called mismatch unless it also departs from " + f"{other} fp32")
-    check.first_divergence = _first_divergence(source, fp32)
+    with Router(env) as pool:
+        check.first_divergence = _first_divergence(source, lambda j: pool.run(j, timeout), job, key, judge_backend)
     if check.first_divergence:
         fd = check.first_divergence
         check.message += f"; they first part at {fd['op']} node {fd['node']!r} (tensor {fd['tensor']!r})"
     return check
 
 
-def _first_divergence(source, fp32: prec.Precision) -> dict | None:
-    """The first tensor where ORT fp32 leaves the float64 evaluator, from one run with every tensor marked."""
-    try:
-        from fpdiff.analysis.locate.markall import mark_all
-        feeds = dict(zip(source.input_names, source.inputs))
-        found = mark_all(source.module, feeds, fp32).first_departure
-    except Exception:  # a convenience: the suspect verdict stands without it
+def _first_divergence(source, run: Callable[[Job], JobResult], job: Callable[[tuple], Job], key: tuple,
+                      judge_backend: str) -> dict | None:
+    """The first tensor where the independent fp32 run (`key`) leaves the float64 judge, both with every tensor
+    marked in one run (the backends' prepare_marked, in a worker), the judge's fp32 run the baseline. The suspect
+    verdict stands without it when a run fails (a refusal, a crash: the job's status); fpdiff's own errors raise."""
+    import onnx
+
+    from fpdiff.analysis.locate import markall
+    other, device, fp32, variant = key
+    v64, r64 = markall.marked(run, job((judge_backend, "cpu", "fp64", variant)))
+    got, r = markall.marked(run, job(key)) if r64.status == Status.OK else ({}, r64)
+    if r.status != Status.OK:
         return None
-    return {"tensor": found.tensor, "node": found.node, "op": found.op, "rel_l2": found.rel_l2} if found else None
+    base, _ = markall.marked(run, job((judge_backend, "cpu", fp32, variant)))
+    own = onnx.load(source.ref.original) if source.ref.original else None
+    found = markall.verdicts(other, got, v64, base, prec.get(fp32), markall.producers(source.module, own))
+    first = found.first_departure
+    return {"tensor": first.tensor, "node": first.node, "op": first.op, "rel_l2": first.rel_l2} if first else None
 
 
 def hold_unconfirmed(check: JudgeCheck, cells: list, keys: list[tuple],
@@ -128,13 +145,13 @@ def hold_unconfirmed(check: JudgeCheck, cells: list, keys: list[tuple],
     if check.status != SUSPECT:
         return
     for cell, key in zip(cells, keys):
-        if cell.status not in (compare.MISMATCH, compare.PRECISION_LOSS):
+        if cell.status not in (Status.MISMATCH, Status.PRECISION_LOSS):
             continue
         finding = Finding("judge-suspect", check.message,
                           remedy="check the judge: convert the model to the current opset (drop --keep-opset), or "
                           "compare with the model's own expected outputs")
         if key == check.stand_in:
-            cell.status = compare.UNJUDGED
+            cell.status = Status.UNJUDGED
             cell.reason = f"{cell.reason}; this run is the independent implementation the judge disagrees with"
         else:
             j = rejudge(key)
@@ -144,7 +161,7 @@ def hold_unconfirmed(check: JudgeCheck, cells: list, keys: list[tuple],
                 got = j.status if j is not None else "not measurable"
                 cell.reason = (f"{cell.status} against the suspect float64 judge ({cell.reason}), but {got} "
                                f"against {check.cross_check}")
-                cell.status = compare.UNJUDGED
+                cell.status = Status.UNJUDGED
         cell.findings.append(finding)
 
 
@@ -153,7 +170,7 @@ def _agree(a: list, b: list, fp32: prec.Precision, own: compare.Metrics | None) 
     fp32 error is the size of fp32 rounding on this model, whatever the judge's semantics)."""
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
         return False
-    return compare.judge(compare.measure(a, b, fp32.compute), fp32, own).status != compare.MISMATCH
+    return compare.judge(compare.measure(a, b, fp32.compute), fp32, own).status != Status.MISMATCH
 
 
 def _largest_agreeing(readings: dict, fp32: prec.Precision, own: compare.Metrics | None) -> list:
@@ -188,8 +205,8 @@ def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: tup
         r = results.get(key)
         m = _measure(ref_out, r, fp32)
         w = {"backend": key[0], "status": r.status if r is not None else "not run"}
-        if r is not None and r.status == "ok":
-            w["agrees_with_judge"] = m is not None and compare.judge(m, fp32, own).status != compare.MISMATCH
+        if r is not None and r.status == Status.OK:
+            w["agrees_with_judge"] = m is not None and compare.judge(m, fp32, own).status != Status.MISMATCH
             w["rel_l2"] = compare.json_float(m.rel_l2) if m is not None else "output shapes differ"
             readings[key] = r.outputs
             with_judge += [key] * w["agrees_with_judge"]
@@ -225,12 +242,12 @@ def judge_by_majority(check: JudgeCheck, cells: list, keys: list[tuple],
     if check.status != OVERRULED:
         return
     for cell, key in zip(cells, keys):
-        if cell.status not in (compare.PASS, compare.PRECISION_LOSS, compare.MISMATCH):
+        if cell.status not in (Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH):
             continue
         j = rejudge(key)
         was = f"{cell.status} against the overruled float64 judge"
         if j is None:
-            cell.status = compare.UNJUDGED
+            cell.status = Status.UNJUDGED
             cell.reason = (f"{was}; not measurable against the majority's fp32 reading (a precision finer than "
                            "fp32, or other output shapes)")
         else:

@@ -1,0 +1,254 @@
+"""Judges each cell of a run: its error against the float64 reference and its precision's baseline (the judge's own
+code at that precision), or what failed where; then what the cells say together (shape variants that disagree, a
+backend that computed in a narrower format than asked)."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from fpdiff.analysis.check.grid import Grid, JobKey, job_key
+from fpdiff.analysis.check.result import Cell
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.compare import Finding, Metrics
+from fpdiff.core.dtypes import DTYPE_CHANGED, dtype_changed
+from fpdiff.core.status import Status
+from fpdiff.model.graph import STATIC, ShapeVariant
+from fpdiff.runtime.external import Router
+from fpdiff.runtime.worker import INTERNAL, JobResult
+
+
+def judge_cells(grid: Grid, results: dict[JobKey, JobResult], ref: JobResult, env: dict, timeout: float) -> list[Cell]:
+    """Every cell of the grid judged, in grid order."""
+    base = baseline_metrics(grid, results, ref.outputs)
+    casts_cause = _model_casts_cause(ref.notes)
+    torch_source = grid.source.ref.kind == "torch"
+    cells = []
+    for b, d, p, v in grid.cells:
+        p = grid.tolerance(p)
+        fp32 = results.get((b, d, "fp32", v))
+        cells.append(_judge_cell(b, d, p, v, results[(b, d, p.name, v)], ref.outputs, base.get(p.name),
+                                 fp32_ok=fp32 is None or fp32.status == Status.OK, torch_source=torch_source,
+                                 loss_cause=casts_cause if p.name == "fp64" else None))
+    _variant_findings(cells)
+    _narrower_formats(grid, cells, results, ref.outputs, base, env, timeout)
+    return cells
+
+
+def baseline_metrics(grid: Grid, results: dict[JobKey, JobResult], ref_out) -> dict[str, Metrics | None]:
+    """Each precision's baseline error against the reference; None where the baseline did not run."""
+    out: dict[str, Metrics | None] = {}
+    for name, key in grid.baselines.items():
+        r = results[job_key(key)]
+        out[name] = measure(ref_out, r, key[2]) if r.status == Status.OK else None
+    return out
+
+
+def _narrower_formats(grid: Grid, cells: list[Cell], results: dict, ref_out, base: dict, env: dict,
+                      timeout: float) -> None:
+    """Mismatch cells whose backend records computing in a narrower format: judged against that format's baseline,
+    run now when the grid did not (only such a cell needs it)."""
+    narrower = [(cell, key, fmt) for cell, key in zip(cells, grid.cells) if cell.status == Status.MISMATCH
+                and cell.metrics and (fmt := _computed_format(results[job_key(key)], key[2]))]
+    if not narrower:
+        return
+    with Router(env) as pool:
+        for cell, key, fmt in narrower:
+            if fmt.name not in base:
+                jb, jd, _, jv = grid.baselines.get(fmt.name) or (grid.judge_backend, "cpu", fmt, STATIC)
+                r = pool.run(grid.job((jb, jd, fmt.name, jv)), timeout)
+                base[fmt.name] = measure(ref_out, r, fmt) if r.status == Status.OK else None
+            _judge_as_computed(cell, measure(ref_out, results[job_key(key)], key[2]), key[2], fmt, base[fmt.name])
+
+
+def _model_casts_cause(judge_notes: list[Finding]) -> str | None:
+    """A model that casts to a narrower float itself cannot compute in fp64 as written (its fp64 baseline carries those
+    casts): what an fp64 cell's precision loss is due to, not fp64 being too coarse; None when it casts nothing."""
+    casts = [f for f in judge_notes if f.kind == "model-cast"]
+    if not casts:
+        return None
+    spots = [m.group(1) for f in casts if (m := re.search(r" at (\S+:\d+)", f.message))]
+    where = ", ".join("/".join(Path(x).parts[-2:]) for x in spots[:3]) + (", ..." if len(spots) > 3 else "")
+    return (f"the model's own casts compute in a narrower float (model-cast on the reference: {where}), so as "
+            "written it cannot reach fp64's tolerance")
+
+
+def _computed_format(r: JobResult, p: prec.Precision) -> prec.Precision | None:
+    """The narrower format a backend records computing in instead of the requested one (OpenVINO's f16 hint run as
+    bf16): a precision fpdiff has a baseline for, or None."""
+    bits = _narrowest_bits(r)
+    if bits is None or not p.is_cast or bits >= compare.mantissa_bits(p.compute):
+        return None
+    return next((q for q in (prec.get("bf16"), prec.get("fp16")) if compare.mantissa_bits(q.compute) == bits), None)
+
+
+def _judge_as_computed(cell: Cell, m: Metrics, p: prec.Precision, fmt: prec.Precision,
+                       baseline: Metrics | None) -> None:
+    """A mismatch that the backend's own record explains: it computed in `fmt`, narrower than asked. Judged against
+    that format's baseline, within the rules it is precision loss of a substituted format (coarser-than-requested,
+    which --strict fails), not a wrong computation; beyond them the mismatch stands."""
+    if baseline is None:
+        return
+    j = compare.judge(m, fmt, baseline)
+    if j.status == Status.MISMATCH:
+        return
+    cell.status = Status.PRECISION_LOSS
+    cell.reason = (f"{cell.reason}; the backend computed in {fmt.name} (its own record), and against the baseline "
+                   f"at {fmt.name} ({baseline.rel_l2:.2e}) the error is in line: {p.name} was not what ran")
+    if not any(f.kind == "coarser-than-requested" for f in cell.findings):
+        cell.findings.append(Finding("coarser-than-requested", f"asked for {p.name}, computed in {fmt.name}: errors "
+                                     f"match {fmt.name}'s baseline, not {p.name}'s", remedy="check the backend's "
+                                     "precision hints and what its hardware supports natively"))
+
+
+def measure(ref_out, r: JobResult, p: prec.Precision) -> Metrics:
+    """The cell's outputs against the reference's, computed in the precision's compute dtype."""
+    if len(r.outputs) != len(ref_out) or any(a.shape != b.shape for a, b in zip(r.outputs, ref_out)):
+        raise ShapeMismatch(f"outputs {[list(a.shape) for a in r.outputs]} vs float64 "
+                             f"{[list(a.shape) for a in ref_out]}")
+    return compare.measure(ref_out, r.outputs, p.compute)
+
+
+class ShapeMismatch(Exception):
+    """A cell's outputs are not shaped like the reference's: a mismatch with no number to judge."""
+
+
+def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult, ref_out,
+                baseline: Metrics | None, fp32_ok: bool, torch_source: bool, loss_cause: str | None = None) -> Cell:
+    """One cell's verdict: what failed where, or its error against the reference and its precision's baseline."""
+    cell = Cell(b, d, p.name, v.name, r.status, duration_s=round(r.prepare_s + r.run_s, 3), info=r.info,
+                output_dtypes=r.output_dtypes, findings=list(r.notes), op_dtypes=r.op_dtypes,
+                planned_op_dtypes=r.planned_op_dtypes)
+    if r.status != Status.OK:
+        _failed(cell, p, r, fp32_ok, torch_source)
+        return cell
+    try:
+        m = measure(ref_out, r, p)
+    except ShapeMismatch as e:
+        cell.status, cell.reason = Status.MISMATCH, f"output shapes differ: {e}"
+        return cell
+    floored = _with_export_floor(baseline, r, cell)
+    if floored is not baseline:
+        loss_cause = "the exported graph's float32 constants account for it (export-departure)"
+    _judged(cell, p, r, m, floored, loss_cause, ref_out)
+    return cell
+
+
+def _failed(cell: Cell, p: prec.Precision, r: JobResult, fp32_ok: bool, torch_source: bool) -> None:
+    """A job that did not run through: its status, the stage and component that failed, and what to try."""
+    cell.status = {Status.UNSUPPORTED: Status.UNSUPPORTED, Status.TIMEOUT: Status.TIMEOUT,
+                   Status.ERROR: Status.ERROR}.get(r.status, Status.CRASH)
+    cell.stage, cell.component = r.stage, r.component
+    cell.reason = _failure_reason(r)
+    if r.status == Status.UNSUPPORTED:
+        cell.findings.append(_unsupported_finding(cell.backend, p, r, fp32_ok, torch_source))
+    elif r.status in (Status.CRASH, Status.ERROR) and r.log_tail:
+        cell.info["log_tail"] = r.log_tail[-1500:]
+    if r.traceback:
+        cell.info["traceback"] = r.traceback
+    cell.findings += _dtype_findings(p, cell, r)  # what it compiled says so even when it could not run
+
+
+def _judged(cell: Cell, p: prec.Precision, r: JobResult, m: Metrics, baseline: Metrics | None,
+            loss_cause: str | None, ref_out) -> None:
+    """The verdict on a cell's numbers, with what its dtypes, ranges and repeated runs say beside it."""
+    j = compare.judge(m, p, baseline, _narrowest_bits(r), loss_cause)
+    cell.status, cell.reason = j.status, j.reason
+    cell.effective_bits = round(j.effective_bits, 1) if j.effective_bits is not None else None
+    cell.metrics, cell.baseline_metrics = m.as_dict(), baseline.as_dict() if baseline else None
+    cell.findings += j.findings
+    cell.computed_dtype = r.computed_dtype or _dtype_of_outputs(r.output_dtypes)
+    cell.findings += _dtype_findings(p, cell, r)
+    if j.status != Status.PASS:
+        cell.findings += compare.range_findings(ref_out, p)
+    differ = compare.repeat_difference(r.outputs, r.repeats)
+    if differ:
+        cell.findings.append(Finding("nondeterministic", f"{1 + len(r.repeats)} runs of the same compiled model "
+                                     f"differ bitwise: {differ}; the verdict uses the first run",
+                                     remedy="look for atomics, unordered parallel reductions or uninitialized "
+                                     "memory in the backend; judge with more runs before trusting one"))
+
+
+def _with_export_floor(baseline: Metrics | None, r: JobResult, cell: Cell) -> Metrics | None:
+    """An exported graph that computes its torch program with float32-rounded constants (onnxtools/export.py records
+    by how much, in float64) hands the backend that error: the cell is judged with it as the baseline's floor, so the
+    backend is not called wrong for a constant it was given, and the exporter's share is said."""
+    d = r.info.get("onnx_export_departure")
+    if not d or baseline is None or d <= 2 * baseline.rel_l2:  # a floor only where it is the larger error
+        return baseline
+    cell.findings.append(Finding("export-departure", f"the exported ONNX graph departs from the torch program by rel "
+                                 f"L2 {d:.1e} in float64 (constants or attributes held in float32): the cell is judged "
+                                 "with that as its baseline's floor", op=None,
+                                 remedy="where fp64 matters, keep such constants as float64 tensors in the model"))
+    return replace(baseline, rel_l2=d, max_norm=max(baseline.max_norm, d))
+
+
+def _narrowest_bits(r: JobResult) -> int | None:
+    """Mantissa bits of the narrowest float dtype the backend records computing in (its counted compiled ops)."""
+    counts = [d for d, n in (r.op_dtypes or {}).items() if n and hasattr(torch, d)]
+    return min((compare.mantissa_bits(getattr(torch, d)) for d in counts), default=None)
+
+
+def _failure_reason(r: JobResult) -> str:
+    """The failing component and stage first: the cell's backend is not blamed for an exporter's failure."""
+    if r.component == INTERNAL:
+        return f"internal error in fpdiff ({r.stage or 'unknown stage'}): {r.message} (traceback in the JSON report)"
+    where = " at ".join(x for x in (r.component, r.stage) if x)
+    return f"{where} failed: {r.message}" if where and r.status == Status.ERROR else (
+        f"{where}: {r.message}" if where else r.message)
+
+
+def _dtype_of_outputs(dtypes: list[str]) -> str | None:
+    floats = sorted({d for d in dtypes if "float" in d})
+    return "+".join(floats) if floats else None
+
+
+def _dtype_findings(p: prec.Precision, cell: Cell, r: JobResult) -> list[Finding]:
+    """The dtype-changed rule (core/dtypes.py) on what the backend records running: its float ops by dtype, and
+    for a whole-model cast the dtypes it returned, unless its own record of what it computed says the dtype
+    (OpenVINO computes in bf16 behind float32 inputs and outputs)."""
+    if any(f.kind == DTYPE_CHANGED for f in cell.findings):  # a plugin's own
+        return []
+    want = prec.dtype_name(p.autocast or p.dtype)
+    returned = r.output_dtypes if p.is_cast and r.computed_dtype != want else []
+    found = dtype_changed(cell.backend, want, r.op_dtypes, r.planned_op_dtypes, returned, r.dtype_remedy)
+    return [found] if found else []
+
+
+def _unsupported_finding(b: str, p: prec.Precision, r: JobResult, fp32_ok: bool, torch_source: bool) -> Finding:
+    """Name op, dtype and backend; suggest autocast only when the refusal is about the dtype (fp32 ran)."""
+    what = f"op {r.op}" if r.op else "the model"
+    msg = f"{b} cannot run {what} in {p.name}"
+    remedy = None
+    if not fp32_ok:
+        pass  # not a dtype refusal: the backend cannot run this model at all
+    elif p.is_cast and p.dtype in (torch.float16, torch.bfloat16):
+        amp = "amp-fp16" if p.dtype == torch.float16 else "amp-bf16"
+        keep = f"keep {r.op or 'the refused op'} in fp32"
+        remedy = (f"run under autocast ({amp}: weights stay fp32, torch picks fp32 for ops that need it), or {keep}"
+                  if torch_source else f"{keep} (an ONNX graph has no autocast)")
+    elif p.name == "fp64":
+        remedy = "fp64 is rarely supported by compilers; use fp32 on this backend and fp64 only as the judge"
+    return Finding(Status.UNSUPPORTED, msg, op=r.op, remedy=remedy)
+
+
+def _variant_findings(cells: list[Cell]) -> None:
+    """Shape variants of one backend must agree; when one departs, say which and against which."""
+    groups: dict[tuple, list[Cell]] = {}
+    for c in cells:
+        groups.setdefault((c.backend, c.device, c.precision), []).append(c)
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        good = [c for c in group if c.status in (Status.PASS, Status.PRECISION_LOSS)]
+        bad = [c for c in group if c.status not in (Status.PASS, Status.PRECISION_LOSS, Status.UNSUPPORTED)]
+        if good and bad:
+            for c in bad:
+                c.findings.append(Finding("variant-disagreement",
+                                          f"shape variant {c.shape_variant} is {c.status} while "
+                                          f"{', '.join(g.shape_variant for g in good)} of the same backend are not",
+                                          remedy="a dynamic-shape bug in the backend: try fpdiff locate with "
+                                          f"--shape-variant {c.shape_variant}"))

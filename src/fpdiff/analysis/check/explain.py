@@ -1,0 +1,48 @@
+"""What to run next: a precision-loss or mismatch cell names the analysis that explains it, as a command to paste
+(locate: where a backend departs, or which op loses the precision; plan: the ops to keep in fp32), each once."""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+
+import torch
+
+from fpdiff.analysis.check.grid import Grid
+from fpdiff.analysis.check.result import Cell
+from fpdiff.core import precision as prec
+from fpdiff.core.status import Status
+
+
+def next_commands(grid: Grid, cells: list[Cell], inputs: str | None,
+                  shapes: Mapping[str, list[int]] | None) -> list[str]:
+    """The distinct commands that explain the grid's precision-loss and mismatch cells, in grid order."""
+    found = (_command(grid, c, inputs, shapes or {}) for c in cells)
+    return list(dict.fromkeys(c for c in found if c))
+
+
+def _command(grid: Grid, cell: Cell, inputs: str | None, shapes: Mapping[str, list[int]]) -> str | None:
+    """locate on the cell's backend for a mismatch; plan for a 16-bit float cast that loses precision; locate's
+    op-by-op analysis on the judge for other losses of a torch model; None for the rest."""
+    p = prec.get(cell.precision)
+    place = ["--device", cell.device] * (cell.device != "cpu")
+    if cell.status == Status.MISMATCH:
+        variant = ["--shape-variant", cell.shape_variant] * (cell.shape_variant != "static")
+        args, backend = ["locate", "--backend", cell.backend, "--precision", p.name, *place, *variant], cell.backend
+    elif cell.status == Status.PRECISION_LOSS and p.is_cast and p.dtype in (torch.float16, torch.bfloat16):
+        args, backend = ["plan", "--precision", p.name, "--backend", cell.backend, *place], cell.backend
+    elif cell.status == Status.PRECISION_LOSS and grid.source.ref.kind == "torch":
+        args, backend = ["locate", "--backend", grid.judge_backend, "--precision", p.name], grid.judge_backend
+    else:
+        return None
+    args[1:1] = [grid.source.ref.label]
+    return "fpdiff " + shlex.join(args + _same_run(grid, backend, inputs, shapes))
+
+
+def _same_run(grid: Grid, backend: str, inputs: str | None, shapes: Mapping[str, list[int]]) -> list[str]:
+    """The options that make the command see what the check saw: the plugin, flags, inputs, shapes and seed."""
+    plugin = grid.reg.plugin_file(backend)
+    out = ["--plugin", plugin] if plugin else []
+    out += [a for f in grid.flags.get(backend, ()) for a in ("--backend-flag", f"{backend}={f}")]
+    out += ["--inputs", inputs] if inputs else []
+    out += [a for name, dims in shapes.items() for a in ("--shape", f"{name}={','.join(map(str, dims))}")]
+    return out + (["--seed", str(grid.seed)] if grid.seed else [])

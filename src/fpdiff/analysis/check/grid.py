@@ -1,0 +1,131 @@
+"""Which jobs a check runs: the cells asked for, each precision's baseline and the judge's cross-check, in the
+order they run (the float64 reference first: nothing is judged without it). Bad input fails here, before any work."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fpdiff.analysis.check import judge as judge_mod
+from fpdiff.backends import Registry, judge_for
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.core.paths import cache_root
+from fpdiff.model import graph
+from fpdiff.model.graph import STATIC, ShapeVariant
+from fpdiff.runtime import jobdata, rundir
+from fpdiff.runtime.task import Job
+from fpdiff.sources import Source, load
+
+# (backend, device, precision, shape variant): a cell as the grid names it; results are keyed by the precision's name
+Key = tuple[str, str, prec.Precision, ShapeVariant]
+JobKey = tuple[str, str, str, ShapeVariant]
+
+
+def job_key(k: Key) -> JobKey:
+    return (k[0], k[1], k[2].name, k[3])
+
+
+@dataclass
+class Grid:
+    source: Source
+    reg: Registry
+    precisions: list[prec.Precision]
+    cells: list[Key]
+    judge_backend: str
+    data_path: str
+    plugins: tuple[str, ...] = ()
+    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # backend name -> its flags
+    cache: str | None = None
+    seed: int = 0
+    repeat: int = 1
+
+    @property
+    def baselines(self) -> dict[str, Key]:
+        """Each precision's baseline: the judge's own code at that precision (on cuda where only cuda has it)."""
+        return {p.name: (self.judge_backend, "cuda" if p.cuda_only else "cpu", p, STATIC) for p in self.precisions}
+
+    @property
+    def judge_flags(self) -> tuple[str, ...]:
+        """Flags that make the judge's fp64 job the float64 reference, run apart from its fp64 cell (base.py)."""
+        return self.reg.cls(self.judge_backend).judge_flags
+
+    def order(self) -> list[JobKey]:
+        """Every job once, the float64 reference first (unless the judge runs it apart), then baselines, the
+        judge's cross-check, the cells."""
+        fp64 = [(self.judge_backend, "cpu", prec.get("fp64"), STATIC)] * (not self.judge_flags)
+        checks = judge_mod.cross_check_jobs(self.source.ref.kind, self.judge_backend, prec.get("fp32"), STATIC)
+        keys = [*fp64, *self.baselines.values(), *checks, *self.cells]
+        return list(dict.fromkeys(job_key(k) for k in keys))
+
+    @cached_property
+    def cell_keys(self) -> set[JobKey]:
+        return {job_key(k) for k in self.cells}
+
+    def job(self, key: JobKey) -> Job:
+        """The job of a key; a cell's runs `repeat` times (nondeterminism), the others once."""
+        b, d, p, v = key
+        n = self.repeat if key in self.cell_keys else 1
+        return Job(self.source.ref, self.data_path, b, p, d, v, self.plugins, self.flags.get(b, ()), self.cache,
+                   self.seed, n)
+
+    def tolerance(self, p: prec.Precision) -> prec.Precision:
+        """The precision with the spec's own tolerance, when it declares one."""
+        over = self.source.tolerance.get(p.name)
+        return prec.Precision(**{**p.__dict__, "tolerance": float(over)}) if over else p
+
+
+def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions: Sequence[str],
+              devices: Sequence[str], shape_variants: Sequence[str] | None, load_args: dict, allow_nonfinite: bool,
+              repeat: int, plugins: Sequence[str], flags: Mapping[str, tuple[str, ...]],
+              cache_dir: str | None | bool, seed: int) -> Grid:
+    """Check every argument, load the model, write its job data: the grid of cells to run."""
+    for b in backends:
+        reg.create(b)  # unknown names fail here, before any work
+    ps = _precisions(precisions, devices, repeat)
+    source = load(model, **load_args)
+    _check_inputs(source, allow_nonfinite)
+    for name in source.tolerance:
+        prec.get(name)
+    variants = graph.variants(source.dynamic_shapes)
+    if shape_variants:
+        variants = [graph.find_variant(source.dynamic_shapes, v) for v in shape_variants]
+    cells = [(b, d, p, v) for b in backends for d in devices for p in ps
+             for v in (variants if reg.cls(b).shape_variants else [STATIC])]
+    data_path = _write_data(source, rundir.mkdtemp(prefix="fpdiff-check-"))
+    cache = None if cache_dir is False else str(cache_dir or cache_root())
+    return Grid(source, reg, ps, cells, judge_for(source.ref.kind), data_path, tuple(plugins), flags, cache, seed,
+                repeat)
+
+
+def _precisions(names: Sequence[str], devices: Sequence[str], repeat: int) -> list[prec.Precision]:
+    ps = [prec.get(p) for p in names]
+    if not ps:
+        raise UsageError("no precision given")
+    for d in devices:
+        if d != "cpu" and not d.startswith("cuda"):
+            raise UsageError(f"unknown device {d!r}; use cpu or cuda")
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    return ps
+
+
+def _check_inputs(source: Source, allow_nonfinite: bool) -> None:
+    """NaN or Inf in the inputs makes every metric meaningless: refused unless asked for."""
+    for name, t in zip(source.input_names, source.inputs):
+        a = t.numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+        if a.dtype.kind == "f" and not np.isfinite(a).all() and not allow_nonfinite:
+            n = int(np.count_nonzero(~np.isfinite(a)))
+            raise UsageError(f"input {name!r} has {n} non-finite values (NaN/Inf); metrics would be meaningless "
+                             "- fix the inputs, or pass --allow-nonfinite to run anyway")
+
+
+def _write_data(source: Source, run_dir: Path) -> str:
+    """The job data every worker loads: inputs, their names, the fingerprint, and a torch model's weights."""
+    state = source.module.state_dict() if source.ref.kind == "torch" else None
+    return jobdata.write(run_dir / "source.pt", inputs=source.inputs, input_names=source.input_names,
+                         fingerprint=source.fingerprint, state=state)

@@ -1,0 +1,100 @@
+"""A verdict is only as good as its judge and its input: the float64 judge is cross-checked (and, when suspect, put
+to independent witnesses), cells a suspect judge alone condemns are held or judged by the majority, and a mismatch
+within the model's own sensitivity to rounding is the model's, not the backend's (conditioning.py)."""
+from __future__ import annotations
+
+from fpdiff.analysis.check import conditioning
+from fpdiff.analysis.check import judge as judge_mod
+from fpdiff.analysis.check.cells import ShapeMismatch, measure
+from fpdiff.analysis.check.grid import Grid, JobKey, job_key
+from fpdiff.analysis.check.result import Cell
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.status import Status
+from fpdiff.model.graph import STATIC
+from fpdiff.runtime.external import Router
+from fpdiff.runtime.worker import JobResult
+
+
+def question_judge(grid: Grid, results: dict[JobKey, JobResult], ref_out, env: dict, timeout: float,
+                   repro_dir: str | None) -> judge_mod.JudgeCheck:
+    """The judge's cross-check against an independent fp32 run; when suspect, the witnesses' verdict."""
+    verdict = judge_mod.cross_check(grid.source, results, ref_out, grid.judge_backend, prec.get("fp32"), STATIC,
+                                    job=grid.job, env=env, timeout=timeout)
+    if verdict.status == judge_mod.SUSPECT:
+        _consult_witnesses(verdict, grid, results, ref_out, env, timeout, repro_dir)
+    return verdict
+
+
+def rejudge(grid: Grid, verdict: judge_mod.JudgeCheck, cells: list[Cell], results: dict[JobKey, JobResult], ref_out,
+            env: dict, timeout: float) -> None:
+    """Cells judged again where the judge is in doubt (held, or by the majority) and where the model is
+    ill-conditioned at this input."""
+    keys = [job_key(k) for k in grid.cells]
+    stand_in = results.get(verdict.stand_in) if verdict.stand_in else None
+    judge_mod.hold_unconfirmed(verdict, cells, keys, lambda key: _against(stand_in, grid, results, key))
+    judge_mod.judge_by_majority(verdict, cells, keys, lambda key: _by_majority(verdict, grid, results, key))
+    # a mismatch no larger than the float64 reference's own movement under rounding-sized perturbations is the model's
+    conditioning.reconsider(grid.source, cells, [results[k] for k in keys], ref_out, grid.judge_backend,
+                            grid.data_path, timeout=timeout, env=env, seed=grid.seed)
+
+
+def _against(stand_in: JobResult | None, grid: Grid, results: dict, key: JobKey) -> compare.Judgement | None:
+    """The cell measured against the independent implementation instead of the judge."""
+    name = key[2]
+    p = prec.get(name)
+    base = results.get(job_key(grid.baselines[name]))
+    try:
+        m = measure(stand_in.outputs, results[key], p)
+        bm = measure(stand_in.outputs, base, p) if base is not None and base.status == Status.OK else None
+    except ShapeMismatch:
+        return None
+    return compare.judge(m, p, bm)
+
+
+def _consult_witnesses(check: judge_mod.JudgeCheck, grid: Grid, results: dict, ref_out, env: dict, timeout: float,
+                       repro_dir: str | None) -> None:
+    """A suspect judge asks every independent implementation (declared `independent`) at fp32: those in the grid,
+    and the others available here when the graph is small enough for one more compile (judge.WITNESS_MAX_NODES)."""
+    reg, source = grid.reg, grid.source
+    independent = [b for b in reg.names() if reg.cls(b).independent and source.ref.kind in reg.cls(b).kinds
+                   and b != grid.judge_backend]
+    keys = [check.stand_in] + [(b, "cpu", "fp32", STATIC) for b in independent]
+    keys = [k for k in dict.fromkeys(keys) if k is not None]
+    nodes = len(source.module.graph.node) if source.ref.kind == "onnx" else 0
+    runnable = [k for k in keys if k not in results and reg.cls(k[0]).route is None
+                and reg.create(k[0]).available() is None and nodes <= judge_mod.WITNESS_MAX_NODES]
+    if runnable:
+        with Router(env) as pool:
+            for k in runnable:
+                results[k] = pool.run(grid.job(k), timeout)
+    asked = [k for k in keys if k in results]
+    judge_mod.ask_witnesses(check, results, ref_out, (grid.judge_backend, "cpu", "fp32", STATIC), asked,
+                            prec.get("fp32"), [k[0] for k in keys if k not in results])
+    if check.status == judge_mod.OVERRULED and repro_dir and check.first_divergence:
+        try:
+            judge_mod.write_repro(source, check, repro_dir)
+        except Exception as e:  # the verdicts stand without the repro; the report says why it is missing
+            check.message += f"; the repro could not be written ({type(e).__name__}: {str(e)[:200]})"
+
+
+def _by_majority(check: judge_mod.JudgeCheck, grid: Grid, results: dict, key: JobKey) -> compare.Judgement | None:
+    """A cell against the majority's fp32 reading. Its baseline: at fp32 the witnesses' own spread around the
+    reading; at other precisions the judge code's run there, only where it agrees with the reading within the
+    precision's tolerance (the overruled judge's code usually carries its error into every dtype), else none.
+    Precisions finer than fp32 cannot be judged against an fp32 reading (None)."""
+    p, fp32 = prec.get(key[2]), prec.get("fp32")
+    if p.unit_roundoff < fp32.unit_roundoff:
+        return None
+    try:
+        m = measure(check.reading, results[key], p)
+    except ShapeMismatch:
+        return None
+    if p.unit_roundoff == fp32.unit_roundoff:
+        return compare.judge(m, p, check.spread)
+    base = results.get(job_key(grid.baselines[p.name]))
+    try:
+        bm = measure(check.reading, base, p) if base is not None and base.status == Status.OK else None
+    except ShapeMismatch:
+        bm = None
+    return compare.judge(m, p, bm if bm is not None and compare.judge(bm, p, None).status == Status.PASS else None)

@@ -1,0 +1,52 @@
+"""Runs a grid's jobs in worker pools, the float64 reference first: a check whose reference fails stops there, with
+one line saying why, before any cell is run for nothing."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+
+from fpdiff.analysis.check.grid import Grid, JobKey
+from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
+from fpdiff.model.graph import STATIC
+from fpdiff.runtime.external import Router
+from fpdiff.runtime.worker import JobResult
+
+Progress = Callable[[str, int, int], None]
+
+
+def worker_env() -> dict[str, str]:
+    """What every worker of a check gets: the threads this machine has, unless the user set them."""
+    return {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
+
+
+def run_grid(grid: Grid, timeout: float, env: dict, progress: Progress | None) -> tuple[dict, JobResult]:
+    """Every job of the grid, in order: (results by job key, the float64 reference's result)."""
+    order = grid.order()
+    results: dict[JobKey, JobResult] = {}
+    with Router(env) as pool:
+        ref = _apart_reference(grid, pool, timeout)
+        for i, key in enumerate(order):
+            if progress:
+                progress(f"{key[0]} {key[1]} {key[2]} {key[3].name}", i, len(order))
+            results[key] = pool.run(grid.job(key), timeout)
+            if ref is None:  # the first job is the reference when the judge does not run it apart
+                ref = _reference(results[key], key[0])
+        if progress:
+            progress("done", len(order), len(order))
+    return results, ref
+
+
+def _apart_reference(grid: Grid, pool, timeout: float) -> JobResult | None:
+    """The judge's float64 reference as a job of its own when the judge declares judge_flags, else None."""
+    if not grid.judge_flags:
+        return None
+    job = replace(grid.job((grid.judge_backend, "cpu", "fp64", STATIC)), flags=grid.judge_flags, repeat=1)
+    return _reference(pool.run(job, timeout), grid.judge_backend)
+
+
+def _reference(r: JobResult, backend: str) -> JobResult:
+    if r.status != Status.OK:
+        raise UsageError(f"the float64 reference ({backend} on cpu) failed: {r.message}")
+    return r
