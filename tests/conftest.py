@@ -1,3 +1,4 @@
+import importlib.metadata
 import os
 from pathlib import Path
 
@@ -6,6 +7,12 @@ import pytest
 HERE = Path(__file__).parent
 PLUGINS = HERE / "plugins"
 SPECS = HERE / "specs"
+
+
+def builtin_backends() -> set[str]:
+    """fpdiff's own backends, as its entry points name them (a new built-in is seen by every test that asks)."""
+    eps = importlib.metadata.entry_points(group="fpdiff.backends")
+    return {ep.name for ep in eps if ep.value.startswith("fpdiff.")}
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -4,9 +4,10 @@ import ast
 from pathlib import Path
 
 import fpdiff
+from conftest import builtin_backends
 
 SRC = Path(fpdiff.__file__).parent
-BUILTIN_NAMES = {"torch", "inductor", "ort", "iree", "onnxref", "openvino"}
+BUILTIN_NAMES = builtin_backends()
 
 
 def modules() -> dict[str, Path]:

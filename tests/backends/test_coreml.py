@@ -16,7 +16,8 @@ def test_float16_conversion_reports_what_changes_numbers():
     fp16 = {f.kind: f.message for f in c["fp16"].findings}
     assert "64 nonzero weight or constant values are below fp16's smallest subnormal" in fp16["underflow"]
     assert "rms_norm (coreml_fp16_hazards.py:" in fp16["decomposed"] and "reduce_mean" in fp16["decomposed"]
-    assert c["fp16"].info["op_dtypes"] == {"float16": sum(c["fp16"].info["op_dtypes"].values())}
+    assert c["fp16"].op_dtypes == {"float16": sum(c["fp16"].op_dtypes.values())}
+    assert not [f for f in c["fp16"].findings if f.kind == "dtype-changed"]  # every op in fp16: nothing changed
     assert not {"underflow", "decomposed"} & {f.kind for f in c["fp32"].findings}  # FLOAT32 changes none of it
     assert c["bf16"].status == "unsupported" and "fp32 or fp16" in c["bf16"].reason
     if sys.platform != "darwin":

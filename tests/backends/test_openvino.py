@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import fpdiff
-from fpdiff.backends.openvino import computed_dtype
+from fpdiff.backends.openvino import HINT_REPLACED, computed_dtype
 from fpdiff.core import precision as prec
 
 pytest.importorskip("openvino", reason="openvino is not installed (pip install openvino)")
@@ -40,7 +40,10 @@ def test_grid_reports_the_precision_the_plugin_ran():
     else:  # the plugin turns an f16 hint into bf16 on a CPU without fp16 arithmetic: said twice, by two witnesses
         assert fp16.info["inference_precision"] == "bf16" and fp16.computed_dtype == "bfloat16"
         assert "dtype-changed" in kinds and "coarser-than-requested" in kinds
-        assert "asked for f16 and runs bf16" in next(f.message for f in fp16.findings if f.kind == "dtype-changed")
+        assert "asked for f16 and runs bf16" in next(f.message for f in fp16.findings if f.kind == HINT_REPLACED)
+        changed = next(f for f in fp16.findings if f.kind == "dtype-changed")  # the one rule, on what it ran
+        assert "ran 0 of" in changed.message and "in float16" in changed.message
+        assert "read this cell as bfloat16" in changed.remedy
     for name, words in (("fp64", "no fp64 inference precision"), ("amp-bf16", "no autocast")):
         assert cells[name].status == "unsupported" and words in cells[name].reason
 
@@ -124,10 +127,10 @@ def test_mixed_layers_under_the_hint_are_not_dtype_changed():
         if c.info["inference_precision"] != {"fp16": "f16", "bf16": "bf16"}[c.precision]:
             continue  # the hint replaced (fp16 on a CPU without it): dtype-changed is the truth there
         assert not [f for f in c.findings if f.kind == "dtype-changed"], (c.precision, c.findings)
-        assert c.computed_dtype == want and c.info["op_dtypes"].get(want)
+        assert c.computed_dtype == want and c.op_dtypes.get(want)
     fp16 = next(c for c in r.cells if c.precision == "fp16")
     if _native_fp16():
-        assert fp16.info["op_dtypes"].get("float32")  # a real mix: the plugin kept a layer in f32
+        assert fp16.op_dtypes.get("float32")  # a real mix: the plugin kept a layer in f32
 
 
 def _onnx(path, nodes, x, y, inits):

@@ -28,7 +28,9 @@ def test_the_command_line_wins_and_routed_names_keep_the_base_declarations(tmp_p
     reg = registry()
     assert reg.cls("ort@x").route.python == "/b/python"
     assert reg.cls("iree@old").takes_flags and reg.cls("ort@x").kinds == reg.cls("ort").kinds
-    assert not reg.cls("ort@x").all_outputs  # marking outputs needs ORT in this process: stays local-only
+    # marking outputs needs ORT in this process: a route implements no optional lifecycle method
+    assert reg.cls("ort").implements("prepare_marked") and not reg.cls("ort@x").implements("prepare_marked")
+    assert not reg.cls("ort@x").cross_checks  # a route runs a backend elsewhere; the judge's cross-check stays local
     assert registry(routed=False).names() == [n for n in reg.names() if "@" not in n]
 
 
@@ -37,6 +39,10 @@ def test_the_command_line_wins_and_routed_names_keep_the_base_declarations(tmp_p
     ('[backends.x]\npython = "p"\nhost = "h:1"\n', "needs exactly one of"),
     ('[backends.x]\nhost = "nohostport"\n', "a worker address is HOST:PORT"),
     ("[backends\n", "is not valid TOML"),
+    ('[backends.x]\npython = "p"\nshape_variant = false\n', "'shape_variant', which is no route setting; known: "
+     "python, host, token_file, base, kinds, shape_variants, takes_flags"),
+    ('[backends.x]\npython = "p"\ntakes_flags = "yes"\n', "takes_flags must be a bool"),
+    ('[backends.x]\npython = "p"\nkinds = ["tflite"]\n', "kinds are torch, onnx"),
 ])
 def test_a_bad_config_is_one_line(tmp_path, text, words):
     (tmp_path / "fpdiff.toml").write_text(text)

@@ -8,7 +8,7 @@ import torch
 
 import fpdiff
 from conftest import SPECS
-from fpdiff.backends import too_wide
+from fpdiff.core.dtypes import too_wide
 from fpdiff.model import autocast, mixed
 from fpdiff.model.mixed import fp32_module
 from fpdiff.onnxtools.mixed import named
@@ -113,7 +113,7 @@ def test_iree_autocast_cell_lands_at_torch_autocast_error(grid, precision):
     low = {"amp-fp16": "float16", "amp-bf16": "bfloat16"}[precision]
     # the compiled dispatches mix the low dtype and float32, and that is no dtype change: the graph asked for it
     assert c.computed_dtype.startswith(f"{low} (") and "float32" in c.computed_dtype, c.computed_dtype
-    assert 0 < c.info["op_dtypes"][low] and c.info["planned_op_dtypes"][low] > 0
+    assert 0 < c.op_dtypes[low] and c.planned_op_dtypes[low] > 0
     assert not [f for f in c.findings if f.kind == "dtype-changed"], c.findings
 
 
@@ -125,7 +125,7 @@ def test_ort_autocast_fp16_cell_lands_at_torch_autocast_error(grid):
     assert theirs / FACTOR < err < theirs * FACTOR, (model, err, theirs)
     # ONNX Runtime's CPU provider runs the graph's fp16 ops in fp32 behind casts it inserts: a real dtype change,
     # reported against what the autocast graph asked for
-    assert c.info["planned_op_dtypes"]["float16"] > 0
+    assert c.planned_op_dtypes["float16"] > 0
     changed = [f for f in c.findings if f.kind == "dtype-changed"]
     assert changed and "the autocast graph asked for" in changed[0].message, c.findings
 

@@ -1,6 +1,7 @@
 """The backend registry: built-ins and users' plugins register the same way (entry points or --plugin)."""
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import inspect
@@ -8,52 +9,25 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from fpdiff.backends import routes
-from fpdiff.backends.base import Backend, PluginAdapter, Prepared, RoutedBackend, adapt, routed
+from fpdiff.backends.base import PROGRAM, Backend, PluginAdapter, Prepared, RoutedBackend, Task, adapt, routed
 from fpdiff.core.errors import UsageError
 
-__all__ = ["Backend", "Prepared", "Registry", "mixed_dtype", "registry", "to_numpy", "too_wide"]
+__all__ = ["PROGRAM", "Backend", "Prepared", "Registry", "Task", "cross_check_for", "judge_for", "registry",
+           "to_numpy"]
 
 ENTRY_POINT_GROUP = "fpdiff.backends"
 # Set to 1 to load only fpdiff's own entry points: a broken or unwanted third-party backend package stays out of
 # every command (as PYTEST_DISABLE_PLUGIN_AUTOLOAD does for pytest). --plugin files still load.
 NO_AUTOLOAD = "FPDIFF_DISABLE_PLUGIN_AUTOLOAD"
 _reported: set[str] = set()  # skipped entry points already told about in this process
-# The float64 judge and per-precision baseline of each model kind: torch eager for torch models (the reference
-# implementation), the ONNX reference evaluator for ONNX models (checked against ONNX Runtime every run:
-# check/judge.py).
-JUDGE = {"torch": "torch", "onnx": "onnxref"}
-# A cast cell is reported as dtype-changed when fewer than a quarter of its float arithmetic ops ran in the
-# requested dtype. Many wide ops are normal in an fp16 model: torch computes norm statistics and softmax sums in
-# fp32 and compilers follow (IREE ran 16 of 35 ops of tinycnn's fp16 dispatches in fp16, the rest are group/batch
-# norm statistics); below a quarter the cell no longer measures the precision asked for (ORT's CPU provider: 0 of 7).
-MOSTLY = 0.25
+# Declarations that name model kinds a backend serves alone: one judge and one cross-check per kind.
+_ONE_PER_KIND = ("judges", "cross_checks")
 
 
-def too_wide(counts: dict, want: str, planned: dict | None = None) -> bool:
-    """The dtype-changed rule on counted float ops (see MOSTLY). `planned`: the same count on the graph the backend
-    was handed, when that graph itself mixes dtypes (an autocast graph keeps ops in float32 on purpose): the rule
-    then wants a quarter of the share it asked for, not a quarter of all ops."""
-    total = sum(counts.values())
-    asked = planned.get(want, 0) / sum(planned.values()) if planned and sum(planned.values()) else 1.0
-    return bool(total) and counts.get(want, 0) < MOSTLY * asked * total
-
-
-def mixed_dtype(counts: dict, want: str) -> str | None:
-    """What a cell computed in, from counted float ops: the requested dtype with its share when others ran too."""
-    total = sum(counts.values())
-    if not total:
-        return None
-    if counts.get(want, 0) == total:
-        return want
-    if len([n for n in counts.values() if n]) == 1:  # all of it in one other dtype: that is what it computed in
-        return next(k for k, n in counts.items() if n)
-    others = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if k != want)
-    return f"{want} ({counts.get(want, 0)} of {total} float ops; {others})"
-
-
-def _is_backend_class(obj) -> bool:
+def _is_backend_class(obj: object) -> bool:
     """A Backend subclass, or the minimal plugin form (name, available(), prepare())."""
     if not inspect.isclass(obj) or not isinstance(getattr(obj, "name", None), str):
         return False
@@ -74,12 +48,24 @@ class Registry:
         self.skipped: dict[str, str] = {}  # entry point name -> why it was left out
 
     def register(self, cls: type, origin: str) -> None:
+        """Add a class in either form; its declarations are checked here (an unknown one is a UsageError)."""
         if not _is_backend_class(cls):
             raise UsageError(f"{origin}: {cls!r} is not a backend (needs name, available(), prepare())")
-        if cls.name in self._classes and self._origin[cls.name] != origin:
-            raise UsageError(f"backend name {cls.name!r} from {origin} is already taken by {self._origin[cls.name]}")
-        self._classes[cls.name] = adapt(cls)
-        self._origin[cls.name] = origin
+        name: str = cls.name  # type: ignore[attr-defined]  # _is_backend_class: a str name
+        if name in self._classes and self._origin[name] != origin:
+            raise UsageError(f"backend name {name!r} from {origin} is already taken by {self._origin[name]}")
+        try:
+            backend = adapt(cls)
+        except UsageError as e:
+            raise UsageError(f"{origin}: {e}") from None
+        for decl in _ONE_PER_KIND:
+            for kind in getattr(backend, decl):
+                other = self._declaring(decl, kind)
+                if other not in (None, name):
+                    raise UsageError(f"{origin}: backend {name!r} declares {decl} {kind!r}, which {other!r} "
+                                     f"({self._origin[other]}) declares already")
+        self._classes[name] = backend
+        self._origin[name] = origin
 
     def load_entry_points(self, autoload: bool = True) -> None:
         """fpdiff's own entry points first, so a third-party one can never take a built-in's name; one that fails to
@@ -100,6 +86,8 @@ class Registry:
             raise UsageError(f"plugin file not found: {path}")
         name = "fpdiff_plugin_" + p.stem
         spec = importlib.util.spec_from_file_location(name, p)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"plugin {path} is not a Python file that can be imported")
         mod = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(mod)
@@ -113,7 +101,7 @@ class Registry:
             self.register(cls, f"plugin {path}")
         return [c.name for c in found]
 
-    def add_route(self, route) -> None:
+    def add_route(self, route: routes.Route) -> None:
         """A backend run elsewhere; it may shadow a local one of the same name (run `ort` in another env)."""
         self._classes[route.name] = routed(route, self._classes.get(route.base))
         self._origin[route.name] = f"routed to {route.where}"
@@ -125,6 +113,21 @@ class Registry:
 
     def names(self) -> list[str]:
         return list(self._classes)
+
+    def _declaring(self, decl: str, kind: str) -> str | None:
+        """The backend whose `decl` (judges, cross_checks) names this model kind."""
+        return next((n for n, c in self._classes.items() if kind in getattr(c, decl)), None)
+
+    def judge_for(self, kind: str) -> str:
+        """The float64 judge and per-precision baseline of `kind` models: the backend whose `judges` names it."""
+        found = self._declaring("judges", kind)
+        if found is None:
+            raise UsageError(f"no backend judges {kind} models (none declares judges = {{{kind!r}}})")
+        return found
+
+    def cross_check_for(self, kind: str) -> str | None:
+        """The judge's independent fp32 cross-check on `kind` models, when a backend declares it (cross_checks)."""
+        return self._declaring("cross_checks", kind)
 
     def cls(self, name: str) -> type[Backend]:
         """The backend's class: its declarations (kinds, shape_variants, takes_flags...) without making one."""
@@ -138,6 +141,25 @@ class Registry:
         backend = self.cls(name)()
         backend.origin = self._origin[name]
         return backend
+
+
+def judge_for(kind: str) -> str:
+    """The built-in judge of a model kind (torch eager for torch models, the ONNX reference evaluator for ONNX)."""
+    return _entry_points().judge_for(kind)
+
+
+def cross_check_for(kind: str) -> str | None:
+    """The built-in independent cross-check of the judge on a model kind (ONNX Runtime for ONNX), if any."""
+    return _entry_points().cross_check_for(kind)
+
+
+@functools.cache
+def _entry_points() -> Registry:
+    """The registered backends without plugins or routes: who judges a kind never depends on a --plugin file, and a
+    route runs a backend elsewhere under its name without changing what it is."""
+    reg = Registry()
+    reg.load_entry_points(autoload=os.environ.get(NO_AUTOLOAD, "") in ("", "0"))
+    return reg
 
 
 def registry(plugins: Sequence[str] = (), routed: bool = True) -> Registry:
@@ -157,7 +179,7 @@ def registry(plugins: Sequence[str] = (), routed: bool = True) -> Registry:
     return reg
 
 
-def to_numpy(t):
+def to_numpy(t: Any) -> Any:
     """A CPU tensor as numpy; bfloat16 as ml_dtypes.bfloat16, which ONNX Runtime and IREE both accept."""
     import torch
     if t.dtype == torch.bfloat16:

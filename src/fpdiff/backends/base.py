@@ -1,5 +1,7 @@
-"""The one backend lifecycle: a backend declares what it can do, prepares a cell into something that runs, and
-that thing is closed after the cell. The analyses ask the declarations, never a backend's name."""
+"""The one backend lifecycle: a backend declares what it is, prepares a cell into something that runs, and that thing
+is closed after the cell. A capability is a lifecycle method the backend implements (Backend.implements), never a
+flag: the analyses ask the declarations and the methods, never a backend's name, and never run another
+implementation under a backend's name."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -7,9 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fpdiff.core.errors import COMPILE, TORCH_EXPORT, Unsupported, stage
+from fpdiff.core.compare import Finding
+from fpdiff.core.errors import COMPILE, TORCH_EXPORT, Unsupported, UsageError, stage
+from fpdiff.core.task import ONNX, PROGRAM, TORCH, Task
 
-TORCH, ONNX = "torch", "onnx"  # the model kinds a backend may take: torch programs, ONNX graphs
+__all__ = ["DECLARATIONS", "LIFECYCLE", "ONNX", "PROGRAM", "TORCH", "Backend", "PluginAdapter", "Prepared", "Repro",
+           "RoutedBackend", "Task", "adapt", "check_declarations", "routed"]
 
 
 @dataclass
@@ -17,9 +22,15 @@ class Prepared:
     """A prepared cell: the runnable, what the backend knows it really computes, and how to release it."""
     run: Callable[..., Sequence[Any]]
     computed_dtype: str | None = None  # None: read it from the outputs
-    notes: list = field(default_factory=list)  # compare.Finding: facts such as a demoted signature
-    info: dict = field(default_factory=dict)  # e.g. {"cache": "hit", "op_dtypes": {...}}
+    notes: list[Finding] = field(default_factory=list)  # facts such as a demoted signature, a replaced hint
+    info: dict[str, Any] = field(default_factory=dict)  # shown in the report, never read by a verdict
     release: Callable[[], None] | None = None  # frees sessions, contexts, compiled graphs
+    output_names: list[str] = field(default_factory=list)  # prepare_marked: the ONNX tensor of each output
+    # Float arithmetic ops the backend ran, counted by the dtype each computed in ({"float16": 30, "float32": 4});
+    # None: it does not count them. Check's dtype-changed rule (core/dtypes.py) and its coarser-format reading use it.
+    op_dtypes: dict[str, int] | None = None
+    planned_op_dtypes: dict[str, int] | None = None  # the same count on the graph it was handed, when that mixes
+    dtype_remedy: str | None = None  # how to get the requested dtype from this backend, said when it did not run it
 
     def close(self) -> None:
         if self.release is not None:
@@ -37,38 +48,46 @@ class Repro:
     precision: str
     device: str
     flags: tuple[str, ...]
-    meta: dict  # written to meta.json; a backend may add to it (its compile command)
+    meta: dict[str, Any]  # written to meta.json; a backend may add to it (its compile command)
 
 
 class Backend:
     """Subclass this (or write the minimal plugin form, which an adapter turns into this).
 
-    Declarations the analyses read:
-    - `kinds`: the model kinds it runs (TORCH programs and modules, ONNX graphs);
+    Declarations (class attributes; any other lowercase one is refused at registration, so a typo is never ignored;
+    a backend's own constants are UPPER_CASE):
+    - `name`: what the grid and the CLI call it;
+    - `kinds`: the model kinds it runs: TORCH (torch models, and `.pt2` programs), ONNX (ONNX graphs, and `.onnx`
+      programs). PROGRAM jobs (a model already at its precision: locate's segments, plan's trials) reach every
+      backend whose kinds include the program's form, and are run as written, never cast;
     - `shape_variants`: False when every shape variant would run the same (eager torch runs what it is given);
-    - `takes_flags`: user compiler flags (--iree-flag) reach it;
-    - `reference`: the reference implementation, analysed op by op by locate (torch eager);
-    - `runs_modules`: runs the nn.Module itself, so plan can apply a mixed module and time it;
-    - `all_outputs`: can mark every intermediate as an output in one run (locate --mark-all);
+    - `takes_flags`: the user's flags for it (--backend-flag NAME=FLAG) reach it as `task.flags`;
     - `independent`: its own implementation of every op it runs (not the judge's code, not another backend's): a
       witness when the float64 judge is in doubt (check/judge.py);
-    - `verifies_onnx_plans`: runs mixed ONNX graphs for plan on ONNX models;
     - `judge_flags`: flags that make its fp64 job the float64 judge, run apart from its fp64 cell (torch eager:
-      the judge computes every op in float64, the cell runs the model's own casts); empty: the fp64 cell is the judge.
+      the judge computes every op in float64, the cell runs the model's own casts); empty: the fp64 cell is the judge;
+    - `judges`: the model kinds it is the float64 judge and per-precision baseline for (torch: torch models);
+    - `cross_checks`: the model kinds it is the judge's independent fp32 cross-check for (ort: ONNX models);
+    - `requires`: modules the default available() imports; `extra`: the pip extra that installs them (said when one
+      does not import); `install_hint`: another way, when it is no extra;
+    - `origin`, `route`: set by the registry (entry point or plugin file; a route to another interpreter or host).
+
+    Lifecycle: `available()`, `prepare_task(task)` (required), and optionally `prepare_marked(task)` (every float
+    intermediate of the ONNX graph as an output: locate --mark-all) and `repro(r)`. An analysis asks
+    `cls.implements("prepare_marked")` before relying on an optional method and refuses in one line otherwise.
     """
     name: ClassVar[str]
     kinds: ClassVar[frozenset[str]] = frozenset({TORCH})
     shape_variants: ClassVar[bool] = True
     takes_flags: ClassVar[bool] = False
-    reference: ClassVar[bool] = False
-    runs_modules: ClassVar[bool] = False
-    all_outputs: ClassVar[bool] = False
-    verifies_onnx_plans: ClassVar[bool] = False
     independent: ClassVar[bool] = False
     judge_flags: ClassVar[tuple[str, ...]] = ()
+    judges: ClassVar[frozenset[str]] = frozenset()
+    cross_checks: ClassVar[frozenset[str]] = frozenset()
     requires: ClassVar[tuple[str, ...]] = ()  # modules it imports: the default available() tries them
-    install_hint: ClassVar[str] = ""  # said when one does not import
-    origin: ClassVar[str] = "built-in"  # set by the registry: entry point or plugin file
+    extra: ClassVar[str] = ""  # the pip extra that installs them: fpdiff[EXTRA]
+    install_hint: ClassVar[str] = ""  # said when one does not import and no extra installs it
+    origin: str = "built-in"  # set by the registry on the instance: entry point or plugin file
     route: ClassVar[Any] = None  # backends.routes.Route: the jobs run in another interpreter or on another host
 
     def available(self) -> str | None:
@@ -78,17 +97,55 @@ class Backend:
             try:
                 importlib.import_module(module)
             except ImportError as e:
-                return f"{module} does not import: {e}" + (f" ({self.install_hint})" if self.install_hint else "")
+                missing = isinstance(e, ModuleNotFoundError) and module.startswith(e.name or "?")
+                why = "" if missing else f": {e}"  # not missing but broken: its own words say how
+                return f"{module} does not import{why} ({self.how_to_install()})"
         return None
 
-    def prepare_task(self, task) -> Prepared:
+    @classmethod
+    def how_to_install(cls) -> str:
+        """The command that installs what `requires` names."""
+        return f"pip install 'fpdiff[{cls.extra}]'" if cls.extra else cls.install_hint or "install it"
+
+    def prepare_task(self, task: Task) -> Prepared:
         """Turn one cell (task: model, precision, device, shape variant, cache, flags) into a Prepared."""
         raise NotImplementedError
+
+    def prepare_marked(self, task: Task) -> Prepared:
+        """The cell's ONNX graph (at the task's precision, as prepare_task would run it) with every float tensor its
+        nodes produce marked as an output: run(*inputs) returns their values in graph order, output_names names them."""
+        raise Unsupported(f"{self.name} cannot mark every intermediate as an output")
 
     def repro(self, r: Repro) -> str | None:
         """Python source that sets `outs` from `xs` (numpy inputs, `meta["input_dtypes"]`) using this backend
         alone, after writing what it needs into r.out; None when this backend writes no repro."""
         return None
+
+    @classmethod
+    def implements(cls, name: str) -> bool:
+        """Whether this backend overrides the optional lifecycle method `name` (prepare_marked, repro, ...)."""
+        if name not in LIFECYCLE:
+            raise ValueError(f"{name!r} is not a lifecycle method; known: {', '.join(sorted(LIFECYCLE))}")
+        return getattr(cls, name) is not getattr(Backend, name)
+
+
+# The declarations a backend class may set, and the optional lifecycle methods implements() answers for.
+DECLARATIONS = frozenset({"name", "kinds", "shape_variants", "takes_flags", "independent", "judge_flags", "judges",
+                          "cross_checks", "requires", "extra", "install_hint", "origin", "route"})
+LIFECYCLE = frozenset({"prepare_marked", "repro"})
+# Declarations that were removed: each made fpdiff run another implementation under the backend's name.
+_REMOVED = {"all_outputs": "implement prepare_marked", "verifies_onnx_plans": "implement plan's lifecycle methods",
+            "runs_modules": "implement plan's lifecycle methods", "reference": "the judge is `judges`"}
+
+
+def check_declarations(names: dict[str, Any], who: str) -> None:
+    """Refuse a value `names` sets that is no declaration: a typo (`all_output = True`) must not be ignored.
+    Private names, UPPER_CASE constants and methods (any descriptor) are the class's own."""
+    for key, value in names.items():
+        if key.startswith("_") or key.isupper() or key in DECLARATIONS or callable(value) or hasattr(value, "__get__"):
+            continue
+        why = f"{key!r} was removed ({_REMOVED[key]})" if key in _REMOVED else f"{key!r} is no backend declaration"
+        raise UsageError(f"{who}: {why}; the declarations are {', '.join(sorted(DECLARATIONS))}")
 
 
 class PluginAdapter(Backend):
@@ -102,7 +159,7 @@ class PluginAdapter(Backend):
     def available(self) -> str | None:
         return self._inner.available()
 
-    def prepare_task(self, task) -> Prepared:
+    def prepare_task(self, task: Task) -> Prepared:
         if not task.is_torch:
             raise Unsupported(f"{self.name} takes torch programs; this model is ONNX")
         with stage(TORCH_EXPORT, "torch"):
@@ -130,25 +187,34 @@ with torch.no_grad():
 class RoutedBackend(Backend):
     """A backend whose jobs run elsewhere (backends/routes.py): here it only declares; its worker prepares."""
 
-    def prepare_task(self, task) -> Prepared:
+    def prepare_task(self, task: Task) -> Prepared:
         raise Unsupported(f"{self.name} runs in {self.route.where}, not in this process")
 
 
-def routed(route, base: type[Backend] | None) -> type[Backend]:
-    """The class fpdiff sees for a route: the base backend's declarations when it is known here (analyses that run
-    modules or mark outputs in-process stay local), else the route's own (kinds etc. from fpdiff.toml)."""
-    decl = {"kinds": base.kinds, "shape_variants": base.shape_variants, "takes_flags": base.takes_flags,
-            "judge_flags": base.judge_flags} if base \
+def routed(route: Any, base: type[Backend] | None) -> type[Backend]:
+    """The class fpdiff sees for a route: the base backend's declarations when it is known here, else the route's
+    own (kinds etc. from fpdiff.toml). It implements no optional lifecycle method: those run in this process."""
+    decl: dict[str, Any] = {"kinds": base.kinds, "shape_variants": base.shape_variants,
+                            "takes_flags": base.takes_flags, "judge_flags": base.judge_flags} if base \
         else {"kinds": frozenset(route.declarations.get("kinds", [TORCH]))}
     decl.update({k: v for k, v in route.declarations.items() if k != "kinds"})
+    check_declarations(decl, f"route {route.name}")
     return type(f"Routed_{route.base}", (RoutedBackend,), {"name": route.name, "route": route, **decl,
                                                            "__module__": __name__})
 
 
-def adapt(cls: type) -> type[Backend]:
-    """A class in either form as a Backend subclass."""
+def adapt(cls: Any) -> type[Backend]:
+    """A class in either form as a Backend subclass; a declaration it sets that fpdiff would not read (a typo, or a
+    declaration on the minimal form, which has none) is a UsageError."""
     if isinstance(cls, type) and issubclass(cls, Backend):
+        for c in cls.__mro__:
+            if c not in (Backend, PluginAdapter, RoutedBackend, object):
+                check_declarations(dict(vars(c)), f"backend {cls.name!r} ({c.__qualname__})")
         return cls
+    declared = sorted(k for k in vars(cls) if k in DECLARATIONS - {"name"} or k in _REMOVED)
+    if declared:
+        raise UsageError(f"backend {cls.name!r}: the minimal plugin form takes no declarations ({', '.join(declared)}):"
+                         " subclass fpdiff.backends.Backend to declare them")
     return type(f"{cls.__name__}Adapter", (PluginAdapter,), {"name": cls.name, "plugin": cls,
                                                               "__module__": cls.__module__})
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
-from fpdiff.backends.base import TORCH, Backend, Prepared
+from fpdiff.backends.base import TORCH, Backend, Prepared, Task
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import IMPORT, LOAD, TORCH_EXPORT, Unsupported, stage
@@ -21,11 +22,11 @@ MOVES = {"const", "cast", "reshape", "transpose", "squeeze", "expand_dims", "sli
          "split", "concat", "gather", "identity", "shape", "tile", "pad"}
 
 
-def mil_ops(mlmodel) -> list:
+def mil_ops(mlmodel: Any) -> list[Any]:
     """The converted program's operations, in order (nested blocks flattened)."""
     ops = []
 
-    def walk(block):
+    def walk(block: Any) -> None:
         for op in block.operations:
             ops.append(op)
             for b in getattr(op, "blocks", []):
@@ -35,33 +36,37 @@ def mil_ops(mlmodel) -> list:
     return ops
 
 
-def _dtype(op) -> str | None:
+def _dtype(op: Any) -> str | None:
     from coremltools.converters.mil.mil import types
     outs = [o for o in op.outputs if types.is_tensor(o.sym_type) or types.is_scalar(o.sym_type)]
     return types.builtin_to_string(outs[0].dtype) if outs else None
 
 
-def _trace(op) -> str:
+def _trace(op: Any) -> str:
     """The torch stack trace a Core ML op came from (coremltools keeps the exported node's)."""
     scopes = {str(k): v for k, v in (op.scopes or {}).items()}
     return (scopes.get("ScopeSource.EXIR_STACK_TRACE") or [""])[0] or ""
 
 
-def conversion_findings(program, mlmodel, fp16: bool) -> tuple[list[Finding], dict]:
-    """What the conversion did that changes numbers: ops left in fp32, casts inserted, constants that overflow or
-    flush in fp16, torch ops turned into several Core ML ops (whose intermediates then round at the model's dtype)."""
+def op_dtypes(mlmodel: Any) -> dict[str, int]:
+    """The converted program's arithmetic ops by the float dtype they compute in."""
+    counts = Counter(_dtype(op) for op in mil_ops(mlmodel) if op.op_type not in MOVES)
+    return {{"fp16": "float16", "fp32": "float32"}[k]: n for k, n in counts.items() if k in ("fp16", "fp32")}
+
+
+def conversion_findings(program: Any, mlmodel: Any, fp16: bool) -> tuple[list[Finding], dict[str, Any]]:
+    """What the conversion did that changes numbers: casts inserted, constants that overflow or flush in fp16,
+    torch ops turned into several Core ML ops (whose intermediates then round at the model's dtype). The ops it
+    kept in fp32 are op_dtypes(), which check's dtype-changed rule reads."""
     ops = mil_ops(mlmodel)
     compute = [op for op in ops if op.op_type not in MOVES]
-    counts = Counter(_dtype(op) for op in compute if _dtype(op) in ("fp16", "fp32"))
     casts = sum(op.op_type == "cast" for op in ops)
-    info = {"op_dtypes": {{"fp16": "float16", "fp32": "float32"}[k]: n for k, n in counts.items()}, "casts": casts,
-            "coreml_ops": dict(Counter(op.op_type for op in compute))}
+    info: dict[str, Any] = {"casts": casts, "coreml_ops": dict(Counter(op.op_type for op in compute))}
     findings = []
-    if fp16 and counts.get("fp32"):
-        kept = sorted({op.op_type for op in compute if _dtype(op) == "fp32"})
-        findings.append(Finding("dtype-changed", f"the FLOAT16 conversion keeps {counts['fp32']} of "
-                                f"{sum(counts.values())} ops in fp32 ({', '.join(kept)})"))
     if fp16:
+        kept = sorted({op.op_type for op in compute if _dtype(op) == "fp32"})
+        if kept:
+            info["kept_in_fp32"] = kept
         over = flushed = 0
         for t in list(program.state_dict.values()) + list(program.constants.values()):
             if hasattr(t, "is_floating_point") and t.is_floating_point():
@@ -89,7 +94,7 @@ def conversion_findings(program, mlmodel, fp16: bool) -> tuple[list[Finding], di
     return findings, info
 
 
-def _decomposed(program, compute: list) -> list[dict]:
+def _decomposed(program: Any, compute: list[Any]) -> list[dict[str, Any]]:
     """Torch ops that became several arithmetic Core ML ops, matched by the stack trace both carry."""
     torch_ops: dict[str, list[str]] = {}
     for n in program.graph.nodes:
@@ -113,35 +118,37 @@ class CoreMlBackend(Backend):
     name = "coreml"
     kinds = frozenset({TORCH})
     shape_variants = False  # converted at the example inputs' shapes
-
+    requires = ("coremltools",)
+    extra = "coreml"
 
     def available(self) -> str | None:
         """Found, not imported: importing coremltools prints its platform warnings, which belong to a cell's log."""
         import importlib.util
         found = importlib.util.find_spec("coremltools")
-        return None if found else "coremltools is not installed (pip install coremltools)"
+        return None if found else f"coremltools is not installed ({self.how_to_install()})"
 
-    def prepare_task(self, task) -> Prepared:
+    def prepare_task(self, task: Task) -> Prepared:
         import coremltools as ct
         p = task.precision
         if p.name not in ("fp32", "fp16"):
             raise Unsupported(f"Core ML computes in fp32 or fp16 (compute_precision FLOAT32 / FLOAT16); {p.name} "
                               "does not exist there", dtype=p.name)
-        if task.source.ref.kind != "torch":
-            raise Unsupported("fpdiff converts torch programs to Core ML; this model is not one")
-        with stage(TORCH_EXPORT, "torch.export"):
-            program = task.source.program(prec.get("fp32"), task.variant).run_decompositions({})
+        if not task.is_torch:
+            raise Unsupported("fpdiff converts torch programs to Core ML; this model is ONNX")
+        with stage(TORCH_EXPORT, "torch.export"):  # the fp32 program: the precision is the conversion's job
+            program = (task if task.is_program else task.at(prec.get("fp32"))).program().run_decompositions({})
         fp16 = p.name == "fp16"
         with stage(IMPORT, "coremltools.convert"):
             mlmodel = ct.convert(program, convert_to="mlprogram", skip_model_load=sys.platform != "darwin",
                                  compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32)
         notes, info = conversion_findings(program, mlmodel, fp16)
         info["coremltools"] = ct.__version__
-        computed = "float16" if fp16 and not info["op_dtypes"].get("float32") else None
+        counts = op_dtypes(mlmodel)
+        computed = "float16" if fp16 and not counts.get("float32") else None
         names = [i.name for i in mlmodel.get_spec().description.input]
         outputs = [o.name for o in mlmodel.get_spec().description.output]
 
-        def run(*inputs):
+        def run(*inputs: Any) -> list[Any]:
             if sys.platform != "darwin":
                 raise Unsupported("Core ML predicts only on macOS: run `fpdiff worker --listen HOST:PORT` on a Mac "
                                   "and route to it (--backend-host coreml=HOST:PORT); the conversion findings "
@@ -151,4 +158,5 @@ class CoreMlBackend(Backend):
                 result = mlmodel.predict(feeds)
             return [np.asarray(result[o]) for o in outputs]
 
-        return Prepared(run, computed or ("float32" if not fp16 else None), notes, info)
+        return Prepared(run, computed or ("float32" if not fp16 else None), notes, info, op_dtypes=counts,
+                        dtype_remedy="keep fewer ops in fp32 (coremltools op_selector)" if fp16 else None)

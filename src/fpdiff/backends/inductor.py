@@ -1,19 +1,19 @@
 """torch.compile with the inductor backend; dynamic dims follow the shape variant via mark_dynamic."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from fpdiff.backends.base import TORCH_INPUTS, Backend, Prepared, Repro
+from fpdiff.backends.base import TORCH_INPUTS, Backend, Prepared, Repro, Task
 from fpdiff.backends.torch_eager import computed_dtype, device_runner
 from fpdiff.core.errors import Unsupported
-from fpdiff.model.graph import dynamic_dims
 
 
 class InductorBackend(Backend):
     name = "inductor"
-    runs_modules = True
 
-    def prepare_task(self, task) -> Prepared:
+    def prepare_task(self, task: Task) -> Prepared:
         if not task.is_torch:
             raise Unsupported("torch.compile runs torch models; this model is ONNX")
         torch._dynamo.reset()  # no guards or graphs carried over from another cell
@@ -22,10 +22,10 @@ class InductorBackend(Backend):
             # autocast inside the compiled region: traced into the graph, so the graph itself differs per
             # autocast dtype (entered outside, a graph compiled under amp-fp16 was seen reused for amp-bf16)
             module = _Autocast(module, task.device.split(":")[0], task.precision.autocast)
-        dims = dynamic_dims(task.source.declared, task.source.input_names, task.variant)
+        dims = task.dynamic_dims()
         compiled = torch.compile(module, backend="inductor", dynamic=False if not any(dims) else None)
 
-        def call(*inputs):
+        def call(*inputs: torch.Tensor) -> Any:
             for t, ds in zip(inputs, dims):
                 for d in ds:
                     torch._dynamo.mark_dynamic(t, d)
@@ -48,6 +48,6 @@ class _Autocast(torch.nn.Module):
         super().__init__()
         self.inner, self.device_type, self.dtype = inner, device_type, dtype
 
-    def forward(self, *args):
+    def forward(self, *args: Any) -> Any:
         with torch.autocast(device_type=self.device_type, dtype=self.dtype):
             return self.inner(*args)

@@ -3,8 +3,9 @@ own interpreter (`make ipex-env`, then `--backend-python ipex=.venv-ipex/bin/pyt
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
-from fpdiff.backends.base import TORCH, Backend, Prepared
+from fpdiff.backends.base import TORCH, Backend, Prepared, Task
 from fpdiff.core.errors import COMPILE, Unsupported, stage
 from fpdiff.core.precision import dtype_name
 
@@ -17,9 +18,11 @@ class IpexBackend(Backend):
     requires = ("intel_extension_for_pytorch",)
     install_hint = "it pins its own torch: `make ipex-env`, then --backend-python ipex=.venv-ipex/bin/python"
 
-    def prepare_task(self, task) -> Prepared:
+    def prepare_task(self, task: Task) -> Prepared:
         import intel_extension_for_pytorch as ipex
         import torch
+        if not task.is_torch:
+            raise Unsupported("IPEX runs torch models; this model is ONNX")
         if task.device != "cpu":
             raise Unsupported(f"fpdiff runs IPEX's CPU build; {task.device} is not cpu")
         p = task.precision
@@ -43,7 +46,7 @@ class IpexBackend(Backend):
                     info["ipex_optimize"] = f"{dtype_name(low)}, weights_prepack=False (this CPU cannot prepack it)"
         amp = torch.autocast("cpu", dtype=p.autocast) if p.autocast is not None else contextlib.nullcontext()
 
-        def run(*inputs):
+        def run(*inputs: torch.Tensor) -> Any:
             with torch.no_grad(), amp:
                 return optimized(*inputs)
 

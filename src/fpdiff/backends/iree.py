@@ -9,12 +9,13 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
-from fpdiff.backends import mixed_dtype, too_wide
 from fpdiff.backends import to_numpy as _to_numpy
-from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
-from fpdiff.core.compare import Finding
+from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro, Task
+from fpdiff.core.dtypes import mixed_dtype
 from fpdiff.core.errors import COMPILE, IMPORT, LOAD, MESSAGE_CHARS, TORCH_EXPORT, StageError, Unsupported, plain, stage
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
@@ -84,7 +85,8 @@ def decompositions() -> dict:
     return table
 
 
-def import_program(program, precision_name: str, mlir: Path, table: dict | None = None) -> dict:
+def import_program(program: Any, precision_name: str, mlir: Path,
+                   table: dict[Any, Any] | None = None) -> dict[str, str]:
     """torch program -> torch-dialect MLIR: decomposed to what IREE lowers (`table`, default decompositions()), then
     IREE's FX importer (frozen: weights inline); iree-turbine's importer (weights as globals) when the frozen import
     fails. Returns the route taken."""
@@ -107,7 +109,7 @@ def import_program(program, precision_name: str, mlir: Path, table: dict | None 
     return {"iree_import": "iree-turbine", "iree_import_why": f"the frozen FX import failed: {frozen_failure}"}
 
 
-def user_ops(program) -> set[str]:
+def user_ops(program: Any) -> set[str]:
     """The ops of the program as exported (before fpdiff's decomposition), spelled as iree-compile names them
     without the dialect prefix: aten.squeeze.dim, aten.roll (a `.default` overload is unnamed there)."""
     return {str(n.target).removesuffix(".default") for n in program.graph.nodes if n.op == "call_function"}
@@ -121,7 +123,7 @@ def _run_compile(mlir: Path, flags: list[str], out: Path, phases: Path | None) -
                           capture_output=True, text=True)
 
 
-def compile_program(program, precision_name: str, flags: list[str], mlir: Path, out: Path,
+def compile_program(program: Any, precision_name: str, flags: list[str], mlir: Path, out: Path,
                     phases: Path | None = None) -> dict:
     """A torch program compiled into `out` through fpdiff's decomposition; when iree-compile refuses an op that the
     decomposition made (not in the program as exported), again from the program as exported, so a refusal is only
@@ -156,7 +158,7 @@ def _op_name(op: str | None) -> str:
     return (op or "").removeprefix("torch.")
 
 
-def _import_frozen(program, precision_name: str, mlir: Path) -> None:
+def _import_frozen(program: Any, precision_name: str, mlir: Path) -> None:
     from iree.compiler.extras.fx_importer import FxImporter
     with _inline_weights(precision_name in ("bf16", "fp64", "amp-bf16")):  # amp-bf16: its graph stores bf16 weights
         imp = FxImporter()
@@ -169,16 +171,16 @@ class _FrozenView:
     inv_freq) in its state_dict: torch.export keeps them in `constants`, where iree 3.13's import_frozen_program
     does not look ("Could not find state mapping for buffer"; bench/upstream/iree_fx_nonpersistent_buffer.py)."""
 
-    def __init__(self, program) -> None:
+    def __init__(self, program: Any) -> None:
         self._program = program
         self.state_dict = {**program.state_dict, **{name: program.constants[name] for name in
                                                     program.graph_signature.non_persistent_buffers}}
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._program, name)
 
 
-def _state_out_of_lists(program):
+def _state_out_of_lists(program: Any) -> Any:
     """A weight or buffer used inside a list argument (Swin indexes its bias table with a buffer: aten.index.Tensor
     takes a list) passed through aten.clone first: the frozen importer turns that state into a literal, and a list
     mixing literals and values fails ("Heterogeneous lists are not supported"; bench/upstream/
@@ -190,7 +192,7 @@ def _state_out_of_lists(program):
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     clones: dict = {}
 
-    def through_clone(x):
+    def through_clone(x: Any) -> Any:
         if getattr(x, "op", None) != "placeholder" or x.name not in state:
             return x
         if x.name not in clones:
@@ -207,7 +209,7 @@ def _state_out_of_lists(program):
 
 
 @contextlib.contextmanager
-def _inline_weights(on: bool):
+def _inline_weights(on: bool) -> Iterator[None]:
     """Weights as dense<> literals instead of dense_resource<>: iree-compile 3.13 rejects bf16 and f64 weights in
     the resource form ("'arith.constant' op failed to verify that all of {value, result} have same type").
     Only the encoding of the same values changes."""
@@ -219,7 +221,7 @@ def _inline_weights(on: bool):
 
     class _Dense:
         @staticmethod
-        def get_from_buffer(arr, name, tensor_type):
+        def get_from_buffer(arr: Any, name: str, tensor_type: Any) -> Any:
             return DenseElementsAttr.get(arr, type=tensor_type.element_type, shape=list(tensor_type.shape))
 
     saved = fxi.DenseResourceElementsAttr
@@ -281,10 +283,10 @@ class IreeBackend(Backend):
     kinds = frozenset({TORCH, ONNX})
     independent = True  # its own ONNX importer and code generation
     takes_flags = True
-
     requires = ("iree.compiler", "iree.runtime")
+    extra = "iree"
 
-    def prepare_task(self, task) -> Prepared:
+    def prepare_task(self, task: Task) -> Prepared:
         flags = compile_flags(task.device, task.precision.name, task.flags)
         made: dict = {}
         # "import-v3" in the key: modules compiled before roll and squeeze were kept whole have no decomposition record
@@ -295,25 +297,23 @@ class IreeBackend(Backend):
             route.write_text(json.dumps(made))
         phases = vmfb.with_suffix(".phases")
         counts, demoted = computed_dtypes(phases)
-        notes, info = [], {"cache": "hit" if hit else "miss", "flags": flags, "op_dtypes": dict(counts)}
+        info: dict[str, Any] = {"cache": "hit" if hit else "miss", "flags": flags}
         info.update(json.loads(route.read_text()) if route.exists() else {})
         want = task.requested_dtype
-        total = sum(counts.values())
         planned = None
-        if task.precision.autocast is not None:  # float32 ops on purpose: count what the graph asked for, as imported
-            planned = Counter(_MLIR_TYPES[t] for f in phases.glob("*.input.mlir")
-                              for t in _FLOAT_OP.findall(f.read_text()))
-            info["planned_op_dtypes"] = dict(planned)
-        if demoted or too_wide(counts, want, planned):
-            remedy = (f"compile with {DEMOTE_F64}=false" if want == "float64"
-                      else "check the compile flags for demotion/promotion options")
-            what = "its public signature demoted from f64 to f32" if demoted else "ops in other dtypes"
-            notes.append(Finding("dtype-changed", f"IREE compiled {counts[want]} of {total} float ops in {want}, "
-                                 f"{what} ({dict(counts)})", remedy=remedy))
-        computed = mixed_dtype(counts, want)
-        return Prepared(self._runner(vmfb, task.device), computed, notes, info)
+        if task.precision.autocast is not None or task.is_program:  # wider ops on purpose: count what it asked for
+            planned = dict(Counter(_MLIR_TYPES[t] for f in phases.glob("*.input.mlir")
+                                   for t in _FLOAT_OP.findall(f.read_text())))
+        # a demoted signature takes and returns f32: the outputs then say what ran, not the dispatches' count
+        computed = None if demoted else mixed_dtype(counts, want)
+        if demoted:
+            info["signature"] = "demoted from f64 to f32"
+        remedy = (f"compile with {DEMOTE_F64}=false" if want == "float64"
+                  else "check the compile flags for demotion/promotion options")
+        return Prepared(self._runner(vmfb, task.device), computed, info=info, op_dtypes=dict(counts),
+                        planned_op_dtypes=planned, dtype_remedy=remedy)
 
-    def _compile(self, task, flags: list[str], out: Path) -> dict:
+    def _compile(self, task: Task, flags: list[str], out: Path) -> dict[str, Any]:
         """Import and compile into `out`; returns how the model was imported (and exported, for ONNX graphs)."""
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-") as tmp:
             mlir = Path(tmp) / "model.mlir"
@@ -359,7 +359,7 @@ outs = [o.to_host() for o in (outs if isinstance(outs, (list, tuple)) else [outs
 """
 
     @staticmethod
-    def _runner(vmfb: Path, device: str):
+    def _runner(vmfb: Path, device: str) -> Callable[..., list[Any]]:
         import iree.runtime as rt
         with stage(LOAD, "iree.runtime"):
             config = rt.Config("cuda" if device.startswith("cuda") else "local-task")
@@ -372,7 +372,7 @@ outs = [o.to_host() for o in (outs if isinstance(outs, (list, tuple)) else [outs
             raise Unsupported("the compiled module exports no function to call")
         fn = ctx.modules.module[names[0]]
 
-        def run(*inputs):
+        def run(*inputs: Any) -> list[Any]:
             out = fn(*(_to_numpy(t) for t in inputs))
             return list(out) if isinstance(out, (tuple, list)) else [out]
         return run

@@ -1,15 +1,17 @@
 """OpenVINO's CPU plugin: the precision is a hint the plugin may override, so the cell reports what it really ran."""
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from fpdiff.backends import mixed_dtype, too_wide
-from fpdiff.backends.base import ONNX, TORCH, Backend, Prepared, Repro
+from fpdiff.backends.base import ONNX, TORCH, Backend, Prepared, Repro, Task
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
+from fpdiff.core.dtypes import mixed_dtype, too_wide
 from fpdiff.core.errors import COMPILE, IMPORT, TORCH_EXPORT, Unsupported, stage
 
 # INFERENCE_PRECISION_HINT values by fpdiff precision. The CPU plugin has no f64 inference precision, and no
@@ -38,11 +40,14 @@ GRAPH_MOVES = {"Parameter", "Result", "Constant", "Reshape", "Squeeze", "Unsquee
 _PROBE = ("import sys, openvino as ov; core = ov.Core(); "
           "core.compile_model(core.read_model(sys.argv[1]), 'CPU', {'INFERENCE_PRECISION_HINT': sys.argv[2]})")
 PROBE_TIMEOUT = 600.0  # seconds: a mid-size compile fits; the cell's own timeout still bounds the worker
+# A finding of its own: the plugin ran another inference precision than the hint asked for (the cell's op count
+# then makes it dtype-changed too, by the one rule of core/dtypes.py)
+HINT_REPLACED = "hint-replaced"
 
 
-def executed_dtypes(compiled) -> Counter:
+def executed_dtypes(compiled: Any) -> Counter[str]:
     """Arithmetic layers of the compiled model by the precision the plugin ran them in (its runtime model)."""
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     for op in compiled.get_runtime_model().get_ordered_ops():
         info = op.get_rt_info()
         if "layerType" not in info or info["layerType"].astype(str) in MOVES:
@@ -53,7 +58,7 @@ def executed_dtypes(compiled) -> Counter:
     return counts
 
 
-def float_arithmetic(model) -> int:
+def float_arithmetic(model: Any) -> int:
     """Ops of the graph handed to the plugin that compute a float value (not moves, not integer or boolean)."""
     return sum(1 for op in model.get_ordered_ops() if op.get_type_name() not in GRAPH_MOVES
                and any(op.get_output_element_type(i).is_real() for i in range(op.get_output_size())))
@@ -63,11 +68,10 @@ class OpenVinoBackend(Backend):
     name = "openvino"
     kinds = frozenset({TORCH, ONNX})
     independent = True  # its own ONNX frontend and CPU plugin kernels
-
     requires = ("openvino",)
-    install_hint = "pip install openvino"
+    extra = "openvino"
 
-    def prepare_task(self, task) -> Prepared:
+    def prepare_task(self, task: Task) -> Prepared:
         import openvino as ov
         p = task.precision
         if p.autocast is not None:
@@ -86,7 +90,8 @@ class OpenVinoBackend(Backend):
             if task.variant.static is None and not all(i.get_partial_shape().is_static for i in converted.inputs):
                 model = converted.clone()  # the converter leaves dims dynamic: pin the static cell's shapes
                 model.reshape({port: ov.PartialShape(list(t.shape)) for port, t in zip(model.inputs, task.inputs())})
-        notes, info = [], {"openvino": ov.__version__.split("-")[0]}
+        notes: list[Finding] = []
+        info: dict[str, Any] = {"openvino": ov.__version__.split("-")[0]}
         if model is not converted:
             with stage(COMPILE, "openvino CPU plugin"):
                 crash = _static_compile_crash(task, model, hint)
@@ -104,42 +109,45 @@ class OpenVinoBackend(Backend):
         used = str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
         counts = executed_dtypes(compiled)
         want = task.requested_dtype
-        info.update({"op_dtypes": dict(counts), "inference_precision": used, "inference_precision_hint": hint})
+        info.update({"runtime_layers": dict(counts), "inference_precision": used, "inference_precision_hint": hint})
         if not sum(counts.values()) or not float_arithmetic(model):  # nothing could run in another dtype
             return Prepared(self._runner(compiled, task), want, notes, info)
-        if OV_DTYPES.get(used) != want:
-            notes.append(Finding("dtype-changed", f"OpenVINO was asked for {hint} and runs {used}: its CPU plugin "
-                                 f"replaces an inference precision this processor lacks native arithmetic for",
-                                 remedy=f"read this cell as {OV_DTYPES.get(used, used)}; for {want} numerics run on "
-                                 "a CPU with native support (AVX512-FP16/AMX-FP16) or OpenVINO's GPU plugin"))
-        elif too_wide(counts, want):
-            notes.append(Finding("dtype-changed", f"OpenVINO ran {counts[want]} of {sum(counts.values())} arithmetic "
-                                 f"layers in {want}; the rest in {', '.join(k for k in counts if k != want)}",
-                                 remedy=f"judge this cell as mostly wider than {want}"))
-        return Prepared(self._runner(compiled, task), computed_dtype(counts, want, used), notes, info)
+        ran = OV_DTYPES.get(used, used)
+        if ran != want:
+            notes.append(Finding(HINT_REPLACED, f"OpenVINO was asked for {hint} and runs {used}: its CPU plugin "
+                                 "replaces an inference precision this processor lacks native arithmetic for"))
+        remedy = (f"read this cell as {ran}; for {want} numerics run on a CPU with native support (AVX512-FP16/"
+                  "AMX-FP16) or OpenVINO's GPU plugin") if ran != want else None
+        return Prepared(self._runner(compiled, task), computed_dtype(counts, want, used), notes, info,
+                        op_dtypes=dict(counts), dtype_remedy=remedy)
 
     @staticmethod
-    def _runner(compiled, task):
+    def _runner(compiled: Any, task: Task) -> Callable[..., list[Any]]:
         request = compiled.create_infer_request()
-        segment = task.source.ref.kind == "program"  # cut at the precision: inputs go in as they are
+        segment = task.is_program  # at its precision already: inputs go in as they are
 
-        def run(*inputs):
+        def run(*inputs: Any) -> list[Any]:
             request.infer([_as_ov(t, segment) for t in inputs])
             return [_from_ov(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]
         return run
 
     @staticmethod
-    def _fp32_model(task):
-        """What the plugin converts: the fp32 model (the precision is the hint's job); a segment as cut. Of an ONNX
-        model, the graph every other backend runs at fp32 (the source cast to float32: a float64 model is not
-        handed over as float64, which the plugin would narrow its own way); at fp16/bf16 too, since the hint, not
-        the graph, sets the plugin's precision (an f16 graph under the f32 hint is computed in f32)."""
-        if task.source.ref.kind == "program":
-            return task.source.fixed_program
+    def _fp32_model(task: Task) -> Any:
+        """What the plugin converts: the fp32 model (the precision is the hint's job); a program as written (a
+        `.pt2` or an `.onnx` graph). Of an ONNX model, the graph every other backend runs at fp32 (the source cast to
+        float32: a float64 model is not handed over as float64, which the plugin would narrow its own way); at
+        fp16/bf16 too, since the hint, not the graph, sets the plugin's precision (an f16 graph under the f32 hint
+        is computed in f32)."""
+        if task.is_program:
+            if not task.is_torch:
+                return task.onnx_file()
+            with stage(TORCH_EXPORT, "torch.export"):
+                return task.program()
+        fp32 = task.at(prec.get("fp32"))
         if task.is_torch:
             with stage(TORCH_EXPORT, "torch.export"):
-                return task.source.program(prec.get("fp32"), task.variant)
-        return dataclasses.replace(task, precision=prec.get("fp32"), _memo={}).onnx_file()
+                return fp32.program()
+        return fp32.onnx_file()
 
     def repro(self, r: Repro) -> str | None:
         """The segment as OpenVINO IR (segment.xml/.bin), so the script needs openvino and numpy alone."""
@@ -165,7 +173,7 @@ outs = [host(request.get_output_tensor(i)) for i in range(len(compiled.outputs))
 """
 
 
-def computed_dtype(counts: Counter, want: str, used: str) -> str:
+def computed_dtype(counts: Counter[str], want: str, used: str) -> str | None:
     """What the cell computed in. OpenVINO's bf16/f16 hint is its own mixed precision: it keeps layers it judges
     sensitive in f32 (58-96% of layers ran in bf16 on transformers decoders), so a run whose layers pass the
     dtype-changed share rule (backends.MOSTLY) in the requested dtype is a run in that dtype, its mix in
@@ -175,14 +183,14 @@ def computed_dtype(counts: Counter, want: str, used: str) -> str:
     return mixed_dtype(dict(counts), want)
 
 
-def _static_compile_crash(task, model, hint: str) -> str | None:
+def _static_compile_crash(task: Task, model: Any, hint: str) -> str | None:
     """How the plugin died compiling `model` (pinned static shapes) in a child process, or None when it did not
     die (a plain failure is raised again by the real compile). Cached per model, precision and shapes."""
     import tempfile
 
     import openvino as ov
 
-    def probe(out) -> None:
+    def probe(out: Path) -> None:
         with tempfile.TemporaryDirectory(prefix="fpdiff-ov-") as tmp:
             xml = f"{tmp}/model.xml"
             ov.save_model(model, xml, compress_to_fp16=False)
@@ -207,7 +215,7 @@ def _signal_text(code: int) -> str:
         return f"died with signal {-code}"
 
 
-def _as_ov(t, keep_dtype: bool):
+def _as_ov(t: Any, keep_dtype: bool) -> Any:
     """A torch input for the plugin: float inputs (already rounded to the cell's precision) as float32, which the
     fp32 model takes; a segment's in its own dtype (bfloat16 as OpenVINO's bf16 over the same bits)."""
     import openvino as ov
@@ -222,7 +230,7 @@ def _as_ov(t, keep_dtype: bool):
     return t.numpy()
 
 
-def _from_ov(t):
+def _from_ov(t: Any) -> Any:
     """An output tensor as torch: bf16 arrives from OpenVINO's numpy view typed float16; its bits are bf16's."""
     import numpy as np
     import openvino as ov

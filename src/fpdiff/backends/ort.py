@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from fpdiff.backends import mixed_dtype, too_wide
 from fpdiff.backends import to_numpy as _to_numpy
-from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro
-from fpdiff.core.compare import Finding
+from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro, Task
+from fpdiff.core.dtypes import mixed_dtype
 from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
+from fpdiff.onnxtools.marked import marked
 
 
 def op_dtypes(model_path: Path) -> Counter:
@@ -18,7 +20,7 @@ def op_dtypes(model_path: Path) -> Counter:
     import onnx
     m = onnx.load(str(model_path))
     types = value_types(m)
-    names = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
+    names: dict[int, str] = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
              onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.DOUBLE: "float64"}
     counts: Counter = Counter()
     for node in m.graph.node:
@@ -35,19 +37,19 @@ def op_dtypes(model_path: Path) -> Counter:
 _KERNEL_OP = re.compile(r"(?:kernel for|implementation for) (?P<op>[\w.]+)\((?P<version>\d+)\)")
 
 
-def open_session(path: Path, device: str, optimized: Path):
+def open_session(model: Path | Any, device: str, optimized: Path | None = None) -> Any:
     """The session, with ONNX Runtime's NOT_IMPLEMENTED status (its kernel registry has no kernel for this op, op
     version and types) raised as its declared refusal, whatever the message's wording."""
     from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
     try:
-        return ort_session(path, device, optimized_to=optimized)
+        return ort_session(model, device, optimized_to=optimized)
     except OrtNotImplemented as e:
         m = _KERNEL_OP.search(str(e))
         op = f"{m['op']} (opset {m['version']})" if m else None
         raise Unsupported(" ".join(str(e).split()), op=op) from e
 
 
-def exported_graph_checked(path: Path, info: dict) -> None:
+def exported_graph_checked(path: Path, info: dict[str, Any]) -> None:
     """A torch export ONNX Runtime would refuse for its types (bfloat16 where the opset has none) is the
     exporter's invalid graph, not a kernel ONNX Runtime lacks: full type check before loading it."""
     import onnx
@@ -60,52 +62,68 @@ def exported_graph_checked(path: Path, info: dict) -> None:
                          f"the exported graph is not valid ONNX (full type check): {why}")
 
 
+def cell_graph(task: Task) -> tuple[Path, dict[str, Any]]:
+    """The ONNX graph this backend runs for the cell (a torch model's export, checked; an ONNX source cast; an
+    `.onnx` program as written), and which exporter made it."""
+    path = task.onnx_file()
+    info: dict[str, Any] = {}
+    if task.is_torch:
+        from fpdiff.onnxtools.export import export_info
+        info.update(export_info(path))  # which torch->ONNX exporter made the graph this cell ran
+        exported_graph_checked(path, info)  # fpdiff's own cast graphs are checked where they are made (task)
+    return path, info
+
+
+def feeder(session: Any, outputs: list[str] | None = None) -> Callable[..., list[Any]]:
+    """run(*inputs) for a session: the inputs fed by the session's input names, the named outputs (all: None)
+    returned in that order."""
+    names = [i.name for i in session.get_inputs()]
+
+    def run(*inputs: Any) -> list[Any]:
+        return session.run(outputs, {n: _to_numpy(t) for n, t in zip(names, inputs)})
+    return run
+
+
+# What ONNX Runtime's CPU provider does with a dtype it has no kernel for: said with a dtype-changed finding.
+REMEDY = ("ONNX Runtime inserts casts where its kernels for this provider lack {want}: for real {want} numerics use "
+          "a provider with {want} kernels (CUDA, TensorRT)")
+
+
 class OrtBackend(Backend):
     name = "ort"
     kinds = frozenset({TORCH, ONNX})
-    all_outputs = True
-    verifies_onnx_plans = True
     independent = True  # its own kernel for every op and its own reading of each opset
-
+    cross_checks = frozenset({ONNX})  # the ONNX judge's fp32 cross-check (check/judge.py)
     requires = ("onnxruntime",)
+    extra = "ort"
 
-    def prepare_task(self, task) -> Prepared:
-        path = task.onnx_file()
+    def prepare_task(self, task: Task) -> Prepared:
+        path, info = cell_graph(task)
         optimized = path.with_name(path.stem + f".ort-{task.device.replace(':', '')}.onnx")
-        info = {}
-        if task.is_torch:
-            from fpdiff.onnxtools.export import export_info
-            info.update(export_info(path))  # which torch->ONNX exporter made the graph this cell ran
-            exported_graph_checked(path, info)  # fpdiff's own cast graphs are checked where they are made (task)
         with stage(LOAD, "onnxruntime"):
             session = open_session(path, task.device, optimized)
-        names = [i.name for i in session.get_inputs()]
-        notes = []
+        prepared = Prepared(feeder(session), info=info)
         want = task.requested_dtype
         if want in ("float16", "bfloat16") and optimized.exists():
             counts = op_dtypes(optimized)
-            total = sum(counts.values())
-            if total:
-                share = counts[want] / total
-                info["op_dtypes"] = dict(counts)
-                info["requested_dtype_share"] = round(share, 4)
-                # an autocast graph keeps ops in float32 on purpose: judge the share against what it asked for
-                planned = op_dtypes(path) if task.precision.autocast is not None else None
-                asked = f" (the autocast graph asked for {planned[want]} of {sum(planned.values())})" if planned else ""
-                if planned:
-                    info["planned_op_dtypes"] = dict(planned)
-                if too_wide(counts, want, planned):
-                    notes.append(Finding("dtype-changed", f"ONNX Runtime ran {counts[want]} of {total} arithmetic ops "
-                                         f"in {want}{asked}; the rest in {', '.join(k for k in counts if k != want)} "
-                                         "through casts it inserted (its kernels for this provider lack the dtype)",
-                                         remedy="judge this cell as mostly wider than asked; for real "
-                                         f"{want} numerics use a provider with {want} kernels (CUDA, TensorRT)"))
+            if sum(counts.values()):
+                prepared.op_dtypes = dict(counts)
+                prepared.computed_dtype = mixed_dtype(counts, want)
+                prepared.dtype_remedy = REMEDY.format(want=want)
+                # an autocast graph or a program keeps ops wider on purpose: the share is judged on what it asked for
+                if task.precision.autocast is not None or task.is_program:
+                    prepared.planned_op_dtypes = dict(op_dtypes(path))
+        return prepared
 
-        def run(*inputs):
-            feed = {n: _to_numpy(t) for n, t in zip(names, inputs)}
-            return session.run(None, feed)
-
-        return Prepared(run, mixed_dtype(info.get("op_dtypes", {}), want), notes, info)
+    def prepare_marked(self, task: Task) -> Prepared:
+        """The cell's graph with every float value its nodes produce as an output; ONNX Runtime may fuse otherwise
+        than in the cell (a marked value cannot be fused away), which locate says beside its answer."""
+        import onnx
+        path, info = cell_graph(task)
+        model, names = marked(onnx.load(str(path)))
+        with stage(LOAD, "onnxruntime"):
+            session = open_session(model, task.device)
+        return Prepared(feeder(session, names), info=info, output_names=names)
 
     def repro(self, r: Repro) -> str | None:
         if not r.onnx_segment:

@@ -8,6 +8,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -15,6 +16,7 @@ else:  # Python 3.10: the same parser, published before it joined the standard l
     import tomli as tomllib
 
 from fpdiff.core.errors import UsageError
+from fpdiff.core.task import ONNX, TORCH
 
 CONFIG_FILE = "fpdiff.toml"
 TOKEN_ENV = "FPDIFF_TOKEN"  # the shared token for remote workers, when no token file is named
@@ -109,8 +111,29 @@ def _from_file(path: Path) -> dict[str, Route]:
         token_file = entry.get("token_file")
         if token_file:
             token_file = str(path.parent / Path(token_file).expanduser())  # absolute paths stay as they are
-        decl = {k: entry[k] for k in ("kinds", "shape_variants", "takes_flags") if k in entry}
+        decl = _declarations(path, name, entry)
         routes[name] = Route(name, entry.get("base", _base(name)), python=python, host=entry.get("host"),
                              token_file=token_file,
                              declarations=decl)
     return routes
+
+
+# What a [backends."NAME"] table may hold: where the worker is, and the declarations of a backend unknown here.
+WHERE = ("python", "host", "token_file", "base")
+DECLARATIONS: dict[str, type] = {"kinds": list, "shape_variants": bool, "takes_flags": bool}
+KINDS = (TORCH, ONNX)
+
+
+def _declarations(path: Path, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """The route's declarations; a key fpdiff would not read (a typo: `shape_variant = false`) or a value of the
+    wrong type is a UsageError naming what it may hold."""
+    where = f"{path}: [backends.\"{name}\"]"
+    for key, value in entry.items():
+        if key not in WHERE and key not in DECLARATIONS:
+            raise UsageError(f"{where} has {key!r}, which is no route setting; known: "
+                             f"{', '.join([*WHERE, *DECLARATIONS])}")
+        if key in DECLARATIONS and not isinstance(value, DECLARATIONS[key]):
+            raise UsageError(f"{where}: {key} must be a {DECLARATIONS[key].__name__}, got {value!r}")
+    if not set(entry.get("kinds", [])) <= set(KINDS):
+        raise UsageError(f"{where}: kinds are {', '.join(KINDS)}, got {entry['kinds']!r}")
+    return {k: entry[k] for k in DECLARATIONS if k in entry}

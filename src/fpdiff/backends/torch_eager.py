@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
-from fpdiff.backends.base import TORCH_INPUTS, Backend, Prepared, Repro
+from fpdiff.backends.base import TORCH, TORCH_INPUTS, Backend, Prepared, Repro, Task
 from fpdiff.core.errors import Unsupported
 from fpdiff.core.precision import Precision, dtype_name
 
 
-def precision_context(precision: Precision, device: str, autocast: bool = True):
+def precision_context(precision: Precision, device: str, autocast: bool = True) -> contextlib.ExitStack:
     """Autocast for amp-*, and TF32 on or off explicitly (cuDNN convs default to TF32 on CUDA: fp32 must not)."""
     stack = contextlib.ExitStack()
     if device.startswith("cuda"):
@@ -21,7 +23,7 @@ def precision_context(precision: Precision, device: str, autocast: bool = True):
 
 
 @contextlib.contextmanager
-def _tf32(on: bool):
+def _tf32(on: bool) -> Iterator[None]:
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = on
     torch.backends.cudnn.allow_tf32 = on
@@ -37,9 +39,10 @@ def computed_dtype(precision: Precision) -> str:
     return "tf32 (float32 storage)" if precision.name == "tf32" else dtype_name(precision.dtype)
 
 
-def device_runner(fn, precision: Precision, device: str, autocast: bool = True):
+def device_runner(fn: Callable[..., Any], precision: Precision, device: str,
+                  autocast: bool = True) -> Callable[..., Any]:
     """Move inputs to the device, run under the precision's context, bring outputs back to the CPU."""
-    def run(*inputs):
+    def run(*inputs: torch.Tensor) -> Any:
         with torch.no_grad(), precision_context(precision, device, autocast):
             out = fn(*(t.to(device) for t in inputs))
         return torch.utils._pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
@@ -54,11 +57,10 @@ FLOAT64_JUDGE = "float64-judge"
 class TorchBackend(Backend):
     name = "torch"
     shape_variants = False  # eager runs the shapes it is given: every variant would be the same run
-    reference = True
-    runs_modules = True
+    judges = frozenset({TORCH})  # the float64 judge and per-precision baseline of torch models
     judge_flags = (FLOAT64_JUDGE,)
 
-    def prepare_task(self, task) -> Prepared:
+    def prepare_task(self, task: Task) -> Prepared:
         if not task.is_torch:
             raise Unsupported("torch eager runs torch models; this model is ONNX")
         module = task.module().to(task.device)
@@ -79,9 +81,8 @@ def float64_prepared(module: torch.nn.Module, device: str, judge: bool) -> Prepa
     model as written and only records its casts. Either way the casts (file:line) become the run's findings, and an
     op with no float64 kernel is fpdiff's decomposition in the judge, torch's declared refusal in the cell."""
     from fpdiff.model.float64 import float64_everywhere
-    prepared = Prepared(lambda *xs: None, "float64")
 
-    def run(*inputs):
+    def run(*inputs: torch.Tensor) -> Any:
         with torch.no_grad(), float64_everywhere(promote=judge) as mode:
             out = module(*(t.to(device) for t in inputs))
         if not prepared.notes:  # the same casts on every repeat: report them once
@@ -90,5 +91,5 @@ def float64_prepared(module: torch.nn.Module, device: str, judge: bool) -> Prepa
             if asked and not judge:
                 prepared.computed_dtype = f"float64 with the model's own casts to {', '.join(asked)}"
         return torch.utils._pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, out)
-    prepared.run = run
+    prepared = Prepared(run, "float64")  # run() reads it when called: the findings of the first run go into it
     return prepared

@@ -123,7 +123,7 @@ def coarser_than_requested(m: Metrics, precision: Precision, baseline: Metrics |
     statistics accumulated there, where the baseline accumulates in float32), reported as rounds-more, a fact
     about the backend and not a downgrade."""
     bits = effective_bits(m, baseline, precision.compute)
-    if bits is None or m.rel_l2 <= precision.unit_roundoff:
+    if bits is None or baseline is None or m.rel_l2 <= precision.unit_roundoff:
         return None
     want = mantissa_bits(precision.compute)
     limit = max(BASELINE_FACTOR, 2 ** (NEXT_FORMAT_GAP.get(want, 3) / 2))
@@ -145,7 +145,7 @@ def coarser_than_requested(m: Metrics, precision: Precision, baseline: Metrics |
                    "reduced-precision reductions, demotion flags); fpdiff locate finds where")
 
 
-def json_float(v):
+def json_float(v: object) -> object:
     if isinstance(v, float) and not math.isfinite(v):
         return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return v
@@ -284,7 +284,7 @@ def judge_flips(flips: int, total: int, baseline_flips: int | None, precision_na
                      "near ties the precision breaks either way")
 
 
-RANK = {PASS: 0, PRECISION_LOSS: 1, MISMATCH: 2}
+RANK: dict[str, int] = {PASS: 0, PRECISION_LOSS: 1, MISMATCH: 2}
 
 
 def judge(m: Metrics, precision: Precision, baseline: Metrics | None,
@@ -292,12 +292,12 @@ def judge(m: Metrics, precision: Precision, baseline: Metrics | None,
     """Verdict for one finished cell: the worse of its float outputs' verdict and its integer outputs' (flips).
     `loss_cause`: what a precision loss within the baseline's error is due to, when the caller knows better than
     "the precision is too coarse" (the model's own casts, an exporter's float32 constants)."""
-    j = _judge_floats(m, precision, baseline, narrowest_bits, loss_cause) if m.numel or not m.discrete else None
     if not m.discrete:
-        return j
+        return _judge_floats(m, precision, baseline, narrowest_bits, loss_cause)
     f = judge_flips(m.flips, m.discrete, baseline.flips if baseline is not None else None, precision.name)
-    if j is None:
+    if not m.numel:
         return f
+    j = _judge_floats(m, precision, baseline, narrowest_bits, loss_cause)
     worst = j if RANK.get(j.status, 3) >= RANK.get(f.status, 3) else f
     other = f if worst is j else j
     findings = j.findings + [x for x in f.findings if x.kind not in {y.kind for y in j.findings}]
@@ -328,14 +328,15 @@ def _judge_floats(m: Metrics, precision: Precision, baseline: Metrics | None,
     bits = effective_bits(m, baseline, precision.compute)
     if m.rel_l2 <= tol and (baseline is None or m.max_norm <= max(tol * 10, MAX_FACTOR * baseline.max_norm)):
         coarser = coarser_than_requested(m, precision, baseline, narrowest_bits)
-        return Judgement(PASS, f"rel L2 {m.rel_l2:.2e} <= tolerance {tol:.0e}", findings + [coarser] * bool(coarser),
-                         bits)
+        return Judgement(PASS, f"rel L2 {m.rel_l2:.2e} <= tolerance {tol:.0e}",
+                         findings + ([coarser] if coarser else []), bits)
     if baseline is None:
         findings.append(_no_baseline())
         return Judgement(PRECISION_LOSS, f"rel L2 {m.rel_l2:.2e} > tolerance {tol:.0e}; no baseline", findings)
     factor = BASELINE_FACTOR if m.numel >= SMALL_NUMEL else SMALL_BASELINE_FACTOR
     if m.rel_l2 > max(tol, factor * baseline.rel_l2):
-        like = f"; computes like {_format_like(bits)}" if _next_format_down(bits, precision) else ""
+        like = f"; computes like {_format_like(bits)}" if bits is not None and _next_format_down(bits, precision) \
+            else ""
         return Judgement(MISMATCH, f"rel L2 {m.rel_l2:.2e} is {_ratio(m.rel_l2, baseline.rel_l2)} the baseline's "
                          f"{baseline.rel_l2:.2e} at {precision.name} (limit {factor:g}x){like}", findings, bits)
     if m.max_norm > max(tol * 10, MAX_FACTOR * baseline.max_norm):

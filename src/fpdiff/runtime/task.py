@@ -1,6 +1,7 @@
 """What one (backend, precision, device, shape variant) job sees: the model in the form each backend wants."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import numpy as np
 import torch
 
 from fpdiff.core.precision import Precision, cast_inputs, dtype_name
+from fpdiff.core.task import PROGRAM, TORCH
 from fpdiff.model import graph
 from fpdiff.model.graph import ShapeVariant
 from fpdiff.runtime import jobdata
@@ -29,6 +31,7 @@ class Job:
     cache_dir: str | None = None
     seed: int = 0
     repeat: int = 1  # runs of the prepared model; outputs after the first are compared bitwise (determinism)
+    mode: str = "cell"  # "marked": the backend's prepare_marked (every float intermediate an output), not prepare_task
 
 
 class LoadedSource:
@@ -45,13 +48,17 @@ class LoadedSource:
         self.module: torch.nn.Module | None = None
         self.onnx = None  # the graph the judge reads: the opset conversion when there is one
         self.onnx_own = None  # the model's own graph when `onnx` is its conversion
-        if ref.kind == "torch":
+        self.fixed_program: torch.export.ExportedProgram | None = None  # a `.pt2` program
+        if ref.kind == PROGRAM and ref.path.endswith(".onnx"):  # an ONNX graph already at its precision
+            from fpdiff.sources.onnx_file import read_model
+            self.onnx = read_model(Path(ref.path))
+        elif ref.kind == TORCH:
             from fpdiff.sources.spec import build, import_spec
             mod = import_spec(Path(ref.path))
             self.module, _ = build(mod, Path(ref.path), seed)
             self.module.load_state_dict(data["state"])
             self.declared = mod.dynamic_shapes() if callable(getattr(mod, "dynamic_shapes", None)) else None
-        elif ref.kind == "program":  # a segment cut out by locate, already at its precision
+        elif ref.kind == PROGRAM:  # a torch.export program already at its precision (a segment, a plan trial)
             self.fixed_program = torch.export.load(ref.path)
             for n in self.fixed_program.graph.nodes:  # save/load turns a multi-output op's list value into a
                 if n.op == "call_function" and isinstance(n.meta.get("val"), tuple):  # tuple, which IREE's FX
@@ -64,7 +71,7 @@ class LoadedSource:
         self._programs: dict = {}
 
     def program(self, precision: Precision, variant: ShapeVariant) -> torch.export.ExportedProgram:
-        if self.ref.kind == "program":
+        if self.fixed_program is not None:
             return self.fixed_program
         key = (precision.name if precision.is_cast else "fp32", variant.name)
         if key not in self._programs:
@@ -91,7 +98,8 @@ def _versions() -> str:
 
 @dataclass
 class Task:
-    """Handed to a built-in backend's prepare_task: everything about the cell, nothing about verdicts."""
+    """Handed to a backend's prepare_task: everything about the cell, nothing about verdicts (the contract backends
+    see is core.task.Task)."""
     source: LoadedSource
     precision: Precision
     device: str
@@ -102,8 +110,17 @@ class Task:
     _memo: dict = field(default_factory=dict)
 
     @property
+    def kind(self) -> str:
+        return self.source.ref.kind
+
+    @property
     def is_torch(self) -> bool:
-        return self.source.ref.kind in ("torch", "program")
+        """A torch model, or a `.pt2` program."""
+        return self.kind == TORCH or self.source.fixed_program is not None
+
+    @property
+    def is_program(self) -> bool:
+        return self.kind == PROGRAM
 
     def inputs(self) -> tuple:
         """Inputs as the backend receives them: float inputs in the precision's dtype (fp32 under autocast)."""
@@ -115,15 +132,25 @@ class Task:
         """The program a backend compiles. Under autocast it is the autocast graph: an exported program cannot
         carry torch's dispatch policy, so backends that run programs get that policy written into the graph (casts
         at the borders of the ops autocast runs in float32); module() is for backends that enter autocast."""
-        if self.precision.autocast is not None and self.source.ref.kind == "torch":
+        if not self.is_torch:
+            raise TypeError(f"a {self.kind} model has no torch program")  # a backend's bug: it did not ask is_torch
+        if self.precision.autocast is not None and self.kind == TORCH:
             return self.source.autocast_program(self.precision, self.device, self.variant)
         return self.source.program(self.precision, self.variant)
 
     def module(self) -> torch.nn.Module:
-        if self.source.ref.kind == "program":  # fixed dtypes already (a segment at P, a mixed-precision plan)
+        if self.source.module is None:
+            raise TypeError(f"a {self.kind} model has no torch module")  # a backend's bug: it did not ask is_torch
+        if self.is_program:  # fixed dtypes already (a segment at P, a mixed-precision plan)
             import copy
             return copy.deepcopy(self.source.module)
         return graph.cast_module(self.source.module, self.precision)
+
+    def dynamic_dims(self) -> list[list[int]]:
+        return graph.dynamic_dims(self.source.declared, list(self.source.input_names), self.variant)
+
+    def at(self, precision: Precision) -> Task:
+        return dataclasses.replace(self, precision=precision, _memo={})
 
     def key(self, *extra: str) -> tuple[str, ...]:
         """Cache key parts for an artifact of this cell: model content, precision, variant, versions, flags."""
@@ -164,11 +191,13 @@ class Task:
 
 def _onnx_for(task: Task, own: bool = False) -> Path:
     """The cell's ONNX graph, cached: exported from the cast torch program, or the ONNX source (its own graph when
-    `own`, else its opset conversion) cast."""
+    `own`, else its opset conversion) cast; an `.onnx` program as written."""
     import onnx
 
     from fpdiff.core.errors import ONNX_EXPORT, stage
     from fpdiff.onnxtools.export import ONNX_TYPE, save_export_info
+    if task.is_program and not task.is_torch:
+        return Path(task.source.ref.path)
     if task.is_torch:
         made: dict = {}
         # "exporter-choice" in the key: artifacts from before the fallback have no record of their exporter;
@@ -230,7 +259,7 @@ def _export_task(task: Task, path: Path) -> dict:
     with stage(TORCH_EXPORT, "torch.export"):
         program = task.program()
     names = list(task.source.input_names)
-    dims = graph.dynamic_dims(task.source.declared, names, task.variant)
+    dims = task.dynamic_dims()
     axes = {n: {d: f"{n}_{d}" for d in ds} for n, ds in zip(names, dims) if ds}
     # the fallback traces a module: under autocast the autocast graph's own (the plain module would export fp32)
     module = task.module if task.precision.is_cast else None
