@@ -5,6 +5,7 @@ import pytest
 
 import fpdiff
 import onnx_models as om
+from fpdiff.core.status import Status
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
 
@@ -18,7 +19,7 @@ def test_old_opset_graphs_are_converted_checked_and_pass_on_ort(name, tmp_path):
     assert conv["check_rel_l2"] <= 1e-6
     assert r.judge["status"] == "agrees", r.judge
     c = r.cells[0]
-    assert c.status == "pass", c.reason
+    assert c.status == Status.PASS, c.reason
     assert c.metrics["rel_l2"] < 1e-6
 
 
@@ -39,7 +40,7 @@ def test_a_wrong_judge_is_overruled_by_agreeing_witnesses_and_the_op_written_as_
     assert {w["backend"]: w.get("agrees_with_judge") for w in j["witnesses"]} == {
         "ort": False, "openvino": False, "iree": None}  # IREE refuses the old-opset op: asked, not counted
     for c in r.cells:
-        assert c.status == "pass", (c.precision, c.reason)
+        assert c.status == Status.PASS, (c.precision, c.reason)
         assert "against the overruled float64 judge" in c.reason
         assert any(f.kind == "judged-by-majority" for f in c.findings)
     assert r.exit_code() == 0
@@ -59,16 +60,16 @@ def test_witnesses_that_split_leave_the_judge_suspect_and_call_nothing(tmp_path)
     assert r.judge["status"] == "suspect", r.judge
     assert "no majority" in r.judge["message"] and r.judge["repro"] is None
     assert r.judge["first_divergence"]["op"] == "Softmax"
-    assert not [c for c in r.cells if c.status in ("mismatch", "precision-loss")]
+    assert not [c for c in r.cells if c.status in (Status.MISMATCH, Status.PRECISION_LOSS)]
     fp32 = [c for c in r.cells if c.precision == "fp32"][0]
-    assert fp32.status == "unjudged"
+    assert fp32.status == Status.UNJUDGED
     assert any(f.kind == "judge-suspect" for f in fp32.findings)
     assert r.exit_code() == 3 and r.exit_code(strict=True) == 3
 
 
 def _ok(*arrays):
     from fpdiff.runtime.worker import JobResult
-    return JobResult("ok", outputs=[np.asarray(a, dtype=np.float64) for a in arrays])
+    return JobResult(Status.OK, outputs=[np.asarray(a, dtype=np.float64) for a in arrays])
 
 
 @pytest.mark.parametrize("sides, status", [
@@ -104,15 +105,15 @@ def test_under_a_suspect_judge_a_cell_departing_from_both_stays_a_mismatch():
     from fpdiff.analysis.check.judge import SUSPECT, JudgeCheck, hold_unconfirmed
     from fpdiff.core.compare import Judgement
     check = JudgeCheck("evaluator", "ort fp32", SUSPECT, "they disagree", stand_in=("ort", "cpu", "fp32", "s"))
-    cells = [Cell("iree", "cpu", "fp16", "s", "mismatch", "rel L2 0.5 is 100x"),
-             Cell("iree", "cpu", "fp32", "s", "mismatch", "rel L2 0.9 is 1e6x"),
-             Cell("ort", "cpu", "fp32", "s", "mismatch", "rel L2 0.9 is 1e6x"),
-             Cell("ort", "cpu", "bf16", "s", "pass", "rel L2 1e-3")]
+    cells = [Cell("iree", "cpu", "fp16", "s", Status.MISMATCH, "rel L2 0.5 is 100x"),
+             Cell("iree", "cpu", "fp32", "s", Status.MISMATCH, "rel L2 0.9 is 1e6x"),
+             Cell("ort", "cpu", "fp32", "s", Status.MISMATCH, "rel L2 0.9 is 1e6x"),
+             Cell("ort", "cpu", "bf16", "s", Status.PASS, "rel L2 1e-3")]
     keys = [("iree", "cpu", "fp16", "s"), ("iree", "cpu", "fp32", "s"), ("ort", "cpu", "fp32", "s"),
             ("ort", "cpu", "bf16", "s")]
-    readings = {keys[0]: Judgement("mismatch", "rel L2 0.5 against ort"), keys[1]: Judgement("pass", "1e-7")}
+    readings = {keys[0]: Judgement(Status.MISMATCH, "rel L2 0.5 against ort"), keys[1]: Judgement(Status.PASS, "1e-7")}
     hold_unconfirmed(check, cells, keys, readings.get)
-    assert [c.status for c in cells] == ["mismatch", "unjudged", "unjudged", "pass"]
+    assert [c.status for c in cells] == [Status.MISMATCH, Status.UNJUDGED, Status.UNJUDGED, Status.PASS]
     assert "confirmed" not in cells[0].reason and "against ort fp32" in cells[0].reason
     assert "pass against ort fp32" in cells[1].reason
     assert not cells[3].findings
@@ -126,7 +127,7 @@ def test_indices_are_generated_inside_the_tables_they_index(tmp_path):
     assert ids.max() >= 10 and ids.max() < 50  # the whole vocabulary, not just [0, 10)
     assert "[0, 2)" in src.notes["inputs"]["tt"] and "'types'" in src.notes["inputs"]["tt"]
     r = fpdiff.check(path, backends=["ort"], precisions=["fp32"])
-    assert r.cells[0].status == "pass"
+    assert r.cells[0].status == Status.PASS
     assert "[0, 50)" in r.source["inputs"]["ids"]
 
 

@@ -3,6 +3,7 @@
 import math
 
 from fpdiff.analysis.locate.bisection import Bisector, SegmentVerdict
+from fpdiff.core.status import Status
 
 
 class FakeBisector(Bisector):
@@ -21,7 +22,7 @@ class FakeBisector(Bisector):
 
 
 def wrong_at(bad: int):
-    return lambda s, e: ("mismatch", "rel L2 far over the baseline") if s <= bad < e else ("pass", "ok")
+    return lambda s, e: (Status.MISMATCH, "rel L2 far over the baseline") if s <= bad < e else (Status.PASS, "ok")
 
 
 def test_one_wrong_op_is_found_wherever_it_sits_in_few_verdicts():
@@ -34,7 +35,7 @@ def test_one_wrong_op_is_found_wherever_it_sits_in_few_verdicts():
 
 
 def test_a_healthy_graph_costs_one_verdict():
-    b = FakeBisector(40, lambda s, e: ("pass", "ok"))
+    b = FakeBisector(40, lambda s, e: (Status.PASS, "ok"))
     assert b.bisect() is None and len(b.asked) == 1
 
 
@@ -43,10 +44,10 @@ def test_a_segment_failing_for_a_reason_of_its_own_is_not_chased():
     importer that cannot take the cut): followed, they would pull the answer to op 20; they must not."""
     def judge(s, e):
         if s <= 30 < e:
-            return "unsupported", "cannot lower torch.aten.foo in fp16"
+            return Status.UNSUPPORTED, "cannot lower torch.aten.foo in fp16"
         if s == 0 and 21 <= e <= 30:
-            return "unsupported", "importer: segment input is not a tensor"
-        return "pass", "ok"
+            return Status.UNSUPPORTED, "importer: segment input is not a tensor"
+        return Status.PASS, "ok"
     b = FakeBisector(40, judge)
     found = b.bisect()
     assert (found.start, found.end) == (30, 31)
@@ -56,7 +57,8 @@ def test_a_segment_failing_for_a_reason_of_its_own_is_not_chased():
 def test_the_same_failure_with_other_paths_and_line_numbers_is_followed():
     def judge(s, e):
         if s <= 12 < e:
-            return "error", f"iree-compile failed: /tmp/fpdiff-iree-{s}x{e}/model.mlir:{e}:3: error: util.initializer"
-        return "pass", "ok"
+            return Status.ERROR, (f"iree-compile failed: /tmp/fpdiff-iree-{s}x{e}/model.mlir:{e}:3: error: "
+                                  "util.initializer")
+        return Status.PASS, "ok"
     found = FakeBisector(20, judge).bisect()
     assert (found.start, found.end) == (12, 13)

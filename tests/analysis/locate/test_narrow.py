@@ -2,6 +2,7 @@
 prefix search ended on, a mismatch starts at the first op of the segment that departs from its baseline."""
 from fpdiff.analysis.locate.bisection import Bisector, SegmentVerdict
 from fpdiff.core import precision as prec
+from fpdiff.core.status import Status
 
 
 class FakeBisector(Bisector):
@@ -26,15 +27,15 @@ def test_an_error_amplified_past_the_tolerance_is_blamed_where_it_starts():
     def judge(s, e):
         if s <= 5 < e:
             if e > 12:
-                return "mismatch", "rel L2 far over the baseline", 1e-3, 1e-7
-            return "pass", "under the tolerance", 1e-6, 1e-8
-        return "pass", "ok", 1e-8, 1e-8
+                return Status.MISMATCH, "rel L2 far over the baseline", 1e-3, 1e-7
+            return Status.PASS, "under the tolerance", 1e-6, 1e-8
+        return Status.PASS, "ok", 1e-8, 1e-8
     b = FakeBisector(30, judge)
     found = b.bisect()
     assert (found.start, found.end) == (5, 13)
     seg, op, alone = b.narrow(found)
     assert op == 5 and (seg.start, seg.end) == (5, 13)  # named, the segment kept as the context it needs
-    assert alone.rel_l2 == 1e-6 and alone.status == "pass"
+    assert alone.rel_l2 == 1e-6 and alone.status == Status.PASS
 
 
 def test_differences_of_summation_order_are_not_blamed():
@@ -42,8 +43,8 @@ def test_differences_of_summation_order_are_not_blamed():
     blame is the one that tips the segment over (its last), not the first prefix that is merely noisy."""
     def judge(s, e):
         if s <= 3 < e and e > 9:
-            return "mismatch", "far over", 1e-3, 1e-7
-        return "pass", "ok", 2e-7, 1e-7
+            return Status.MISMATCH, "far over", 1e-3, 1e-7
+        return Status.PASS, "ok", 2e-7, 1e-7
     b = FakeBisector(20, judge)
     seg, op, _ = b.narrow(b.bisect())
     assert op == 9
@@ -54,22 +55,22 @@ def test_a_refusal_that_needs_its_context_names_the_refused_op():
     the op named is 14, the one the prefix search ended on, not 8, the segment's first."""
     def judge(s, e):
         if s <= 8 and e >= 15:
-            return "unsupported", "failed to legalize operation 'torch.aten.foo'", None, 0.0
-        return "pass", "ok", 1e-8, 1e-8
+            return Status.UNSUPPORTED, "failed to legalize operation 'torch.aten.foo'", None, 0.0
+        return Status.PASS, "ok", 1e-8, 1e-8
     b = FakeBisector(20, judge)
     found = b.bisect()
     assert (found.start, found.end) == (8, 15)
     seg, op, alone = b.narrow(found)
-    assert op == 14 and (seg.start, seg.end) == (8, 15) and alone.status == "pass"
+    assert op == 14 and (seg.start, seg.end) == (8, 15) and alone.status == Status.PASS
 
 
 def test_a_refused_op_that_fails_alone_becomes_the_segment():
     def judge(s, e):
         if s <= 6 and e >= 11:  # the bisection stops at 6 (a boundary artifact), op 10 is refused alone as well
-            return "error", f"iree-compile failed: /tmp/x{s}/m.mlir:{e}: error: cannot lower foo", None, 0.0
+            return Status.ERROR, f"iree-compile failed: /tmp/x{s}/m.mlir:{e}: error: cannot lower foo", None, 0.0
         if s == 10 and e == 11:
-            return "error", "iree-compile failed: /tmp/y/m.mlir:3: error: cannot lower foo", None, 0.0
-        return "pass", "ok", 1e-8, 1e-8
+            return Status.ERROR, "iree-compile failed: /tmp/y/m.mlir:3: error: cannot lower foo", None, 0.0
+        return Status.PASS, "ok", 1e-8, 1e-8
     b = FakeBisector(16, judge)
     found = b.bisect()
     seg, op, alone = b.narrow(found)

@@ -4,6 +4,7 @@ import pytest
 
 import fpdiff
 from conftest import SPECS
+from fpdiff.core.status import Status
 
 pytestmark = pytest.mark.slow  # real IREE compiles
 
@@ -12,7 +13,7 @@ def test_iree_refusal_is_named_at_its_op_and_survives_the_repro(tmp_path):
     r = fpdiff.locate(str(SPECS / "locate_refused_pool.py"), backend="iree", precision="fp32",
                       repro=str(tmp_path / "b"))
     seg = r.segment
-    assert seg is not None and seg.status in ("error", "unsupported") and seg.stage == "compile"
+    assert seg is not None and seg.status in (Status.ERROR, Status.UNSUPPORTED) and seg.stage == "compile"
     assert seg.first_op == "aten.avg_pool2d.default" and seg.module == "pool"
     assert seg.source.endswith("locate_refused_pool.py:19")
     c = r.as_dict()["culprit"]

@@ -7,6 +7,7 @@ import pytest
 
 import fpdiff
 from conftest import PLUGINS, SPECS
+from fpdiff.core.status import Status
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
 
@@ -36,10 +37,10 @@ def test_torch_precision_culprit_bundle_shows_the_overflow(tmp_path):
 
 def test_ort_refusal_is_narrowed_to_the_op_and_reproduced_with_onnxruntime_alone(tmp_path):
     r = fpdiff.locate(str(SPECS / "scatter_add_pool.py"), backend="ort", precision="fp16", repro=str(tmp_path / "b"))
-    assert r.segment.ops == ["aten.index_add.default"] and r.segment.status == "unsupported"
+    assert r.segment.ops == ["aten.index_add.default"] and r.segment.status == Status.UNSUPPORTED
     assert (tmp_path / "b" / "segment.onnx").exists()
     f = r.findings[0]
-    assert f.kind == "unsupported" and f.op == "aten.index_add.default" and r.repro in f.remedy
+    assert f.kind == Status.UNSUPPORTED and f.op == "aten.index_add.default" and r.repro in f.remedy
     p = run_script(r.repro, tmp_path)
     assert p.returncode != 0 and "ScatterND" in p.stderr
 

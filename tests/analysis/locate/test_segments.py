@@ -5,6 +5,7 @@ import pytest
 
 import fpdiff
 from conftest import PLUGINS, SPECS
+from fpdiff.core.status import Status
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
 
@@ -20,7 +21,7 @@ PLUGIN = (str(PLUGINS / "perturb.py"),)
 def test_a_corrupted_op_is_named(model, backend, module):
     r = fpdiff.locate(model, backend=backend, precision="fp32", plugins=PLUGIN)
     seg = r.segment
-    assert seg is not None and seg.status == "mismatch"
+    assert seg is not None and seg.status == Status.MISMATCH
     assert seg.end - seg.start == 1, seg  # down to one op
     assert seg.module == module, seg
     assert r.compiles <= 2 * len(r.ops).bit_length() + 2
@@ -70,7 +71,7 @@ def test_onnx_model_refusal_is_narrowed_to_one_node_with_a_repro(onnx_models, tm
     r = fpdiff.locate(str(onnx_models / "sap.onnx"), backend="ort", precision="fp16",
                       inputs=str(onnx_models / "sap.npz"), repro=str(tmp_path / "b"))
     assert r.segment.end - r.segment.start == 1
-    assert r.segment.ops[0].startswith("ScatterND") and r.segment.status == "unsupported"
+    assert r.segment.ops[0].startswith("ScatterND") and r.segment.status == Status.UNSUPPORTED
     p = subprocess.run([sys.executable, r.repro], capture_output=True, text=True, cwd=tmp_path)
     assert p.returncode != 0 and "ScatterND" in p.stderr
 
@@ -92,19 +93,22 @@ def test_mark_all_on_healthy_ort_judges_every_tensor_and_blames_none():
     rows = r.mark_all.rows
     assert len(rows) >= 10 and r.mark_all.first_departure is None and r.segment is None
     # every tensor judged against the reference evaluator at fp16, not a bare tolerance
-    assert all(row.status in ("pass", "precision-loss") for row in rows)
+    assert all(row.status in (Status.PASS, Status.PRECISION_LOSS) for row in rows)
+    assert r.mark_all.backend == "ort" and all(row.baseline_rel_l2 is not None for row in rows)
 
 
 def test_mark_all_reports_an_ort_refusal(onnx_models):
     r = fpdiff.locate(str(onnx_models / "sap.onnx"), backend="ort", precision="fp16", mark_all=True,
                       inputs=str(onnx_models / "sap.npz"))
-    assert "ScatterND" in r.mark_all.refused and r.segment.status == "unsupported"
+    assert "ScatterND" in r.mark_all.refused and r.segment.status == Status.UNSUPPORTED
+    assert r.mark_all.backend == "ort" and r.findings[0].kind == Status.UNSUPPORTED
 
 
-def test_mark_all_is_for_ort_only():
+def test_mark_all_is_refused_before_any_work_for_a_backend_that_cannot_mark_every_tensor():
     from fpdiff.core.errors import UsageError
-    with pytest.raises(UsageError, match="--backend ort"):
-        fpdiff.locate("example:tinycnn", backend="iree", mark_all=True)
+    with pytest.raises(UsageError, match="iree does not: use --backend") as e:
+        fpdiff.locate("no-such-model.onnx", backend="iree", mark_all=True)  # refused before the model is read
+    assert "ort" in str(e.value) and "onnxref" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_a_dynamic_shape_bug_is_located_only_under_dynamic_variants():
@@ -127,7 +131,7 @@ def test_conv_filter_read_with_swapped_dims_is_located_deep_in_a_stack():
     assert len(r.ops) >= 20
     assert r.segment.module == "blocks.3.0" and r.segment.ops == ["aten.conv1d.default"]
     check = fpdiff.check(str(SPECS / "conv1d_stack.py"), backends=["convswap"], precisions=["fp32"], plugins=PLUGIN)
-    assert check.cells[0].status == "mismatch"
+    assert check.cells[0].status == Status.MISMATCH
 
 
 def test_iree_segments_of_a_multi_output_op_import_like_the_whole_model():

@@ -4,19 +4,25 @@ from __future__ import annotations
 import math
 import operator
 import subprocess
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from fpdiff.analysis.locate.markall import MarkAll, mark_all
+from fpdiff.analysis.base import Result, flags_by_backend
+from fpdiff.analysis.locate import markall
+from fpdiff.analysis.locate.markall import MarkAll
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import MESSAGE_CHARS, StageError, Unsupported, UsageError
+from fpdiff.core.status import Status
 from fpdiff.model import graph, segments
 from fpdiff.model.float64 import float64_everywhere
 from fpdiff.runtime import rundir
+from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT
 from fpdiff.sources import load
 
@@ -83,7 +89,7 @@ class OpError:
 @dataclass
 class Segment:
     """The smallest run of ops a backend computes wrongly or refuses, as the bisection (or mark-all) found it."""
-    status: str  # its verdict or failing status, by the check rules
+    status: Status  # its verdict or failing status, by the check rules
     reason: str
     ops: list[str]
     first_op: str | None
@@ -104,7 +110,8 @@ class Segment:
 
 
 @dataclass
-class LocateResult:
+class LocateResult(Result):
+    kind: ClassVar[str] = "locate"
     model: str
     backend: str
     precision: str
@@ -138,13 +145,17 @@ class LocateResult:
         if c is None:
             return None
         return {"op": c.op, "node": c.node, "module": c.stack, "source": c.source, "found_by": "torch eager lockstep",
-                "backend": "torch", "stage": "run", "component": "torch", "status": "precision-loss",
+                "backend": "torch", "stage": "run", "component": "torch", "status": Status.PRECISION_LOSS,
                 "cause": c.cause, "ops": [c.op],
                 "evidence": {"local": c.local, "floor": c.floor, "ratio": c.ratio if math.isfinite(c.ratio) else "inf",
                              "accumulated": c.accumulated, "nonfinite": c.nonfinite, "flushed": c.flushed}}
 
+    def exit_code(self, strict: bool = False) -> int:
+        """Like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not."""
+        return 1 if self.segment else 0
+
     def as_dict(self) -> dict:
-        return {"model": self.model, "backend": self.backend, "precision": self.precision,
+        return {"kind": self.kind, "model": self.model, "backend": self.backend, "precision": self.precision,
                 "output_error": self.output_error, "eager_output_error": self.eager_output_error,
                 "culprit": self.answer(), "segment": self.segment.as_dict() if self.segment else None,
                 "compiles": self.compiles, "repro": self.repro,
@@ -303,32 +314,37 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool
 
 @rundir.scoped
 def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
-           plugins: tuple[str, ...] = (), iree_flags: tuple[str, ...] = (), timeout: float = DEFAULT_TIMEOUT,
+           plugins: tuple[str, ...] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
+           iree_flags: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT,
            cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
            shapes: dict[str, list[int]] | None = None, mark_all: bool = False,
            shape_variant: str | None = None) -> LocateResult:
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
-    segment of ops that the backend computes wrongly, by bisection over standalone segments."""
+    segment of ops that the backend computes wrongly, by bisection over standalone segments. `backend_flags`: each
+    backend's own flags by name (`iree_flags` is `{"iree": flags}`)."""
     p = prec.get(precision)
-    from fpdiff.backends import registry
+    from fpdiff.backends import judge_for, registry
+    from fpdiff.core.paths import cache_root
     reg = registry(plugins)
     cls = reg.cls(backend)  # unknown names fail before any work
+    flags = flags_by_backend(reg, backend_flags, iree_flags).get(backend, ())
+    if mark_all and not cls.implements("prepare_marked"):
+        can = ", ".join(n for n in reg.names() if reg.cls(n).implements("prepare_marked"))
+        raise UsageError(f"--mark-all needs a backend that marks every tensor as an output in one run, which "
+                         f"{backend} does not: use --backend {can}")
     source = load(model, seed=seed, inputs=inputs, shapes=shapes)
     variant = graph.STATIC
     if shape_variant:
         if source.ref.kind != "torch" or source.dynamic_shapes is None:
             raise UsageError("--shape-variant needs a torch model that declares dynamic_shapes()")
         variant = graph.find_variant(source.dynamic_shapes, shape_variant)
-    if mark_all:
-        if not cls.all_outputs:
-            can = ", ".join(n for n in reg.names() if reg.cls(n).all_outputs)
-            raise UsageError(f"--mark-all needs a backend that marks every tensor as an output in one run, which "
-                             f"{backend} does not: use --backend {can}")
-        return _mark_all(source, backend, p, device)
-    from fpdiff.analysis.locate.bisection import Bisector, OnnxBisector
-    from fpdiff.core.paths import cache_root
     cache = cache_dir or str(cache_root())
-    flags = tuple(iree_flags) if cls.takes_flags else ()
+    if mark_all:
+        return _mark_all(source, Job(source.ref, "", backend, p.name, device, graph.STATIC, tuple(plugins), flags,
+                                     cache), timeout)
+    from fpdiff.analysis.locate.bisection import Bisector, OnnxBisector
+    # the torch judge is torch eager itself: its culprit is the lockstep analysis's, computed here
+    reference = source.ref.kind == "torch" and backend == judge_for("torch")
     if source.ref.kind not in cls.kinds:
         takes = ", ".join(n for n in reg.names() if source.ref.kind in reg.cls(n).kinds)
         raise UsageError(f"{backend} runs {' and '.join(sorted(cls.kinds))} models; for this {source.ref.kind} "
@@ -344,15 +360,15 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                 source.module, source.inputs, p, variant, source.dynamic_shapes)
         except StageError as e:
             return _export_failed(source.ref.label, backend, p, e)
-        ops, out_err = analyse(source.module, source.inputs, p, own=cls.reference, program=static)
+        ops, out_err = analyse(source.module, source.inputs, p, own=reference, program=static)
         result = LocateResult(source.ref.label, backend, p.name, ops, out_err, eager_output_error=out_err)
         culprit = result.culprit
-        if cls.reference and not (repro and culprit and p.is_cast):
+        if reference and not (repro and culprit and p.is_cast):
             return result
         b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache,
                      variant, source.dynamic_shapes, program=program)
     try:
-        if cls.reference:  # the repro of a precision culprit: the op alone at P on float64-run inputs
+        if reference:  # the repro of a precision culprit: the op alone at P on float64-run inputs
             u = b.unit_of(culprit.node)
             _bundle(result, b, u, u + 1, Path(repro), limit=LOCAL_FACTOR * culprit.floor,
                     baseline_rel_l2=culprit.floor, backend_out=None)
@@ -376,13 +392,19 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                         baseline_rel_l2=found.baseline_rel_l2, backend_out=found.outputs)
     finally:
         b.close()
+    return _said(result, repro)
+
+
+def _said(result: LocateResult, repro: str | None) -> LocateResult:
+    """A segment that failed without a verdict (a refusal, an error, a crash) leads the findings, with its remedy."""
     seg = result.segment
-    if seg and seg.status not in (compare.MISMATCH, compare.PRECISION_LOSS, compare.PASS):
+    if seg and seg.status not in (Status.MISMATCH, Status.PRECISION_LOSS, Status.PASS):
         remedy = (f"python {result.repro}" if result.repro else f"see {repro}" if repro else
                   "rerun with --repro DIR for a standalone repro")
-        result.findings.insert(0, compare.Finding(seg.status, f"{backend} {seg.status} at {seg.first_op} "
-                                                  f"(ops {', '.join(seg.ops)}): {seg.reason}", op=seg.first_op,
-                                                  remedy=remedy))
+        ops = f" (ops {', '.join(seg.ops)})" if seg.ops else ""
+        result.findings.insert(0, compare.Finding(seg.status, f"{result.backend} {seg.status} at "
+                                                  f"{seg.first_op or 'the whole graph'}{ops}: {seg.reason}",
+                                                  op=seg.first_op, remedy=remedy))
     return result
 
 
@@ -403,35 +425,51 @@ def _export_failed(model: str, backend: str, p: prec.Precision, e: StageError) -
     """torch.export cannot trace the model at P: no backend gets a graph, and neither run has one to step through.
     That stage is the answer, as check reports the cell (`error` at torch.export), with the line it stopped at."""
     result = LocateResult(model, backend, p.name, output_error=None)
-    result.segment = Segment("error", f"torch.export failed at {p.name}: {e}", [], None, stage=e.stage,
+    result.segment = Segment(Status.ERROR, f"torch.export failed at {p.name}: {e}", [], None, stage=e.stage,
                              component=e.component)
-    result.findings.append(compare.Finding("error", result.segment.reason, remedy="a branch on data or dtype "
+    result.findings.append(compare.Finding(Status.ERROR, result.segment.reason, remedy="a branch on data or dtype "
                                            "stops torch.export; check runs the torch backend in eager"))
     return result
 
 
-def _mark_all(source, backend: str, p: prec.Precision, device: str) -> LocateResult:
-    """ORT with every tensor marked as an output: one run, fusion possibly changed (see locate/markall.py)."""
+def _mark_all(source, job: Job, timeout: float) -> LocateResult:
+    """The backend with every tensor marked as an output: one run in a worker, fusion possibly changed (see
+    locate/markall.py). A torch model runs as its ONNX graph exported at fp32, cast to the precision by the backend,
+    so the judge and the backend mark the same tensors under the same names."""
     import onnx
 
+    from fpdiff.backends import judge_for
     from fpdiff.onnxtools.export import export_program
     from fpdiff.onnxtools.graph import graph_inputs
+    from fpdiff.runtime import jobdata
+    from fpdiff.runtime.external import Router
+    from fpdiff.sources import SourceRef, digest
+    d = rundir.mkdtemp(prefix="fpdiff-markall-")
     if source.ref.kind == "onnx":
-        model, feeds = source.module, dict(zip(source.input_names, source.inputs))
+        model, ref, names, inputs = source.module, source.ref, source.input_names, source.inputs
+        fingerprint = source.fingerprint
+        own = onnx.load(ref.original) if ref.original else None
     else:
-        path = rundir.mkdtemp(prefix="fpdiff-markall-") / "model.onnx"
+        path = d / "model.onnx"
         export_program(graph.export(source.module, source.inputs, prec.get("fp32"), graph.STATIC, None), path)
-        model = onnx.load(str(path))
-        names = graph_inputs(model)
-        feeds = {n: t.numpy() for n, t in zip(names, source.inputs)}
-    result = LocateResult(source.ref.label, backend, p.name)
-    result.mark_all = mark_all(model, feeds, p, device)
-    first = result.mark_all.first_departure
-    if result.mark_all.refused:
-        result.segment = Segment(compare.UNSUPPORTED, result.mark_all.refused, [], None)
+        model, own = onnx.load(str(path)), None
+        ref, names, inputs = SourceRef("onnx", str(path), source.ref.label), graph_inputs(model), source.inputs
+        fingerprint = digest(path.read_bytes(), source.fingerprint)
+    data = jobdata.write(d / "inputs.pt", inputs=inputs, input_names=names, fingerprint=fingerprint)
+    job = replace(job, source=ref, data_path=data)
+    p = prec.get(job.precision)
+    result = LocateResult(source.ref.label, job.backend, p.name)
+    with Router() as pool:
+        result.mark_all = markall.mark_all(lambda j: pool.run(j, timeout), job, judge_for("onnx"), p,
+                                           markall.producers(model, own))
+    found = result.mark_all
+    first = found.first_departure
+    if found.refused is not None:
+        result.segment = Segment(found.status, found.refused, [], None, stage=found.stage, component=found.component)
     elif first:
         result.segment = Segment(first.status, first.reason, [f"{first.op} ({first.node})"], first.op,
                                  node=first.node, rel_l2=first.rel_l2, baseline_rel_l2=first.baseline_rel_l2)
-    outputs = [r for r in result.mark_all.rows if r.tensor in {o.name for o in model.graph.output}]
-    result.output_error = max((r.rel_l2 for r in outputs), default=None)
-    return result
+    outputs = {o.name for o in model.graph.output}
+    result.output_error = max((r.rel_l2 for r in found.rows if r.tensor in outputs), default=None)
+    return _said(result, None)
+

@@ -11,11 +11,11 @@ import torch
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 from fpdiff.model import graph, segments
-from fpdiff.runtime import rundir
+from fpdiff.runtime import jobdata, rundir
 from fpdiff.runtime.external import Router
 from fpdiff.runtime.task import Job
-from fpdiff.runtime.worker import OK
 from fpdiff.sources import SourceRef, digest
 
 
@@ -23,7 +23,7 @@ from fpdiff.sources import SourceRef, digest
 class SegmentVerdict:
     start: int
     end: int
-    status: str  # a compare verdict, or crash/unsupported/timeout from the worker
+    status: Status  # a compare verdict, or crash/unsupported/timeout from the worker
     reason: str
     ops: list[str] = field(default_factory=list)
     outputs: list | None = None  # the backend's outputs, kept for short segments (the repro bundle's)
@@ -109,9 +109,9 @@ class Bisector:
                 [str(n.target) for n in nodes])
 
     def _make_job(self, kind: str, path: Path, ins: list, in_names: list[str], start: int, end: int) -> Job:
-        data = self.dir / f"segment-{start}-{end}.inputs.pt"
-        torch.save({"fingerprint": digest(path.read_bytes()), "inputs": tuple(ins), "input_names": in_names}, data)
-        return Job(SourceRef(kind, str(path), f"ops {start}..{end - 1}"), str(data), self.backend,
+        data = jobdata.write(self.dir / f"segment-{start}-{end}.inputs.pt", inputs=ins, input_names=in_names,
+                             fingerprint=digest(path.read_bytes()))
+        return Job(SourceRef(kind, str(path), f"ops {start}..{end - 1}"), data, self.backend,
                    self.p.name, self.device, graph.STATIC, self.plugins, self.flags, self.cache)
 
     def verdict(self, start: int, end: int) -> SegmentVerdict:
@@ -119,7 +119,7 @@ class Bisector:
             return self.asked[(start, end)]
         job, expected, eager, ops = self._job(start, end)
         r = self.pool.run(job, self.timeout)
-        if r.status != OK:
+        if r.status != Status.OK:
             v = SegmentVerdict(start, end, r.status, r.message, ops, stage=r.stage, component=r.component)
         else:
             m = compare.measure(expected, r.outputs, self.p.compute)
@@ -136,9 +136,10 @@ class Bisector:
         boundary artifact instead of the op behind the whole graph's failure."""
         v = self.verdict(start, end)
         whole = self.verdict(0, self.count())
-        if v.status != whole.status or v.status not in (compare.MISMATCH, "crash", "error", "unsupported", "timeout"):
+        failing = (Status.MISMATCH, Status.CRASH, Status.ERROR, Status.UNSUPPORTED, Status.TIMEOUT)
+        if v.status != whole.status or v.status not in failing:
             return False
-        return v.status == compare.MISMATCH or _signature(v.reason) == _signature(whole.reason)
+        return v.status == Status.MISMATCH or _signature(v.reason) == _signature(whole.reason)
 
     def bisect(self) -> SegmentVerdict | None:
         """Smallest failing segment: the shortest failing prefix fixes its end, then the latest start that
@@ -169,7 +170,7 @@ class Bisector:
         that, two correct implementations differ by summation order alone). Inside a failing segment this finds
         an op whose error is still under the tolerance and is amplified past it by the ops after it."""
         v = self.verdict(start, end)
-        if v.status == compare.MISMATCH:
+        if v.status == Status.MISMATCH:
             return True
         if v.rel_l2 is None:
             return False
@@ -185,7 +186,7 @@ class Bisector:
         s, e = found.start, found.end
         if e - s == 1:
             return found, s, None
-        if found.status != compare.MISMATCH:
+        if found.status != Status.MISMATCH:
             alone = self.verdict(e - 1, e)
             same = alone.status == found.status and _signature(alone.reason) == _signature(found.reason)
             return (alone if same else found), e - 1, alone
@@ -198,7 +199,7 @@ class Bisector:
                 lo = mid + 1
         k = lo - 1
         alone = self.verdict(k, k + 1)
-        return (alone if alone.status == compare.MISMATCH else found), k, alone
+        return (alone if alone.status == Status.MISMATCH else found), k, alone
 
     def where(self, unit: int) -> tuple[str, str, str, str]:
         """(op, graph node, nn.Module path, user source line) of a unit's first op."""
