@@ -23,7 +23,7 @@ class Prepared:
     run: Callable[..., Sequence[Any]]
     computed_dtype: str | None = None  # None: read it from the outputs
     notes: list[Finding] = field(default_factory=list)  # facts such as a demoted signature, a replaced hint
-    info: dict[str, Any] = field(default_factory=dict)  # shown in the report, never read by a verdict
+    info: dict[str, Any] = field(default_factory=dict)  # shown in the report; a verdict reads only typed fields
     release: Callable[[], None] | None = None  # frees sessions, contexts, compiled graphs
     output_names: list[str] = field(default_factory=list)  # prepare_marked: the ONNX tensor of each output
     # Float arithmetic ops the backend ran, counted by the dtype each computed in ({"float16": 30, "float32": 4});
@@ -31,6 +31,9 @@ class Prepared:
     op_dtypes: dict[str, int] | None = None
     planned_op_dtypes: dict[str, int] | None = None  # the same count on the graph it was handed, when that mixes
     dtype_remedy: str | None = None  # how to get the requested dtype from this backend, said when it did not run it
+    # rel L2 by which the exported ONNX graph it ran departs from the torch program in float64 (float32 constants,
+    # onnxtools/export.py): check judges the cell with it as its baseline's floor
+    export_departure: float | None = None
 
     def close(self) -> None:
         if self.release is not None:

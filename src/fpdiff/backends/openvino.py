@@ -109,8 +109,9 @@ class OpenVinoBackend(Backend):
         used = str(compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
         counts = executed_dtypes(compiled)
         want = task.requested_dtype
-        info.update({"runtime_layers": dict(counts), "inference_precision": used, "inference_precision_hint": hint})
-        if not sum(counts.values()) or not float_arithmetic(model):  # nothing could run in another dtype
+        info.update({"inference_precision": used, "inference_precision_hint": hint})
+        if not sum(counts.values()) or not float_arithmetic(model):  # nothing could run in another dtype: what the
+            info["runtime_layers"] = dict(counts)  # plugin counts is its own conversions, not the model's arithmetic
             return Prepared(self._runner(compiled, task), want, notes, info)
         ran = OV_DTYPES.get(used, used)
         if ran != want:

@@ -64,7 +64,7 @@ def exported_graph_checked(path: Path, info: dict[str, Any]) -> None:
 
 def cell_graph(task: Task) -> tuple[Path, dict[str, Any]]:
     """The ONNX graph this backend runs for the cell (a torch model's export, checked; an ONNX source cast; an
-    `.onnx` program as written), and which exporter made it."""
+    `.onnx` program as written), and what the exporter recorded making it (onnxtools/export.py)."""
     path = task.onnx_file()
     info: dict[str, Any] = {}
     if task.is_torch:
@@ -72,6 +72,13 @@ def cell_graph(task: Task) -> tuple[Path, dict[str, Any]]:
         info.update(export_info(path))  # which torch->ONNX exporter made the graph this cell ran
         exported_graph_checked(path, info)  # fpdiff's own cast graphs are checked where they are made (task)
     return path, info
+
+
+def prepared(run: Callable[..., list[Any]], info: dict[str, Any]) -> Prepared:
+    """A Prepared with the exporter's record: shown in info, its float64 departure also the typed field check
+    reads."""
+    departure = info.get("onnx_export_departure")
+    return Prepared(run, info=info, export_departure=float(departure) if departure is not None else None)
 
 
 def feeder(session: Any, outputs: list[str] | None = None) -> Callable[..., list[Any]]:
@@ -102,18 +109,18 @@ class OrtBackend(Backend):
         optimized = path.with_name(path.stem + f".ort-{task.device.replace(':', '')}.onnx")
         with stage(LOAD, "onnxruntime"):
             session = open_session(path, task.device, optimized)
-        prepared = Prepared(feeder(session), info=info)
+        cell = prepared(feeder(session), info)
         want = task.requested_dtype
         if want in ("float16", "bfloat16") and optimized.exists():
             counts = op_dtypes(optimized)
             if sum(counts.values()):
-                prepared.op_dtypes = dict(counts)
-                prepared.computed_dtype = mixed_dtype(counts, want)
-                prepared.dtype_remedy = REMEDY.format(want=want)
+                cell.op_dtypes = dict(counts)
+                cell.computed_dtype = mixed_dtype(counts, want)
+                cell.dtype_remedy = REMEDY.format(want=want)
                 # an autocast graph or a program keeps ops wider on purpose: the share is judged on what it asked for
                 if task.precision.autocast is not None or task.is_program:
-                    prepared.planned_op_dtypes = dict(op_dtypes(path))
-        return prepared
+                    cell.planned_op_dtypes = dict(op_dtypes(path))
+        return cell
 
     def prepare_marked(self, task: Task) -> Prepared:
         """The cell's graph with every float value its nodes produce as an output; ONNX Runtime may fuse otherwise
@@ -123,7 +130,9 @@ class OrtBackend(Backend):
         model, names = marked(onnx.load(str(path)))
         with stage(LOAD, "onnxruntime"):
             session = open_session(model, task.device)
-        return Prepared(feeder(session, names), info=info, output_names=names)
+        marked_cell = prepared(feeder(session, names), info)
+        marked_cell.output_names = names
+        return marked_cell
 
     def repro(self, r: Repro) -> str | None:
         if not r.onnx_segment:

@@ -176,7 +176,7 @@ def _with_export_floor(baseline: Metrics | None, r: JobResult, cell: Cell) -> Me
     """An exported graph that computes its torch program with float32-rounded constants (onnxtools/export.py records
     by how much, in float64) hands the backend that error: the cell is judged with it as the baseline's floor, so the
     backend is not called wrong for a constant it was given, and the exporter's share is said."""
-    d = r.info.get("onnx_export_departure")
+    d = r.export_departure
     if not d or baseline is None or d <= 2 * baseline.rel_l2:  # a floor only where it is the larger error
         return baseline
     cell.findings.append(Finding("export-departure", f"the exported ONNX graph departs from the torch program by rel "
