@@ -95,7 +95,11 @@ def test_mark_all_judges_the_plugins_own_marked_values(model, precision, onnx_mo
     r = fpdiff.locate(model, backend="shifted", precision=precision, plugins=[PLUGIN], mark_all=True)
     found = r.mark_all
     assert found.backend == "shifted" and found.refused is None and found.tensors >= 5
-    assert all(near(row.rel_l2) and row.status == Status.MISMATCH for row in found.rows), found.rows
+    # a tensor of zeros (a constant) is shifted by 1.0, which no relative error measures: inf against float64's zeros
+    zeros = [row for row in found.rows if row.rel_l2 == float("inf") and row.baseline_rel_l2 == 0.0]
+    assert all(row.status == Status.MISMATCH for row in found.rows), found.rows
+    assert all(near(row.rel_l2) for row in found.rows if row not in zeros), found.rows
+    assert len(zeros) < len(found.rows) / 2, zeros
     assert all(row.baseline_rel_l2 is not None and row.baseline_rel_l2 < 1e-2 for row in found.rows)
     assert found.first_departure == found.rows[0] and r.segment.first_op == found.rows[0].op
     assert near(r.output_error)

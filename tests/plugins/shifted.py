@@ -25,7 +25,7 @@ def shifted(x, shift: float):
     if a.dtype.kind != "f":
         return a
     rms = float(np.sqrt(np.mean(a.astype(np.float64) ** 2))) if a.size else 0.0
-    return (a + shift * (rms if rms > 0 and math.isfinite(rms) else 1.0)).astype(a.dtype)
+    return np.asarray(a + shift * (rms if rms > 0 and math.isfinite(rms) else 1.0), dtype=a.dtype)
 
 
 def _shift(flags) -> float:
