@@ -131,3 +131,10 @@ def test_ranges_reports_float64_alone():
     maxima = [o.max_abs for o in r.ops]
     assert any(abs(m - want) <= 1e-12 * want for m in maxima), (want, maxima[-5:])
     assert not any(abs(m - theirs) <= 1e-3 * theirs for m in maxima), (theirs, maxima[-5:])
+
+
+def test_a_crash_in_the_marked_run_is_that_answer_and_the_run_goes_on():
+    r = fpdiff.locate("example:tinycnn", backend="shifted", precision="fp32", plugins=[PLUGIN], mark_all=True,
+                      backend_flags={"shifted": ["crash"]})
+    assert r.mark_all.status == Status.CRASH and r.segment.status == Status.CRASH, r.mark_all
+    assert r.findings[0].kind == Status.CRASH and "shifted crash" in r.findings[0].message

@@ -1,8 +1,8 @@
 """A backend that declares every capability a plugin can and computes every model itself, then adds a known shift to
 each float value it hands back: SHIFT times the value's own root mean square (the flag `shift=X` sets another). Its
 numbers are therefore off by a relative L2 of exactly the shift, and fpdiff must report exactly that under its name,
-whatever the analysis. Torch models and `.pt2` programs run in torch eager; ONNX graphs and `.onnx` programs in the
-ONNX reference evaluator (numpy)."""
+whatever the analysis (the flag `crash` makes its marked run abort instead). Torch models and `.pt2` programs run in
+torch eager; ONNX graphs and `.onnx` programs in the ONNX reference evaluator (numpy)."""
 import math
 
 import numpy as np
@@ -69,6 +69,9 @@ class ShiftedBackend(Backend):
         _, marked = float_values(model)
 
         def run(*inputs):
+            if "crash" in task.flags:  # a native crash in the marked run: it must cost this answer, not the run
+                import os
+                os.abort()
             values = ev.run(None, {n: _numpy(t) for n, t in zip(names, inputs)}, intermediate=True)
             return [shifted(values[m], shift) for m in marked]
         return Prepared(run, output_names=marked)
