@@ -121,7 +121,7 @@ class LocateResult(Result):
     segment: Segment | None = None  # compiled backends: the smallest failing segment, its ops and verdict
     compiles: int = 0
     repro: str | None = None  # the repro script, when a bundle was written
-    mark_all: MarkAll | None = None  # ORT's every-tensor-marked run: per tensor verdicts, the first departure
+    mark_all: MarkAll | None = None  # the backend's every-tensor-marked run: per tensor verdicts, first departure
     bisected: bool = False  # the segment bisection ran on the backend (not only the reference's op analysis)
     findings: list = field(default_factory=list)  # compare.Finding: a crash or refusal inside a segment
 
