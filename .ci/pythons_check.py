@@ -30,9 +30,12 @@ def failed(what: str, why: str) -> None:
 
 
 def module_names(package: Path) -> list[str]:
-    """Every module of the installed package (folders without __init__.py, such as examples/, hold data)."""
+    """Every module of the installed package (folders without __init__.py, such as examples/, hold data), but
+    __main__ (importing it runs the command line)."""
     names = []
     for p in sorted(package.rglob("*.py")):
+        if p.name == "__main__.py":
+            continue
         rel = p.relative_to(package.parent).with_suffix("")
         if all((package.parent / Path(*rel.parts[:i]) / "__init__.py").is_file() for i in range(1, len(rel.parts))):
             names.append(".".join(rel.parts[:-1] if rel.parts[-1] == "__init__" else rel.parts))
@@ -82,22 +85,36 @@ def check_modules(package: Path, have_torch: bool) -> None:
         skipped(f"importing {len(need_torch)} modules", f"they import torch, not here: {', '.join(need_torch)}")
 
 
-def check_routes_toml(package: Path) -> None:
-    """fpdiff.toml through backends/routes.py (tomli before 3.11); loaded from its file, since the backends package
-    itself imports torch."""
+def check_routes_toml(package: Path, have_torch: bool) -> None:
+    """fpdiff.toml through backends/routes.py (tomli before 3.11). Without torch, routes.py is loaded from its file
+    (the backends package imports torch); when routes.py itself needs torch, only its TOML parser is checked."""
+    parser = "tomllib" if sys.version_info >= (3, 11) else "tomli"
+    sample = '[backends."ort@1.20"]\npython = "/usr/bin/python3"\n'
+    try:
+        routes = importlib.import_module("fpdiff.backends.routes") if have_torch else _from_file(package)
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        read = importlib.import_module(parser).loads(sample)["backends"]["ort@1.20"]["python"]
+        ok(f"{parser} (what backends/routes.py reads fpdiff.toml with here) imports and reads one: {read}")
+        skipped("backends/routes.py on fpdiff.toml", "it imports torch")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "fpdiff.toml").write_text(sample)
+        got = routes.active(Path(d))
+    if got.get("ort@1.20") and got["ort@1.20"].python == "/usr/bin/python3":
+        ok(f"backends/routes.py reads fpdiff.toml ({parser})")
+    else:
+        failed("backends/routes.py", f"read {got!r} from fpdiff.toml")
+
+
+def _from_file(package: Path):
     spec = importlib.util.spec_from_file_location("fpdiff_routes_check", package / "backends" / "routes.py")
     assert spec and spec.loader
     routes = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = routes  # its dataclasses look their module up
     spec.loader.exec_module(routes)
-    with tempfile.TemporaryDirectory() as d:
-        Path(d, "fpdiff.toml").write_text('[backends."ort@1.20"]\npython = "/usr/bin/python3"\n')
-        got = routes.active(Path(d))
-    parser = "tomllib" if sys.version_info >= (3, 11) else "tomli"
-    if got.get("ort@1.20") and got["ort@1.20"].python == "/usr/bin/python3":
-        ok(f"backends/routes.py reads fpdiff.toml ({parser})")
-    else:
-        failed("backends/routes.py", f"read {got!r} from fpdiff.toml")
+    return routes
 
 
 def check_cli_version(have_torch: bool) -> None:
@@ -116,7 +133,7 @@ def main() -> int:
     have_torch = importlib.util.find_spec("torch") is not None
     package = check_import_and_version()
     check_compile(package)
-    check_routes_toml(package)
+    check_routes_toml(package, have_torch)
     check_modules(package, have_torch)
     check_cli_version(have_torch)
     return 1 if failures else 0
