@@ -190,7 +190,8 @@ def _plan_parser(sub) -> None:
                     help="relative L2 vs float64 to meet (default: the precision's check tolerance)")
     pl.add_argument("--save", metavar="PATH", help="write the verified plan (JSON) here")
     pl.add_argument("--load", metavar="PATH", help="re-verify a saved plan instead of searching")
-    pl.add_argument("--export-onnx", metavar="PATH", help="write the planned model as ONNX, verified with ORT")
+    pl.add_argument("--export-onnx", metavar="PATH", help="write the planned model as ONNX, verified on --backend "
+                    "when it runs ONNX graphs, else on ONNX Runtime")
     pl.add_argument("--no-speed", action="store_true", help="do not time the planned model")
 
 

@@ -198,7 +198,7 @@ def render_plan(plan, console: Console | None = None) -> None:
     pure = "[green]passes[/]" if plan.pure_error is not None and plan.pure_error <= plan.tolerance else "[red]fails[/]"
     line = f"pure {plan.precision}: {_err(plan.pure_error)} {pure}"
     if plan.pure_status != Status.OK:
-        line = f"pure {plan.precision}: [red]{plan.pure_status[:200]}[/]"
+        line = f"pure {plan.precision}: [red]{plan.pure_status}: {plan.pure_reason[:200]}[/]"
     if plan.fp32_error is not None:
         line += f"   all ops fp32: {_err(plan.fp32_error)}"
     console.print(line, highlight=False)
@@ -228,18 +228,21 @@ def render_plan(plan, console: Console | None = None) -> None:
             console.print(f"autocast ({a.precision}): {a.status} - {a.reason or ''}", highlight=False)
         else:
             ok = "[green]meets the tolerance[/]" if a.passed else "[red]misses the tolerance[/]"
-            ms = f", {a.ms:.2f} ms vs fp32 {a.fp32_ms:.2f} ms (torch eager cpu)" if a.ms is not None else ""
-            console.print(f"autocast ({a.precision}): {_err(a.error)} {ok}{ms}", highlight=False)
+            fp32 = f" vs fp32 {a.fp32_ms:.2f} ms" if a.fp32_ms is not None else ""
+            ms = f", {a.ms:.2f} ms{fp32}" if a.ms is not None else ""
+            console.print(f"autocast ({a.precision} on {a.backend}): {_err(a.error)} {ok}{ms}", highlight=False)
     if plan.speed:
         s = plan.speed
         ms = ", ".join(f"{k} {v:.2f} ms" for k, v in s.ms.items())
-        console.print(f"speed ({s.where}): {ms} -> plan {s.plan_vs_fp32:.2f}x fp32's throughput, "
-                      f"{s.plan_vs_pure:.0%} of pure {plan.precision}'s", highlight=False)
+        vs = [f"plan {s.plan_vs_fp32:.2f}x fp32's throughput"] if s.plan_vs_fp32 is not None else []
+        vs += [f"{s.plan_vs_pure:.0%} of pure {plan.precision}'s"] if s.plan_vs_pure is not None else []
+        vs += [f"{k} {why[:120]}" for k, why in s.refused.items()]
+        console.print(f"speed ({s.where}): {ms} -> {', '.join(vs)}", highlight=False)
     if plan.export:
         e = plan.export
         ok = "[green]verified[/]" if e.verified else "[red]NOT verified[/]"
         detail = f"error {_err(e.error)}" if e.error is not None else e.reason or ""
-        console.print(f"ONNX {e.path}: {ok} with onnxruntime ({detail}); {e.fp32_nodes} nodes compute "
+        console.print(f"ONNX {e.path}: {ok} on {e.backend or 'no backend'} ({detail}); {e.fp32_nodes} nodes compute "
                       f"in fp32, {e.low_nodes} in {plan.precision}", highlight=False)
 
 

@@ -1,4 +1,5 @@
-"""plan on ONNX models: mixed graphs run by ONNX Runtime, judged by the float64 reference evaluator."""
+"""plan on ONNX models: mixed graphs run as written on the named backend in a worker, judged by the float64
+reference evaluator."""
 import numpy as np
 import onnx
 import pytest
@@ -6,8 +7,9 @@ import torch
 from onnx import TensorProto
 
 import fpdiff
-from conftest import HERE
+from conftest import HERE, PLUGINS
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 from fpdiff.onnxtools.export import export_program
 from fpdiff.sources import load
 
@@ -36,10 +38,12 @@ def test_lost_constants_are_kept_in_fp32_and_the_plan_verified(padded, tmp_path)
     why = " ".join(p.keep[0].why)
     assert "-3.4e+38 -> -6.55e+04" in why and "1e-08 -> 5.96e-08" in why
     assert p.export.verified and onnx.load(str(out)).graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    assert p.export.backend == "ort" and p.export.error == pytest.approx(p.error)  # the same graph, the same run
 
 
 def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
-    from fpdiff.analysis.plan.onnx_models import CLAMP, OrtTrials, evidence, float64_run, unit_names
+    from fpdiff.analysis.plan.jobs import Jobs
+    from fpdiff.analysis.plan.onnx_models import CLAMP, OnnxTrials, evidence, float64_run, unit_names
     from fpdiff.analysis.plan.search import Search
     from fpdiff.core.precision import get
     from fpdiff.onnxtools.mixed import named
@@ -50,8 +54,12 @@ def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):
     names = unit_names(m, values)
     ranked, strong, sources, why = evidence(m, values, get("fp16"), names)
     from fpdiff.analysis.plan.search import Unit
-    search = Search([Unit(n, "") for n in names], OrtTrials(m, feeds, expected, get("fp16"), 1e-2), 1e-2)
-    found = search.run(ranked, strong, sources)
+    jobs = Jobs("cpu", (), {}, 300.0, None)
+    try:
+        trials = OnnxTrials(jobs, "ort", m, feeds, expected, get("fp16"), 1e-2, names)
+        found = Search([Unit(n, "") for n in names], trials, 1e-2).run(ranked, strong, sources)
+    finally:
+        jobs.close()
     ops = {n.name: n.op_type for n in m.graph.node}
     assert CLAMP not in found and sorted(ops[n] for n in found) == ["Add", "Mul"]
     assert any("-inf in fp16" in w for n in found for w in why[n])  # the mask constant
@@ -75,9 +83,35 @@ def test_every_op_kept_is_fp32_again(padded):
 
 
 def test_other_backends_and_foreign_plans_are_refused(padded, tmp_path):
-    with pytest.raises(UsageError, match="ONNX Runtime"):
-        fpdiff.plan(str(padded / "m.onnx"), backend="iree", inputs=str(padded / "inputs.npz"))
+    with pytest.raises(UsageError, match="inductor does not run onnx models.*backends that do: .*openvino"):
+        fpdiff.plan(str(padded / "m.onnx"), backend="inductor", inputs=str(padded / "inputs.npz"))
     path = tmp_path / "plan.json"
     fpdiff.plan("example:rmsnorm", save=str(path), measure_speed=False)
     with pytest.raises(UsageError, match="made for example:rmsnorm"):
         fpdiff.plan(str(padded / "m.onnx"), backend="ort", inputs=str(padded / "inputs.npz"), load=str(path))
+
+
+def test_openvino_verifies_its_own_plan(padded, tmp_path):
+    """Trials, the speed figure and the export's verification all run on OpenVINO, not ONNX Runtime."""
+    out = tmp_path / "planned.onnx"
+    p = fpdiff.plan(str(padded / "m.onnx"), backend="openvino", inputs=str(padded / "inputs.npz"),
+                    export_onnx=str(out))
+    assert p.backend == "openvino" and all(t.status == Status.OK for t in p.trials)
+    assert p.passed and p.error <= p.tolerance
+    assert p.speed.where == "openvino cpu" and set(p.speed.ms) == {"fp32", "fp16", "plan"}
+    assert p.export.verified and p.export.backend == "openvino"
+
+
+def test_every_onnx_trial_is_the_named_backends_own(padded):
+    """A plugin that shifts its outputs by a known relative L2 sees exactly that shift in the trial that keeps every
+    op in fp32, and in the verified plan: its numbers, not ONNX Runtime's."""
+    shift = 0.125
+    p = fpdiff.plan(str(padded / "m.onnx"), backend="shifted", plugins=(str(PLUGINS / "shifted.py"),),
+                    backend_flags={"shifted": [f"shift={shift}"]}, inputs=str(padded / "inputs.npz"), tolerance=0.2)
+    assert p.passed and p.error == pytest.approx(shift, rel=2e-2) and p.speed.where == "shifted cpu"
+    assert all(t.error >= shift * 0.98 for t in p.trials)  # no trial ran anywhere else
+
+
+def test_onnxref_runs_plan_trials_too(padded):
+    p = fpdiff.plan(str(padded / "m.onnx"), backend="onnxref", inputs=str(padded / "inputs.npz"), measure_speed=False)
+    assert p.backend == "onnxref" and all(t.status == Status.OK for t in p.trials) and p.passed

@@ -1,4 +1,5 @@
-"""plan: a small verified set of ops kept in fp32, applied, saved, loaded, exported; and its refusals."""
+"""plan: a small verified set of ops kept in fp32, applied, saved, loaded, exported; and its refusals. Trials, the
+speed figure and the autocast remedy are the named backend's own numbers, from jobs in a worker."""
 import json
 
 import onnx
@@ -6,10 +7,11 @@ import pytest
 import torch
 
 import fpdiff
-from conftest import SPECS
+from conftest import PLUGINS, SPECS
 from fpdiff.analysis.plan.search import PLAN_FORMAT
 from fpdiff.cli import main
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 from fpdiff.sources import load
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
@@ -59,10 +61,11 @@ def test_saved_loaded_and_applied_plan_gives_the_same_outputs(tmp_path):
 
 
 def test_autocast_is_tried_when_the_pure_precision_fails():
-    p = fpdiff.plan("example:rmsnorm", precision="fp16", measure_speed=False)
+    p = fpdiff.plan("example:rmsnorm", precision="fp16")
     a = p.autocast
-    assert a.precision == "amp-fp16" and a.passed is False  # CPU autocast leaves x*x in fp16 here
-    assert a.ms > 0 and a.fp32_ms > 0
+    assert a.precision == "amp-fp16" and a.passed is False and a.backend == "torch"  # CPU autocast: x*x in fp16
+    assert a.ms > 0 and a.fp32_ms == p.speed.ms["fp32"]  # timed in the same worker as the speed figure
+    assert fpdiff.plan("example:rmsnorm", precision="fp16", measure_speed=False).autocast.ms is None
 
 
 def test_impossible_tolerance_says_so_with_the_best_error(capsys):
@@ -117,25 +120,33 @@ def test_export_onnx_keeps_the_plan_in_fp32_and_verifies_it(tmp_path):
     assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # fp32 in, like the model
 
 
-def test_plan_verified_on_inductor():
-    p = fpdiff.plan(DEMOD, precision="fp16", backend="inductor", measure_speed=False)
+def test_plan_verified_on_inductor_with_its_own_autocast_and_speed():
+    """Trials, the speed figure and the autocast remedy are inductor's: the remedy's error is the one check reports
+    for inductor's amp-fp16 cell (the job check sends for it), not torch eager's."""
+    p = fpdiff.plan(DEMOD, precision="fp16", backend="inductor")
     assert p.passed and 0 < len(p.keep) <= 3 and p.error <= p.tolerance
+    cell = fpdiff.check(DEMOD, backends=["inductor"], precisions=["amp-fp16"], shape_variants=["static"]).cells[0]
+    a = p.autocast
+    assert a.backend == "inductor" and a.status is None and a.ms > 0
+    assert a.error == pytest.approx(cell.metrics["rel_l2"], rel=1e-6)
+    assert p.speed.where == "inductor cpu" and p.speed.ms["plan"] > 0 and a.fp32_ms == p.speed.ms["fp32"]
 
 
 def test_cli_json_and_speed(tmp_path, capsys):
     out = tmp_path / "plan.json"
     assert main(["plan", DEMOD, "--json", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "verified plan" in text and "speed (torch eager cpu)" in text
+    assert "verified plan" in text and "speed (torch cpu)" in text  # the backend that ran it, on its device
     data = json.loads(out.read_text())
     assert data["fpdiff_plan"] == PLAN_FORMAT and data["passed"] and data["speed"]["ms"]["plan"] > 0
+    assert set(data["speed"]["ms"]) == {"fp32", "fp16", "plan"} and data["speed"]["where"] == "torch cpu"
 
 
 def test_a_backend_refusing_the_precision_is_said_plainly():
     p = fpdiff.plan("example:rmsnorm", precision="bf16", backend="ort", measure_speed=False)
-    assert p.pure_status.startswith("unsupported") and "Gemm" in p.pure_status  # ORT CPU: no bf16 Gemm
-    assert p.passed and len(p.keep) == p.units and "every op stays fp32" in p.message
-    assert p.autocast.status == "unsupported"  # tried as the remedy, refused with its reason
+    assert p.pure_status == Status.UNSUPPORTED and "Gemm" in p.pure_reason  # ORT CPU: no bf16 Gemm
+    assert p.passed and len(p.keep) == p.units and "every op stays fp32" in p.message and "Gemm" in p.message
+    assert p.autocast.status == Status.UNSUPPORTED and p.autocast.backend == "ort"  # its own amp cell, refused
 
 
 def test_unwritable_outputs_lose_nothing(capsys):
@@ -153,7 +164,7 @@ def test_rotary_decoder_gets_a_plan_and_every_trial_runs():
     assert pure.passed and pure.keep == [] and pure.evaluations == 1
     tol = pure.pure_error / 3
     p = fpdiff.plan(LLAMA, precision="fp16", tolerance=tol, measure_speed=False)
-    assert all(t.status == "ok" and t.error < 1 for t in p.trials)
+    assert all(t.status == Status.OK and t.error < 1 for t in p.trials)
     assert p.passed and 0 < len(p.keep) < p.units and p.error <= tol
     s = load(LLAMA)
     applied = fpdiff.apply_plan(s.module, p, s.inputs)  # the plan applies to the model it was made for
@@ -163,7 +174,7 @@ def test_rotary_decoder_gets_a_plan_and_every_trial_runs():
 
 def test_rotary_decoder_trials_on_a_backend_in_a_worker():
     p = fpdiff.plan(LLAMA, precision="fp16", backend="ort", measure_speed=False)
-    assert p.pure_status == "ok" and p.passed and p.error <= p.tolerance
+    assert p.pure_status == Status.OK and p.passed and p.error <= p.tolerance
 
 
 def test_an_fp16_only_branch_is_planned_as_check_runs_it(capsys):
@@ -194,3 +205,49 @@ def test_an_internal_error_is_one_line(capsys, monkeypatch):
     assert err.count("\n") == 1 and "internal error in fpdiff: KeyError" in err
     with pytest.raises(KeyError):
         main(["--debug", "plan", "example:rmsnorm", "--no-store"])
+
+
+def test_trials_speed_and_autocast_are_the_named_backends_own():
+    """A plugin that shifts every output by a known relative L2 sees exactly that in every trial: no trial, no
+    timing and no remedy is computed by another implementation under its name."""
+    shift = 0.25
+    p = fpdiff.plan("example:rmsnorm", precision="fp16", backend="shifted", plugins=(str(PLUGINS / "shifted.py"),),
+                    backend_flags={"shifted": [f"shift={shift}"]}, tolerance=0.3)
+    assert p.backend == "shifted" and p.trials and all(t.status == Status.OK for t in p.trials)
+    assert p.fp32_error is None or p.fp32_error == pytest.approx(shift, rel=1e-3)
+    assert p.passed and p.error == pytest.approx(shift, rel=2e-2)  # its keep-set meets 0.3 with its shift in
+    assert p.speed.where == "shifted cpu" and set(p.speed.ms) == {"fp32", "fp16", "plan"}
+    # its own amp cell, timed beside its fp32 program (tests/backends/test_shifted.py checks the remedy's error)
+    assert p.autocast.backend == "shifted" and p.autocast.ms > 0 and p.autocast.fp32_ms == p.speed.ms["fp32"]
+
+
+def test_a_backend_whose_trials_all_fail_is_said_plainly(capsys):
+    """Every trial crashes the worker: each crash costs that trial, and the plan says the backend ran none."""
+    plugin = str(PLUGINS / "misbehave.py")
+    p = fpdiff.plan("example:rmsnorm", precision="fp16", backend="dies", plugins=(plugin,), measure_speed=False)
+    assert not p.passed and p.keep == [] and all(t.status == Status.CRASH for t in p.trials)
+    assert p.message.startswith(f"no plan: dies ran none of the {p.evaluations} trials (crash: ")
+    assert p.autocast.status == Status.CRASH
+    assert main(["plan", "example:rmsnorm", "--backend", "dies", "--plugin", plugin, "--no-speed", "--no-store"]) == 1
+    assert "ran none of the" in capsys.readouterr().out
+
+
+def test_speed_on_onnx_runtime_is_labelled_with_it():
+    p = fpdiff.plan(DEMOD, precision="fp16", backend="ort")
+    assert p.passed and p.speed.where == "ort cpu" and set(p.speed.ms) == {"fp32", "fp16", "plan"}
+    assert all(v > 0 for v in p.speed.ms.values()) and p.speed.plan_vs_fp32 > 0
+
+
+def test_old_saved_statuses_still_load(tmp_path):
+    """Plans saved before a trial's reason had its own field wrote "unsupported: why" as its status."""
+    path = tmp_path / "plan.json"
+    fpdiff.plan("example:rmsnorm", precision="fp16", save=str(path), measure_speed=False)
+    d = json.loads(path.read_text())
+    d["pure_status"] = "unsupported: no kernel"
+    d.pop("pure_reason")
+    d["trials"][0].update(status="crash: backend process died", passed=False)
+    d["trials"][0].pop("reason")
+    path.write_text(json.dumps(d))
+    p = fpdiff.Plan.load(path)
+    assert (p.pure_status, p.pure_reason) == (Status.UNSUPPORTED, "no kernel")
+    assert (p.trials[0].status, p.trials[0].reason) == (Status.CRASH, "backend process died")

@@ -1,26 +1,16 @@
-"""plan for ONNX models: evidence from the float64 reference run's ranges, trials of mixed graphs on ONNX Runtime."""
+"""plan for ONNX models: evidence from the float64 reference run's ranges, trials of mixed graphs on the named
+backend."""
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from fpdiff.analysis.plan.search import (
-    PRIOR,
-    OnnxExport,
-    Plan,
-    Search,
-    Trial,
-    Unit,
-    finish,
-    graph_digest,
-    rel_l2,
-    settle,
-)
+from fpdiff.analysis.plan.jobs import Jobs, ProgramTrials
+from fpdiff.analysis.plan.search import PRIOR, Plan, Search, Unit, finish, graph_digest, settle
 from fpdiff.core import precision as prec
-from fpdiff.onnxtools.graph import DATA_MOVEMENT, PASS_THROUGH, float64_values, ort_session, value_types
+from fpdiff.onnxtools.graph import DATA_MOVEMENT, PASS_THROUGH, float64_values
 from fpdiff.onnxtools.mixed import named
 
 # A pseudo-op the search can "keep": small float constants the format cannot hold (a -3.4e38 mask fill, an eps of
@@ -173,12 +163,15 @@ def follow_moves(model, keep) -> set[str]:
     return out
 
 
-class OrtTrials:
-    """A keep-set as a mixed graph, run by ONNX Runtime's CPU provider in this process."""
+class OnnxTrials(ProgramTrials):
+    """A keep-set as a mixed ONNX graph (.onnx), run as written on the plan's backend in a worker."""
+    suffix = ".onnx"
 
-    def __init__(self, model, feeds: dict, expected: list, p: prec.Precision, tolerance: float) -> None:
+    def __init__(self, jobs: Jobs, backend: str, model, feeds: dict, expected: list, p: prec.Precision,
+                 tolerance: float, units: list[str]) -> None:
         from fpdiff.onnxtools.export import ONNX_TYPE
-        self.model, self.feeds, self.expected, self.tolerance = model, feeds, expected, tolerance
+        super().__init__(jobs, backend, list(feeds.values()), list(feeds), expected, tolerance, units)
+        self.model = model
         self.low = ONNX_TYPE[prec.dtype_name(p.dtype)]
         self.clamped_model, self.clamped = clamp_constants(model, self.low)  # what `clamp-constants` changes
 
@@ -188,22 +181,19 @@ class OrtTrials:
         keep = set(keep) - {CLAMP}
         return to_mixed(model, self.low, follow_moves(model, keep))
 
-    def __call__(self, keep: frozenset[str]) -> Trial:
-        t0 = time.perf_counter()
-        try:
-            m = self.build(keep)
-            sess = ort_session(m)
-            out = sess.run(None, self.feeds)
-            err, status = rel_l2(self.expected, [np.asarray(o, dtype=np.float64) for o in out]), "ok"
-        except Exception as e:  # ORT refuses a kernel at this dtype: this keep-set does not run
-            err, status = math.inf, f"unsupported: {str(e).splitlines()[0][:200]}"
-        return Trial(sorted(keep), err, err <= self.tolerance, status, time.perf_counter() - t0)
+    def write(self, keep: frozenset[str], path: Path) -> None:
+        import onnx
+        onnx.save(self.build(keep), str(path))
+
+    def export_onnx(self, keep, path: Path) -> None:
+        import shutil
+        shutil.copyfile(self.program(keep), path)
 
 
-def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float,
-              load: Plan | None) -> tuple[Plan, OrtTrials]:
-    """Search (or re-verify a loaded plan) over the ONNX graph's nodes, on ONNX Runtime; the trials build the
-    planned graph again for export."""
+def plan_onnx(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance: float,
+              load: Plan | None) -> tuple[Plan, OnnxTrials]:
+    """Search (or re-verify a loaded plan) over the ONNX graph's nodes, with trials on `backend`; the trials hold
+    the planned graphs for the speed figure and the export."""
     t0 = time.perf_counter()
     model = named(source.module)
     feeds = dict(zip(source.input_names, source.inputs))
@@ -212,7 +202,7 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float,
     names = unit_names(model, values)
     nodes = {n.name: n for n in model.graph.node}
     units = [Unit(n, nodes[n].op_type, "", "", _flops(nodes[n], values)) for n in names]
-    trials = OrtTrials(model, feeds, expected, p, tolerance)
+    trials = OnnxTrials(jobs, backend, model, feeds, expected, p, tolerance, names)
     if trials.clamped:
         units.append(Unit(CLAMP, "clamp constants"))
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
@@ -226,41 +216,3 @@ def plan_onnx(source, p: prec.Precision, *, backend: str, tolerance: float,
         return ranked, strong, sources, why, ["ranges (the float64 reference run's values)"]
     found, why = settle(plan, search, load, source.ref.label, gather)
     return finish(plan, search, found, why, t0), trials
-
-
-def export_onnx(trials: OrtTrials, keep: set[str], path: str | Path) -> OnnxExport:
-    """The planned graph written out and verified with ONNX Runtime on the plan's inputs."""
-    import onnx
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    model = trials.build(keep)
-    onnx.save(model, str(path))
-    return verify_onnx(model, path, trials.feeds, trials.expected, trials.tolerance)
-
-
-def verify_onnx(model, path: Path, feeds: dict, expected: list, tolerance: float) -> OnnxExport:
-    """An exported plan run by ONNX Runtime on the same inputs, judged by the same tolerance."""
-    types = onnx_compute_types(model)
-    try:
-        out = ort_session(path).run(None, feeds)
-    except Exception as e:
-        return OnnxExport(str(path), False, reason=f"onnxruntime refused it: {str(e).splitlines()[0]}", **types)
-    err = rel_l2(expected, [np.asarray(o, dtype=np.float64) for o in out])
-    return OnnxExport(str(path), err <= tolerance, error=err, **types)
-
-
-def onnx_compute_types(model) -> dict:
-    """Nodes (Casts aside) computing in float32 and in the low dtype, read from the graph's inferred types."""
-    from onnx import TensorProto
-    types = value_types(model)
-    fp32 = low = 0
-    for n in model.graph.node:
-        if n.op_type == "Cast":
-            continue
-        ins = {types.get(i) for i in n.input if i}
-        if TensorProto.FLOAT in ins:
-            fp32 += 1
-        elif ins & {TensorProto.FLOAT16, TensorProto.BFLOAT16}:
-            low += 1
-    return {"fp32_nodes": fp32, "low_nodes": low}

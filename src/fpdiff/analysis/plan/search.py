@@ -5,11 +5,14 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import ClassVar
 
+from fpdiff.analysis.base import Result
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 from fpdiff.model.autocast import fp32_names
 
 # 2: a plan's ops are those of the model as cast to its precision (1: of the fp32 export, a different program
@@ -40,8 +43,13 @@ class Trial:
     keep: list[str]
     error: float  # relative L2 of the outputs vs float64 (inf: non-finite or the backend failed)
     passed: bool
-    status: str = "ok"  # ok, or the backend's failure (unsupported, crash, timeout)
+    status: Status = Status.OK  # ok, or the job's failure on the backend (unsupported, error, crash, timeout)
     seconds: float = 0.0
+    reason: str = ""  # what the backend said when it did not run the keep-set
+
+    def __post_init__(self) -> None:
+        self.status, said = job_status(self.status)  # plans saved before the reason had its own field
+        self.reason = self.reason or said
 
 
 @dataclass
@@ -56,34 +64,38 @@ class KeptOp:
 
 @dataclass
 class AutocastRemedy:
-    """Autocast at the plan's low dtype, judged by the plan's tolerance: the remedy to try before a plan."""
+    """Autocast at the plan's low dtype on the plan's backend (its own amp cell), judged by the plan's tolerance:
+    the remedy to try before a plan."""
     precision: str
-    status: str | None = None  # a failing check status when autocast could not run (then no error)
+    status: str | None = None  # the job's failure when the backend did not run autocast (then no error)
     reason: str | None = None
     error: float | None = None
     passed: bool = False
-    ms: float | None = None  # torch eager cpu, side by side with fp32_ms
+    ms: float | None = None  # the backend's amp run, beside fp32_ms (its run of the program with every op fp32)
     fp32_ms: float | None = None
+    backend: str | None = None  # whose amp cell this is
 
 
 @dataclass
 class Speed:
-    """The planned model against fp32 and the pure low precision, timed side by side in one process."""
-    where: str
+    """The planned program against fp32 and the pure low precision, each timed in the backend's own prepared run."""
+    where: str  # the backend and device that ran them
     ms: dict[str, float]
-    plan_vs_fp32: float
-    plan_vs_pure: float
+    plan_vs_fp32: float | None
+    plan_vs_pure: float | None  # None: that program did not run (see refused)
+    refused: dict[str, str] = field(default_factory=dict)  # program -> the job's status and reason
 
 
 @dataclass
 class OnnxExport:
-    """The plan written as ONNX and run again by ONNX Runtime: what a user ships."""
+    """The plan written as ONNX and run again on a backend that runs ONNX graphs: what a user ships."""
     path: str
     verified: bool
     error: float | None = None
     reason: str | None = None  # why it could not be written or run
     fp32_nodes: int = 0
     low_nodes: int = 0
+    backend: str | None = None  # who ran it: the plan's backend when it runs ONNX graphs, else the ONNX cross-check
 
 
 def _compact(part) -> dict | None:
@@ -92,7 +104,8 @@ def _compact(part) -> dict | None:
 
 
 @dataclass
-class Plan:
+class Plan(Result):
+    kind: ClassVar[str] = "plan"
     model: str
     precision: str
     backend: str
@@ -107,7 +120,8 @@ class Plan:
     analyses: list[str] = field(default_factory=list)  # evidence passes run before the search
     seconds: float = 0.0
     pure_error: float | None = None
-    pure_status: str = "ok"  # or the backend's refusal of the pure precision
+    pure_status: Status = Status.OK  # or the job's failure on the backend at the pure precision
+    pure_reason: str = ""
     fp32_error: float | None = None
     trials: list[Trial] = field(default_factory=list)
     autocast: AutocastRemedy | None = None  # when the pure precision fails
@@ -119,8 +133,12 @@ class Plan:
     def kept(self) -> set[str]:
         return {k.node for k in self.keep}
 
+    def exit_code(self, strict: bool = False) -> int:
+        """0: a verified plan (and, when one was asked for, a verified ONNX export); else 1."""
+        return 0 if self.passed and (self.export is None or self.export.verified) else 1
+
     def as_dict(self) -> dict:
-        d = asdict(self)
+        d = {"kind": self.kind, **asdict(self)}
         d.update(autocast=_compact(self.autocast), speed=_compact(self.speed), export=_compact(self.export),
                  fpdiff_plan=PLAN_FORMAT)
         return d
@@ -141,17 +159,32 @@ class Plan:
         if not isinstance(d, dict) or d.get("fpdiff_plan") != PLAN_FORMAT:
             raise UsageError(f"{path} is not an fpdiff plan (format {PLAN_FORMAT})")
         d.pop("fpdiff_plan")
-        known = set(cls.__dataclass_fields__)
         try:
-            plan = cls(**{k: v for k, v in d.items() if k in known})
+            plan = _known(cls, d)
+            plan.pure_status, said = job_status(plan.pure_status)
+            plan.pure_reason = plan.pure_reason or said
             plan.keep = [KeptOp(**k) for k in plan.keep]
-            plan.trials = [Trial(**t) for t in plan.trials]
+            plan.trials = [_known(Trial, t) for t in plan.trials]
             for name, part in (("autocast", AutocastRemedy), ("speed", Speed), ("export", OnnxExport)):
                 if getattr(plan, name) is not None:
-                    setattr(plan, name, part(**getattr(plan, name)))
-        except TypeError as e:  # a field missing or foreign: the file was edited or written by something else
+                    setattr(plan, name, _known(part, getattr(plan, name)))
+        except (TypeError, ValueError) as e:  # a field missing or foreign: the file was edited or written elsewhere
             raise UsageError(f"{path} is not a readable fpdiff plan: {e}") from None
         return plan
+
+
+def _known(cls, d: dict):
+    """A record from its JSON, fields this version no longer has left out (a measurement since dropped)."""
+    if not isinstance(d, dict):
+        raise TypeError(f"{cls.__name__} is not an object")
+    known = {f.name for f in fields(cls)}  # a ClassVar (the result's kind) is no field
+    return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def job_status(text: str) -> tuple[Status, str]:
+    """(status, reason) of a saved status: plans before format 2's reason field wrote "unsupported: why"."""
+    head, _, said = str(text).partition(": ")
+    return Status(head), said
 
 
 def graph_digest(units: list[Unit]) -> str:
@@ -268,7 +301,7 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
     """The plan as reported: the kept ops with their reasons, and the search's own account."""
     by_name = {u.node: u for u in search.units}
     pure = search.trial(())
-    plan.pure_error, plan.pure_status = pure.error, pure.status
+    plan.pure_error, plan.pure_status, plan.pure_reason = pure.error, pure.status, pure.reason
     everything = frozenset(search.names)
     if everything in search.trials:
         plan.fp32_error = search.trials[everything].error
@@ -278,11 +311,14 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
         plan.error = best.error
         plan.message = (f"no plan meets tolerance {plan.tolerance:g}: even every op in fp32 gives "
                         f"{plan.fp32_error:.3g}; best reachable {best.error:.3g}")
+        if all(t.status != Status.OK for t in search.trials.values()):
+            plan.message = (f"no plan: {plan.backend} ran none of the {len(search.trials)} trials "
+                            f"({pure.status}: {pure.reason})")
     else:
         final = search.trial(found)
         plan.passed, plan.error = final.passed, final.error
         if found and len(found) == len(search.names):
-            refused = f" ({pure.status})" if pure.status != "ok" else ""
+            refused = f" ({pure.status}: {pure.reason})" if pure.status != Status.OK else ""
             plan.message = (f"every op stays fp32: nothing of this model runs within the tolerance at "
                             f"{plan.precision} on {plan.backend}{refused}")
         for n in sorted(found, key=search.names.index):

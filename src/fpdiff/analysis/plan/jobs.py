@@ -1,0 +1,201 @@
+"""Every number plan reports is a job on the named backend, in a worker: trials of mixed programs, the speed
+figure, the autocast remedy and the exported graph's verification. A refusal, crash or timeout is that job's
+status; an error of fpdiff's own code in the worker raises here."""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from fpdiff.analysis.plan.search import AutocastRemedy, OnnxExport, Speed, Trial, rel_l2
+from fpdiff.backends.base import PROGRAM
+from fpdiff.core.status import Status
+from fpdiff.model import graph
+from fpdiff.runtime import jobdata, rundir
+from fpdiff.runtime.task import Job
+from fpdiff.runtime.worker import INTERNAL, JobResult
+from fpdiff.sources import SourceRef, digest
+
+SPEED_RUNS = 6  # runs of each timed program: the first warms up, the median of the others is reported
+
+
+class InternalError(RuntimeError):
+    """fpdiff's own code failed inside a worker: a bug to fix, never a backend's answer about a keep-set."""
+
+
+class Jobs:
+    """The plan's jobs, sent through one router (a local worker, or the backend's route) and kept apart from
+    this process: a backend that crashes costs one job."""
+
+    def __init__(self, device: str, plugins: tuple[str, ...], flags: dict[str, tuple[str, ...]], timeout: float,
+                 cache: str | None) -> None:
+        self.device, self.plugins, self.flags, self.timeout, self.cache = device, plugins, flags, timeout, cache
+        self.dir = rundir.mkdtemp(prefix="fpdiff-plan-")
+        self.count = 0
+        self._router = None
+
+    def path(self, name: str, suffix: str) -> Path:
+        """A fresh file name in the plan's scratch folder."""
+        self.count += 1
+        return self.dir / f"{name}-{self.count}{suffix}"
+
+    def program(self, backend: str, path: Path, inputs: Sequence, input_names: Sequence[str],
+                repeat: int = 1) -> JobResult:
+        """A program file run as written on `backend` (fp32 in and out; its own casts inside)."""
+        data = jobdata.write(path.with_suffix(".data.pt"), inputs=inputs, input_names=input_names,
+                             fingerprint=digest(path.read_bytes()))
+        return self._run(Job(SourceRef(PROGRAM, str(path), f"plan program {path.stem}"), data, backend, "fp32",
+                             self.device, graph.STATIC, self.plugins, self.flags.get(backend, ()), self.cache,
+                             repeat=repeat))
+
+    def cell(self, backend: str, source, data: str, precision: str, repeat: int = 1) -> JobResult:
+        """The model itself at `precision` on `backend`: the job check sends for that cell."""
+        return self._run(Job(source.ref, data, backend, precision, self.device, graph.STATIC, self.plugins,
+                             self.flags.get(backend, ()), self.cache, repeat=repeat))
+
+    def source_data(self, source) -> str:
+        """The model's job data (its weights too, for a torch model), written once."""
+        state = source.module.state_dict() if source.ref.kind == "torch" else None
+        return jobdata.write(self.dir / "source.data.pt", inputs=source.inputs, input_names=source.input_names,
+                             fingerprint=source.fingerprint, state=state)
+
+    def _run(self, job: Job) -> JobResult:
+        if self._router is None:
+            from fpdiff.runtime.external import Router
+            self._router = Router()
+        r = self._router.run(job, self.timeout)
+        if r.component == INTERNAL:
+            raise InternalError(f"{r.message} (in a {job.backend} job at {r.stage or 'an unknown stage'})\n"
+                                f"{r.traceback or ''}")
+        return r
+
+    def close(self) -> None:
+        if self._router is not None:
+            self._router.close()
+            self._router = None
+
+
+def trial(keep, r: JobResult, expected: list, tolerance: float, seconds: float) -> Trial:
+    """A keep-set's answer from its job: the error against the float64 outputs, or the job's own status."""
+    if r.status != Status.OK:
+        return Trial(sorted(keep), math.inf, False, Status(r.status), seconds, reason=failure(r))
+    err = rel_l2(expected, [np.asarray(o) for o in r.outputs])
+    return Trial(sorted(keep), err, err <= tolerance, Status.OK, seconds)
+
+
+def failure(r: JobResult) -> str:
+    """A failed job in one line: who failed, where, and what it said."""
+    where = " at ".join(x for x in (r.component, r.stage) if x)
+    return f"{where}: {r.message}" if where else r.message
+
+
+def median_ms(r: JobResult) -> float:
+    """Milliseconds of one run: the median of the job's runs after the first (a warm-up)."""
+    times = r.run_times[1:] or r.run_times or [r.run_s]
+    return statistics.median(times) * 1e3
+
+
+class ProgramTrials:
+    """Keep-sets as program files (one per set, kept for the speed figure and the export), each run as a job on
+    the plan's backend and judged against the float64 outputs."""
+    suffix = ""
+
+    def __init__(self, jobs: Jobs, backend: str, inputs: Sequence, input_names: Sequence[str], expected: list,
+                 tolerance: float, units: Sequence[str]) -> None:
+        self.jobs, self.backend, self.expected, self.tolerance = jobs, backend, expected, tolerance
+        self.inputs, self.input_names, self.units = tuple(inputs), list(input_names), frozenset(units)
+        self._files: dict[frozenset[str], Path] = {}
+
+    def write(self, keep: frozenset[str], path: Path) -> None:
+        """Save the program computing at the low precision except `keep` (in fp32) at `path`."""
+        raise NotImplementedError
+
+    def program(self, keep) -> Path:
+        key = frozenset(keep)
+        if key not in self._files:
+            path = self.jobs.path("trial", self.suffix)
+            self.write(key, path)
+            self._files[key] = path
+        return self._files[key]
+
+    def __call__(self, keep: frozenset[str]) -> Trial:
+        t0 = time.perf_counter()
+        r = self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names)
+        return trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0)
+
+    def run(self, keep, repeat: int) -> JobResult:
+        """The keep-set's program again, `repeat` times (the speed figure)."""
+        return self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names, repeat=repeat)
+
+
+def speed(trials: ProgramTrials, keep, low: str) -> Speed:
+    """The planned program, the pure low precision and every op in fp32, each timed in its own job: the backend's
+    prepared run, repeated, the first run left out as a warm-up."""
+    sets = {"fp32": trials.units, low: frozenset(), "plan": frozenset(keep)}
+    done: dict[frozenset[str], JobResult] = {}
+    ms, refused = {}, {}
+    for name, k in sets.items():
+        if k not in done:
+            done[k] = trials.run(k, SPEED_RUNS)
+        r = done[k]
+        if r.status == Status.OK:
+            ms[name] = median_ms(r)
+        else:
+            refused[name] = f"{r.status}: {failure(r)}"
+    plan = ms.get("plan")
+
+    def vs(other: str) -> float | None:
+        return ms[other] / plan if plan and other in ms else None
+    return Speed(f"{trials.backend} {trials.jobs.device}", ms, vs("fp32"), vs(low), refused)
+
+
+def autocast_remedy(jobs: Jobs, backend: str, source, expected: list, low: str, tolerance: float,
+                    fp32_ms: float | None, timed: bool) -> AutocastRemedy:
+    """The backend's own amp cell at the plan's low dtype (the job check sends for it), judged by the plan's
+    tolerance against the same float64 outputs; timed beside fp32 when the speed figure is asked for."""
+    amp = f"amp-{low}"
+    r = jobs.cell(backend, source, jobs.source_data(source), amp, repeat=SPEED_RUNS if timed else 1)
+    if r.status != Status.OK:
+        return AutocastRemedy(amp, status=Status(r.status), reason=failure(r), backend=backend)
+    err = rel_l2(expected, [np.asarray(o) for o in r.outputs])
+    return AutocastRemedy(amp, error=err, passed=err <= tolerance, ms=median_ms(r) if timed else None,
+                          fp32_ms=fp32_ms if timed else None, backend=backend)
+
+
+def verify_export(jobs: Jobs, verifier: str | None, path: Path, inputs: Sequence, expected: list,
+                  tolerance: float) -> OnnxExport:
+    """An exported plan run as written by `verifier` on the plan's inputs, judged by the plan's tolerance."""
+    import onnx
+
+    from fpdiff.onnxtools.graph import graph_inputs
+    model = onnx.load(str(path))
+    types = onnx_compute_types(model)
+    if verifier is None:
+        return OnnxExport(str(path), False, reason="no backend here runs ONNX graphs", **types)
+    r = jobs.program(verifier, path, inputs, graph_inputs(model))
+    if r.status != Status.OK:
+        return OnnxExport(str(path), False, reason=f"{r.status}: {failure(r)}", backend=verifier, **types)
+    err = rel_l2(expected, [np.asarray(o) for o in r.outputs])
+    return OnnxExport(str(path), err <= tolerance, error=err, backend=verifier, **types)
+
+
+def onnx_compute_types(model) -> dict:
+    """Nodes (Casts aside) computing in float32 and in the low dtype, read from the graph's inferred types."""
+    from onnx import TensorProto
+
+    from fpdiff.onnxtools.graph import value_types
+    types = value_types(model)
+    fp32 = low = 0
+    for n in model.graph.node:
+        if n.op_type == "Cast":
+            continue
+        ins = {types.get(i) for i in n.input if i}
+        if TensorProto.FLOAT in ins:
+            fp32 += 1
+        elif ins & {TensorProto.FLOAT16, TensorProto.BFLOAT16}:
+            low += 1
+    return {"fp32_nodes": fp32, "low_nodes": low}
