@@ -19,6 +19,7 @@ from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import MESSAGE_CHARS, StageError, Unsupported, UsageError
 from fpdiff.core.status import Status
+from fpdiff.core.task import ONNX
 from fpdiff.model import graph, segments
 from fpdiff.model.float64 import float64_everywhere
 from fpdiff.runtime import rundir
@@ -445,7 +446,7 @@ def _mark_all(source, job: Job, timeout: float) -> LocateResult:
     from fpdiff.runtime.external import Router
     from fpdiff.sources import SourceRef, digest
     d = rundir.mkdtemp(prefix="fpdiff-markall-")
-    if source.ref.kind == "onnx":
+    if source.ref.kind == ONNX:
         model, ref, names, inputs = source.module, source.ref, source.input_names, source.inputs
         fingerprint = source.fingerprint
         own = onnx.load(ref.original) if ref.original else None
@@ -453,14 +454,14 @@ def _mark_all(source, job: Job, timeout: float) -> LocateResult:
         path = d / "model.onnx"
         export_program(graph.export(source.module, source.inputs, prec.get("fp32"), graph.STATIC, None), path)
         model, own = onnx.load(str(path)), None
-        ref, names, inputs = SourceRef("onnx", str(path), source.ref.label), graph_inputs(model), source.inputs
+        ref, names, inputs = SourceRef(ONNX, str(path), source.ref.label), graph_inputs(model), source.inputs
         fingerprint = digest(path.read_bytes(), source.fingerprint)
     data = jobdata.write(d / "inputs.pt", inputs=inputs, input_names=names, fingerprint=fingerprint)
     job = replace(job, source=ref, data_path=data)
     p = prec.get(job.precision)
     result = LocateResult(source.ref.label, job.backend, p.name)
     with Router() as pool:
-        result.mark_all = markall.mark_all(lambda j: pool.run(j, timeout), job, judge_for("onnx"), p,
+        result.mark_all = markall.mark_all(lambda j: pool.run(j, timeout), job, judge_for(ONNX), p,
                                            markall.producers(model, own))
     found = result.mark_all
     first = found.first_departure

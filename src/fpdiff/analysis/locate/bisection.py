@@ -12,6 +12,7 @@ from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
+from fpdiff.core.task import ONNX, PROGRAM
 from fpdiff.model import graph, segments
 from fpdiff.runtime import jobdata, rundir
 from fpdiff.runtime.external import Router
@@ -105,7 +106,7 @@ class Bisector:
         nodes, program, ins, in_names, expected, eager = self.segment(start, end)
         path = self.dir / f"segment-{start}-{end}.pt2"
         torch.export.save(program, str(path))
-        return (self._make_job("program", path, ins, in_names, start, end), expected, eager,
+        return (self._make_job(PROGRAM, path, ins, in_names, start, end), expected, eager,
                 [str(n.target) for n in nodes])
 
     def _make_job(self, kind: str, path: Path, ins: list, in_names: list[str], start: int, end: int) -> Job:
@@ -276,7 +277,7 @@ class OnnxBisector(Bisector):
                     ReferenceEvaluator(sub).run(None, dict(zip(in_names, ins)))]
         path = self.dir / f"segment-{start}-{end}.onnx"
         onnx.save(sub, str(path))
-        return (self._make_job("onnx", path, ins, in_names, start, end), expected, baseline,
+        return (self._make_job(ONNX, path, ins, in_names, start, end), expected, baseline,
                 [f"{n.op_type} ({n.name})" for n in self.nodes[start:end]])
 
     def where(self, unit: int) -> tuple[str, str, str, str]:
