@@ -202,6 +202,7 @@ def _failure_reason(r: JobResult) -> str:
 
 
 def _dtype_of_outputs(dtypes: list[str]) -> str | None:
+    """The float dtypes a backend returned, when it records nothing of what it computed."""
     floats = sorted({d for d in dtypes if "float" in d})
     return "+".join(floats) if floats else None
 

@@ -309,7 +309,7 @@ def apply(cell, s: Spread) -> None:
             f"{worst:.2e}): within {FACTOR:g}x of that, so rounding alone moves the answer this far")
     cell.reason = f"{text} (was mismatch: {cell.reason})"
     cell.status = Status.ILL_CONDITIONED
-    cell.findings.append(Finding("ill-conditioned", f"the output is ill-conditioned at this input: {text}",
+    cell.findings.append(Finding(Status.ILL_CONDITIONED, f"the output is ill-conditioned at this input: {text}",
                                  remedy="judge on an input where the answer is stable (untied logits, separated "
                                  "scores, trained weights); no backend can do better than the model allows"))
 

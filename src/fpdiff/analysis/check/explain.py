@@ -11,6 +11,7 @@ from fpdiff.analysis.check.grid import Grid
 from fpdiff.analysis.check.result import Cell
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
+from fpdiff.model.graph import STATIC
 
 
 def next_commands(grid: Grid, cells: list[Cell], inputs: str | None,
@@ -26,7 +27,7 @@ def _command(grid: Grid, cell: Cell, inputs: str | None, shapes: Mapping[str, li
     p = prec.get(cell.precision)
     place = ["--device", cell.device] * (cell.device != "cpu")
     if cell.status == Status.MISMATCH:
-        variant = ["--shape-variant", cell.shape_variant] * (cell.shape_variant != "static")
+        variant = ["--shape-variant", cell.shape_variant] * (cell.shape_variant != STATIC.name)
         args, backend = ["locate", "--backend", cell.backend, "--precision", p.name, *place, *variant], cell.backend
     elif cell.status == Status.PRECISION_LOSS and p.is_cast and p.dtype in (torch.float16, torch.bfloat16):
         args, backend = ["plan", "--precision", p.name, "--backend", cell.backend, *place], cell.backend

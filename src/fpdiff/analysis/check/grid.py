@@ -27,6 +27,7 @@ JobKey = tuple[str, str, str, ShapeVariant]
 
 
 def job_key(k: Key) -> JobKey:
+    """A cell's key among the results: its precision by name."""
     return (k[0], k[1], k[2].name, k[3])
 
 
@@ -64,6 +65,7 @@ class Grid:
 
     @cached_property
     def cell_keys(self) -> set[JobKey]:
+        """The cells' job keys, to tell a cell's job (repeated) from a baseline's."""
         return {job_key(k) for k in self.cells}
 
     def job(self, key: JobKey) -> Job:
@@ -103,6 +105,7 @@ def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions:
 
 
 def _precisions(names: Sequence[str], devices: Sequence[str], repeat: int) -> list[prec.Precision]:
+    """The precisions asked for, once the devices and the repeat count are known to be sound."""
     ps = [prec.get(p) for p in names]
     if not ps:
         raise UsageError("no precision given")

@@ -47,6 +47,7 @@ def _apart_reference(grid: Grid, pool, timeout: float) -> JobResult | None:
 
 
 def _reference(r: JobResult, backend: str) -> JobResult:
+    """The reference's result; without it nothing can be judged, so its failure ends the check."""
     if r.status != Status.OK:
         raise UsageError(f"the float64 reference ({backend} on cpu) failed: {r.message}")
     return r
