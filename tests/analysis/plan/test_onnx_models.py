@@ -39,6 +39,7 @@ def test_lost_constants_are_kept_in_fp32_and_the_plan_verified(padded, tmp_path)
     assert "-3.4e+38 -> -6.55e+04" in why and "1e-08 -> 5.96e-08" in why
     assert p.export.verified and onnx.load(str(out)).graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
     assert p.export.backend == "ort" and p.export.error == pytest.approx(p.error)  # the same graph, the same run
+    assert [f.name for f in tmp_path.iterdir()] == ["planned.onnx"]  # nothing the verifying run wrote lands beside it
 
 
 def test_without_the_clamp_the_nodes_reading_lost_constants_are_kept(padded):

@@ -115,6 +115,8 @@ def test_export_onnx_keeps_the_plan_in_fp32_and_verifies_it(tmp_path):
     p = fpdiff.plan("example:rmsnorm", precision="fp16", export_onnx=str(out), measure_speed=False)
     e = p.export
     assert e.verified and e.error <= p.tolerance and e.fp32_nodes >= 2 and e.low_nodes > e.fp32_nodes
+    assert e.backend == "ort"  # torch eager runs no ONNX graph: the ONNX cross-check verifies it
+    assert [f.name for f in tmp_path.iterdir()] == ["planned.onnx"]
     m = onnx.load(str(out))
     assert any(n.op_type == "Cast" for n in m.graph.node)
     assert m.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT  # fp32 in, like the model

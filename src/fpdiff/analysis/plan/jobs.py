@@ -4,6 +4,7 @@ status; an error of fpdiff's own code in the worker raises here."""
 from __future__ import annotations
 
 import math
+import shutil
 import statistics
 import time
 from collections.abc import Sequence
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from fpdiff.analysis.plan.search import AutocastRemedy, OnnxExport, Speed, Trial, rel_l2
-from fpdiff.backends.base import PROGRAM
+from fpdiff.backends.base import PROGRAM, TORCH
 from fpdiff.core.status import Status
 from fpdiff.model import graph
 from fpdiff.runtime import jobdata, rundir
@@ -46,7 +47,7 @@ class Jobs:
     def program(self, backend: str, path: Path, inputs: Sequence, input_names: Sequence[str],
                 repeat: int = 1) -> JobResult:
         """A program file run as written on `backend` (fp32 in and out; its own casts inside)."""
-        data = jobdata.write(path.with_suffix(".data.pt"), inputs=inputs, input_names=input_names,
+        data = jobdata.write(self.path(path.stem, ".data.pt"), inputs=inputs, input_names=input_names,
                              fingerprint=digest(path.read_bytes()))
         return self._run(Job(SourceRef(PROGRAM, str(path), f"plan program {path.stem}"), data, backend, "fp32",
                              self.device, graph.STATIC, self.plugins, self.flags.get(backend, ()), self.cache,
@@ -59,7 +60,7 @@ class Jobs:
 
     def source_data(self, source) -> str:
         """The model's job data (its weights too, for a torch model), written once."""
-        state = source.module.state_dict() if source.ref.kind == "torch" else None
+        state = source.module.state_dict() if source.ref.kind == TORCH else None
         return jobdata.write(self.dir / "source.data.pt", inputs=source.inputs, input_names=source.input_names,
                              fingerprint=source.fingerprint, state=state)
 
@@ -176,7 +177,9 @@ def verify_export(jobs: Jobs, verifier: str | None, path: Path, inputs: Sequence
     types = onnx_compute_types(model)
     if verifier is None:
         return OnnxExport(str(path), False, reason="no backend here runs ONNX graphs", **types)
-    r = jobs.program(verifier, path, inputs, graph_inputs(model))
+    copy = jobs.path("export", ".onnx")  # what a backend writes beside the graph stays out of the user's folder
+    shutil.copyfile(path, copy)
+    r = jobs.program(verifier, copy, inputs, graph_inputs(model))
     if r.status != Status.OK:
         return OnnxExport(str(path), False, reason=f"{r.status}: {failure(r)}", backend=verifier, **types)
     err = rel_l2(expected, [np.asarray(o) for o in r.outputs])
