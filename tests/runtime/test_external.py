@@ -4,6 +4,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ import pytest
 import fpdiff
 from conftest import PLUGINS
 from fpdiff.backends import routes
+from fpdiff.runtime import protocol
 
 pytestmark = pytest.mark.slow  # real workers: make test, not make test-fast
 TOKEN = "correct horse battery staple"
@@ -61,11 +63,9 @@ def test_an_unusable_interpreter_makes_its_cells_unsupported_and_the_run_goes_on
         assert c[("ort@x", p)].status == "unsupported" and words in c[("ort@x", p)].reason, c[("ort@x", p)].reason
 
 
-FOREIGN_WORKER = '''import json, struct, sys
-n = struct.unpack("!Q", sys.stdin.buffer.read(8))[0]
-sys.stdin.buffer.read(n)
-out = json.dumps({"type": "hello", "protocol": 999, "blobs": []}).encode()
-sys.stdout.buffer.write(struct.pack("!Q", len(out)) + out)
+FOREIGN_WORKER = '''import struct, sys
+sys.stdin.buffer.read(32)  # the token fpdiff hands it
+sys.stdout.buffer.write(b"fpdiff job protocol\\n" + struct.pack("!H", 999) + bytes(32))
 sys.stdout.buffer.flush()
 sys.stdin.buffer.read()
 '''
@@ -77,11 +77,13 @@ def worker(tmp_path):
     token = tmp_path / "token"
     token.write_text(TOKEN)
     proc = subprocess.Popen([sys.executable, "-m", "fpdiff", "worker", "--listen", "127.0.0.1:0",
-                             "--token-file", str(token)], stderr=subprocess.PIPE, text=True)
+                             "--token-file", str(token)], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, MARKER_ENV: str(tmp_path / "ran")})
     line = proc.stderr.readline()
     m = re.search(r"listening on ([\d.]+:\d+)", line)
     assert m, line
-    threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep its pipe drained
+    proc.said = []  # what it logs (a refused connection, a refused frame)
+    threading.Thread(target=lambda: proc.said.extend(proc.stderr), daemon=True).start()  # keep its pipe drained
     yield m.group(1), proc
     proc.kill()
     proc.wait()
@@ -113,48 +115,197 @@ def test_a_slow_remote_cell_times_out_and_the_next_one_runs(worker, tmp_path):
     addr, _ = worker
     routes.configure(host={"slow": addr, "torch@remote": addr}, token_file=str(tmp_path / "token"))
     r = fpdiff.check("example:tinycnn", backends=["slow", "torch@remote"], precisions=["fp32"],
-                     plugins=[str(PLUGINS / "slow.py")], timeout=4)
+                     plugins=[str(PLUGINS / "slow.py")], timeout=10)
     c = cells(r)
     assert c[("slow", "fp32")].status == "timeout", c[("slow", "fp32")].reason
     assert c[("torch@remote", "fp32")].status == "pass"
 
 
+MARKER_ENV = "FPDIFF_TEST_MARKER"  # set for the worker only: its plugins leave their marks beside it
+SLEEP = "Path(MARKER).with_name('started').touch(); time.sleep(20)"
+
+
+def plugin(folder: Path, name: str, run: str = "pass") -> str:
+    """A plugin backend `name` whose file, once loaded in the worker, leaves a marker (`ran`); its run does `run`
+    first (Python; MARKER is the marker's path)."""
+    path = folder / f"{name}.py"
+    path.write_text(f'''import os
+import time
+from pathlib import Path
+
+MARKER = os.environ.get({MARKER_ENV!r})
+if MARKER:  # any code of this file that runs in the worker leaves this
+    Path(MARKER).write_text("ran")
+
+
+class Backend:
+    name = {name!r}
+
+    def available(self):
+        return None
+
+    def prepare(self, program, precision, device):
+        module = program.module()
+
+        def run(*inputs):
+            {run}
+            return module(*inputs)
+        return run
+''')
+    return str(path)
+
+
+def when(path: Path, action, limit: float = 300.0) -> None:
+    """Do `action` once `path` exists (a job started in the worker), from a thread."""
+    def wait():
+        end = time.monotonic() + limit
+        while not path.exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        action()
+    threading.Thread(target=wait, daemon=True).start()
+
+
 def test_a_worker_killed_mid_job_costs_that_cell(worker, tmp_path):
     addr, proc = worker
-    routes.configure(host={"slow": addr}, token_file=str(tmp_path / "token"))
-    threading.Timer(6.0, lambda: proc.send_signal(signal.SIGKILL)).start()
+    routes.configure(host={"sleeper": addr}, token_file=str(tmp_path / "token"))
+    when(tmp_path / "started", lambda: proc.send_signal(signal.SIGKILL))
     t = time.monotonic()
-    r = fpdiff.check("example:tinycnn", backends=["torch", "slow"], precisions=["fp32", "fp16"],
-                     plugins=[str(PLUGINS / "slow.py")], timeout=60)
+    r = fpdiff.check("example:tinycnn", backends=["torch", "sleeper"], precisions=["fp32", "fp16"],
+                     plugins=[plugin(tmp_path, "sleeper", SLEEP)], timeout=60)
     c = cells(r)
-    assert time.monotonic() - t < 40  # no cell waited for its timeout
-    assert c[("slow", "fp32")].status == "crash" and "connection lost" in c[("slow", "fp32")].reason
-    assert c[("slow", "fp16")].status == "unsupported" and "cannot reach" in c[("slow", "fp16")].reason
+    assert time.monotonic() - t < 50  # no cell waited for its timeout
+    assert c[("sleeper", "fp32")].status == "crash" and "connection lost" in c[("sleeper", "fp32")].reason
+    assert c[("sleeper", "fp16")].status == "unsupported" and "cannot reach" in c[("sleeper", "fp16")].reason
     assert c[("torch", "fp16")].status == "pass"
 
 
 def test_a_connection_dropped_mid_job_costs_that_cell(worker, tmp_path):
-    """Through a loopback relay that cuts its first connection after 6 s; the next cell connects again."""
+    """Through a loopback relay that cuts its first connection once the job runs; the next cell connects again."""
     addr, proc = worker
-    relay = _Relay(addr, cut_first_after=6.0)
-    routes.configure(host={"slow": relay.addr, "torch@remote": relay.addr}, token_file=str(tmp_path / "token"))
-    r = fpdiff.check("example:tinycnn", backends=["slow", "torch@remote"], precisions=["fp32"],
-                     plugins=[str(PLUGINS / "slow.py")], timeout=60)
+    relay = Relay(addr)
+    when(tmp_path / "started", relay.cut)
+    routes.configure(host={"sleeper": relay.addr, "torch@remote": relay.addr}, token_file=str(tmp_path / "token"))
+    r = fpdiff.check("example:tinycnn", backends=["sleeper", "torch@remote"], precisions=["fp32"],
+                     plugins=[plugin(tmp_path, "sleeper", SLEEP)], timeout=60)
     c = cells(r)
-    assert c[("slow", "fp32")].status == "crash" and "connection lost" in c[("slow", "fp32")].reason
+    assert c[("sleeper", "fp32")].status == "crash" and "connection lost" in c[("sleeper", "fp32")].reason
     assert c[("torch@remote", "fp32")].status == "pass" and proc.poll() is None
     relay.close()
 
 
-class _Relay:
-    """Forwards loopback connections to the worker; the first one is cut after a delay (a network drop)."""
+def forged_frames(folder: Path) -> bytes:
+    """A `files` and a `job` frame as fpdiff would send them, carrying a plugin that leaves the marker, numbered as
+    the next frames, under a key that is not the connection's (whoever forges them does not hold the token)."""
+    from fpdiff.model.graph import STATIC
+    from fpdiff.runtime import jobdata
+    from fpdiff.runtime.task import Job
+    from fpdiff.sources import SourceRef
+    evil = plugin(folder, "evil")
+    data = jobdata.write(folder / "evil.pt", inputs=[], input_names=[], fingerprint="evil")
+    job = Job(SourceRef("torch", evil, "evil"), data, "evil", "fp32", "cpu", STATIC, (evil,))
+    tape = _Tape()
+    channel = protocol.Channel(tape, os.urandom(32), "client")
+    channel.sent = 1  # after the client's hello
+    for header, blobs in protocol.job_frames(job, 60.0, "evil", {}):
+        channel.send(header, blobs)
+    return tape.data
 
-    def __init__(self, target: str, cut_first_after: float) -> None:
+
+class _Tape:
+    def __init__(self):
+        self.data = b""
+
+    def write(self, b):
+        self.data += b
+
+    def flush(self):
+        pass
+
+
+# (side whose frame, action, frame number, words of the failed cell's reason). Client frames: 0 hello, 1 files (the
+# model, data and plugin), 2 job; worker frames: 0 hello, 1 result.
+TAMPERING = [
+    ("client", "alter", 1, "authentication failed: the client's frame 1 carries no valid MAC"),  # the plugin's bytes
+    ("client", "drop", 1, "the client's frame 2 came where frame 1 was due (frame 1 was dropped"),
+    ("client", "replay", 1, "the client's frame 1 came where frame 2 was due (replayed)"),
+    ("client", "reorder", 1, "the client's frame 2 came where frame 1 was due (frame 1 was dropped or the frames "
+                             "were reordered"),
+    ("client", "inject", 1, "authentication failed: the client's frame 1 carries no valid MAC"),
+    ("worker", "alter", 1, "authentication failed: the worker's frame 1 carries no valid MAC"),  # the result
+    ("worker", "replay", 0, "the worker's frame 0 came where frame 1 was due (replayed)"),
+]
+
+
+@pytest.mark.parametrize("side, action, at, words", TAMPERING, ids=[f"{t[1]}-{t[0]}" for t in TAMPERING])
+def test_a_frame_tampered_with_on_the_way_fails_its_cell_and_the_worker_runs_nothing_unauthenticated(
+        worker, tmp_path, side, action, at, words):
+    addr, proc = worker
+    relay = Relay(addr, side, action, at, where=-33, forged=forged_frames(tmp_path) if action == "inject" else b"")
+    routes.configure(host={"marker": relay.addr}, token_file=str(tmp_path / "token"))
+    r = fpdiff.check("example:tinycnn", backends=["torch", "marker"], precisions=["fp32"],
+                     plugins=[plugin(tmp_path, "marker")], timeout=120)
+    c = cells(r)
+    relay.close()
+    assert c[("torch", "fp32")].status == "pass"
+    cell = c[("marker", "fp32")]
+    assert cell.status == "error" and words in cell.reason, cell.reason
+    if side == "client":  # the worker refused the frame: it loaded no plugin, and says why in its log
+        assert not (tmp_path / "ran").exists()
+        assert "the worker closed the connection" in cell.reason
+        end = time.monotonic() + 10
+        while not any(words in line for line in proc.said) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert any(words in line for line in proc.said), proc.said
+    assert proc.poll() is None  # the worker is still serving
+
+
+def test_the_same_relay_passing_every_frame_runs_the_plugin_and_the_cell(worker, tmp_path):
+    """The control: untouched frames through the relay run the job, and the marker appears."""
+    addr, _ = worker
+    relay = Relay(addr)
+    routes.configure(host={"marker": relay.addr}, token_file=str(tmp_path / "token"))
+    r = fpdiff.check("example:tinycnn", backends=["torch", "marker"], precisions=["fp32"],
+                     plugins=[plugin(tmp_path, "marker")])
+    relay.close()
+    assert cells(r)[("marker", "fp32")].status == "pass" and (tmp_path / "ran").exists()
+
+
+def test_an_interpreter_worker_holds_fpdiffs_token_too(tmp_path):
+    """The stdio route takes the same handshake: a peer without the token fpdiff wrote first gets nothing."""
+    proc = subprocess.Popen([sys.executable, "-m", "fpdiff.runtime.serve", "--stdio"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    class Pipe:
+        def read(self, n):
+            return proc.stdout.read1(n)
+
+        def write(self, b):
+            proc.stdin.write(b)
+
+        def flush(self):
+            proc.stdin.flush()
+    Pipe().write(b"t" * protocol.TOKEN)
+    Pipe().flush()
+    with pytest.raises(protocol.ProtocolError, match="authentication failed"):
+        protocol.authenticate_as_client(Pipe(), b"x" * protocol.TOKEN)
+    assert proc.wait(60) == 1 and proc.stderr.read().decode().strip().splitlines()[-1] == "fpdiff worker: " \
+        "authentication failed: wrong token"
+
+
+class Relay:
+    """A loopback TCP proxy between fpdiff and a real worker. It passes the handshake, then reads whole frames; on
+    its first connection it does one thing to frame `at` from `side`: `alter` flips its byte at `where` (from the
+    frame's end; -33 is the last byte before the MAC: a plugin's, a result's arrays), `drop` leaves it out, `replay`
+    sends it twice, `reorder` sends the frame after it first, `inject` sends `forged` before it. `cut()` ends the
+    first connection (a network drop)."""
+
+    def __init__(self, target: str, side: str = "", action: str = "", at: int = 0, where: int = -33,
+                 forged: bytes = b"") -> None:
         host, port = target.split(":")
         self.target = (host, int(port))
+        self.side, self.action, self.at, self.where, self.forged = side, action, at, where, forged
         self.server = socket.create_server(("127.0.0.1", 0))
         self.addr = f"127.0.0.1:{self.server.getsockname()[1]}"
-        self.cut = cut_first_after
         self.open: list[socket.socket] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -167,23 +318,37 @@ class _Relay:
                 return
             upstream = socket.create_connection(self.target)
             self.open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-            if first:
-                threading.Timer(self.cut, self._cut, args=(client, upstream)).start()
-                first = False
+            for a, b, side in ((client, upstream, "client"), (upstream, client, "worker")):
+                threading.Thread(target=self._pipe, args=(a, b, side, first), daemon=True).start()
+            first = False
 
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, side: str, first: bool) -> None:
         try:
-            while data := a.recv(1 << 16):
-                b.sendall(data)
+            for n in ((2 * protocol.NONCE,) if side == "client" else (len(protocol.GREETING) + protocol.NONCE,
+                                                                       protocol.MAC)):
+                dst.sendall(_exact(src, n))
+            held, i = None, 0
+            while (frame := _frame(src)) is not None:
+                act = self.action if first and side == self.side and i == self.at else ""
+                i += 1
+                if act == "alter":
+                    k = len(frame) + self.where
+                    frame = frame[:k] + bytes([frame[k] ^ 0x20]) + frame[k + 1:]
+                elif act == "inject":
+                    dst.sendall(self.forged)
+                elif act in ("drop", "reorder"):
+                    held = frame if act == "reorder" else None
+                    continue
+                dst.sendall(frame * (2 if act == "replay" else 1))
+                if held is not None:
+                    dst.sendall(held)
+                    held = None
+            dst.shutdown(socket.SHUT_WR)
         except OSError:
             pass
 
-    @staticmethod
-    def _cut(*socks: socket.socket) -> None:
-        for s in socks:
+    def cut(self) -> None:
+        for s in self.open[:2]:
             try:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -192,7 +357,30 @@ class _Relay:
 
     def close(self) -> None:
         self.server.close()
-        self._cut(*self.open)
+        for s in self.open:
+            s.close()
+
+
+def _exact(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise OSError("closed")
+        out += chunk
+    return out
+
+
+def _frame(sock: socket.socket) -> bytes | None:
+    """One whole frame's bytes (protocol.py's layout), or None when the peer hung up between frames."""
+    try:
+        head = _exact(sock, 20)
+    except OSError:
+        return None
+    n, count = struct.unpack("!QI", head[8:])
+    sizes_raw = _exact(sock, 8 * count)
+    body = sum(struct.unpack(f"!{count}Q", sizes_raw)) + n + protocol.MAC
+    return head + sizes_raw + _exact(sock, body)
 
 
 OLD_ORT = "onnxruntime==1.20.1"

@@ -11,9 +11,10 @@ import time
 
 from fpdiff.backends.routes import Route
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 from fpdiff.runtime import protocol, rundir
-from fpdiff.runtime.protocol import PROTOCOL, ProtocolError
-from fpdiff.runtime.worker import CRASH, TIMEOUT, UNSUPPORTED, JobResult, WorkerPool, exit_text, log_tail, reap
+from fpdiff.runtime.protocol import PROTOCOL, AuthenticationError, ConnectionClosed, PeerError, ProtocolError
+from fpdiff.runtime.worker import JobResult, WorkerPool, exit_text, log_tail, read_result, reap
 
 NETWORK_GRACE = 30.0  # seconds a remote answer may take beyond the cell's timeout (the worker enforces the timeout)
 CONNECT_TIMEOUT = 10.0
@@ -58,7 +59,8 @@ class ExternalPool:
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._stream: _Stream | None = None
-        self._sent: dict = {}  # what this connection already carried (protocol.job_frame)
+        self._channel: protocol.Channel | None = None
+        self._sent: dict = {}  # what this connection already carried (protocol.job_frames)
         self._refused: str | None = None  # why the worker cannot be used at all: said once per cell, not retried
         self._log = rundir.mkdtemp(prefix="fpdiff-external-") / "worker.log"
 
@@ -67,13 +69,9 @@ class ExternalPool:
             return self._unsupported(self._refused)
         t0 = time.perf_counter()
         try:
-            if self._stream is None:
+            if self._channel is None:
                 self._connect(plugins=bool(job.plugins))
-            header, blobs = protocol.job_frame(job, timeout, self.route.base, self._sent)
-            self._stream.deadline = None
-            protocol.send(self._stream, header, blobs)
-            self._stream.deadline = time.monotonic() + timeout + (NETWORK_GRACE if self.route.host else 0.0)
-            result = protocol.read_result(*protocol.receive(self._stream))
+            result = read_result(*self._exchange(job, timeout))
             result.info["worker"] = {"where": self.route.where, "python": self.hello.get("python"),
                                      "fpdiff": self.hello.get("fpdiff"), "versions": self.hello.get("versions", {})}
             return result
@@ -83,31 +81,54 @@ class ExternalPool:
             return self._unsupported(self._refused)
         except TimeoutError:
             self.close(kill=True)
-            return JobResult(TIMEOUT, message=f"no answer from {self.route.where} within {timeout:g} s; the worker "
-                             "was dropped", run_s=time.perf_counter() - t0, log_tail=self._tail())
+            return JobResult(Status.TIMEOUT, message=f"no answer from {self.route.where} within {timeout:g} s; the "
+                             "worker was dropped", run_s=time.perf_counter() - t0, log_tail=self._tail())
+        except (AuthenticationError, PeerError) as e:  # a frame failed authentication, on either side
+            self.close(kill=True)
+            return JobResult(Status.ERROR, message=f"{self.route.where}: {e}", run_s=time.perf_counter() - t0,
+                             log_tail=self._tail(), stage="run", component=f"the connection to {self.route.where}")
         except (ProtocolError, OSError) as e:
             code = self._exit_code()
             self.close(kill=True)
             died = f"the worker process died ({exit_text(code)})" if code is not None else f"connection lost ({e})"
-            return JobResult(CRASH, message=f"{self.route.where}: {died}", run_s=time.perf_counter() - t0,
+            return JobResult(Status.CRASH, message=f"{self.route.where}: {died}", run_s=time.perf_counter() - t0,
                              log_tail=self._tail(), stage="run", component=self.route.where)
 
+    def _exchange(self, job, timeout: float) -> tuple[dict, dict[str, bytes]]:
+        """Send the job's frames and read the answer. When the worker closed the connection under a send (it
+        refused a frame), its last frame says why: that is read before the send's error counts."""
+        self._stream.deadline = None
+        try:
+            for header, blobs in protocol.job_frames(job, timeout, self.route.base, self._sent):
+                self._channel.send(header, blobs)
+        except OSError as e:
+            self._stream.deadline = time.monotonic() + 5.0
+            try:
+                return self._channel.receive()
+            except (ProtocolError, OSError, TimeoutError):
+                raise e from None
+        self._stream.deadline = time.monotonic() + timeout + (NETWORK_GRACE if self.route.host else 0.0)
+        return self._channel.receive()
+
     def _unsupported(self, why: str) -> JobResult:
-        return JobResult(UNSUPPORTED, message=why, stage="load", component=self.route.where)
+        return JobResult(Status.UNSUPPORTED, message=why, stage="load", component=self.route.where)
 
     def _connect(self, plugins: bool) -> None:
-        if self.route.python:
-            self._spawn()
-        else:
-            self._dial()
-        try:
-            protocol.send(self._stream, {"type": "hello", "protocol": PROTOCOL})
-            self._stream.deadline = time.monotonic() + 120.0  # the worker imports torch and its backends first
-            hello = protocol.expect(protocol.receive(self._stream)[0], "hello")
-        except (ProtocolError, OSError, TimeoutError) as e:
-            detail = self._tail().strip().splitlines()
-            why = detail[-1] if self.route.python and detail else str(e) or type(e).__name__
-            raise _Unreachable(f"{self.route.where} is not an fpdiff worker: {why}") from None
+        token = self._spawn() if self.route.python else self._dial()
+        try:  # the handshake, then hello: the worker imports torch and its backends first
+            self._stream.deadline = time.monotonic() + (120.0 if self.route.python else CONNECT_TIMEOUT)
+            self._channel = protocol.authenticate_as_client(self._stream, token)
+            self._channel.send({"type": "hello", "protocol": PROTOCOL})
+            self._stream.deadline = time.monotonic() + 120.0
+            hello = protocol.expect(self._channel.receive()[0], "hello")
+        except ProtocolError as e:
+            if not isinstance(e, ConnectionClosed):  # it spoke, and said or did something else
+                raise _Unreachable(f"{self.route.where}: {e}") from None
+            raise _Unreachable(f"{self.route.where} is not an fpdiff worker: {self._why(e)}") from None
+        except TimeoutError:
+            raise _Unreachable(f"{self.route.where} is not an fpdiff worker: no answer to the handshake") from None
+        except OSError as e:  # it accepted and went away (a worker shutting down)
+            raise _Unreachable(f"cannot reach {self.route.where}: {e.strerror or e}") from None
         if hello.get("protocol") != PROTOCOL:
             raise _Unreachable(f"{self.route.where} speaks fpdiff job protocol {hello.get('protocol')!r}, this "
                                f"fpdiff {PROTOCOL}: install the same fpdiff there")
@@ -121,7 +142,13 @@ class ExternalPool:
             raise _Unreachable(f"{self.route.base} is not available in {self.route.where}: {base['available']}")
         self.hello = hello
 
-    def _spawn(self) -> None:
+    def _why(self, e: Exception) -> str:
+        """A spawned worker's last words (a missing module, a traceback's last line), else the error."""
+        detail = self._tail().strip().splitlines() if self.route.python else []
+        return detail[-1] if detail else str(e) or type(e).__name__
+
+    def _spawn(self) -> bytes:
+        """Start the interpreter's worker on a pipe and hand it a fresh token: the same handshake and MACs as TCP."""
         exe = self.route.python
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
             raise _Unreachable(f"no such Python interpreter: {exe}")
@@ -132,8 +159,14 @@ class ExternalPool:
             except OSError as e:
                 raise _Unreachable(f"cannot start {exe}: {e.strerror or e}") from None
         self._stream = _Stream(self._proc.stdout.fileno(), self._proc.stdin)
+        token = os.urandom(protocol.TOKEN)
+        try:
+            self._stream.write(token)
+        except OSError as e:
+            raise _Unreachable(f"{self.route.where} is not an fpdiff worker: {self._why(e)}") from None
+        return token
 
-    def _dial(self) -> None:
+    def _dial(self) -> bytes:
         host, _, port = self.route.host.rpartition(":")
         try:
             token = self.route.token()
@@ -146,15 +179,7 @@ class ExternalPool:
         sock.settimeout(None)
         self._sock = sock
         self._stream = _Stream(sock.fileno(), None, sock)
-        self._stream.deadline = time.monotonic() + CONNECT_TIMEOUT
-        try:
-            protocol.authenticate_as_client(self._stream, token)
-        except ProtocolError as e:
-            raise _Unreachable(f"{self.route.where}: {e}") from None
-        except TimeoutError:
-            raise _Unreachable(f"{self.route.where}: no answer to the authentication") from None
-        except OSError as e:  # it accepted and went away (a worker shutting down)
-            raise _Unreachable(f"cannot reach {self.route.where}: {e.strerror or e}") from None
+        return token
 
     def _exit_code(self) -> int | None:
         if self._proc is None:
@@ -168,10 +193,10 @@ class ExternalPool:
         return log_tail(self._log)
 
     def close(self, kill: bool = False) -> None:
-        if self._stream is not None and not kill:
+        if self._channel is not None and not kill:
             try:
                 self._stream.deadline = None
-                protocol.send(self._stream, {"type": "bye"})
+                self._channel.send({"type": "bye"})
             except OSError:
                 pass
         if self._sock is not None:
@@ -185,7 +210,7 @@ class ExternalPool:
                 except OSError:
                     pass
             reap(self._proc)
-        self._proc, self._sock, self._stream = None, None, None
+        self._proc, self._sock, self._stream, self._channel = None, None, None, None
         self._sent = {}  # a new connection carries everything again
 
 

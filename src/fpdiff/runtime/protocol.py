@@ -1,11 +1,23 @@
 """The job protocol between fpdiff and a worker in another interpreter or on another machine: JSON headers and
 numpy arrays only, never a pickle, so two sides with different torch (or no shared code at all) can talk, and
-nothing is deserialized before the peer proved it holds the token.
+nothing is parsed before it is authenticated.
 
-A frame is an 8-byte big-endian length and a UTF-8 JSON header, then the blobs the header lists (`blobs`: name and
-size), each raw. A conversation: the client sends `hello` with PROTOCOL; the worker answers `hello` with its
-PROTOCOL, its fpdiff, Python and torch versions and the declarations of its backends; then `job` frames, each
-answered by one `result` frame. Over TCP a mutual HMAC-SHA256 challenge on the shared token comes first."""
+A connection opens with a handshake: the worker greets (GREETING: the protocol's magic and version) with a fresh
+nonce, the client answers with the HMAC-SHA256 of that nonce under the shared token and its own nonce, the worker
+answers the HMAC of the client's. Both then hold a session key, the HMAC of the token over both roles and nonces,
+that no earlier or other connection shares. Over TCP the token is the user's; to an interpreter fpdiff spawns
+(`--stdio`) fpdiff writes a fresh token first on the child's stdin. The same framing and MACs follow either way.
+
+A frame: its sequence number (8 bytes), the header's length (8) and the number of blobs (4), each blob's size (8
+each), the UTF-8 JSON header (`blobs`: the blob names), the blobs raw, then the HMAC-SHA256 under the session key
+of the sender's role and everything before it. Each direction counts its frames from 0. The receiver reads the
+frame's bytes, checks the MAC and that the number is the next it expects before it parses the header: a frame
+altered, forged, dropped, replayed or reordered on the way ends the connection (AuthenticationError).
+
+A conversation: the client sends `hello` with PROTOCOL; the worker answers `hello` with its PROTOCOL, its fpdiff,
+Python and torch versions and the declarations of its backends; then for each job the client sends a `files` frame
+when the job's model, data or plugins are new to the connection, and a `job` frame naming them by digest, which
+the worker answers with one `result` frame (or `error`). `bye` ends it."""
 from __future__ import annotations
 
 import hashlib
@@ -14,97 +26,215 @@ import io
 import json
 import os
 import struct
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 
-PROTOCOL = 1
+PROTOCOL = 2
+MAGIC = b"fpdiff job protocol\n"
+GREETING = MAGIC + struct.pack("!H", PROTOCOL)
 MAX_HEADER = 16 << 20  # a header is JSON about one job: megabytes means a foreign or hostile peer
 MAX_BLOB = 16 << 30  # weights of a large model; a length beyond this is a corrupt or hostile frame
-NONCE = 32
+MAX_BLOBS = 1 << 16
+NONCE = TOKEN = MAC = 32
+_SEQ = struct.Struct("!Q")
+_HEAD = struct.Struct("!QI")  # header length, number of blobs
 
 
 class ProtocolError(Exception):
     """The peer broke the protocol (wrong version, bad frame, failed authentication, hung up)."""
 
 
-def _read_exact(stream, n: int) -> bytes:
+class AuthenticationError(ProtocolError):
+    """A frame failed its MAC or came out of sequence: altered, forged, dropped, replayed or reordered on the way.
+    Nothing of it was parsed; the connection ends."""
+
+
+class ConnectionClosed(ProtocolError):
+    """The peer hung up (between frames, or mid-frame)."""
+
+
+class PeerError(ProtocolError):
+    """The peer answered with an `error` frame: its reason, in its words."""
+
+
+def read_exact(stream, n: int) -> bytes:
     chunks, left = [], n
     while left:
         chunk = stream.read(left)
         if not chunk:
-            raise ProtocolError("the connection closed mid-frame" if chunks or left < n else "the connection closed")
+            raise ConnectionClosed("the connection closed mid-frame" if chunks or left < n else "the connection closed")
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
 
 
-def send(stream, header: dict, blobs: dict[str, bytes] | None = None) -> None:
+def _json(x):
+    """What a header may carry beyond JSON's own types: numpy scalars and arrays, paths, sets. Anything else is a
+    bug in what fpdiff put there, not something to stringify silently."""
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, os.PathLike):
+        return os.fspath(x)
+    if isinstance(x, (set, frozenset)):
+        return sorted(x)
+    raise TypeError(f"a frame header cannot carry {type(x).__name__}: {x!r}"[:300])
+
+
+def encode(header: dict, blobs: dict[str, bytes] | None = None) -> list[bytes]:
+    """A frame's parts without sequence number and MAC: lengths, header, blobs."""
     blobs = blobs or {}
-    header = {**header, "blobs": [[k, len(v)] for k, v in blobs.items()]}
-    data = json.dumps(header, default=str).encode()
-    stream.write(struct.pack("!Q", len(data)) + data)
-    for v in blobs.values():
-        stream.write(v)
-    stream.flush()
+    data = json.dumps({**header, "blobs": list(blobs)}, default=_json).encode()
+    sizes = struct.pack(f"!{len(blobs)}Q", *(len(v) for v in blobs.values()))
+    return [_HEAD.pack(len(data), len(blobs)) + sizes, data, *blobs.values()]
 
 
-def receive(stream) -> tuple[dict, dict[str, bytes]]:
-    (n,) = struct.unpack("!Q", _read_exact(stream, 8))
-    if n > MAX_HEADER:
-        raise ProtocolError(f"a frame header of {n} bytes: the peer does not speak fpdiff's job protocol")
+def _read_parts(stream) -> list[bytes]:
+    """A frame's parts as raw bytes, its lengths bounded; nothing in them is parsed."""
+    head = read_exact(stream, _HEAD.size)
+    n, count = _HEAD.unpack(head)
+    if n > MAX_HEADER or count > MAX_BLOBS:
+        raise ProtocolError(f"a frame header of {n} bytes and {count} blobs: the peer does not speak fpdiff's job "
+                            "protocol")
+    sizes_raw = read_exact(stream, 8 * count)
+    sizes = struct.unpack(f"!{count}Q", sizes_raw)
+    if any(s > MAX_BLOB for s in sizes):
+        raise ProtocolError(f"a blob of {max(sizes)} bytes: corrupt frame")
+    return [head + sizes_raw, read_exact(stream, n), *(read_exact(stream, s) for s in sizes)]
+
+
+def decode(parts: list[bytes]) -> tuple[dict, dict[str, bytes]]:
+    """(header, blobs) of a frame's parts: the header parsed as JSON, the blobs by the names it lists."""
     try:
-        header = json.loads(_read_exact(stream, n))
+        header = json.loads(parts[1])
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ProtocolError(f"the peer sent a header that is not JSON ({e})") from None
     if not isinstance(header, dict):
         raise ProtocolError("the peer sent a header that is not a JSON object")
-    blobs = {}
-    for name, size in header.pop("blobs", []):
-        if not 0 <= size <= MAX_BLOB:
-            raise ProtocolError(f"a blob of {size} bytes: corrupt frame")
-        blobs[name] = _read_exact(stream, size)
-    return header, blobs
+    names = header.pop("blobs", [])
+    if not isinstance(names, list) or len(names) != len(parts) - 2 or not all(isinstance(k, str) for k in names):
+        raise ProtocolError("the frame's blob names do not match its blobs")
+    return header, dict(zip(names, parts[2:]))
+
+
+def unpack(data: bytes) -> tuple[dict, dict[str, bytes]]:
+    """A frame carried whole as one message (the local worker's pipe): b"".join(encode(...)) read back."""
+    stream = io.BytesIO(data)
+    parts = _read_parts(stream)
+    if stream.tell() != len(data):
+        raise ProtocolError("trailing bytes after the frame")
+    return decode(parts)
+
+
+class Channel:
+    """One authenticated conversation: every frame carries its sequence number and a MAC under the session key,
+    checked before anything of it is parsed."""
+
+    def __init__(self, stream, key: bytes, role: str) -> None:
+        self.stream, self._key = stream, key
+        self.role, self.peer = role, "worker" if role == "client" else "client"
+        self.sent = self.received = 0
+        self._broken: str | None = None
+
+    def _mac(self, role: str, parts: list[bytes]) -> bytes:
+        h = hmac.new(self._key, role.encode() + b"\0", hashlib.sha256)
+        for p in parts:
+            h.update(p)
+        return h.digest()
+
+    def send(self, header: dict, blobs: dict[str, bytes] | None = None) -> None:
+        self.send_encoded(encode(header, blobs))
+
+    def send_encoded(self, frame: list[bytes]) -> None:
+        """Send a frame's parts from `encode`."""
+        parts = [_SEQ.pack(self.sent), *frame]
+        for p in (*parts, self._mac(self.role, parts)):
+            self.stream.write(p)
+        self.stream.flush()
+        self.sent += 1
+
+    def receive(self) -> tuple[dict, dict[str, bytes]]:
+        if self._broken:
+            raise AuthenticationError(self._broken)
+        seq = read_exact(self.stream, _SEQ.size)
+        try:
+            parts = [seq, *_read_parts(self.stream)]
+        except ConnectionClosed:
+            raise
+        except ProtocolError as e:  # lengths no frame has: altered on the way, like a frame that fails its MAC
+            self._fail(f"authentication failed: the {self.peer}'s frame {self.received} cannot be read ({e})")
+        mac = read_exact(self.stream, MAC)
+        if not hmac.compare_digest(mac, self._mac(self.peer, parts)):
+            self._fail(f"authentication failed: the {self.peer}'s frame {self.received} carries no valid MAC "
+                       "(altered or forged on the way)")
+        (n,) = _SEQ.unpack(seq)
+        if n != self.received:
+            why = ("replayed" if n < self.received else
+                   f"frame {self.received} was dropped or the frames were reordered on the way")
+            self._fail(f"authentication failed: the {self.peer}'s frame {n} came where frame {self.received} "
+                       f"was due ({why})")
+        self.received += 1
+        return decode(parts[1:])
+
+    def _fail(self, why: str) -> None:
+        self._broken = why
+        raise AuthenticationError(why)
 
 
 def expect(header: dict, kind: str) -> dict:
     if header.get("type") == "error":
-        raise ProtocolError(header.get("message", "the worker refused"))
+        raise PeerError(str(header.get("message") or "the worker refused"))
     if header.get("type") != kind:
         raise ProtocolError(f"expected a {kind!r} frame, got {header.get('type')!r}")
     return header
 
 
-# Mutual authentication on a shared token, before any JSON is parsed: each side proves it holds the token by the
-# HMAC of the other's fresh nonce; the roles are in the MAC so a reflected answer does not pass.
-def _mac(token: bytes, role: bytes, nonce: bytes) -> bytes:
+# Mutual authentication on a shared token: each side proves it holds the token by the HMAC of the other's fresh
+# nonce; the roles are in the MAC so a reflected answer does not pass.
+def _proof(token: bytes, role: bytes, nonce: bytes) -> bytes:
     return hmac.new(token, role + nonce, hashlib.sha256).digest()
 
 
-def authenticate_as_client(stream, token: bytes) -> None:
-    theirs = _read_exact(stream, NONCE)
+def _session_key(token: bytes, worker_nonce: bytes, client_nonce: bytes) -> bytes:
+    return hmac.new(token, b"fpdiff session\0worker" + worker_nonce + b"client" + client_nonce,
+                    hashlib.sha256).digest()
+
+
+def authenticate_as_client(stream, token: bytes) -> Channel:
+    magic = read_exact(stream, len(MAGIC))
+    if magic != MAGIC:
+        raise ProtocolError(f"the peer does not greet as an fpdiff worker of job protocol {PROTOCOL} (an older "
+                            "fpdiff, or not fpdiff): install the same fpdiff on both sides")
+    (version,) = struct.unpack("!H", read_exact(stream, 2))
+    if version != PROTOCOL:
+        raise ProtocolError(f"the worker speaks fpdiff job protocol {version}, this fpdiff {PROTOCOL}: install the "
+                            "same fpdiff on both sides")
+    theirs = read_exact(stream, NONCE)
     ours = os.urandom(NONCE)
-    stream.write(_mac(token, b"client", theirs) + ours)
+    stream.write(_proof(token, b"client", theirs) + ours)
     stream.flush()
     try:
-        answer = _read_exact(stream, 32)
-    except ProtocolError:
+        answer = read_exact(stream, MAC)
+    except ConnectionClosed:
         raise ProtocolError("authentication failed: the worker closed the connection (wrong token?)") from None
-    if not hmac.compare_digest(answer, _mac(token, b"worker", ours)):
+    if not hmac.compare_digest(answer, _proof(token, b"worker", ours)):
         raise ProtocolError("authentication failed: the worker does not hold our token")
+    return Channel(stream, _session_key(token, theirs, ours), "client")
 
 
-def authenticate_as_worker(stream, token: bytes) -> None:
+def authenticate_as_worker(stream, token: bytes) -> Channel:
     ours = os.urandom(NONCE)
-    stream.write(ours)
+    stream.write(GREETING + ours)
     stream.flush()
-    answer = _read_exact(stream, 32)
-    theirs = _read_exact(stream, NONCE)
-    if not hmac.compare_digest(answer, _mac(token, b"client", ours)):
+    answer = read_exact(stream, MAC)
+    theirs = read_exact(stream, NONCE)
+    if not hmac.compare_digest(answer, _proof(token, b"client", ours)):
         raise ProtocolError("authentication failed: wrong token")
-    stream.write(_mac(token, b"worker", theirs))
+    stream.write(_proof(token, b"worker", theirs))
     stream.flush()
+    return Channel(stream, _session_key(token, ours, theirs), "worker")
 
 
 # Arrays: npz without pickles; bfloat16 (no numpy dtype) travels as its uint16 bits with a tag.
@@ -135,15 +265,13 @@ def unpack_arrays(blob: bytes) -> dict[str, np.ndarray]:
         return out
 
 
-def job_frame(job, timeout: float, backend: str, sent: dict) -> tuple[dict, dict[str, bytes]]:
-    """A Job as a frame: its fields as JSON, the model file, the saved data as arrays, plugin files as blobs.
-    `backend` is the name the worker knows it by (`ort` for a local `ort@1.20`). `sent` remembers what this
-    connection already carried: a grid's later cells name their files by digest instead of sending the weights
-    again (`files`)."""
+def job_frames(job, timeout: float, backend: str, sent: dict) -> list[tuple[dict, dict[str, bytes]]]:
+    """A Job as frames: a `files` frame with the model file, the saved data as arrays and the plugin files, when
+    this connection has not carried them yet (`sent` remembers), then the `job` frame naming them by digest with
+    the job's fields as JSON. `backend` is the name the worker knows it by (`ort` for a local `ort@1.20`)."""
     key = (job.source.path, job.data_path, job.plugins)
-    if key in sent:
-        header, blobs = sent[key], {}
-    else:
+    frames = []
+    if key not in sent:
         from fpdiff.runtime import jobdata
         from fpdiff.sources.base import digest
         data = jobdata.read(job.data_path)
@@ -152,18 +280,19 @@ def job_frame(job, timeout: float, backend: str, sent: dict) -> tuple[dict, dict
         blobs = {"model": Path(job.source.path).read_bytes(), "data": pack_arrays(arrays)}
         for i, p in enumerate(job.plugins):
             blobs[f"plugin{i}"] = Path(p).read_bytes()
-        header = {"source": {"kind": job.source.kind, "label": job.source.label, "name": Path(job.source.path).name},
-                  "data": {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
-                           "inputs": len(data["inputs"]), "state": "state" in data,
-                           "plugins": [Path(p).name for p in job.plugins]},
-                  "files": digest(*blobs.values())}
-        sent[key] = header
-    header = {**header, "type": "job", "timeout": timeout, "backend": backend,
-              "job": {"precision": job.precision, "device": job.device, "flags": list(job.flags), "seed": job.seed,
-                      "repeat": job.repeat, "cached": job.cache_dir is not None,
-                      "variant": {"name": job.variant.name,
-                                  "static": None if job.variant.static is None else sorted(job.variant.static)}}}
-    return header, blobs
+        sent[key] = digest(*blobs.values())
+        frames.append(({"type": "files", "files": sent[key], "model": Path(job.source.path).name,
+                        "data": {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
+                                 "inputs": len(data["inputs"]), "state": "state" in data},
+                        "plugins": [Path(p).name for p in job.plugins]}, blobs))
+    frames.append(({"type": "job", "files": sent[key], "timeout": timeout, "backend": backend,
+                    "source": {"kind": job.source.kind, "label": job.source.label},
+                    "job": {"precision": job.precision, "device": job.device, "flags": list(job.flags),
+                            "seed": job.seed, "repeat": job.repeat, "cached": job.cache_dir is not None,
+                            "mode": job.mode,
+                            "variant": {"name": job.variant.name, "static": None if job.variant.static is None
+                                        else sorted(job.variant.static)}}}, {}))
+    return frames
 
 
 def _np(x) -> np.ndarray:
@@ -171,24 +300,3 @@ def _np(x) -> np.ndarray:
 
     from fpdiff.backends import to_numpy
     return to_numpy(x.detach().cpu()) if isinstance(x, torch.Tensor) else np.asarray(x)
-
-
-def result_frame(result) -> tuple[dict, dict[str, bytes]]:
-    d = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in ("outputs", "repeats")}
-    d["notes"] = [n.as_dict() if hasattr(n, "as_dict") else n for n in result.notes]
-    arrays = {f"out{i}": a for i, a in enumerate(result.outputs)}
-    for r, outs in enumerate(result.repeats):
-        arrays.update({f"rep{r}:{i}": a for i, a in enumerate(outs)})
-    return {"type": "result", "result": d, "repeats": len(result.repeats)}, {"outputs": pack_arrays(arrays)}
-
-
-def read_result(header: dict, blobs: dict[str, bytes]):
-    from fpdiff.core.compare import Finding
-    from fpdiff.runtime.worker import JobResult
-    d = dict(expect(header, "result")["result"])
-    arrays = unpack_arrays(blobs["outputs"])
-    outs = [arrays[f"out{i}"] for i in range(sum(k.startswith("out") for k in arrays))]
-    repeats = [[arrays[f"rep{r}:{i}"] for i in range(len(outs))] for r in range(header.get("repeats", 0))]
-    d["notes"] = [Finding(**n) if isinstance(n, dict) else n for n in d.get("notes", [])]
-    known = {f.name for f in fields(JobResult)}
-    return JobResult(**{k: v for k, v in d.items() if k in known}, outputs=outs, repeats=repeats)

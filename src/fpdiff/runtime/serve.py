@@ -3,6 +3,7 @@ fpdiff, one job at a time in-process), or `fpdiff worker --listen HOST:PORT` on 
 connections, each job in a child process so a crash or a hang costs that cell only)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import socket
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from fpdiff.runtime import jobdata, protocol
-from fpdiff.runtime.protocol import PROTOCOL, ProtocolError
+from fpdiff.runtime.protocol import PROTOCOL, AuthenticationError, ProtocolError
 
 
 def hello() -> dict:
@@ -51,28 +52,29 @@ def _dist_version() -> str:
 
 class Materializer:
     """Jobs from the wire as local Jobs: the model file and the data written once per content, the data as a
-    torch file of this interpreter's own torch (no pickle crossed the wire)."""
+    torch file of this interpreter's own torch (no pickle crossed the wire). It sees only authenticated frames."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.seen: set[str] = set()  # file digests this connection carried
+        self.carried: dict[str, tuple[Path, Path, tuple[str, ...]] | Exception] = {}  # digest: files, or why not
 
-    def job(self, header: dict, blobs: dict[str, bytes]):
-        from fpdiff.core.paths import cache_root
-        from fpdiff.model.graph import ShapeVariant
-        from fpdiff.runtime.task import Job
-        from fpdiff.sources.base import SourceRef, digest
-        src, data, j = header["source"], header["data"], header["job"]
+    def files(self, header: dict, blobs: dict[str, bytes]) -> None:
+        """Write a `files` frame's model, data and plugins; a failure is kept for the job that names them."""
+        from fpdiff.sources.base import digest
         files = str(header["files"])
-        if not blobs and files not in self.seen:
-            raise ProtocolError(f"the job names files {files} this connection never carried")
-        if blobs and digest(*blobs.values()) != files:
-            raise ProtocolError("the job's files do not match their digest")
-        self.seen.add(files)
-        folder = self.root / files
-        model_path = folder / Path(src["name"]).name
+        try:
+            if digest(*blobs.values()) != files:
+                raise ProtocolError("the job's files do not match their digest")
+            self.carried[files] = self._write(self.root / files, header, blobs)
+        except Exception as e:  # answered with the job that names these files
+            self.carried[files] = e
+
+    @staticmethod
+    def _write(folder: Path, header: dict, blobs: dict[str, bytes]) -> tuple[Path, Path, tuple[str, ...]]:
+        data = header["data"]
+        model_path = folder / _file_name(header["model"])
         data_path = folder / "data.pt"
-        plugins = tuple(str(folder / "plugins" / Path(n).name) for n in data["plugins"])
+        plugins = tuple(str(folder / "plugins" / _file_name(n)) for n in header["plugins"])
         if not data_path.exists():
             (folder / "plugins").mkdir(parents=True, exist_ok=True)
             model_path.write_bytes(blobs["model"])
@@ -83,11 +85,34 @@ class Materializer:
                      if data["state"] else None)
             jobdata.write(data_path, inputs=[_torch(arrays[f"input{i}"]) for i in range(data["inputs"])],
                           input_names=data["input_names"], fingerprint=data["fingerprint"], state=state)
+        return model_path, data_path, plugins
+
+    def job(self, header: dict):
+        from fpdiff.core.paths import cache_root
+        from fpdiff.model.graph import ShapeVariant
+        from fpdiff.runtime.task import Job
+        from fpdiff.sources.base import SourceRef
+        src, j, files = header["source"], header["job"], str(header["files"])
+        carried = self.carried.get(files)
+        if carried is None:
+            raise ProtocolError(f"the job names files {files} this connection never carried")
+        if isinstance(carried, Exception):
+            raise carried
+        model_path, data_path, plugins = carried
         variant = j["variant"]
         return Job(SourceRef(src["kind"], str(model_path), src["label"]), str(data_path), header["backend"],
                    j["precision"], j["device"],
                    ShapeVariant(variant["name"], None if variant["static"] is None else frozenset(variant["static"])),
-                   plugins, tuple(j["flags"]), str(cache_root()) if j["cached"] else None, j["seed"], j["repeat"])
+                   plugins, tuple(j["flags"]), str(cache_root()) if j["cached"] else None, j["seed"], j["repeat"],
+                   j["mode"])
+
+
+def _file_name(name: str) -> str:
+    """A file name the peer sent, as a plain name in the job's folder: never a path out of it."""
+    name = Path(str(name)).name
+    if name in ("", ".", ".."):
+        raise ProtocolError(f"the job names a file {name!r}")
+    return name
 
 
 def _torch(a: np.ndarray):
@@ -97,35 +122,60 @@ def _torch(a: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(a))
 
 
-def _converse(rfile, wfile, run_job, root: Path) -> None:
-    """hello, then jobs until the client hangs up. A client of another protocol gets one `error` frame."""
-    header, _ = protocol.receive(rfile)
+def _converse(channel: protocol.Channel, run_job, root: Path) -> None:
+    """hello, then jobs until the client hangs up. A client of another protocol gets one `error` frame; a frame that
+    fails authentication gets one too, and ends the connection (AuthenticationError, raised on)."""
+    header, _ = channel.receive()
     if header.get("type") != "hello" or header.get("protocol") != PROTOCOL:
-        protocol.send(wfile, {"type": "error", "message": f"this worker speaks fpdiff job protocol {PROTOCOL}, the "
-                              f"client {header.get('protocol')!r}: install the same fpdiff on both sides"})
+        channel.send({"type": "error", "message": f"this worker speaks fpdiff job protocol {PROTOCOL}, the "
+                      f"client {header.get('protocol')!r}: install the same fpdiff on both sides"})
         return
-    protocol.send(wfile, hello())
+    channel.send(hello())
+    from fpdiff.runtime.worker import encoded, failure
     materialize = Materializer(root)
     while True:
         try:
-            header, blobs = protocol.receive(rfile)
+            header, blobs = channel.receive()
+        except AuthenticationError as e:
+            with contextlib.suppress(OSError):
+                channel.send({"type": "error", "message": f"the worker closed the connection: {e}"})
+            raise
         except ProtocolError:
             return  # the client hung up
-        if header.get("type") == "bye":
+        kind = header.get("type")
+        if kind == "bye":
             return
+        if kind == "files":
+            materialize.files(header, blobs)
+            continue
         try:
-            job = materialize.job(header, blobs)
+            job = materialize.job(header)
         except Exception as e:  # a frame that does not make a job: answer it, keep serving
-            from fpdiff.runtime.worker import failure
             result = failure(e, "load model", "fpdiff worker")
         else:
             result = run_job(job, float(header.get("timeout") or 300.0))
-        protocol.send(wfile, *protocol.result_frame(result))
+        channel.send_encoded(encoded(result))
+
+
+class _Duplex:
+    """One stream of a reading and a writing file (a socket's two files, or stdin and stdout)."""
+
+    def __init__(self, rfile, wfile) -> None:
+        self.rfile, self.wfile = rfile, wfile
+
+    def read(self, n: int) -> bytes:
+        return self.rfile.read(n)
+
+    def write(self, b: bytes) -> None:
+        self.wfile.write(b)
+
+    def flush(self) -> None:
+        self.wfile.flush()
 
 
 def serve_stdio() -> None:
     """Spawned by fpdiff: the protocol on stdin/stdout, which are taken away from the backends (their chatter goes
-    to stderr, fpdiff's log of this worker)."""
+    to stderr, fpdiff's log of this worker). fpdiff writes a fresh token first; then it is the TCP conversation."""
     from fpdiff.runtime import rundir
     from fpdiff.runtime.worker import State
     rfile = os.fdopen(os.dup(0), "rb", buffering=0)
@@ -134,8 +184,13 @@ def serve_stdio() -> None:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     state = State()
-    with rundir.run_directory():
-        _converse(rfile, wfile, lambda job, timeout: state.run(job), rundir.mkdtemp(prefix="fpdiff-serve-"))
+    stream = _Duplex(rfile, wfile)
+    try:
+        channel = protocol.authenticate_as_worker(stream, protocol.read_exact(stream, protocol.TOKEN))
+        with rundir.run_directory():
+            _converse(channel, lambda job, timeout: state.run(job), rundir.mkdtemp(prefix="fpdiff-serve-"))
+    except ProtocolError as e:
+        sys.exit(f"fpdiff worker: {e}")
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -144,28 +199,26 @@ class _Handler(socketserver.StreamRequestHandler):
         from fpdiff.runtime.worker import WorkerPool
         self.request.settimeout(None)
         try:
-            _auth(self.rfile, self.wfile, self.server.token)
+            channel = protocol.authenticate_as_worker(_Duplex(self.rfile, self.wfile), self.server.token)
         except ProtocolError as e:
             print(f"fpdiff worker: {self.client_address[0]}: {e}", file=sys.stderr, flush=True)
             return
         with rundir.run_directory(), WorkerPool() as pool:
             try:
-                _converse(self.rfile, self.wfile, pool.run, rundir.mkdtemp(prefix="fpdiff-serve-"))
+                _converse(channel, pool.run, rundir.mkdtemp(prefix="fpdiff-serve-"))
             except (ProtocolError, OSError) as e:
                 print(f"fpdiff worker: {self.client_address[0]}: {e}", file=sys.stderr, flush=True)
+                if isinstance(e, AuthenticationError):
+                    self._drain()
 
-
-def _auth(rfile, wfile, token: bytes) -> None:
-    class _Duplex:  # the handshake reads and writes one stream
-        def read(self, n):
-            return rfile.read(n)
-
-        def write(self, b):
-            return wfile.write(b)
-
-        def flush(self):
-            wfile.flush()
-    protocol.authenticate_as_worker(_Duplex(), token)
+    def _drain(self, grace: float = 5.0) -> None:
+        """After refusing a frame: the error frame sent, read what the client still sends until it hangs up, so
+        closing does not reset the connection and discard that frame before the client reads it."""
+        with contextlib.suppress(OSError):
+            self.request.shutdown(socket.SHUT_WR)
+            self.request.settimeout(grace)
+            while self.request.recv(1 << 16):
+                pass
 
 
 class _Server(socketserver.ThreadingTCPServer):

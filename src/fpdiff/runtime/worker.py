@@ -9,14 +9,14 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from multiprocessing.connection import Connection
 
 import numpy as np
 
 from fpdiff.core.errors import MESSAGE_CHARS
 from fpdiff.core.status import Status
-from fpdiff.runtime import rundir
+from fpdiff.runtime import protocol, rundir
 from fpdiff.runtime.task import Job
 
 DEFAULT_TIMEOUT = 300.0  # seconds per cell: a cold inductor or IREE compile of a mid-size model fits in it
@@ -43,6 +43,13 @@ class JobResult:
     component: str | None = None  # who failed there (torch.onnx, iree-compile, onnxruntime, ...) or INTERNAL
     traceback: str | None = None  # for internal errors: fpdiff's own bug, kept whole for the report
     repeats: list = field(default_factory=list)  # outputs of further runs (--repeat), compared bitwise by check
+    output_names: list[str] = field(default_factory=list)  # a `marked` job's: the ONNX tensor of each output
+    # the backend's record of what it ran (backends.base.Prepared): its float ops by dtype, the same count on the
+    # graph it was handed, and how to get the requested dtype from it; check's dtype rules read these
+    op_dtypes: dict[str, int] | None = None
+    planned_op_dtypes: dict[str, int] | None = None
+    dtype_remedy: str | None = None
+    export_departure: float | None = None  # the exported graph's own departure from the torch program (float64)
     run_times: list[float] = field(default_factory=list)  # seconds of each run (plan's speed figure)
 
 
@@ -113,6 +120,42 @@ def _is_float(dtype: np.dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"  # ml_dtypes' bfloat16 is not kind "f"
 
 
+def result_frame(result: JobResult) -> tuple[dict, dict[str, bytes]]:
+    """A JobResult as a frame of the job protocol, the one encoding of a result, whether it comes from a worker on
+    another host or from the local child: its fields as JSON, its output arrays (and repeated runs') as one npz
+    blob."""
+    from fpdiff.runtime import protocol
+    d = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in ("outputs", "repeats")}
+    d["notes"] = [n.as_dict() if hasattr(n, "as_dict") else n for n in result.notes]
+    arrays = {f"out{i}": a for i, a in enumerate(result.outputs)}
+    for r, outs in enumerate(result.repeats):
+        arrays.update({f"rep{r}:{i}": a for i, a in enumerate(outs)})
+    return {"type": "result", "result": d, "repeats": len(result.repeats)}, {"outputs": protocol.pack_arrays(arrays)}
+
+
+def read_result(header: dict, blobs: dict[str, bytes]) -> JobResult:
+    from fpdiff.core.compare import Finding
+    from fpdiff.runtime import protocol
+    d = dict(protocol.expect(header, "result")["result"])
+    arrays = protocol.unpack_arrays(blobs["outputs"])
+    outs = [arrays[f"out{i}"] for i in range(sum(k.startswith("out") for k in arrays))]
+    repeats = [[arrays[f"rep{r}:{i}"] for i in range(len(outs))] for r in range(header.get("repeats", 0))]
+    d["notes"] = [Finding(**n) if isinstance(n, dict) else n for n in d.get("notes", [])]
+    d["status"] = Status(d["status"])
+    known = {f.name for f in fields(JobResult)}
+    return JobResult(**{k: v for k, v in d.items() if k in known}, outputs=outs, repeats=repeats)
+
+
+def encoded(result: JobResult) -> list[bytes]:
+    """The result's frame, encoded (protocol.encode); a result fpdiff cannot encode (a field of a type no frame
+    carries) is fpdiff's own bug, and the cell says so instead of the worker dying."""
+    from fpdiff.runtime import protocol
+    try:
+        return protocol.encode(*result_frame(result))
+    except Exception as e:
+        return protocol.encode(*result_frame(failure(e, "run", INTERNAL)))
+
+
 class State:
     """Per-worker memo: loaded sources and backend instances survive across jobs."""
 
@@ -144,15 +187,16 @@ class State:
         if key not in self.sources:
             self.sources[key] = LoadedSource(job.source, job.data_path, job.seed)
         task = Task(self.sources[key], p, job.device, job.variant, Cache(job.cache_dir), job.flags)
+        prepare = _preparer(backend, job.mode)
         t0 = time.perf_counter()
         try:
-            prepared = backend.prepare_task(task)  # plugins in the minimal form come through an adapter
+            prepared = prepare(task)  # plugins in the minimal form come through an adapter
         except Exception as e:
             r = failure(e, "prepare", job.backend, prepare_s=time.perf_counter() - t0)
             r.dtype = r.dtype or p.name
             if not task.can_fall_back():
                 return r
-            task, prepared, r = _converted(backend, task, r)
+            task, prepared, r = _converted(prepare, backend.name, task, r)
             if prepared is None:
                 return r
         try:
@@ -185,14 +229,30 @@ class State:
                 repeats = [_to_numpy(o)[0] for o in runs[1:]]
         except Exception as e:
             r = failure(e, errors.RUN, job.backend, notes=list(prepared.notes), info=dict(prepared.info),
-                        prepare_s=t1 - t0, run_s=time.perf_counter() - t1)
+                        prepare_s=t1 - t0, run_s=time.perf_counter() - t1, **_ran(prepared))
             r.dtype = r.dtype or (p.name if r.op else None)
             return r
         return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes), dict(prepared.info),
-                         prepare_s=t1 - t0, run_s=t_first, repeats=repeats, run_times=times)
+                         prepare_s=t1 - t0, run_s=t_first, repeats=repeats, run_times=times,
+                         output_names=list(getattr(prepared, "output_names", None) or []), **_ran(prepared))
 
 
-def _converted(backend, task, own: JobResult):
+def _ran(prepared) -> dict:
+    """The typed record of what a prepared cell ran, as JobResult fields."""
+    return {"op_dtypes": prepared.op_dtypes, "planned_op_dtypes": prepared.planned_op_dtypes,
+            "dtype_remedy": prepared.dtype_remedy, "export_departure": prepared.export_departure}
+
+
+def _preparer(backend, mode: str):
+    """The backend's lifecycle method for the job's mode: a cell's outputs, or every intermediate (`marked`)."""
+    if mode == "cell":
+        return backend.prepare_task
+    if mode == "marked":
+        return backend.prepare_marked
+    raise ValueError(f"a job of mode {mode!r}: a worker knows 'cell' and 'marked'")
+
+
+def _converted(prepare, name: str, task, own: JobResult):
     """(task, prepared, failure) on the model's opset conversion, after its own graph failed to prepare: the cell then
     runs the conversion and says so in info; when that fails too, the own graph's failure stands (what the user
     deploys fails there) with the conversion's beside it, unless the own graph could not hold the precision at all
@@ -203,9 +263,9 @@ def _converted(backend, task, own: JobResult):
     said = f"{own.status} at {own.stage} ({own.component}): {own.message}"
     conv = dataclasses.replace(task, converted=True, _memo={})
     try:
-        prepared = backend.prepare_task(conv)
+        prepared = prepare(conv)
     except Exception as e:
-        r = failure(e, "prepare", backend.name)
+        r = failure(e, "prepare", name)
         if own.stage == CAST:
             r.dtype = r.dtype or own.dtype
             r.info["onnx_graph"] = f"the opset conversion, not the model's own graph ({said})"
@@ -243,7 +303,7 @@ def _serve(conn) -> None:
             result = state.run(job)
         except Exception as e:  # loading the source or the registry failed: still an answer, not a dead worker
             result = failure(e, "load model", "fpdiff worker")
-        conn.send(result)
+        conn.send_bytes(b"".join(encoded(result)))
 
 
 class WorkerPool:
@@ -275,7 +335,7 @@ class WorkerPool:
         try:
             self._conn.send(job)
             if self._conn.poll(timeout):
-                return self._conn.recv()
+                return read_result(*protocol.unpack(self._conn.recv_bytes()))
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             try:
                 code = self._proc.wait(10)
