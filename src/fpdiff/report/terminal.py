@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fpdiff.analysis.check.judge import OVERRULED, SUSPECT, UPHELD
@@ -49,7 +50,7 @@ def render(result, console: Console | None = None) -> None:
     console.print(table)
     for c in result.cells:
         if c.status != Status.PASS:
-            console.print(f"[{Status(c.status).style}]{c.status}[/]  {_label(c)}: {c.reason}", highlight=False)
+            console.print(f"[{Status(c.status).style}]{c.status}[/]  {_label(c)}: {escape(c.reason)}", highlight=False)
     grouped: dict[tuple, list[str]] = {}
     for c in result.cells:
         for f in c.findings:
@@ -58,15 +59,15 @@ def render(result, console: Console | None = None) -> None:
             grouped.setdefault((f.kind, f.message, f.remedy), []).append(_label(c))
     for (kind, message, remedy), where in grouped.items():
         cells = ", ".join(where) if len(where) <= 3 else f"{len(where)} cells ({where[0]}, ...)"
-        console.print(f"[cyan]{kind}[/cyan] in {cells}: {message}", highlight=False)
+        console.print(f"[cyan]{kind}[/cyan] in {cells}: {escape(message)}", highlight=False)
         if remedy:
-            console.print(f"    [green]remedy[/green]: {remedy}", highlight=False)
+            console.print(f"    [green]remedy[/green]: {escape(remedy)}", highlight=False)
     judge = result.judge or {}
     if judge.get("status") in (SUSPECT, OVERRULED, UPHELD):  # the float64 judge itself in doubt (check/judge.py)
         style = "bold red" if judge["status"] == OVERRULED else "cyan"
-        console.print(f"[{style}]judge[/]: {judge.get('message', '')}", highlight=False)
+        console.print(f"[{style}]judge[/]: {escape(judge.get('message', ''))}", highlight=False)
     for f in result.reference.get("findings", []):  # the model's own casts, fpdiff's float64 decompositions
-        console.print(f"[cyan]{f['kind']}[/cyan] in the float64 judge: {f['message']}", highlight=False)
+        console.print(f"[cyan]{f['kind']}[/cyan] in the float64 judge: {escape(f['message'])}", highlight=False)
     s = result.as_dict()["summary"]
     console.print(" ".join(f"{k}={v}" for k, v in s.items() if v) + f"   ({result.duration_s:.1f} s)")
     nothing = result.nothing_judged()
@@ -104,11 +105,13 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
                           f"evaluator at {result.precision}; {judged} mismatch (caveat: marking outputs can change "
                           f"what {result.backend} fuses)", highlight=False)
         if result.mark_all.refused:
-            console.print(f"[bold red]{result.backend} refused the run[/]: {result.mark_all.refused}\n"
+            status = result.mark_all.status
+            how = "refused the run" if status in (None, Status.UNSUPPORTED) else f"{status}"
+            console.print(f"[bold red]{result.backend} {how}[/]: {escape(result.mark_all.refused)}\n"
                           "run without --mark-all: the segment bisection narrows a refusal to its op", highlight=False)
         if first:
             console.print(f"[bold red]first departure[/]: {first.op} ({first.node}), tensor {first.tensor}: "
-                          f"{first.reason}", highlight=False)
+                          f"{escape(first.reason)}", highlight=False)
     elif result.bisected:
         seg = result.segment
         if seg is None:
@@ -118,12 +121,12 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
             where = f", module {seg.module or '(root)'}, {seg.source}" if seg.source else ""
             console.print(f"[bold red]{result.backend} departs at {seg.first_op}[/] (node {seg.node}{where}); "
                           f"segment ops {seg.start}..{seg.end - 1}: {', '.join(seg.ops)} - {seg.status}: "
-                          f"{seg.reason}  [{result.compiles} compiles]", highlight=False)
+                          f"{escape(seg.reason)}  \\[{result.compiles} compiles]", highlight=False)
     elif result.segment is not None:  # no graph to cut: the stage that failed before any backend (torch.export)
-        console.print(f"[bold red]{result.backend} gets no graph[/]: {result.segment.reason}", highlight=False)
+        console.print(f"[bold red]{result.backend} gets no graph[/]: {escape(result.segment.reason)}", highlight=False)
     for f in result.findings:
         if f.kind == "note":
-            console.print(f"note: {f.message}" + (f" ({f.remedy})" if f.remedy else ""), highlight=False)
+            console.print(f"note: {f.message}" + (f" ({f.remedy})" if f.remedy else ""), highlight=False, markup=False)
     if not result.ops:
         return
     t = Table(title="torch eager: worst ops by own error / floor", show_lines=False)
@@ -198,14 +201,14 @@ def render_plan(plan, console: Console | None = None) -> None:
     pure = "[green]passes[/]" if plan.pure_error is not None and plan.pure_error <= plan.tolerance else "[red]fails[/]"
     line = f"pure {plan.precision}: {_err(plan.pure_error)} {pure}"
     if plan.pure_status != Status.OK:
-        line = f"pure {plan.precision}: [red]{plan.pure_status}: {plan.pure_reason[:200]}[/]"
+        line = f"pure {plan.precision}: [red]{plan.pure_status}: {escape(plan.pure_reason[:200])}[/]"
     if plan.fp32_error is not None:
         line += f"   all ops fp32: {_err(plan.fp32_error)}"
     console.print(line, highlight=False)
     extra = f" + {len(plan.analyses)} analysis passes ({'; '.join(plan.analyses)})" if plan.analyses else ""
     console.print(f"search: {plan.evaluations} end-to-end evaluations{extra}, {plan.seconds:.1f} s", highlight=False)
     if not plan.passed:
-        console.print(f"[bold red]no plan[/]: {plan.message or 'the plan fails its verification'} "
+        console.print(f"[bold red]no plan[/]: {escape(plan.message or 'the plan fails its verification')} "
                       f"(error {_err(plan.error)})", highlight=False)
     elif not plan.keep:
         console.print(f"[green]empty plan[/]: the whole model meets the tolerance at {plan.precision}", highlight=False)
@@ -215,7 +218,7 @@ def render_plan(plan, console: Console | None = None) -> None:
         console.print(f"[green]verified plan[/]: keep {len(ops)} ops in fp32{clamp} -> error {_err(plan.error)}; "
                       f"{plan.low_fraction:.1%} of the flops stay {plan.precision}", highlight=False)
         if plan.message:
-            console.print(f"[yellow]{plan.message}[/]", highlight=False)
+            console.print(f"[yellow]{escape(plan.message)}[/]", highlight=False)
         t = Table(show_lines=False)
         for col in ("node", "op", "module", "source", "why"):
             t.add_column(col, no_wrap=col in ("node", "op"))
@@ -225,7 +228,7 @@ def render_plan(plan, console: Console | None = None) -> None:
     if plan.autocast:
         a = plan.autocast
         if a.error is None:
-            console.print(f"autocast ({a.precision}): {a.status} - {a.reason or ''}", highlight=False)
+            console.print(f"autocast ({a.precision}): {a.status} - {escape(a.reason or '')}", highlight=False)
         else:
             ok = "[green]meets the tolerance[/]" if a.passed else "[red]misses the tolerance[/]"
             fp32 = f" vs fp32 {a.fp32_ms:.2f} ms" if a.fp32_ms is not None else ""
@@ -236,12 +239,12 @@ def render_plan(plan, console: Console | None = None) -> None:
         ms = ", ".join(f"{k} {v:.2f} ms" for k, v in s.ms.items())
         vs = [f"plan {s.plan_vs_fp32:.2f}x fp32's throughput"] if s.plan_vs_fp32 is not None else []
         vs += [f"{s.plan_vs_pure:.0%} of pure {plan.precision}'s"] if s.plan_vs_pure is not None else []
-        vs += [f"{k} {why[:120]}" for k, why in s.refused.items()]
+        vs += [f"{k} {escape(why[:120])}" for k, why in s.refused.items()]
         console.print(f"speed ({s.where}): {ms} -> {', '.join(vs)}", highlight=False)
     if plan.export:
         e = plan.export
         ok = "[green]verified[/]" if e.verified else "[red]NOT verified[/]"
-        detail = f"error {_err(e.error)}" if e.error is not None else e.reason or ""
+        detail = f"error {_err(e.error)}" if e.error is not None else escape(e.reason or "")
         console.print(f"ONNX {e.path}: {ok} on {e.backend or 'no backend'} ({detail}); {e.fp32_nodes} nodes compute "
                       f"in fp32, {e.low_nodes} in {plan.precision}", highlight=False)
 
