@@ -253,3 +253,21 @@ def test_old_saved_statuses_still_load(tmp_path):
     p = fpdiff.Plan.load(path)
     assert (p.pure_status, p.pure_reason) == (Status.UNSUPPORTED, "no kernel")
     assert (p.trials[0].status, p.trials[0].reason) == (Status.CRASH, "backend process died")
+
+
+def test_export_without_onnxruntime_says_so_and_the_plan_stands(tmp_path, monkeypatch, capsys):
+    """onnxruntime is an extra: where it does not import, the export is written, not verified, and says which extra
+    verifies it; the plan itself is unchanged. (The parent never imports it: the verifying run is a worker's.)"""
+    fake = tmp_path / "no_ort"
+    (fake / "onnxruntime").mkdir(parents=True)
+    (fake / "onnxruntime" / "__init__.py").write_text("raise ImportError('onnxruntime is not installed')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{fake}:{__import__('os').environ.get('PYTHONPATH', '')}")
+    out = tmp_path / "planned.onnx"
+    p = fpdiff.plan("example:rmsnorm", precision="fp16", export_onnx=str(out), measure_speed=False)
+    assert p.passed and {k.node for k in p.keep} == {"mul", "mean"} and out.exists()
+    e = p.export
+    assert not e.verified and e.backend == "ort" and e.error is None
+    assert e.reason.startswith("unsupported") and "pip install 'fpdiff[ort]'" in e.reason
+    assert main(["plan", "example:rmsnorm", "--no-speed", "--no-store", "--export-onnx", str(out)]) == 1
+    text = " ".join(capsys.readouterr().out.split())  # the terminal wraps long lines
+    assert "verified plan" in text and "NOT verified on ort" in text and "fpdiff[ort]" in text
