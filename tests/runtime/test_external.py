@@ -16,6 +16,7 @@ import pytest
 import fpdiff
 from conftest import PLUGINS
 from fpdiff.backends import routes
+from fpdiff.core.status import Status
 from fpdiff.runtime import protocol
 
 pytestmark = pytest.mark.slow  # real workers: make test, not make test-fast
@@ -37,7 +38,7 @@ def test_a_backend_in_another_interpreter_is_a_cell_like_any_other():
     r = fpdiff.check("example:tinycnn", backends=["torch", "torch@other"], precisions=["fp32", "fp16"])
     c = cells(r)
     for p in ("fp32", "fp16"):
-        assert c[("torch@other", p)].status == "pass", c[("torch@other", p)].reason
+        assert c[("torch@other", p)].status == Status.PASS, c[("torch@other", p)].reason
         # the same torch on both sides: the same numbers, bit for bit
         assert c[("torch@other", p)].metrics["rel_l2"] == c[("torch", p)].metrics["rel_l2"]
 
@@ -58,9 +59,9 @@ def test_an_unusable_interpreter_makes_its_cells_unsupported_and_the_run_goes_on
     routes.configure(python={"ort@x": python})
     r = fpdiff.check("example:tinycnn", backends=["torch", "ort@x"], precisions=["fp32", "fp16"])
     c = cells(r)
-    assert c[("torch", "fp32")].status == "pass"
+    assert c[("torch", "fp32")].status == Status.PASS
     for p in ("fp32", "fp16"):
-        assert c[("ort@x", p)].status == "unsupported" and words in c[("ort@x", p)].reason, c[("ort@x", p)].reason
+        assert c[("ort@x", p)].status == Status.UNSUPPORTED and words in c[("ort@x", p)].reason, c[("ort@x", p)].reason
 
 
 FOREIGN_WORKER = '''import struct, sys
@@ -96,7 +97,7 @@ def test_a_remote_worker_runs_the_cells(worker, tmp_path):
     r = fpdiff.check("example:tinycnn", backends=["torch", "torch@remote"], precisions=["fp32", "bf16"])
     c = cells(r)
     for p in ("fp32", "bf16"):
-        assert c[("torch@remote", p)].status == "pass", c[("torch@remote", p)].reason
+        assert c[("torch@remote", p)].status == Status.PASS, c[("torch@remote", p)].reason
         assert c[("torch@remote", p)].metrics["rel_l2"] == c[("torch", p)].metrics["rel_l2"]
 
 
@@ -107,7 +108,7 @@ def test_a_wrong_token_is_refused_before_anything_is_read(worker, tmp_path):
     routes.configure(host={"torch@remote": addr}, token_file=str(wrong))
     r = fpdiff.check("example:tinycnn", backends=["torch@remote"], precisions=["fp32"])
     c = cells(r)[("torch@remote", "fp32")]
-    assert c.status == "unsupported" and "authentication failed" in c.reason, c.reason
+    assert c.status == Status.UNSUPPORTED and "authentication failed" in c.reason, c.reason
     assert proc.poll() is None  # the worker is still serving
 
 
@@ -117,8 +118,8 @@ def test_a_slow_remote_cell_times_out_and_the_next_one_runs(worker, tmp_path):
     r = fpdiff.check("example:tinycnn", backends=["slow", "torch@remote"], precisions=["fp32"],
                      plugins=[str(PLUGINS / "slow.py")], timeout=10)
     c = cells(r)
-    assert c[("slow", "fp32")].status == "timeout", c[("slow", "fp32")].reason
-    assert c[("torch@remote", "fp32")].status == "pass"
+    assert c[("slow", "fp32")].status == Status.TIMEOUT, c[("slow", "fp32")].reason
+    assert c[("torch@remote", "fp32")].status == Status.PASS
 
 
 MARKER_ENV = "FPDIFF_TEST_MARKER"  # set for the worker only: its plugins leave their marks beside it
@@ -174,9 +175,9 @@ def test_a_worker_killed_mid_job_costs_that_cell(worker, tmp_path):
                      plugins=[plugin(tmp_path, "sleeper", SLEEP)], timeout=60)
     c = cells(r)
     assert time.monotonic() - t < 50  # no cell waited for its timeout
-    assert c[("sleeper", "fp32")].status == "crash" and "connection lost" in c[("sleeper", "fp32")].reason
-    assert c[("sleeper", "fp16")].status == "unsupported" and "cannot reach" in c[("sleeper", "fp16")].reason
-    assert c[("torch", "fp16")].status == "pass"
+    assert c[("sleeper", "fp32")].status == Status.CRASH and "connection lost" in c[("sleeper", "fp32")].reason
+    assert c[("sleeper", "fp16")].status == Status.UNSUPPORTED and "cannot reach" in c[("sleeper", "fp16")].reason
+    assert c[("torch", "fp16")].status == Status.PASS
 
 
 def test_a_connection_dropped_mid_job_costs_that_cell(worker, tmp_path):
@@ -188,8 +189,8 @@ def test_a_connection_dropped_mid_job_costs_that_cell(worker, tmp_path):
     r = fpdiff.check("example:tinycnn", backends=["sleeper", "torch@remote"], precisions=["fp32"],
                      plugins=[plugin(tmp_path, "sleeper", SLEEP)], timeout=60)
     c = cells(r)
-    assert c[("sleeper", "fp32")].status == "crash" and "connection lost" in c[("sleeper", "fp32")].reason
-    assert c[("torch@remote", "fp32")].status == "pass" and proc.poll() is None
+    assert c[("sleeper", "fp32")].status == Status.CRASH and "connection lost" in c[("sleeper", "fp32")].reason
+    assert c[("torch@remote", "fp32")].status == Status.PASS and proc.poll() is None
     relay.close()
 
 
@@ -246,9 +247,9 @@ def test_a_frame_tampered_with_on_the_way_fails_its_cell_and_the_worker_runs_not
                      plugins=[plugin(tmp_path, "marker")], timeout=120)
     c = cells(r)
     relay.close()
-    assert c[("torch", "fp32")].status == "pass"
+    assert c[("torch", "fp32")].status == Status.PASS
     cell = c[("marker", "fp32")]
-    assert cell.status == "error" and words in cell.reason, cell.reason
+    assert cell.status == Status.ERROR and words in cell.reason, cell.reason
     if side == "client":  # the worker refused the frame: it loaded no plugin, and says why in its log
         assert not (tmp_path / "ran").exists()
         assert "the worker closed the connection" in cell.reason
@@ -267,7 +268,7 @@ def test_the_same_relay_passing_every_frame_runs_the_plugin_and_the_cell(worker,
     r = fpdiff.check("example:tinycnn", backends=["torch", "marker"], precisions=["fp32"],
                      plugins=[plugin(tmp_path, "marker")])
     relay.close()
-    assert cells(r)[("marker", "fp32")].status == "pass" and (tmp_path / "ran").exists()
+    assert cells(r)[("marker", "fp32")].status == Status.PASS and (tmp_path / "ran").exists()
 
 
 def test_an_interpreter_worker_holds_fpdiffs_token_too(tmp_path):
@@ -417,6 +418,37 @@ def test_version_against_version_shows_which_onnxruntime_ran(old_ort_python):
     c = cells(r)
     for p in ("fp32", "fp16"):
         old, new = c[("ort@1.20", p)], c[("ort", p)]
-        assert old.status in ("pass", "precision-loss") and old.status == new.status, (old.reason, new.reason)
+        assert old.status in (Status.PASS, Status.PRECISION_LOSS) and old.status == new.status, (old.reason, new.reason)
         assert old.info["worker"]["versions"]["onnxruntime"] == "1.20.1"
     assert r.versions["onnxruntime"] != "1.20.1"
+
+
+def test_a_marked_job_names_every_output_the_same_from_a_local_child_and_another_interpreter(tmp_path):
+    """`mode="marked"` runs the backend's prepare_marked; its output names travel in the one result encoding."""
+    from dataclasses import replace
+
+    from fpdiff.backends.routes import Route
+    from fpdiff.model.graph import STATIC
+    from fpdiff.runtime import jobdata, rundir
+    from fpdiff.runtime.external import ExternalPool
+    from fpdiff.runtime.task import Job
+    from fpdiff.runtime.worker import WorkerPool
+    from fpdiff.sources import load
+    src = load("example:tinycnn")
+    data = jobdata.write(tmp_path / "data.pt", inputs=src.inputs, input_names=src.input_names,
+                         fingerprint=src.fingerprint, state=src.module.state_dict())
+    job = Job(src.ref, data, "ort", "fp32", "cpu", STATIC, mode="marked")
+    with rundir.run_directory():
+        with WorkerPool() as pool:
+            local, cell, refused = (pool.run(j, 300) for j in (job, replace(job, mode="cell"),
+                                                                replace(job, backend="torch")))
+        other = ExternalPool(Route("ort@other", "ort", python=sys.executable))
+        try:
+            remote = other.run(job, 300)
+        finally:
+            other.close()
+    assert local.status is Status.OK and remote.status is Status.OK, (local.message, remote.message)
+    assert len(local.output_names) == len(local.outputs) > len(cell.outputs) == 1 and cell.output_names == []
+    assert remote.output_names == local.output_names
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(local.outputs, remote.outputs))
+    assert refused.status is Status.UNSUPPORTED and "cannot mark every intermediate" in refused.message

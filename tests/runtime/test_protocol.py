@@ -81,20 +81,30 @@ def tape_pair(key=b"k" * 32):
 def test_frames_and_arrays_round_trip_bfloat16_included():
     arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1.5, -2.0], dtype=ml_dtypes.bfloat16),
               "i": np.array([3, 4], dtype=np.int64)}
+    arrays["scalar"] = np.float64(2.5)
+    arrays["big-endian"] = np.array([1.0, 2.0], dtype=">f4")
+    arrays["strided"] = np.arange(12.0).reshape(3, 4)[:, ::2]
     c = connected()
-    c["worker"].send({"type": "x", "n": 1}, {"data": protocol.pack_arrays(arrays)})
+    meta, blobs = protocol.array_blobs(arrays)
+    c["worker"].send({"type": "x", "n": 1, "arrays": meta}, blobs)
     header, blobs = c["client"].receive()
-    back = protocol.unpack_arrays(blobs["data"])
+    back = protocol.read_arrays(header.pop("arrays"), blobs)
     assert header == {"type": "x", "n": 1}
     for k, a in arrays.items():
-        assert back[k].dtype == a.dtype and np.array_equal(back[k].astype(np.float64), a.astype(np.float64))
+        a = np.asarray(a)
+        assert back[k].dtype == a.dtype and back[k].shape == a.shape and back[k].flags.writeable
+        assert np.array_equal(back[k].astype(np.float64), a.astype(np.float64))
 
 
-def test_arrays_never_load_pickles():
-    buf = io.BytesIO()
-    np.savez(buf, __tags__=np.frombuffer(b"{}", dtype=np.uint8), obj=np.array([{"x": 1}], dtype=object))
-    with pytest.raises(ValueError, match="allow_pickle"):
-        protocol.unpack_arrays(buf.getvalue())
+@pytest.mark.parametrize("meta, words", [
+    ({"x": ["|O", [1]]}, "numeric arrays only"),  # a pickle would hide in an object array
+    ({"x": ["<f8", [3]]}, "8 bytes for <f8 \\[3\\]"),
+])
+def test_arrays_are_numeric_and_their_sizes_match(meta, words):
+    with pytest.raises(ProtocolError, match=words):
+        protocol.read_arrays(meta, {"x": bytearray(8)})
+    with pytest.raises(TypeError, match="numeric arrays only"):
+        protocol.array_blobs({"x": np.array([{"x": 1}], dtype=object)})
 
 
 @pytest.mark.parametrize("data, words", [

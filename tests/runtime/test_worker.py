@@ -1,27 +1,28 @@
 from fpdiff.core.errors import Unsupported
+from fpdiff.core.status import Status
 from fpdiff.runtime.worker import classify_exception
 
 
 def test_torch_missing_kernel_is_unsupported_with_op_and_dtype():
     e = RuntimeError('"addmm_impl_cpu_" not implemented for \'Half\'')
-    assert classify_exception(e) == ("unsupported", "addmm_impl_cpu_", "Half")
+    assert classify_exception(e) == (Status.UNSUPPORTED, "addmm_impl_cpu_", "Half")
 
 
 def test_ort_missing_kernel_names_op_and_node():
     e = RuntimeError("NOT_IMPLEMENTED : Could not find an implementation for Gemm(13) node with name 'node_linear'")
     status, op, _ = classify_exception(e)
-    assert status == "unsupported" and op == "Gemm (node node_linear)"
+    assert status == Status.UNSUPPORTED and op == "Gemm (node node_linear)"
 
 
 def test_ort_type_error_on_load_is_unsupported():
     e = RuntimeError("Type Error: Type 'tensor(bfloat16)' of input parameter (x) of operator (Conv) in node "
                      "(node_conv2d) is invalid.")
-    assert classify_exception(e)[:2] == ("unsupported", "Conv (node node_conv2d)")
+    assert classify_exception(e)[:2] == (Status.UNSUPPORTED, "Conv (node node_conv2d)")
 
 
 def test_other_errors_are_errors_and_explicit_unsupported_keeps_its_op():
-    assert classify_exception(ValueError("shapes do not match"))[0] == "error"
-    assert classify_exception(Unsupported("no", op="tanh", dtype="fp64")) == ("unsupported", "tanh", "fp64")
+    assert classify_exception(ValueError("shapes do not match"))[0] == Status.ERROR
+    assert classify_exception(Unsupported("no", op="tanh", dtype="fp64")) == (Status.UNSUPPORTED, "tanh", "fp64")
 
 
 def test_an_exception_from_fpdiffs_own_code_is_an_internal_error_with_its_traceback():
@@ -31,7 +32,7 @@ def test_an_exception_from_fpdiffs_own_code_is_an_internal_error_with_its_traceb
         compare.mantissa_bits("not a dtype")  # fpdiff's own code fails inside
     except Exception as e:
         r = failure(e, "run", "ort")
-    assert r.status == "error" and r.component == INTERNAL
+    assert r.status == Status.ERROR and r.component == INTERNAL
     assert "Traceback" in r.traceback and "compare.py" in r.traceback
 
 
@@ -44,7 +45,7 @@ def test_a_components_exception_inside_a_stage_is_charged_to_it_without_color_co
             json.loads("\x1b[31m{not json\x1b[0m")  # raised inside a component, not fpdiff
     except Exception as e:
         r = failure(e, "prepare", "iree")
-    assert (r.status, r.stage, r.component) == ("error", "import", "iree fx importer")
+    assert (r.status, r.stage, r.component) == (Status.ERROR, "import", "iree fx importer")
     assert "\x1b" not in r.message and r.traceback is None
 
 
@@ -56,4 +57,4 @@ def test_a_declared_refusal_inside_a_stage_stays_unsupported_and_names_the_stage
             raise errors.Unsupported("failed to legalize operation 'math.erf'", op="math.erf", dtype="fp64")
     except Exception as e:
         r = failure(e, "prepare", "iree")
-    assert (r.status, r.stage, r.component, r.op) == ("unsupported", "compile", "iree-compile", "math.erf")
+    assert (r.status, r.stage, r.component, r.op) == (Status.UNSUPPORTED, "compile", "iree-compile", "math.erf")

@@ -37,6 +37,8 @@ MAX_HEADER = 16 << 20  # a header is JSON about one job: megabytes means a forei
 MAX_BLOB = 16 << 30  # weights of a large model; a length beyond this is a corrupt or hostile frame
 MAX_BLOBS = 1 << 16
 NONCE = TOKEN = MAC = 32
+CHUNK = 1 << 20  # bytes read at a time
+NUMERIC = "biufc"  # numpy dtype kinds an array blob may have
 _SEQ = struct.Struct("!Q")
 _HEAD = struct.Struct("!QI")  # header length, number of blobs
 
@@ -58,15 +60,15 @@ class PeerError(ProtocolError):
     """The peer answered with an `error` frame: its reason, in its words."""
 
 
-def read_exact(stream, n: int) -> bytes:
-    chunks, left = [], n
-    while left:
-        chunk = stream.read(left)
+def read_exact(stream, n: int) -> bytearray:
+    """n bytes, in memory that grows only as they arrive (a frame's claimed length is not yet authenticated)."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = stream.read(min(n - len(buf), CHUNK))
         if not chunk:
-            raise ConnectionClosed("the connection closed mid-frame" if chunks or left < n else "the connection closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+            raise ConnectionClosed("the connection closed mid-frame" if buf else "the connection closed")
+        buf += chunk
+    return buf
 
 
 def _json(x):
@@ -237,32 +239,42 @@ def authenticate_as_worker(stream, token: bytes) -> Channel:
     return Channel(stream, _session_key(token, ours, theirs), "worker")
 
 
-# Arrays: npz without pickles; bfloat16 (no numpy dtype) travels as its uint16 bits with a tag.
-def pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    out, tags = {}, {}
+# Arrays: each one blob of its raw bytes, its dtype (with byte order) and shape in the header; numeric dtypes only,
+# so nothing can carry a pickle. bfloat16 (no numpy dtype) travels as its 16-bit pattern under its own name.
+def array_blobs(arrays: dict[str, np.ndarray]) -> tuple[dict[str, list], dict[str, memoryview]]:
+    """(header entry: name -> [dtype, shape], blobs: name -> raw bytes) of some arrays."""
+    meta, blobs = {}, {}
     for k, a in arrays.items():
         a = np.asarray(a)
         if a.dtype.name == "bfloat16":
-            a, tags[k] = a.view(np.uint16), "bfloat16"
-        out[k] = a
-    np.savez(buf, __tags__=np.frombuffer(json.dumps(tags).encode(), dtype=np.uint8), **out)
-    return buf.getvalue()
+            meta[k], a = ["bfloat16", list(a.shape)], a.view(np.uint16)
+        elif a.dtype.kind in NUMERIC:
+            meta[k] = [a.dtype.str, list(a.shape)]
+        else:
+            raise TypeError(f"array {k!r} of dtype {a.dtype}: a frame carries numeric arrays only")
+        blobs[k] = memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    return meta, blobs
 
 
-def unpack_arrays(blob: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-        tags = json.loads(bytes(z["__tags__"]).decode())
-        out = {}
-        for k in z.files:
-            if k == "__tags__":
-                continue
-            a = z[k]
-            if tags.get(k) == "bfloat16":
-                import ml_dtypes
-                a = a.view(ml_dtypes.bfloat16)
-            out[k] = a
-        return out
+def read_arrays(meta: dict, blobs: dict[str, bytes]) -> dict[str, np.ndarray]:
+    """The arrays `array_blobs` sent, writable; a dtype that is not numeric or a size that does not match is the
+    peer's error."""
+    out = {}
+    for k, (name, shape) in meta.items():
+        if name == "bfloat16":
+            import ml_dtypes
+            dtype = np.dtype(ml_dtypes.bfloat16)
+        else:
+            dtype = np.dtype(str(name))
+            if dtype.kind not in NUMERIC or dtype.hasobject:
+                raise ProtocolError(f"array {k!r} of dtype {name!r}: a frame carries numeric arrays only")
+        shape = tuple(int(d) for d in shape)
+        buf = blobs[k]
+        if len(buf) != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
+            raise ProtocolError(f"array {k!r}: {len(buf)} bytes for {name} {list(shape)}")
+        a = np.frombuffer(buf, dtype=dtype).reshape(shape)
+        out[k] = a if a.flags.writeable else a.copy()
+    return out
 
 
 def job_frames(job, timeout: float, backend: str, sent: dict) -> list[tuple[dict, dict[str, bytes]]]:
@@ -277,11 +289,12 @@ def job_frames(job, timeout: float, backend: str, sent: dict) -> list[tuple[dict
         data = jobdata.read(job.data_path)
         arrays = {f"input{i}": _np(x) for i, x in enumerate(data["inputs"])}
         arrays.update({f"state:{k}": _np(v) for k, v in (data.get("state") or {}).items()})
-        blobs = {"model": Path(job.source.path).read_bytes(), "data": pack_arrays(arrays)}
+        meta, blobs = array_blobs(arrays)
+        blobs.update({"model": Path(job.source.path).read_bytes()})
         for i, p in enumerate(job.plugins):
             blobs[f"plugin{i}"] = Path(p).read_bytes()
         sent[key] = digest(*blobs.values())
-        frames.append(({"type": "files", "files": sent[key], "model": Path(job.source.path).name,
+        frames.append(({"type": "files", "files": sent[key], "model": Path(job.source.path).name, "arrays": meta,
                         "data": {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
                                  "inputs": len(data["inputs"]), "state": "state" in data},
                         "plugins": [Path(p).name for p in job.plugins]}, blobs))

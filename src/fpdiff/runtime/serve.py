@@ -80,7 +80,7 @@ class Materializer:
             model_path.write_bytes(blobs["model"])
             for i, p in enumerate(plugins):
                 Path(p).write_bytes(blobs[f"plugin{i}"])
-            arrays = protocol.unpack_arrays(blobs["data"])
+            arrays = protocol.read_arrays(header["arrays"], blobs)
             state = ({k.removeprefix("state:"): _torch(v) for k, v in arrays.items() if k.startswith("state:")}
                      if data["state"] else None)
             jobdata.write(data_path, inputs=[_torch(arrays[f"input{i}"]) for i in range(data["inputs"])],

@@ -27,7 +27,7 @@ INTERNAL = "internal error in fpdiff"  # the component named when fpdiff's own c
 
 @dataclass
 class JobResult:
-    status: str  # ok | unsupported (declared refusal) | error (a component or fpdiff failed) | crash | timeout
+    status: Status  # OK | UNSUPPORTED (declared refusal) | ERROR (a component or fpdiff failed) | CRASH | TIMEOUT
     outputs: list[np.ndarray] = field(default_factory=list)  # as float64 (or the integer/bool dtype)
     output_dtypes: list[str] = field(default_factory=list)  # what the backend returned, before conversion
     computed_dtype: str | None = None
@@ -122,22 +122,23 @@ def _is_float(dtype: np.dtype) -> bool:
 
 def result_frame(result: JobResult) -> tuple[dict, dict[str, bytes]]:
     """A JobResult as a frame of the job protocol, the one encoding of a result, whether it comes from a worker on
-    another host or from the local child: its fields as JSON, its output arrays (and repeated runs') as one npz
-    blob."""
+    another host or from the local child: its fields as JSON, each output array (and repeated runs') a blob of its
+    raw bytes."""
     from fpdiff.runtime import protocol
     d = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in ("outputs", "repeats")}
     d["notes"] = [n.as_dict() if hasattr(n, "as_dict") else n for n in result.notes]
     arrays = {f"out{i}": a for i, a in enumerate(result.outputs)}
     for r, outs in enumerate(result.repeats):
         arrays.update({f"rep{r}:{i}": a for i, a in enumerate(outs)})
-    return {"type": "result", "result": d, "repeats": len(result.repeats)}, {"outputs": protocol.pack_arrays(arrays)}
+    meta, blobs = protocol.array_blobs(arrays)
+    return {"type": "result", "result": d, "repeats": len(result.repeats), "arrays": meta}, blobs
 
 
 def read_result(header: dict, blobs: dict[str, bytes]) -> JobResult:
     from fpdiff.core.compare import Finding
     from fpdiff.runtime import protocol
     d = dict(protocol.expect(header, "result")["result"])
-    arrays = protocol.unpack_arrays(blobs["outputs"])
+    arrays = protocol.read_arrays(header.get("arrays", {}), blobs)
     outs = [arrays[f"out{i}"] for i in range(sum(k.startswith("out") for k in arrays))]
     repeats = [[arrays[f"rep{r}:{i}"] for i in range(len(outs))] for r in range(header.get("repeats", 0))]
     d["notes"] = [Finding(**n) if isinstance(n, dict) else n for n in d.get("notes", [])]
