@@ -22,7 +22,7 @@ class Prepared:
     """A prepared cell: the runnable, what the backend knows it really computes, and how to release it."""
     run: Callable[..., Sequence[Any]]
     computed_dtype: str | None = None  # None: read it from the outputs
-    notes: list[Finding] = field(default_factory=list)  # facts such as a demoted signature, a replaced hint
+    notes: list[Finding] = field(default_factory=list)  # facts only it knows: a replaced hint, the model's own casts
     info: dict[str, Any] = field(default_factory=dict)  # shown in the report; a verdict reads only typed fields
     release: Callable[[], None] | None = None  # frees sessions, contexts, compiled graphs
     output_names: list[str] = field(default_factory=list)  # prepare_marked: the ONNX tensor of each output
@@ -137,8 +137,10 @@ DECLARATIONS = frozenset({"name", "kinds", "shape_variants", "takes_flags", "ind
                           "cross_checks", "requires", "extra", "install_hint", "origin", "route"})
 LIFECYCLE = frozenset({"prepare_marked", "repro"})
 # Declarations that were removed: each made fpdiff run another implementation under the backend's name.
-_REMOVED = {"all_outputs": "implement prepare_marked", "verifies_onnx_plans": "implement plan's lifecycle methods",
-            "runs_modules": "implement plan's lifecycle methods", "reference": "the judge is `judges`"}
+_REMOVED = {"all_outputs": "implement prepare_marked",
+            "verifies_onnx_plans": "plan runs its trials on the named backend as program jobs: declare kinds",
+            "runs_modules": "plan runs and times its trials on the named backend as program jobs: declare kinds",
+            "reference": "declare judges"}
 
 
 def check_declarations(names: dict[str, Any], who: str) -> None:
