@@ -226,6 +226,7 @@ class _Tape:
 # (side whose frame, action, frame number, words of the failed cell's reason). Client frames: 0 hello, 1 files (the
 # model, data and plugin), 2 job; worker frames: 0 hello, 1 result.
 TAMPERING = [
+    ("client", "alter", 0, "authentication failed: the client's frame 0 carries no valid MAC"),  # the hello
     ("client", "alter", 1, "authentication failed: the client's frame 1 carries no valid MAC"),  # the plugin's bytes
     ("client", "drop", 1, "the client's frame 2 came where frame 1 was due (frame 1 was dropped"),
     ("client", "replay", 1, "the client's frame 1 came where frame 2 was due (replayed)"),

@@ -121,6 +121,8 @@ class ExternalPool:
             self._channel.send({"type": "hello", "protocol": PROTOCOL})
             self._stream.deadline = time.monotonic() + 120.0
             hello = protocol.expect(self._channel.receive()[0], "hello")
+        except AuthenticationError:
+            raise  # a frame of this connection was tampered with: this cell fails, the next one connects again
         except ProtocolError as e:
             if not isinstance(e, ConnectionClosed):  # it spoke, and said or did something else
                 raise _Unreachable(f"{self.route.where}: {e}") from None

@@ -49,7 +49,7 @@ class ProtocolError(Exception):
 
 class AuthenticationError(ProtocolError):
     """A frame failed its MAC or came out of sequence: altered, forged, dropped, replayed or reordered on the way.
-    Nothing of it was parsed; the connection ends."""
+    Nothing of it was parsed; the connection ends. Raised where it was seen, or from the peer's `error` frame."""
 
 
 class ConnectionClosed(ProtocolError):
@@ -187,7 +187,8 @@ class Channel:
 
 def expect(header: dict, kind: str) -> dict:
     if header.get("type") == "error":
-        raise PeerError(str(header.get("message") or "the worker refused"))
+        why = str(header.get("message") or "the worker refused")
+        raise AuthenticationError(why) if header.get("cause") == "authentication" else PeerError(why)
     if header.get("type") != kind:
         raise ProtocolError(f"expected a {kind!r} frame, got {header.get('type')!r}")
     return header

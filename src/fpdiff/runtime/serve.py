@@ -125,7 +125,7 @@ def _torch(a: np.ndarray):
 def _converse(channel: protocol.Channel, run_job, root: Path) -> None:
     """hello, then jobs until the client hangs up. A client of another protocol gets one `error` frame; a frame that
     fails authentication gets one too, and ends the connection (AuthenticationError, raised on)."""
-    header, _ = channel.receive()
+    header, _ = _receive(channel)
     if header.get("type") != "hello" or header.get("protocol") != PROTOCOL:
         channel.send({"type": "error", "message": f"this worker speaks fpdiff job protocol {PROTOCOL}, the "
                       f"client {header.get('protocol')!r}: install the same fpdiff on both sides"})
@@ -135,10 +135,8 @@ def _converse(channel: protocol.Channel, run_job, root: Path) -> None:
     materialize = Materializer(root)
     while True:
         try:
-            header, blobs = channel.receive()
-        except AuthenticationError as e:
-            with contextlib.suppress(OSError):
-                channel.send({"type": "error", "message": f"the worker closed the connection: {e}"})
+            header, blobs = _receive(channel)
+        except AuthenticationError:
             raise
         except ProtocolError:
             return  # the client hung up
@@ -155,6 +153,17 @@ def _converse(channel: protocol.Channel, run_job, root: Path) -> None:
         else:
             result = run_job(job, float(header.get("timeout") or 300.0))
         channel.send_encoded(encoded(result))
+
+
+def _receive(channel: protocol.Channel) -> tuple[dict, dict[str, bytes]]:
+    """The next frame; one that fails authentication is answered with why before the connection ends."""
+    try:
+        return channel.receive()
+    except AuthenticationError as e:
+        with contextlib.suppress(OSError):
+            channel.send({"type": "error", "cause": "authentication",
+                          "message": f"the worker closed the connection: {e}"})
+        raise
 
 
 class _Duplex:
