@@ -12,6 +12,7 @@ import pytest
 import fpdiff
 from conftest import PLUGINS, builtin_backends
 from fpdiff.backends import registry, routes
+from fpdiff.core.status import Status
 
 pytestmark = pytest.mark.slow  # real backends and workers: make test, not make test-fast
 IPEX_PYTHON = Path(__file__).resolve().parents[2] / ".venv-ipex" / "bin" / "python"
@@ -63,10 +64,10 @@ def test_fp32_passes_everywhere_and_a_missing_precision_is_a_declared_refusal(at
         seen.add(c.backend)
         where = f"{c.backend}/{c.precision}"
         if c.precision == "fp32":
-            assert c.status == "pass", f"{where}: {c.reason}"
+            assert c.status == Status.PASS, f"{where}: {c.reason}"
             assert c.computed_dtype and "float32" in c.computed_dtype, f"{where}: {c.computed_dtype}"
         else:  # tf32 is a CUDA tensor-core mode: no CPU backend has it
-            assert c.status == "unsupported" and c.reason, where
+            assert c.status == Status.UNSUPPORTED and c.reason, where
     assert seen == set(attached)
 
 
@@ -84,8 +85,8 @@ def test_a_crash_costs_one_cell(remote, attach):
     finally:
         routes.configure()
     c = {(x.backend, x.precision): x for x in r.cells}
-    assert c[(name, "fp32")].status == "crash" and c[(name, "fp16")].status == "crash"
-    assert c[("torch", "fp32")].status == "pass" and c[("torch", "fp16")].status == "pass"
+    assert c[(name, "fp32")].status == Status.CRASH and c[(name, "fp16")].status == Status.CRASH
+    assert c[("torch", "fp32")].status == Status.PASS and c[("torch", "fp16")].status == Status.PASS
 
 
 def test_every_registered_backend_is_under_conformance():
@@ -98,7 +99,7 @@ def test_coreml_converts_here_and_refuses_prediction_with_the_way_to_a_mac():
     r = fpdiff.check("example:tinycnn", backends=["coreml"], precisions=["fp32"], repeat=1)
     c = r.cells[0]
     if sys.platform == "darwin":
-        assert c.status == "pass"
+        assert c.status == Status.PASS
     else:
-        assert c.status == "unsupported" and "fpdiff worker --listen" in c.reason
+        assert c.status == Status.UNSUPPORTED and "fpdiff worker --listen" in c.reason
         assert c.op_dtypes == {"float32": sum(c.op_dtypes.values())}

@@ -5,6 +5,7 @@ import pytest
 
 import fpdiff
 from conftest import SPECS
+from fpdiff.core.status import Status
 
 pytest.importorskip("coremltools", reason="coremltools is not installed (pip install coremltools)")
 pytestmark = pytest.mark.slow  # real conversions: make test, not make test-fast
@@ -19,9 +20,9 @@ def test_float16_conversion_reports_what_changes_numbers():
     assert c["fp16"].op_dtypes == {"float16": sum(c["fp16"].op_dtypes.values())}
     assert not [f for f in c["fp16"].findings if f.kind == "dtype-changed"]  # every op in fp16: nothing changed
     assert not {"underflow", "decomposed"} & {f.kind for f in c["fp32"].findings}  # FLOAT32 changes none of it
-    assert c["bf16"].status == "unsupported" and "fp32 or fp16" in c["bf16"].reason
+    assert c["bf16"].status == Status.UNSUPPORTED and "fp32 or fp16" in c["bf16"].reason
     if sys.platform != "darwin":
         for p in ("fp32", "fp16"):
-            assert c[p].status == "unsupported" and "predicts only on macOS" in c[p].reason
+            assert c[p].status == Status.UNSUPPORTED and "predicts only on macOS" in c[p].reason
     else:
-        assert c["fp32"].status == "pass"
+        assert c["fp32"].status == Status.PASS

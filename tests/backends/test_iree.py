@@ -12,6 +12,7 @@ import fpdiff
 from fpdiff.backends import iree
 from fpdiff.backends.iree import compile_failure
 from fpdiff.core.errors import StageError, Unsupported
+from fpdiff.core.status import Status
 
 
 def test_an_op_it_cannot_lower_is_a_refusal_naming_the_op():
@@ -87,7 +88,7 @@ def _compile(m, x, tmp_path) -> dict:
 def test_shifted_windows_compile_at_every_precision():
     r = fpdiff.check(SPEC, backends=["iree"], precisions=["fp32", "fp16", "bf16"])
     for c in r.cells:
-        assert c.status in ("pass", "precision-loss"), (c.precision, c.status, c.reason)
+        assert c.status in (Status.PASS, Status.PRECISION_LOSS), (c.precision, c.status, c.reason)
         assert "iree_decomposition" not in c.info  # roll and squeeze kept whole: the first route compiles
 
 

@@ -13,6 +13,7 @@ import torch
 import fpdiff
 from fpdiff.backends.openvino import HINT_REPLACED, computed_dtype
 from fpdiff.core import precision as prec
+from fpdiff.core.status import Status
 
 pytest.importorskip("openvino", reason="openvino is not installed (pip install openvino)")
 SPECS = Path(__file__).parents[1] / "specs"
@@ -29,9 +30,10 @@ def _native_fp16() -> bool:
 def test_grid_reports_the_precision_the_plugin_ran():
     r = fpdiff.check("example:tinycnn", backends=["openvino"], precisions=["fp32", "fp16", "bf16", "fp64", "amp-bf16"])
     cells = {c.precision: c for c in r.cells if c.backend == "openvino"}
-    assert cells["fp32"].status == "pass" and cells["fp32"].info["inference_precision"] == "f32"
+    assert cells["fp32"].status == Status.PASS and cells["fp32"].info["inference_precision"] == "f32"
     bf16 = cells["bf16"]
-    assert bf16.status == "pass" and bf16.computed_dtype == "bfloat16" and bf16.info["inference_precision"] == "bf16"
+    assert bf16.status == Status.PASS and bf16.computed_dtype == "bfloat16"
+    assert bf16.info["inference_precision"] == "bf16"
     assert not [f for f in bf16.findings if f.kind == "dtype-changed"]  # fp32 outputs, bf16 inside: its record says
     fp16 = cells["fp16"]
     kinds = {f.kind for f in fp16.findings}
@@ -45,7 +47,7 @@ def test_grid_reports_the_precision_the_plugin_ran():
         assert "ran 0 of" in changed.message and "in float16" in changed.message
         assert "read this cell as bfloat16" in changed.remedy
     for name, words in (("fp64", "no fp64 inference precision"), ("amp-bf16", "no autocast")):
-        assert cells[name].status == "unsupported" and words in cells[name].reason
+        assert cells[name].status == Status.UNSUPPORTED and words in cells[name].reason
 
 
 @pytest.mark.slow  # real backends: make test, not make test-fast
@@ -55,8 +57,8 @@ def test_onnx_model_runs_from_its_own_graph(tmp_path):
     torch.onnx.export(m.eval(), (torch.randn(3, 16),), str(path), dynamo=False, input_names=["x"])
     r = fpdiff.check(str(path), backends=["openvino"], precisions=["fp32", "bf16"])
     cells = {c.precision: c for c in r.cells if c.backend == "openvino"}
-    assert cells["fp32"].status == "pass", cells["fp32"].reason
-    assert cells["bf16"].status in ("pass", "precision-loss") and cells["bf16"].computed_dtype == "bfloat16"
+    assert cells["fp32"].status == Status.PASS, cells["fp32"].reason
+    assert cells["bf16"].status in (Status.PASS, Status.PRECISION_LOSS) and cells["bf16"].computed_dtype == "bfloat16"
 
 
 @pytest.mark.slow  # real backends: make test, not make test-fast
@@ -66,7 +68,7 @@ def test_tied_logits_of_placeholder_weights_are_ill_conditioned_not_a_mismatch()
     moves as much under rounding-sized perturbations, so the model cannot answer: ill-conditioned, with numbers."""
     r = fpdiff.check(str(ZOO / "light_squeezenet.onnx"), backends=["openvino"], precisions=["fp32"])
     cell = next(c for c in r.cells if c.backend == "openvino")
-    assert cell.status == "ill-conditioned" and cell.metrics["rel_l2"] > 1, cell.reason
+    assert cell.status == Status.ILL_CONDITIONED and cell.metrics["rel_l2"] > 1, cell.reason
     assert "moves by" in cell.reason, cell.reason
 
 
@@ -112,11 +114,11 @@ def test_static_shapes_that_crash_the_plugin_leave_the_cell_judged():
     openvino_static_mlp.py); the worker no longer dies with it: the cell runs the converter's dims and says so."""
     r = fpdiff.check(str(SPECS / "ov_residual_mlp.py"), backends=["openvino"], precisions=["fp32", "bf16"])
     cells = {c.precision: c for c in r.cells}
-    assert cells["fp32"].status == "pass", cells["fp32"].reason
+    assert cells["fp32"].status == Status.PASS, cells["fp32"].reason
     crash = [f for f in cells["fp32"].findings if f.kind == "compile-crash"]
     if crash:
         assert "SIGSEGV" in crash[0].message and cells["fp32"].info["openvino_shapes"].startswith("as converted")
-    assert cells["bf16"].status in ("pass", "precision-loss") and "openvino_shapes" not in cells["bf16"].info
+    assert cells["bf16"].status in (Status.PASS, Status.PRECISION_LOSS) and "openvino_shapes" not in cells["bf16"].info
 
 
 @pytest.mark.slow
@@ -151,7 +153,7 @@ def test_a_float64_onnx_model_runs_the_graph_the_others_run(tmp_path):
                  [numpy_helper.from_array(rng.standard_normal((6, 4)), "w")])
     r = fpdiff.check(path, backends=["ort", "openvino"], precisions=["fp32"])
     cells = {c.backend: c for c in r.cells}
-    assert cells["openvino"].status == "pass", cells["openvino"].reason
+    assert cells["openvino"].status == Status.PASS, cells["openvino"].reason
     assert cells["openvino"].output_dtypes == cells["ort"].output_dtypes == ["float32"]  # not the float64 source
 
 
@@ -167,5 +169,5 @@ def test_a_graph_with_no_float_arithmetic_is_not_dtype_changed(tmp_path):
                   numpy_helper.from_array(np.array([2, 0], dtype=np.int64), "idx")])
     r = fpdiff.check(path, backends=["openvino"], precisions=["fp16", "bf16"])
     for c in r.cells:
-        assert c.status == "pass" and not [f for f in c.findings if f.kind == "dtype-changed"], (c.precision,
+        assert c.status == Status.PASS and not [f for f in c.findings if f.kind == "dtype-changed"], (c.precision,
                                                                                                    c.findings)

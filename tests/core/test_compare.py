@@ -6,6 +6,7 @@ import torch
 
 from fpdiff.core import compare
 from fpdiff.core.precision import get
+from fpdiff.core.status import Status
 
 
 def m(ref, out, dtype=torch.float32):
@@ -47,38 +48,39 @@ def _metrics(rel_l2, max_norm=None, numel=10000, nan=0):
 
 
 def test_pass_within_tolerance():
-    assert compare.judge(_metrics(5e-6), get("fp32"), _metrics(1e-7)).status == "pass"
+    assert compare.judge(_metrics(5e-6), get("fp32"), _metrics(1e-7)).status == Status.PASS
 
 
 def test_precision_loss_when_baseline_is_as_bad():
     j = compare.judge(_metrics(3e-2), get("fp16"), _metrics(2e-2))
-    assert j.status == "precision-loss" and "too coarse" in j.reason
+    assert j.status == Status.PRECISION_LOSS and "too coarse" in j.reason
 
 
 def test_mismatch_when_far_worse_than_baseline():
     j = compare.judge(_metrics(2e-4), get("fp32"), _metrics(1e-7))
-    assert j.status == "mismatch" and "baseline" in j.reason
+    assert j.status == Status.MISMATCH and "baseline" in j.reason
 
 
 def test_small_outputs_get_a_wider_factor():
     base = _metrics(1e-5, numel=10)
-    assert compare.judge(_metrics(6e-5, numel=10), get("fp32"), base).status == "precision-loss"
-    assert compare.judge(_metrics(6e-5, numel=10000), get("fp32"), _metrics(1e-5)).status == "mismatch"
+    assert compare.judge(_metrics(6e-5, numel=10), get("fp32"), base).status == Status.PRECISION_LOSS
+    assert compare.judge(_metrics(6e-5, numel=10000), get("fp32"), _metrics(1e-5)).status == Status.MISMATCH
 
 
 def test_localized_error_is_mismatch_even_within_l2_tolerance():
     j = compare.judge(_metrics(5e-6, max_norm=1e-3), get("fp32"), _metrics(1e-7))
-    assert j.status == "mismatch" and "few elements" in j.reason
+    assert j.status == Status.MISMATCH and "few elements" in j.reason
 
 
 def test_nonfinite_is_precision_loss_only_when_baseline_is_nonfinite_too():
-    assert compare.judge(_metrics(math.inf, nan=3), get("fp16"), _metrics(math.inf, nan=3)).status == "precision-loss"
-    assert compare.judge(_metrics(math.inf, nan=3), get("fp16"), _metrics(1e-3)).status == "mismatch"
+    both = compare.judge(_metrics(math.inf, nan=3), get("fp16"), _metrics(math.inf, nan=3))
+    assert both.status == Status.PRECISION_LOSS
+    assert compare.judge(_metrics(math.inf, nan=3), get("fp16"), _metrics(1e-3)).status == Status.MISMATCH
 
 
 def test_no_baseline_never_claims_a_bug():
     j = compare.judge(_metrics(1.0), get("fp16"), None)
-    assert j.status == "precision-loss" and j.findings[0].kind == "no-baseline"
+    assert j.status == Status.PRECISION_LOSS and j.findings[0].kind == "no-baseline"
 
 
 def test_range_findings_name_overflow_in_fp16_but_not_bf16():
@@ -106,7 +108,7 @@ def test_a_pass_that_computes_in_bf16_when_fp16_was_asked_is_flagged():
     base = m(ref, _rounded(ref, torch.float16), torch.float16)
     bf = m(ref, _rounded(ref, torch.bfloat16), torch.float16)
     j = compare.judge(bf, p, base)
-    assert j.status == "pass"  # under the 1e-2 tolerance ...
+    assert j.status == Status.PASS  # under the 1e-2 tolerance ...
     f = [f for f in j.findings if f.kind == "coarser-than-requested"]
     assert f and "bf16" in f[0].message  # ... but not silent
     assert not compare.judge(base, p, base).findings
@@ -144,7 +146,7 @@ def test_a_mismatch_shaped_like_the_next_format_says_so_and_a_bug_does_not():
     assert "fp16 or tf32" in compare.judge(as_fp16, p, base).reason
     bug = m(ref, ref * 1.3, torch.float32)
     j = compare.judge(bug, p, base)
-    assert j.status == "mismatch" and "computes like" not in j.reason
+    assert j.status == Status.MISMATCH and "computes like" not in j.reason
 
 
 def test_repeat_difference_is_bitwise_and_nan_aware():
@@ -159,7 +161,7 @@ def test_statuses_are_the_report_strings():
     """The JSON report and messages carry the plain strings; the type only names them."""
     import json
 
-    from fpdiff.core.status import CELL_STATUSES, Status
+    from fpdiff.core.status import CELL_STATUSES
     assert json.dumps([Status.PASS, Status.PRECISION_LOSS]) == '["pass", "precision-loss"]'
     assert f"{Status.MISMATCH}" == "mismatch" and str(Status.UNJUDGED) == "unjudged"
     assert Status.ERROR == "error" and "ok" not in CELL_STATUSES
@@ -171,10 +173,10 @@ def test_tiny_outputs_flushed_to_zero_are_a_full_error_not_a_pass():
     r = m(ref, np.zeros_like(ref), torch.float64)
     assert r.rel_l2 == 1.0 and r.max_norm == 1.0 and r.cosine == 0.0
     j = compare.judge(r, get("fp64"), m(ref, ref * (1 + 1e-16), torch.float64))
-    assert j.status == "mismatch", j.reason  # at fp64 the value is representable: returning zeros is wrong
+    assert j.status == Status.MISMATCH, j.reason  # at fp64 the value is representable: returning zeros is wrong
     # at fp32 it is not: the baseline at fp32 flushes too, so the precision cannot hold it (precision-loss)
     j32 = compare.judge(r, get("fp32"), r)
-    assert j32.status == "precision-loss", j32.reason
+    assert j32.status == Status.PRECISION_LOSS, j32.reason
 
 
 def test_tiny_and_huge_outputs_measure_as_at_unit_scale():
@@ -193,12 +195,12 @@ def test_tiny_and_huge_outputs_measure_as_at_unit_scale():
 def test_an_error_beyond_the_float64_range_is_infinite_not_nan():
     r = m([1e308, -1e308], [-1e308, 1e308], torch.float64)
     assert r.rel_l2 == math.inf and r.max_norm == math.inf
-    assert compare.judge(r, get("fp64"), m([1e308], [1e308], torch.float64)).status == "mismatch"
+    assert compare.judge(r, get("fp64"), m([1e308], [1e308], torch.float64)).status == Status.MISMATCH
 
 
 def test_a_nan_metric_never_decides_silently():
     j = compare.judge(_metrics(math.nan), get("fp32"), _metrics(1e-7))
-    assert j.status == "error" and "NaN" in j.reason
+    assert j.status == Status.ERROR and "NaN" in j.reason
 
 
 def test_integer_outputs_are_counted_as_flips_not_put_in_the_norm():
@@ -213,18 +215,18 @@ def test_integer_outputs_are_counted_as_flips_not_put_in_the_norm():
 
 def test_flips_are_judged_against_the_baselines_flips():
     fp16 = get("fp16")
-    assert compare.judge_flips(0, 1000, 0, "fp16").status == "pass"
-    assert compare.judge_flips(1, 1000, 0, "fp16").status == "precision-loss"  # one near tie: noise
-    assert compare.judge_flips(2, 1000, 0, "fp16").status == "mismatch"  # exact integer arithmetic breaks
-    assert compare.judge_flips(12, 1000, 3, "fp16").status == "precision-loss"
-    assert compare.judge_flips(14, 1000, 3, "fp16").status == "mismatch"
-    assert compare.judge_flips(5, 1000, None, "fp16").status == "precision-loss"
+    assert compare.judge_flips(0, 1000, 0, "fp16").status == Status.PASS
+    assert compare.judge_flips(1, 1000, 0, "fp16").status == Status.PRECISION_LOSS  # one near tie: noise
+    assert compare.judge_flips(2, 1000, 0, "fp16").status == Status.MISMATCH  # exact integer arithmetic breaks
+    assert compare.judge_flips(12, 1000, 3, "fp16").status == Status.PRECISION_LOSS
+    assert compare.judge_flips(14, 1000, 3, "fp16").status == Status.MISMATCH
+    assert compare.judge_flips(5, 1000, None, "fp16").status == Status.PRECISION_LOSS
     # the cell's verdict is the worse of its float outputs' and its integer outputs'
     ref = [np.linspace(1, 2, 2000), np.arange(50)]
     good = [ref[0] * (1 + 1e-4), ref[1].copy()]
     bad = [ref[0] * (1 + 1e-4), ref[1].copy()]
     bad[1][:10] += 1
     base = compare.measure(ref, good, fp16.compute)
-    assert compare.judge(compare.measure(ref, good, fp16.compute), fp16, base).status == "pass"
+    assert compare.judge(compare.measure(ref, good, fp16.compute), fp16, base).status == Status.PASS
     j = compare.judge(compare.measure(ref, bad, fp16.compute), fp16, base)
-    assert j.status == "mismatch" and "10 of 50 integer" in j.reason
+    assert j.status == Status.MISMATCH and "10 of 50 integer" in j.reason
