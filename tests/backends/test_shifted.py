@@ -14,6 +14,7 @@ from onnx import helper, numpy_helper
 
 import fpdiff
 from conftest import PLUGINS
+from fpdiff.backends.base import LIFECYCLE
 from fpdiff.core.status import Status
 
 pytestmark = pytest.mark.slow  # real workers and backends: make test, not make test-fast
@@ -50,7 +51,7 @@ def test_the_plugin_declares_every_capability_a_plugin_can():
     from fpdiff.backends import registry
     cls = registry([PLUGIN]).cls("shifted")
     assert cls.kinds == {"torch", "onnx"} and cls.takes_flags and cls.independent and cls.shape_variants
-    assert cls.implements("prepare_marked")
+    assert all(cls.implements(m) for m in LIFECYCLE if m != "repro"), [m for m in LIFECYCLE if not cls.implements(m)]
 
 
 @pytest.mark.parametrize("model,other", [("example:tinycnn", "torch"), ("onnx", "ort")])
@@ -106,10 +107,11 @@ def test_mark_all_judges_the_plugins_own_marked_values(model, precision, onnx_mo
     assert r.as_dict()["culprit"]["found_by"] == "mark-all" and r.as_dict()["culprit"]["backend"] == "shifted"
 
 
-def test_plan_trials_are_the_plugins_own_runs():
+@pytest.mark.parametrize("backend", ["shifted", "shifted-jobs"])  # trials in this process (prepare_module), in jobs
+def test_plan_trials_are_the_plugins_own_runs(backend):
     """Every trial runs on the plugin: no keep-set removes an error the plugin adds to every output, so nothing
     passes, and the pure precision's error, the all-fp32 error and the autocast remedy's are the shift."""
-    r = fpdiff.plan("example:tinycnn", backend="shifted", precision="fp16", plugins=[PLUGIN], measure_speed=False)
+    r = fpdiff.plan("example:tinycnn", backend=backend, precision="fp16", plugins=[PLUGIN], measure_speed=False)
     assert not r.passed, r.message
     assert near(r.pure_error) and near(r.fp32_error), (r.pure_error, r.fp32_error)
     ran = [t for t in r.trials if t.status == Status.OK]

@@ -38,8 +38,8 @@ def _numpy(t):
     return t.numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
 
 
-class ShiftedBackend(Backend):
-    name = "shifted"
+class _Shifted(Backend):
+    """Cells and marked runs, in a worker: the lifecycle every analysis can reach through a job."""
     kinds = frozenset({TORCH, ONNX})
     shape_variants = True
     takes_flags = True
@@ -83,3 +83,20 @@ class ShiftedBackend(Backend):
         model = onnx.load(str(task.onnx_file()))
         inits = {t.name for t in model.graph.initializer}
         return ReferenceEvaluator(model), [i.name for i in model.graph.input if i.name not in inits], model
+
+
+class ShiftedBackend(_Shifted):
+    """Every capability: plan's trials of a torch model run here, through prepare_module."""
+    name = "shifted"
+
+    def prepare_module(self, module, device: str) -> Prepared:
+        def run(*inputs):
+            with torch.no_grad():
+                outs = tree_flatten(module(*(t.to(device) for t in inputs)))[0]
+            return [shifted(o.cpu(), SHIFT) for o in outs]
+        return Prepared(run)
+
+
+class ShiftedJobsBackend(_Shifted):
+    """The same numbers without prepare_module: plan's trials go to a worker as program jobs."""
+    name = "shifted-jobs"

@@ -119,6 +119,12 @@ class Backend:
         nodes produce marked as an output: run(*inputs) returns their values in graph order, output_names names them."""
         raise Unsupported(f"{self.name} cannot mark every intermediate as an output")
 
+    def prepare_module(self, module: Any, device: str) -> Prepared:
+        """A torch module already at its precision (a plan's mixed module), run as written by this backend in the
+        calling process: no export, no worker. Offered by a backend whose run needs no compile (torch eager), so
+        plan's trials skip the export and the worker round trip; the numbers are still this backend's own."""
+        raise Unsupported(f"{self.name} runs no module in the calling process")
+
     def repro(self, r: Repro) -> str | None:
         """Python source that sets `outs` from `xs` (numpy inputs, `meta["input_dtypes"]`) using this backend
         alone, after writing what it needs into r.out; None when this backend writes no repro."""
@@ -135,7 +141,7 @@ class Backend:
 # The declarations a backend class may set, and the optional lifecycle methods implements() answers for.
 DECLARATIONS = frozenset({"name", "kinds", "shape_variants", "takes_flags", "independent", "judge_flags", "judges",
                           "cross_checks", "requires", "extra", "install_hint", "origin", "route"})
-LIFECYCLE = frozenset({"prepare_marked", "repro"})
+LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro"})
 # Declarations that were removed: each made fpdiff run another implementation under the backend's name.
 _REMOVED = {"all_outputs": "implement prepare_marked",
             "verifies_onnx_plans": "plan runs its trials on the named backend as program jobs: declare kinds",

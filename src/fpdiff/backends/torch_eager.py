@@ -9,7 +9,7 @@ import torch
 
 from fpdiff.backends.base import TORCH, TORCH_INPUTS, Backend, Prepared, Repro, Task
 from fpdiff.core.errors import Unsupported
-from fpdiff.core.precision import Precision, dtype_name
+from fpdiff.core.precision import Precision, dtype_name, get
 
 
 def precision_context(precision: Precision, device: str, autocast: bool = True) -> contextlib.ExitStack:
@@ -67,6 +67,10 @@ class TorchBackend(Backend):
         if task.precision.is_cast and task.precision.dtype == torch.float64:
             return float64_prepared(module, task.device, judge=FLOAT64_JUDGE in task.flags)
         return Prepared(device_runner(module, task.precision, task.device), computed_dtype(task.precision))
+
+    def prepare_module(self, module: Any, device: str) -> Prepared:
+        """Eager needs no compile: the module is called as it is, here (plan's trials)."""
+        return Prepared(device_runner(module.to(device), get("fp32"), device))  # fp32 in and out, its casts inside
 
     def repro(self, r: Repro) -> str | None:
         if r.onnx_segment:

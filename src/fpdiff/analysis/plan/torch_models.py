@@ -9,12 +9,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fpdiff.analysis.plan.jobs import Jobs, ProgramTrials
-from fpdiff.analysis.plan.search import PRIOR, Plan, Search, Unit, check_matches, finish, graph_digest, settle
+from fpdiff.analysis.plan.jobs import Jobs, ProgramTrials, trial
+from fpdiff.analysis.plan.search import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, settle
+from fpdiff.backends.base import Backend, Prepared
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 from fpdiff.model import graph, mixed
 from fpdiff.model.mixed import program_module
+from fpdiff.runtime.worker import INTERNAL, JobResult, failure
 
 FP32 = prec.get("fp32")
 _CONTRACT = {"mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "conv1d", "conv2d", "conv3d", "convolution",
@@ -63,14 +66,26 @@ def _outputs(out) -> list[np.ndarray]:
 
 
 class TorchTrials(ProgramTrials):
-    """A keep-set as a torch.export program (.pt2) of the mixed module, run on the plan's backend in a worker."""
+    """A keep-set as a torch.export program (.pt2) of the mixed module, run on the plan's backend in a worker; or,
+    when the backend offers prepare_module (eager needs no compile), the mixed module run here by that backend."""
     suffix = ".pt2"
 
     def __init__(self, jobs: Jobs, backend: str, gm: torch.fx.GraphModule, inputs: tuple, input_names: list[str],
-                 expected: list, p: prec.Precision, tolerance: float) -> None:
+                 expected: list, p: prec.Precision, tolerance: float, here: Backend | None = None) -> None:
         super().__init__(jobs, backend, prec.cast_inputs(inputs, FP32), input_names, expected, tolerance,
                          [u.node for u in units_of(gm)])
-        self.gm, self.p = gm, p
+        self.gm, self.p, self.here = gm, p, here
+
+    def __call__(self, keep: frozenset[str]) -> Trial:
+        if self.here is None:
+            return super().__call__(keep)
+        t0 = time.perf_counter()
+        prepared = self.here.prepare_module(mixed.apply(self.gm, keep, self.p.dtype), self.jobs.device)
+        try:
+            r = _run_here(prepared, self.inputs, self.backend)
+        finally:
+            prepared.close()
+        return trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0)
 
     def write(self, keep: frozenset[str], path: Path) -> None:
         program = torch.export.export(mixed.apply(self.gm, keep, self.p.dtype), self.inputs, strict=False)
@@ -81,6 +96,19 @@ class TorchTrials(ProgramTrials):
         from fpdiff.onnxtools.export import export_program
         export_program(torch.export.export(mixed.apply(self.gm, frozenset(keep), self.p.dtype), self.inputs,
                                            strict=False), path)
+
+
+def _run_here(prepared: Prepared, inputs: tuple, backend: str) -> JobResult:
+    """The backend's in-process run as a job result: a refusal or a component's error is the trial's answer, as in
+    a worker; an error of fpdiff's own code raises."""
+    try:
+        out = prepared.run(*inputs)
+    except Exception as e:  # classified as the worker classifies a run; our own bugs re-raised below
+        r = failure(e, "run", backend)
+        if r.component == INTERNAL:
+            raise
+        return r
+    return JobResult(Status.OK, outputs=_outputs(out))
 
 
 def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
@@ -125,7 +153,10 @@ def plan_torch(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance
     units = units_of(gm)
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
     expected = _float64_outputs(source.module, source.inputs)
-    trials = TorchTrials(jobs, backend, gm, source.inputs, source.input_names, expected, p, tolerance)
+    from fpdiff.backends import registry
+    reg = registry(jobs.plugins)
+    here = reg.create(backend) if reg.cls(backend).implements("prepare_module") else None
+    trials = TorchTrials(jobs, backend, gm, source.inputs, source.input_names, expected, p, tolerance, here)
     search = Search(units, trials, tolerance)
     found, why = settle(plan, search, load, source.ref.label, lambda: evidence(source.module, source.inputs, p, units))
     return finish(plan, search, found, why, t0), trials
