@@ -44,9 +44,9 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     from onnxconverter_common.auto_mixed_precision import auto_convert_mixed_precision
 
     import fpdiff
-    from fpdiff.analysis.plan.onnx_models import OrtTrials, float64_run, onnx_compute_types
+    from fpdiff.analysis.plan.jobs import onnx_compute_types
+    from fpdiff.analysis.plan.onnx_models import float64_run
     from fpdiff.analysis.plan.search import rel_l2
-    from fpdiff.core import precision as prec
     from fpdiff.onnxtools.export import export_program
     from fpdiff.onnxtools.mixed import named, to_mixed
     from fpdiff.sources import load
@@ -63,10 +63,10 @@ def run_case(spec: str, tol: float, d: Path) -> dict:
     row = {"model": spec, "nodes": len(model.graph.node), "tolerance": tol}
 
     t = time.perf_counter()
+    planned = d / spec.replace(".py", ".plan.onnx")  # the planned graph as its trial ran it, written by --export-onnx
     plan = fpdiff.plan(str(path), precision="fp16", backend="ort", tolerance=tol, inputs=str(d / "inputs.npz"),
-                       measure_speed=False)
-    trials = OrtTrials(model, feeds, expected, prec.get("fp16"), tol)
-    ours = trials.build(plan.kept) if plan.passed else None
+                       measure_speed=False, export_onnx=str(planned))
+    ours = onnx.load(str(planned)) if plan.passed else None
     row["fpdiff"] = {"evaluations": plan.evaluations, "analyses": len(plan.analyses),
                      "seconds": time.perf_counter() - t, "passed": plan.passed, "kept": len(plan.keep),
                      "error": plan.error, "pure_error": plan.pure_error,
