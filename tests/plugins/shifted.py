@@ -89,11 +89,13 @@ class ShiftedBackend(_Shifted):
     """Every capability: plan's trials of a torch model run here, through prepare_module."""
     name = "shifted"
 
-    def prepare_module(self, module, device: str) -> Prepared:
+    def prepare_module(self, module, device: str, flags=()) -> Prepared:
+        shift = _shift(flags)
+
         def run(*inputs):
             with torch.no_grad():
                 outs = tree_flatten(module(*(t.to(device) for t in inputs)))[0]
-            return [shifted(o.cpu(), SHIFT) for o in outs]
+            return [shifted(o.cpu(), shift) for o in outs]
         return Prepared(run)
 
 

@@ -119,10 +119,11 @@ class Backend:
         nodes produce marked as an output: run(*inputs) returns their values in graph order, output_names names them."""
         raise Unsupported(f"{self.name} cannot mark every intermediate as an output")
 
-    def prepare_module(self, module: Any, device: str) -> Prepared:
+    def prepare_module(self, module: Any, device: str, flags: tuple[str, ...] = ()) -> Prepared:
         """A torch module already at its precision (a plan's mixed module), run as written by this backend in the
         calling process: no export, no worker. Offered by a backend whose run needs no compile (torch eager), so
-        plan's trials skip the export and the worker round trip; the numbers are still this backend's own."""
+        plan's trials skip the export and the worker round trip; the numbers are still this backend's own, with the
+        user's flags for it (--backend-flag) as a cell gets them."""
         raise Unsupported(f"{self.name} runs no module in the calling process")
 
     def repro(self, r: Repro) -> str | None:

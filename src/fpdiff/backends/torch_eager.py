@@ -68,7 +68,7 @@ class TorchBackend(Backend):
             return float64_prepared(module, task.device, judge=FLOAT64_JUDGE in task.flags)
         return Prepared(device_runner(module, task.precision, task.device), computed_dtype(task.precision))
 
-    def prepare_module(self, module: Any, device: str) -> Prepared:
+    def prepare_module(self, module: Any, device: str, flags: tuple[str, ...] = ()) -> Prepared:
         """Eager needs no compile: the module is called as it is, here (plan's trials)."""
         return Prepared(device_runner(module.to(device), get("fp32"), device))  # fp32 in and out, its casts inside
 

@@ -80,7 +80,8 @@ class TorchTrials(ProgramTrials):
         if self.here is None:
             return super().__call__(keep)
         t0 = time.perf_counter()
-        prepared = self.here.prepare_module(mixed.apply(self.gm, keep, self.p.dtype), self.jobs.device)
+        prepared = self.here.prepare_module(mixed.apply(self.gm, keep, self.p.dtype), self.jobs.device,
+                                            self.jobs.flags.get(self.backend, ()))
         try:
             r = _run_here(prepared, self.inputs, self.backend)
         finally:
