@@ -24,7 +24,7 @@ demo: install
 
 # everything, real backends included: what CI runs
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=20 tests
 
 # pure logic only (verdict rules, metrics, casts, mixed graphs, registry, CLI bad input): run it constantly
 test-fast: install
