@@ -230,6 +230,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import warnings
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch internals' deprecation chatter
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # answered before the parser imports torch
+        print(_version())
+        return 0
     args = parser().parse_args(argv)
     from fpdiff.runtime.rundir import run_directory
     try:
