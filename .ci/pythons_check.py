@@ -117,7 +117,7 @@ def _from_file(package: Path):
     return routes
 
 
-def check_cli_version(have_torch: bool) -> None:
+def check_cli_version() -> None:
     fpdiff_cmd = Path(sys.executable).parent / "fpdiff"
     r = subprocess.run([str(fpdiff_cmd), "--version"], capture_output=True, text=True, timeout=120)
     want = f"fpdiff {importlib.metadata.version('fpdiff')}"
@@ -133,7 +133,7 @@ def main() -> int:
     check_compile(package)
     check_routes_toml(package, have_torch)
     check_modules(package, have_torch)
-    check_cli_version(have_torch)
+    check_cli_version()
     return 1 if failures else 0
 
 

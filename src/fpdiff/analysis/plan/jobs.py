@@ -84,8 +84,13 @@ def trial(keep, r: JobResult, expected: list, tolerance: float, seconds: float) 
     """A keep-set's answer from its job: the error against the float64 outputs, or the job's own status."""
     if r.status != Status.OK:
         return Trial(sorted(keep), math.inf, False, Status(r.status), seconds, reason=failure(r))
-    err = rel_l2(expected, [np.asarray(o) for o in r.outputs])
+    err = error(expected, r)
     return Trial(sorted(keep), err, err <= tolerance, Status.OK, seconds)
+
+
+def error(expected: list, r: JobResult) -> float:
+    """A job's outputs against the float64 outputs the plan is judged by (relative L2)."""
+    return rel_l2(expected, [np.asarray(o) for o in r.outputs])
 
 
 def failure(r: JobResult) -> str:
@@ -162,7 +167,7 @@ def autocast_remedy(jobs: Jobs, backend: str, source, expected: list, low: str, 
     r = jobs.cell(backend, source, jobs.source_data(source), amp, repeat=SPEED_RUNS if timed else 1)
     if r.status != Status.OK:
         return AutocastRemedy(amp, status=Status(r.status), reason=failure(r), backend=backend)
-    err = rel_l2(expected, [np.asarray(o) for o in r.outputs])
+    err = error(expected, r)
     return AutocastRemedy(amp, error=err, passed=err <= tolerance, ms=median_ms(r) if timed else None,
                           fp32_ms=fp32_ms if timed else None, backend=backend)
 
@@ -182,7 +187,7 @@ def verify_export(jobs: Jobs, verifier: str | None, path: Path, inputs: Sequence
     r = jobs.program(verifier, copy, inputs, graph_inputs(model))
     if r.status != Status.OK:
         return OnnxExport(str(path), False, reason=f"{r.status}: {failure(r)}", backend=verifier, **types)
-    err = rel_l2(expected, [np.asarray(o) for o in r.outputs])
+    err = error(expected, r)
     return OnnxExport(str(path), err <= tolerance, error=err, backend=verifier, **types)
 
 
