@@ -1,0 +1,129 @@
+"""What the op sweep handles: a Case (one op, one input set, one variant, as a one-op model any backend's route
+takes) and an OpsCell (one case on one backend at one precision, judged). Catalogs and variant generators make
+Cases; the sweep turns each into a mini check (analysis/check's grid, jobs and cell judging) and each judged check
+cell into an OpsCell."""
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fpdiff.core.compare import Finding
+
+TORCH_CATALOG, ONNX_CATALOG = "torch", "onnx"
+CATALOGS = (TORCH_CATALOG, ONNX_CATALOG)
+SAMPLE = "sample"  # the variant of a case as its catalog gives it
+
+
+@dataclass(frozen=True)
+class Case:
+    """One op on one input set under one variant. `payload` is the catalog's own description (torch: the OpInfo key
+    and the sample's args; onnx: the one-node ModelProto, inputs and expected outputs); `write` makes it a model file
+    fpdiff's sources load (a spec .py for torch, an .onnx with an inputs .npz for onnx)."""
+    catalog: str  # TORCH_CATALOG or ONNX_CATALOG
+    op: str  # the op's name in its catalog: "nn.functional.avg_pool2d", "AveragePool"
+    case_id: str  # stable and unique across the sweep: "nn.functional.avg_pool2d#3", "test_averagepool_2d_pads"
+    variant: str = SAMPLE  # SAMPLE, or the name of the generator that made it (variants.py)
+    description: str = ""  # the attributes and shapes that make this case what it is, one line
+    integer_valued: bool = False  # float outputs holding integers (round, floor, sign): judged by flips
+    payload: Any = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def family(self) -> str:
+        """The op family the terminal matrix groups by."""
+        return family(self.op)
+
+    def write(self, folder: Path) -> tuple[str, str | None]:
+        """(model path, inputs npz or None) of this case as a model fpdiff loads, written under `folder`."""
+        if self.catalog == TORCH_CATALOG:
+            from fpdiff.analysis.ops.torch_catalog import write_case
+        else:
+            from fpdiff.analysis.ops.onnx_catalog import write_case
+        return write_case(self, folder)
+
+
+@dataclass
+class TorchSample:
+    """A torch case's payload: what to call and with what. Tensor leaves of `args`/`kwargs` become the one-op model's
+    inputs (float64 here; the grid casts them per precision); every other value is baked into the model."""
+    fn: str  # "opinfo:NAME:VARIANT_TEST_NAME" (an OpInfo entry's op), or a dotted callable "torch.nn.functional.conv1d"
+    args: tuple = ()  # positional arguments, the sample's input first
+    kwargs: dict = field(default_factory=dict)
+    layout: str = "contiguous"  # CONTIGUOUS, CHANNELS_LAST or TRANSPOSED: how float inputs of rank >= 2 reach the op
+    dynamic: tuple = ()  # per tensor leaf, the dims exported as dynamic (a tuple of ints each); () all static
+
+
+CONTIGUOUS, CHANNELS_LAST, TRANSPOSED = "contiguous", "channels-last", "transposed"
+
+
+@dataclass
+class OnnxSample:
+    """An ONNX case's payload: the one-node graph, its inputs by name, and the outputs its catalog expects."""
+    model: Any  # onnx.ModelProto
+    inputs: dict = field(default_factory=dict)  # input name -> np.ndarray
+    expected: list | None = None  # the catalog's expected outputs (np.ndarray each): a second opinion on the judge
+
+
+@dataclass
+class OpsCell:
+    """One case on one backend at one precision (and shape variant), with check's verdict on it."""
+    op: str
+    catalog: str
+    variant: str
+    case: str  # Case.case_id
+    family: str
+    backend: str
+    precision: str
+    shape_variant: str
+    status: str
+    reason: str = ""
+    metrics: dict | None = None
+    support: str | None = None  # NATIVE / OTHER_DTYPE / NOT_IMPLEMENTED (support.py), None: the runtime said nothing
+    support_detail: str = ""  # the runtime's own words for it (kernel types registered, precision it ran)
+    repro: dict | None = None  # {"path", "retriggers": bool | None, "report"} for failing cells (repro.py)
+    findings: list[Finding] = field(default_factory=list)
+    description: str = ""
+    stage: str | None = None
+    component: str | None = None
+    duration_s: float = 0.0
+    info: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["findings"] = [f.as_dict() for f in self.findings]
+        return d
+
+    @property
+    def label(self) -> str:
+        return f"{self.case}/{self.backend}/{self.precision}/{self.shape_variant}"
+
+
+# the support states, in the runtime's own word (support.py reads them)
+NATIVE, OTHER_DTYPE, NOT_IMPLEMENTED = "native", "other-dtype", "not-implemented"
+
+# op-name fragments -> family, first match wins; the rest are their own family (the name's stem)
+_FAMILIES = [("pool", "pool"), ("conv", "conv"), ("norm", "norm"), ("interpolate", "resize"), ("resize", "resize"),
+             ("upsample", "resize"), ("grid_sample", "resize"), ("gridsample", "resize"), ("softmax", "softmax"),
+             ("reduce", "reduce"), ("sum", "reduce"), ("mean", "reduce"), ("prod", "reduce"), ("var", "reduce"),
+             ("std", "reduce"), ("matmul", "matmul"), ("gemm", "matmul"), ("mm", "matmul"), ("linear", "matmul"),
+             ("einsum", "matmul"), ("attention", "attention"), ("fft", "fft"), ("dft", "fft"), ("linalg", "linalg"),
+             ("pad", "pad"), ("quantize", "quantize"), ("round", "rounding"), ("floor", "rounding"),
+             ("ceil", "rounding"), ("trunc", "rounding"), ("sort", "sort"), ("topk", "sort"), ("argm", "sort")]
+
+
+def family(op: str) -> str:
+    """An op's family: pooling, convolution, normalization, ... or its own stem."""
+    low = op.lower()
+    for frag, fam in _FAMILIES:
+        if frag in low:
+            return fam
+    stem = re.split(r"[._]", low.removeprefix("nn.functional."))[0]
+    return stem or low
+
+
+def matches(name: str, patterns: list[str]) -> bool:
+    """A case-insensitive glob over the op's name in its catalog."""
+    low = name.lower()
+    return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
