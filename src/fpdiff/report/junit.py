@@ -52,7 +52,35 @@ def _check_suite(result, strict: bool = False) -> ET.ElementTree:
     return ET.ElementTree(suite)
 
 
-SUITES = {"check": _check_suite}
+def _ops_suite(result, strict: bool = False) -> ET.ElementTree:
+    """A testsuite for the sweep: a testcase per cell, failing as the sweep's exit code; declared refusals skip."""
+    suite = ET.Element("testsuite", name=f"fpdiff {result.model}", tests=str(len(result.cells)),
+                       time=f"{result.duration_s:.3f}")
+    props = ET.SubElement(suite, "properties")
+    for k, v in sorted((result.versions or {}).items()):
+        ET.SubElement(props, "property", name=f"version.{k}", value=str(v))
+    failures = skipped = 0
+    for c in result.cells:
+        case = ET.SubElement(suite, "testcase", classname=f"ops.{c.catalog}.{c.op}",
+                             name=f"{c.case} {c.backend} {c.precision} {c.shape_variant}", time=f"{c.duration_s:.3f}")
+        repro = (c.repro or {}).get("path")
+        detail = "\n".join(x for x in (c.reason, _findings(c), f"repro: {repro}" if repro else "") if x)
+        if result.cell_fails(c, strict):
+            failures += 1
+            el = ET.SubElement(case, "failure", message=f"{c.status}: {c.reason}"[:500], type=str(c.status))
+            el.text = detail
+        elif c.status in (Status.UNSUPPORTED, Status.UNJUDGED, Status.ILL_CONDITIONED):
+            skipped += 1
+            ET.SubElement(case, "skipped", message=f"{c.status}: {c.reason}"[:500])
+        if detail:
+            ET.SubElement(case, "system-out").text = detail
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
+    suite.set("errors", "0")
+    return ET.ElementTree(suite)
+
+
+SUITES = {"check": _check_suite, "ops": _ops_suite}
 
 
 def write(result, path: str | Path, strict: bool = False) -> None:

@@ -73,7 +73,16 @@ def _check_cells(result) -> list[tuple]:
             for c in result.cells]
 
 
-CELLS = {"check": _check_cells}  # the kinds whose runs have cells (fpdiff diff compares those), by their rows
+def _ops_cells(result) -> list[tuple]:
+    """An ops run's cells in the history's columns: the device column holds the case (the sweep runs on one device,
+    and a cell is told apart by its case), so `fpdiff diff` keys a cell as backend/case/precision/shape variant."""
+    return [(c.backend, c.case, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
+             (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
+            for c in result.cells]
+
+
+# the kinds whose runs have cells (fpdiff diff compares those), by their rows
+CELLS = {"check": _check_cells, "ops": _ops_cells}
 
 
 def save(kind: str, model: str, model_hash: str, versions: dict, flags: dict, exit_code: int, report: dict,
@@ -172,3 +181,68 @@ def _rank(status: str) -> int:
         return Status(status).rank
     except ValueError:
         return max(s.rank for s in Status)
+
+
+def load_table(path: str | Path) -> dict:
+    """A saved support table (`fpdiff ops --save`), or an ops JSON report's table; anything else is one line."""
+    from fpdiff.analysis.ops.result import TABLE_KIND  # here: it loads torch, which history and diff need not
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path} is not JSON ({e}): give a support table `fpdiff ops --save` wrote") from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind == "ops" and isinstance(data.get("support_table"), list):
+        return {"kind": TABLE_KIND, "versions": data.get("versions") or {}, "rows": data["support_table"]}
+    if kind != TABLE_KIND or not isinstance(data.get("rows"), list):
+        raise UsageError(f"{path} is not a support table (kind {kind!r}): give files `fpdiff ops --save` wrote")
+    return data
+
+
+def _table_key(row: dict) -> str:
+    return f"{row.get('catalog')}/{row.get('op')}/{row.get('backend')}/{row.get('precision')}"
+
+
+def _support_move(before: str | None, after: str | None) -> str:
+    """gained / lost / changed between two known states (a state this fpdiff does not know: changed)."""
+    from fpdiff.analysis.ops.case import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE  # here: it loads torch
+    order = (NOT_IMPLEMENTED, OTHER_DTYPE, NATIVE)  # worst to best: a move right is support gained, left lost
+    if before in order and after in order:
+        return "gained" if order.index(after) > order.index(before) else "lost"
+    return "changed"
+
+
+def diff_tables(a: str | Path, b: str | Path) -> dict:
+    """What changed between two saved support tables, per (catalog, op, backend, precision): support gained or
+    lost ("not-implemented -> native"), rows added or removed, and the versions that differ. `regressions`
+    counts support lost."""
+    ta, tb = load_table(a), load_table(b)
+    rows_a = {_table_key(r): r for r in ta["rows"]}
+    rows_b = {_table_key(r): r for r in tb["rows"]}
+    changed = []
+    for key in sorted(set(rows_a) | set(rows_b)):
+        x, y = rows_a.get(key), rows_b.get(key)
+        if x is None or y is None:
+            changed.append({"row": key, "kind": "added" if x is None else "removed",
+                            "before": x and x.get("support"), "after": y and y.get("support"),
+                            "detail": (y or x).get("detail", "")})
+        elif x.get("support") != y.get("support"):
+            changed.append({"row": key, "kind": _support_move(x.get("support"), y.get("support")),
+                            "before": x.get("support"), "after": y.get("support"), "detail": y.get("detail", "")})
+    va, vb = ta.get("versions") or {}, tb.get("versions") or {}
+    versions = {k: (va.get(k), vb.get(k)) for k in sorted(set(va) | set(vb)) if va.get(k) != vb.get(k)}
+    return {"a": str(a), "b": str(b), "changed": changed, "versions": versions,
+            "regressions": sum(c["kind"] == "lost" for c in changed)}
+
+
+def table_diff_lines(d: dict) -> list[str]:
+    """diff_tables' answer as the lines `fpdiff diff` prints."""
+    lines = [f"fpdiff diff {d['a']} {d['b']}: support tables"]
+    lines += [f"  {k}: {x} -> {y}" for k, (x, y) in d["versions"].items()]
+    for c in d["changed"]:
+        detail = f"  ({c['detail']})" if c.get("detail") else ""
+        lines.append(f"  {c['kind']:8s} {c['row']}: {c['before'] or '-'} -> {c['after'] or '-'}{detail}")
+    if not d["changed"]:
+        lines.append("  no (catalog, op, backend, precision) changed its support")
+    return lines

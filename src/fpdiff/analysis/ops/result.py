@@ -1,0 +1,139 @@
+"""What an op sweep answers: one OpsCell per (case, backend, precision, shape variant), the catalog entries it did
+not run and why, the judge's second opinions, how many repros re-trigger, and the support table a team keeps
+(`--save`) to see what an upgrade changed."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from fpdiff.analysis.base import Result
+from fpdiff.analysis.ops.case import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE, OpsCell
+from fpdiff.core.errors import UsageError
+from fpdiff.core.status import CELL_STATUSES, FAILING, Status, fails
+
+TABLE_KIND = "ops-support"  # the "kind" of a saved support table (--save), which `fpdiff diff` reads
+# how telling a support state is, most first: one cell that found no kernel says more about an (op, backend,
+# precision) than another that ran natively on a dtype the first one did not reach
+SUPPORT_ORDER = (NOT_IMPLEMENTED, OTHER_DTYPE, NATIVE, None)
+# the most repro commands next_steps() names: one per distinct bug, a handful to start with (all are in "reports")
+NEXT_REPROS = 5
+
+
+def support_rank(state: str | None) -> int:
+    """0 for the most telling state (not-implemented) up to None; an unknown state counts as None."""
+    return SUPPORT_ORDER.index(state) if state in SUPPORT_ORDER else len(SUPPORT_ORDER) - 1
+
+
+def support_rows(cells: list[OpsCell]) -> list[dict]:
+    """One row per (catalog, op, backend, precision): the most telling support state among its cells."""
+    best: dict[tuple, OpsCell] = {}
+    for c in cells:
+        key = (c.catalog, c.op, c.backend, c.precision)
+        if key not in best or support_rank(c.support) < support_rank(best[key].support):
+            best[key] = c
+    return [{"catalog": k[0], "op": k[1], "backend": k[2], "precision": k[3], "support": c.support,
+             "detail": c.support_detail} for k, c in sorted(best.items())]
+
+
+@dataclass
+class OpsResult(Result):
+    kind: ClassVar[str] = "ops"
+    cells: list[OpsCell] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)  # catalog entries not run: {"catalog", "op", "reason"}
+    unrun: int = 0  # cases not started: the --time budget ran out first
+    versions: dict = field(default_factory=dict)
+    duration_s: float = 0.0
+    # ONNX cases whose catalog-expected output disagrees with the float64 judge: {"case", "op", "rel_l2", "detail"}
+    judge_disagreements: list[dict] = field(default_factory=list)
+    repro_check: dict = field(default_factory=dict)  # {"written", "retriggered", "broken"}
+    reports: list[dict] = field(default_factory=list)  # one per distinct bug: {"signature", "cells", "path"}
+    model: str = "ops"  # the history's label of the sweep, e.g. "ops: torch,onnx"
+
+    def cell_fails(self, c: OpsCell, strict: bool = False) -> bool:
+        """check's rule, except that under --strict a declared refusal (unsupported) does not fail: in a sweep it
+        is a support fact for the table, and every real stack lacks some kernels, so strict would always fail."""
+        if strict and c.status == Status.UNSUPPORTED:
+            return False
+        return fails(c.status, [f.kind for f in c.findings], strict)
+
+    def exit_code(self, strict: bool = False) -> int:
+        """0: no cell fails; 1: a cell is mismatch, error, crash or timeout (--strict: also not a clean pass)."""
+        return int(any(self.cell_fails(c, strict) for c in self.cells))
+
+    def failing(self) -> list[OpsCell]:
+        """The cells that fail the run, worst status first, then by catalog, op and case."""
+        bad = [c for c in self.cells if c.status in FAILING]
+        return sorted(bad, key=lambda c: (-Status(c.status).rank, str(c.status), c.catalog, c.op, c.case,
+                                          c.backend, c.precision, c.shape_variant))
+
+    def summary(self) -> dict[str, int]:
+        """Cells per status, every status named (as check's summary)."""
+        counts = Counter(str(c.status) for c in self.cells)
+        return {str(s): counts.get(str(s), 0) for s in CELL_STATUSES}
+
+    def by_backend(self) -> dict[str, dict[str, int]]:
+        """Cells per backend and status (the statuses a backend has)."""
+        out: dict[str, Counter] = {}
+        for c in self.cells:
+            out.setdefault(c.backend, Counter())[str(c.status)] += 1
+        return {b: dict(n) for b, n in out.items()}
+
+    def matrix(self) -> dict[str, dict[str, dict[str, dict[str, int]]]]:
+        """family -> backend -> precision -> status -> cells: the terminal's and HTML's matrix."""
+        out: dict = {}
+        for c in self.cells:
+            by_status = out.setdefault(c.family, {}).setdefault(c.backend, {}).setdefault(c.precision, {})
+            by_status[str(c.status)] = by_status.get(str(c.status), 0) + 1
+        return {f: out[f] for f in sorted(out)}
+
+    def repro_share(self) -> str | None:
+        """'repros re-trigger 19 of 20 (95%)', or None when no repro was written."""
+        written = int(self.repro_check.get("written") or 0)
+        if not written:
+            return None
+        hit = int(self.repro_check.get("retriggered") or 0)
+        line = f"repros re-trigger {hit} of {written} ({hit / written:.0%})"
+        broken = int(self.repro_check.get("broken") or 0)
+        return line + (f"; {broken} broken (the repro itself failed to run)" if broken else "")
+
+    def support_table(self) -> list[dict]:
+        """One row per (catalog, op, backend, precision): {catalog, op, backend, precision, support, detail}."""
+        return support_rows(self.cells)
+
+    def save_table(self, path: str | Path) -> None:
+        """The support table as JSON ({"kind": "ops-support", "versions", "rows"}), for `fpdiff diff` later."""
+        p = Path(path)
+        data = {"kind": TABLE_KIND, "model": self.model, "versions": self.versions, "rows": self.support_table()}
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(json.dumps(data, indent=1, default=str))
+        except OSError as e:
+            raise UsageError(f"cannot write the support table to {path}: {e.strerror or e}") from None
+
+    def next_steps(self) -> list[str]:
+        """The repro command of each distinct failing bug, mismatches first, at most NEXT_REPROS."""
+        seen: dict[str, str] = {}
+        for c in self.failing():
+            path = (c.repro or {}).get("path")
+            if not path:
+                continue
+            bug = str((c.repro or {}).get("report") or path)
+            seen.setdefault(bug, repro_command(str(path)))
+        return list(dict.fromkeys(seen.values()))[:NEXT_REPROS]
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "fpdiff_version": self.versions.get("fpdiff"), "model": self.model,
+                "versions": self.versions, "duration_s": round(self.duration_s, 3),
+                "cells": [c.as_dict() for c in self.cells], "summary": self.summary(),
+                "by_backend": self.by_backend(), "matrix": self.matrix(), "skipped": list(self.skipped),
+                "unrun": self.unrun, "judge_disagreements": list(self.judge_disagreements),
+                "repro_check": dict(self.repro_check), "reports": list(self.reports),
+                "support_table": self.support_table(), "next": self.next_steps()}
+
+
+def repro_command(path: str) -> str:
+    """How to run a repro: its script, or the repro.py in its folder."""
+    return f"python {path}" if path.endswith(".py") else f"python {path.rstrip('/')}/repro.py"
