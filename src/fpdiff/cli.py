@@ -195,6 +195,44 @@ def _plan_parser(sub) -> None:
     pl.add_argument("--no-speed", action="store_true", help="do not time the planned model")
 
 
+def _ops_parser(sub) -> None:
+    from fpdiff.analysis.ops import DEFAULT_BACKENDS, DEFAULT_PRECISIONS
+    o = sub.add_parser("ops", help="every op of the catalogs, under variants, on every backend, judged by float64",
+                       parents=_shared("plugins", "flags", "timeout", "seed", "routes", "reports", "store", "cache"),
+                       epilog=f"exit {EXIT_OK}: no cell failed; {EXIT_FAIL}: a cell is mismatch, error, crash or "
+                       f"timeout; {EXIT_USAGE}: usage error (an unknown op pattern lists the closest names)")
+    o.add_argument("--catalog", type=_csv, default=["torch", "onnx"], help="comma list of torch,onnx (default both)")
+    o.add_argument("--ops", type=_csv, default=None, metavar="PATTERN[,PATTERN...]",
+                   help="case-insensitive globs over op names (nn.functional.avg_pool2d, '*avg_pool*', AveragePool)")
+    o.add_argument("--variants", type=_csv, default=None, metavar="NAME,...",
+                   help="variant generators (default: the affordable set; 'none' for the catalogs' own samples)")
+    o.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
+                   help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
+    o.add_argument("--precisions", type=_csv, default=list(DEFAULT_PRECISIONS),
+                   help=f"comma list (default {','.join(DEFAULT_PRECISIONS)})")
+    o.add_argument("--samples", type=int, default=1, help="catalog samples per op (default %(default)s)")
+    o.add_argument("--time", type=_duration, default=None, metavar="BUDGET",
+                   help="no new batch starts after this long (90s, 10m, 2h); the rest is counted as unrun")
+    o.add_argument("--ray", metavar="ADDRESS", help="spread batches over a Ray cluster ('local' starts one)")
+    o.add_argument("--save", metavar="TABLE", help="write the support table of this stack here (JSON; "
+                   "fpdiff diff A.json B.json says what changed)")
+    o.add_argument("--repro-dir", default="fpdiff-out/ops", help="where failing cells' repros go (default %(default)s)")
+    o.add_argument("--no-repro", action="store_true", help="write no repro")
+    o.add_argument("--junit", metavar="PATH", help="write JUnit XML here: one testcase per cell")
+    o.add_argument("--list-variants", action="store_true", help="list the variant generators and exit")
+    # one op's cell needs seconds; a cell still running after two minutes is hung, and costs only itself
+    o.set_defaults(timeout=120.0)
+
+
+def _duration(text: str) -> float:
+    """90, 90s, 10m, 2h: seconds."""
+    import re
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"a duration is like 90s, 10m or 2h, got {text!r}")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
 def _other_parsers(sub) -> None:
     sub.add_parser("examples", help="list the built-in example models")
     sub.add_parser("backends", help="list registered backends and whether they are available",
@@ -222,7 +260,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-temp", action="store_true",
                    help="keep the run's temporary files (exported graphs, segments, worker logs) and print where")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for build in (_check_parser, _locate_parser, _ranges_parser, _plan_parser, _other_parsers):
+    for build in (_check_parser, _locate_parser, _ranges_parser, _plan_parser, _ops_parser, _other_parsers):
         build(sub)
     return p
 
@@ -384,7 +422,41 @@ def _save_plan(args, console, result) -> None:
         console.print(f"plan saved: {args.save}", highlight=False)
 
 
-COMMANDS = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan, "examples": _examples,
+def _ops(args, console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from fpdiff import api
+    if args.list_variants:
+        from fpdiff.analysis.ops.variants import DEFAULT_VARIANTS, VARIANTS
+        for name, v in VARIANTS.items():
+            console.print(f"{name:16s} {'(default) ' if name in DEFAULT_VARIANTS else ''}{v.doc}", highlight=False)
+        return EXIT_OK
+    variants = [] if args.variants == ["none"] else args.variants
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cases"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
+                  disable=not console.is_terminal) as bar:
+        tid = bar.add_task("selecting cases", total=None)
+
+        def progress(what: str, i: int, n: int) -> None:
+            bar.update(tid, description=what[:60], completed=i, total=n)
+        result = api.ops(catalogs=args.catalog, patterns=args.ops, variants=variants, backends=args.backends,
+                         precisions=args.precisions, samples=args.samples, time_budget=args.time, ray=args.ray,
+                         plugins=tuple(args.plugin), backend_flags=_backend_flags(args), timeout=args.timeout,
+                         seed=args.seed, cache_dir=False if args.no_cache else args.cache_dir,
+                         repro_dir=None if args.no_repro else args.repro_dir, progress=progress)
+    return _finish(args, console, result, own_files=lambda: _save_table(args, console, result))
+
+
+def _save_table(args, console, result) -> None:
+    if args.save:
+        try:
+            result.save_table(args.save)
+        except OSError as e:
+            raise UsageError(f"cannot write the support table to {args.save}: {e.strerror or e}") from None
+        console.print(f"support table: {args.save}", highlight=False)
+
+
+COMMANDS = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan, "ops": _ops, "examples": _examples,
             "backends": _backends}
 
 

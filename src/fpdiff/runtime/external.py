@@ -3,6 +3,8 @@ another host, and the router that gives every job its pool. A worker that cannot
 makes its cells `unsupported` with the reason; a crash, a hang or a dropped connection costs one cell."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import select
 import socket
@@ -243,3 +245,44 @@ class Router:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Borrowed:
+    """The shared router lent to one analysis step: its `with` ends the step, not the workers."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+
+    def run(self, job, timeout: float) -> JobResult:
+        return self.router.run(job, timeout)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _Borrowed:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+_SHARED: contextvars.ContextVar[Router | None] = contextvars.ContextVar("fpdiff_shared_router", default=None)
+
+
+@contextlib.contextmanager
+def shared(env: dict[str, str] | None = None):
+    """One router for every step run inside it: the op sweep runs thousands of one-op checks, and a worker started
+    per check (a fresh interpreter importing torch) would cost more than the cells it runs."""
+    router = Router(env)
+    token = _SHARED.set(router)
+    try:
+        yield router
+    finally:
+        _SHARED.reset(token)
+        router.close()
+
+
+def pool(env: dict[str, str] | None = None) -> Router | _Borrowed:
+    """The router a step runs its jobs in: the shared one when a caller opened it (shared()), else a new one."""
+    active = _SHARED.get()
+    return _Borrowed(active) if active is not None else Router(env)

@@ -157,6 +157,11 @@ def encoded(result: JobResult) -> list[bytes]:
         return protocol.encode(*result_frame(failure(e, "run", INTERNAL)))
 
 
+# Loaded sources a worker keeps: a check sends one model's jobs in a row, the op sweep thousands of one-op models
+# through one worker; the oldest beyond this many are dropped, so a long sweep does not grow the worker without end.
+KEPT_SOURCES = 8
+
+
 class State:
     """Per-worker memo: loaded sources and backend instances survive across jobs."""
 
@@ -186,6 +191,8 @@ class State:
                              message=f"{p.name} is a CUDA tensor-core mode; it does not exist on {job.device}")
         key = (job.source, job.data_path, job.seed)
         if key not in self.sources:
+            while len(self.sources) >= KEPT_SOURCES:
+                self.sources.pop(next(iter(self.sources)))
             self.sources[key] = LoadedSource(job.source, job.data_path, job.seed)
         task = Task(self.sources[key], p, job.device, job.variant, Cache(job.cache_dir), job.flags)
         prepare = _preparer(backend, job.mode)

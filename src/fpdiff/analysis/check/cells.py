@@ -17,7 +17,7 @@ from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.dtypes import DTYPE_CHANGED, dtype_changed
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC, ShapeVariant
-from fpdiff.runtime.external import Router
+from fpdiff.runtime import external
 from fpdiff.runtime.worker import INTERNAL, JobResult
 
 
@@ -55,7 +55,7 @@ def _narrower_formats(grid: Grid, cells: list[Cell], results: dict, ref_out, bas
                 and cell.metrics and (fmt := _computed_format(results[job_key(key)], key[2]))]
     if not narrower:
         return
-    with Router(env) as pool:
+    with external.pool(env) as pool:
         for cell, key, fmt in narrower:
             if fmt.name not in base:
                 jb, jd, _, jv = grid.baselines.get(fmt.name) or (grid.judge_backend, "cpu", fmt, STATIC)

@@ -22,8 +22,7 @@ from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
-from fpdiff.runtime import jobdata
-from fpdiff.runtime.external import Router
+from fpdiff.runtime import external, jobdata
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import OK
 from fpdiff.sources.base import SourceRef, digest
@@ -322,7 +321,7 @@ def reconsider(source, cells: list, results: Sequence, ref_out, judge_backend: s
     suspects = [c for c in cells if c.status == compare.MISMATCH and c.metrics]
     spreads: dict[str, Spread] = {}
     if suspects:
-        with Router(env) as pool:
+        with external.pool(env) as pool:
             for name in dict.fromkeys(c.precision for c in suspects):
                 departures = [_departure(c) for c in suspects if c.precision == name]
                 spreads[name] = measure_spread(source, ref_out, judge_backend, data_path, _precision(source, name),

@@ -13,7 +13,7 @@ from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Judgement
 from fpdiff.core.status import Status
-from fpdiff.runtime.external import Router
+from fpdiff.runtime import external
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import JobResult
 
@@ -110,7 +110,7 @@ def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.P
     check.status, check.stand_in = SUSPECT, key
     check.message = (f"{other} fp32 and the float64 judge disagree ({j.reason}); one of them is wrong, so no cell "
                      "is called mismatch unless it also departs from " + f"{other} fp32")
-    with Router(env) as pool:
+    with external.pool(env) as pool:
         check.first_divergence = _first_divergence(source, lambda j: pool.run(j, timeout), job, key, judge_backend)
     if check.first_divergence:
         fd = check.first_divergence

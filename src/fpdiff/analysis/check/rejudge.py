@@ -12,7 +12,7 @@ from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
-from fpdiff.runtime.external import Router
+from fpdiff.runtime import external
 from fpdiff.runtime.worker import JobResult
 
 
@@ -65,7 +65,7 @@ def _consult_witnesses(check: judge_mod.JudgeCheck, grid: Grid, results: dict, r
     runnable = [k for k in keys if k not in results and reg.cls(k[0]).route is None
                 and reg.create(k[0]).available() is None and nodes <= judge_mod.WITNESS_MAX_NODES]
     if runnable:
-        with Router(env) as pool:
+        with external.pool(env) as pool:
             for k in runnable:
                 results[k] = pool.run(grid.job(k), timeout)
     asked = [k for k in keys if k in results]

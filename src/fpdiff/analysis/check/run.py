@@ -10,7 +10,7 @@ from fpdiff.analysis.check.grid import Grid, JobKey
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
-from fpdiff.runtime.external import Router
+from fpdiff.runtime import external
 from fpdiff.runtime.worker import JobResult
 
 Progress = Callable[[str, int, int], None]
@@ -25,7 +25,7 @@ def run_grid(grid: Grid, timeout: float, env: dict, progress: Progress | None) -
     """Every job of the grid, in order: (results by job key, the float64 reference's result)."""
     order = grid.order()
     results: dict[JobKey, JobResult] = {}
-    with Router(env) as pool:
+    with external.pool(env) as pool:
         ref = _apart_reference(grid, pool, timeout)
         for i, key in enumerate(order):
             if progress:

@@ -1,0 +1,137 @@
+"""Runs cases: each case is written as a one-op model and checked by check's own steps (its grid, the float64
+reference and baselines, the judge's cross-check, cell judging, conditioning), every case of a batch through one
+shared set of workers, so a sweep of thousands of cases pays for one worker start per backend, not one per case."""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fpdiff.analysis.check.cells import judge_cells
+from fpdiff.analysis.check.grid import Grid, JobKey, job_key, make_grid
+from fpdiff.analysis.check.rejudge import question_judge, rejudge
+from fpdiff.analysis.check.result import Cell
+from fpdiff.analysis.check.run import run_grid, worker_env
+from fpdiff.analysis.ops import verdict
+from fpdiff.analysis.ops.case import Case, OpsCell
+from fpdiff.backends import registry
+from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
+from fpdiff.runtime import external, rundir
+from fpdiff.runtime.worker import JobResult
+
+# statuses that get a standalone repro: the backend computed something wrong, or failed without declaring a refusal
+REPRO_STATUSES = (Status.MISMATCH, Status.ERROR, Status.CRASH)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Everything a batch needs besides its cases; plain values, so a batch can run on another host (Ray)."""
+    backends: tuple[str, ...]
+    precisions: tuple[str, ...]
+    plugins: tuple[str, ...] = ()
+    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    timeout: float = 120.0
+    seed: int = 0
+    cache_dir: str | None = None
+    repro_dir: str | None = None  # where failing cells' repro bundles go (None: none written)
+    recheck: bool = True  # rerun every repro in a fresh process and record whether it re-triggers
+
+
+@dataclass
+class CaseOutcome:
+    """What one case gave: its cells, or why it could not be judged at all, and the catalog's second opinion."""
+    case_id: str
+    cells: list[OpsCell] = field(default_factory=list)
+    skipped: str | None = None  # the float64 reference (or the case itself) failed: nothing to judge against
+    disagreement: dict | None = None  # the catalog's expected output departs from the float64 judge
+    duration_s: float = 0.0
+
+
+def run_batch(cases: Sequence[Case], config: SweepConfig,
+              progress: Callable[[CaseOutcome], None] | None = None) -> list[CaseOutcome]:
+    """Every case of the batch in order, in one shared set of workers; a case that breaks costs that case."""
+    out = []
+    with rundir.run_directory(), external.shared(worker_env()):
+        reg = registry(config.plugins)
+        work = rundir.mkdtemp(prefix="fpdiff-ops-")
+        for case in cases:
+            outcome = run_case(case, config, reg, work)
+            out.append(outcome)
+            if progress:
+                progress(outcome)
+        if config.recheck:
+            verdict.recheck_repros([c for o in out for c in o.cells])
+    return out
+
+
+def run_case(case: Case, config: SweepConfig, reg, work: Path) -> CaseOutcome:
+    """One case checked on every backend that takes its kind, at every precision."""
+    t0 = time.perf_counter()
+    outcome = CaseOutcome(case.case_id)
+    try:
+        grid = _grid(case, config, reg, work)
+        env = worker_env()
+        results, ref = run_grid(grid, config.timeout, env, None)
+    except UsageError as e:  # the case's own float64 run failed, or the case could not be loaded: nothing to judge
+        outcome.skipped = str(e)
+        outcome.duration_s = time.perf_counter() - t0
+        return outcome
+    judged = question_judge(grid, results, ref.outputs, env, config.timeout, None)
+    cells = judge_cells(grid, results, ref, env, config.timeout)
+    if case.integer_valued:  # before conditioning, which then weighs a flip mismatch like any other
+        verdict.judge_integer_valued(grid, cells, results, ref.outputs)
+    rejudge(grid, judged, cells, results, ref.outputs, env, config.timeout)
+    outcome.disagreement = verdict.expected_disagreement(case, ref.outputs)
+    outcome.cells = [_ops_cell(case, grid, c, k, results[job_key(k)], ref, config)
+                     for c, k in zip(cells, grid.cells)]
+    outcome.duration_s = time.perf_counter() - t0
+    return outcome
+
+
+def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
+    """The case as a check grid: the backends that take its kind, every precision, the case's own shape variants."""
+    folder = work / _safe(case.case_id)
+    folder.mkdir(parents=True, exist_ok=True)
+    model, inputs = case.write(folder)
+    kind = "torch" if model.endswith(".py") else "onnx"
+    backends = [b for b in config.backends if kind in reg.cls(b).kinds]
+    if not backends:
+        raise UsageError(f"no backend of {', '.join(config.backends)} takes {kind} models")
+    return make_grid(model, reg, backends=backends, precisions=config.precisions, devices=("cpu",),
+                     shape_variants=None, allow_nonfinite=False, repeat=1, plugins=config.plugins,
+                     flags=config.flags, cache_dir=config.cache_dir, seed=config.seed,
+                     load_args={"inputs": inputs, "shapes": None, "seed": config.seed, "keep_opset": True})
+
+
+def _ops_cell(case: Case, grid: Grid, c: Cell, key, r: JobResult, ref: JobResult, config: SweepConfig) -> OpsCell:
+    """A check cell as the sweep reports it: the case it belongs to, the runtime's support state, its repro."""
+    cell = OpsCell(case.op, case.catalog, case.variant, case.case_id, case.family, c.backend, c.precision,
+                   c.shape_variant, c.status, c.reason, c.metrics, findings=c.findings,
+                   description=case.description, stage=c.stage, component=c.component, duration_s=c.duration_s,
+                   info=_kept_info(c.info))
+    cell.support, cell.support_detail = verdict.support(c, r)
+    if config.repro_dir and cell.status in REPRO_STATUSES:
+        cell.repro = verdict.write_repro(case, grid, key, cell, c.baseline_metrics, r, ref, Path(config.repro_dir))
+    return cell
+
+
+def _kept_info(info: dict) -> dict:
+    """What of a cell's info the sweep's JSON keeps: the small facts, not the worker's log or traceback in full."""
+    keep = {k: v for k, v in info.items() if k in ("support", "onnx_graph", "traceback", "log_tail", "worker")}
+    for k in ("traceback", "log_tail"):
+        if isinstance(keep.get(k), str):
+            keep[k] = keep[k][-1500:]
+    return keep
+
+
+def _safe(name: str) -> str:
+    """A case id as a folder name."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)[:120]
+
+
+def key_of(key: JobKey) -> str:
+    """A job key as text, for messages."""
+    return "/".join(str(k) if not hasattr(k, "name") else k.name for k in key)

@@ -1,0 +1,155 @@
+"""What the op sweep adds to check's verdict on a cell: the flip rule for float outputs that hold integers (round,
+floor, sign: one tie broken the other way is a flip, not an error of 0.5 in relative L2), the catalog's expected
+output as a second opinion on the float64 judge, the runtime's support state, and each failing cell's repro."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from fpdiff.analysis.check.grid import Grid, job_key
+from fpdiff.analysis.check.result import Cell
+from fpdiff.analysis.ops.case import Case, OnnxSample, OpsCell
+from fpdiff.core import compare
+from fpdiff.core import precision as prec
+from fpdiff.core.status import Status
+from fpdiff.runtime.worker import JobResult
+
+# Findings the float rule attaches to its verdict, which the flip rule replaces with its own
+_FLOAT_RULE_FINDINGS = {"coarser-than-requested", "rounds-more", "no-baseline"}
+# The catalog's expected outputs are numpy's float32 (sometimes float64) computations: they depart from the float64
+# judge by float32 rounding through one op (about 1e-7), more for transcendental approximations; beyond 1e-4 in
+# relative L2 one of the two computes another function (a wrong expected value, or a judge bug), which is reported.
+EXPECTED_TOLERANCE = 1e-4
+
+
+def judge_integer_valued(grid: Grid, cells: list[Cell], results: dict, ref_out: list[np.ndarray]) -> None:
+    """Cells of an integer-valued op judged by how many output elements flip against float64, next to how many the
+    baseline at the same precision flips (compare.judge_flips), the other outputs by the float rule as before."""
+    ints = [i for i, a in enumerate(ref_out) if _integer_valued(a)]
+    if not ints:
+        return
+    for cell, key in zip(cells, grid.cells):
+        r = results[job_key(key)]
+        if r.status != Status.OK or cell.status not in (Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH):
+            continue
+        if [a.shape for a in r.outputs] != [a.shape for a in ref_out]:
+            continue
+        p = grid.tolerance(key[2])
+        base = results.get(job_key(grid.baselines[p.name]))
+        m = compare.measure(*_flip_form(ref_out, r.outputs, ints), p.compute)
+        bm = (compare.measure(*_flip_form(ref_out, base.outputs, ints), p.compute)
+              if base is not None and base.status == Status.OK else None)
+        j = compare.judge(m, p, bm)
+        cell.status, cell.reason = j.status, f"integer-valued outputs judged by flips: {j.reason}"
+        cell.metrics, cell.baseline_metrics = m.as_dict(), bm.as_dict() if bm else None
+        cell.effective_bits = None
+        cell.findings = [f for f in cell.findings if f.kind not in _FLOAT_RULE_FINDINGS] + j.findings
+
+
+def _integer_valued(a: np.ndarray) -> bool:
+    """A float output whose float64 values are all integers (its finite ones), so flips are what can differ."""
+    a = np.asarray(a)
+    if a.dtype.kind != "f" or a.size == 0:
+        return False
+    f = a[np.isfinite(a)]
+    return bool(f.size) and bool(np.all(f == np.round(f)))
+
+
+def _flip_form(ref: list[np.ndarray], out: list[np.ndarray], ints: list[int]) -> tuple[list, list]:
+    """The integer-valued outputs as discrete arrays (0 where the output equals float64's, 1 where it flips; NaN
+    equals NaN), so compare.measure counts them as flips; the other outputs as they are."""
+    r2, o2 = [], []
+    for i, (a, b) in enumerate(zip(ref, out)):
+        if i not in ints:
+            r2.append(a)
+            o2.append(b)
+            continue
+        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        same = (a64 == b64) | (np.isnan(a64) & np.isnan(b64))
+        r2.append(np.zeros(a64.shape, dtype=np.int64))
+        o2.append((~same).astype(np.int64))
+    return r2, o2
+
+
+def expected_disagreement(case: Case, ref_out: list[np.ndarray]) -> dict | None:
+    """The catalog's expected output against the float64 judge's: None when they agree (or there is none)."""
+    sample = case.payload
+    if not isinstance(sample, OnnxSample) or not sample.expected:
+        return None
+    exp = [np.asarray(e) for e in sample.expected]
+    base = {"case": case.case_id, "op": case.op}
+    if len(exp) != len(ref_out) or any(a.shape != b.shape for a, b in zip(exp, ref_out)):
+        return {**base, "rel_l2": None, "detail": f"expected shapes {[list(a.shape) for a in exp]}, float64 judge "
+                f"{[list(a.shape) for a in ref_out]}"}
+    pairs = [(r, e) for r, e in zip(ref_out, exp) if np.asarray(e).dtype.kind in "fiub"]
+    if not pairs:
+        return None
+    m = compare.measure([np.asarray(r) for r, _ in pairs], [e for _, e in pairs], prec.get("fp32").compute)
+    if m.flips == 0 and m.nan == 0 and m.inf == 0 and m.rel_l2 <= EXPECTED_TOLERANCE:
+        return None
+    return {**base, "rel_l2": compare.json_float(m.rel_l2),
+            "detail": f"rel L2 {m.rel_l2:.2e}, {m.flips} of {m.discrete} integer values differ, "
+                      f"{m.nan + m.inf} non-finite where the judge is finite"}
+
+
+def support(cell: Cell, r: JobResult) -> tuple[str | None, str]:
+    """The runtime's own word on the op at the cell's dtype (support.py reads it)."""
+    from fpdiff.analysis.ops.support import support_state
+    return support_state(cell.status, cell.findings, r.info or {}, cell.precision)
+
+
+def write_repro(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | None, r: JobResult, ref: JobResult,
+                root: Path) -> dict:
+    """The cell's standalone repro bundle (ops/repro.py), or why none could be written. `baseline`: the metrics of
+    the reference implementation at the cell's precision."""
+    from fpdiff.analysis.ops import repro
+    job = grid.job(job_key(key))
+    rule, limit = repro_rule(cell, baseline, grid.tolerance(key[2]))
+    try:
+        path = repro.write(root / repro.signature(cell) / _name(cell), job, cell, expected=ref.outputs,
+                           observed=r.outputs if r.status == Status.OK else None, baseline=baseline, rule=rule,
+                           limit=limit, versions=(r.info or {}).get("worker", {}).get("versions", {}))
+    except Exception as e:  # the verdict stands without its repro; the report says why it is missing
+        return {"path": None, "retriggers": None, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+    return {"path": str(path), "retriggers": None, "rule": rule, "limit": limit}
+
+
+def repro_rule(cell: OpsCell, baseline: dict | None, p: prec.Precision) -> tuple[str, float]:
+    """What the repro script tests, with the verdict's own limit: a failure raises; a mismatch exceeds the limit
+    that made it one (compare._judge_floats: rel L2 over max(tolerance, factor x the baseline's), else the worst
+    element over max(10 x tolerance, 16 x the baseline's); flips over compare.judge_flips' limit)."""
+    if cell.status != Status.MISMATCH:
+        return "raises", 0.0
+    m, b = cell.metrics or {}, baseline or {}
+    if m.get("discrete") and m.get("flips") and not m.get("numel"):
+        return "flips", float(compare.FLIP_FACTOR * int(b.get("flips") or 0) + compare.FLIP_SLACK)
+    factor = compare.BASELINE_FACTOR if int(m.get("numel") or 0) >= compare.SMALL_NUMEL \
+        else compare.SMALL_BASELINE_FACTOR
+    rel_limit = max(p.tolerance, factor * _num(b.get("rel_l2")))
+    if _num(m.get("rel_l2"), float("inf")) > rel_limit or not b:
+        return "rel-l2", float(rel_limit)
+    return "max-norm", float(max(p.tolerance * 10, compare.MAX_FACTOR * _num(b.get("max_norm"))))
+
+
+def _num(v, default: float = 0.0) -> float:
+    """A metric from a cell's JSON ("inf" is written as text)."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return default
+
+
+def _name(cell: OpsCell) -> str:
+    return f"{cell.case}-{cell.backend}-{cell.precision}-{cell.shape_variant}".replace("/", "_")[:150]
+
+
+def recheck_repros(cells: list[OpsCell]) -> None:
+    """Every written repro rerun in a fresh process: whether it re-triggers is recorded on its cell."""
+    from fpdiff.analysis.ops import repro
+    written = [c for c in cells if c.repro and c.repro.get("path")]
+    if not written:
+        return
+    answers = repro.recheck([Path(c.repro["path"]) for c in written])
+    for c in written:
+        c.repro["retriggers"] = answers.get(c.repro["path"])
