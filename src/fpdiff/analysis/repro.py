@@ -1,0 +1,230 @@
+"""A standalone repro bundle: the artifact a backend ran (an exported program or an ONNX graph, or what the backend
+compiled from it), its exact inputs, the float64 expectation, and one script that shows the failure with nothing but
+the backend (and numpy) installed. Shared by locate (a segment) and ops (one op).
+
+The script's exit status is its answer, so a re-run can be counted without reading it:
+  0  the failure did not reproduce
+  1  it reproduced (by the bundle's rule, below)
+  2  the backend raised where the rule expects outputs: another failure than the one recorded
+  3  the script itself could not run (a file missing, the backend not installed): nothing was reproduced
+
+Rules: "rel-l2" (relative L2 vs float64 above the limit), "flips" (integer-valued outputs: more elements differing
+from the float64 expectation than the limit), "raises" (the backend raises), "crash" (the backend's process dies:
+the script runs it in a child process, so a signal or an exit mid-run is the answer, not the script's death)."""
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fpdiff.backends.base import Repro
+from fpdiff.core.errors import UsageError
+
+REL_L2, FLIPS, RAISES, CRASH = "rel-l2", "flips", "raises", "crash"
+RULES = (REL_L2, FLIPS, RAISES, CRASH)
+NOT_REPRODUCED, REPRODUCED, RAISED_INSTEAD, BROKEN = 0, 1, 2, 3
+SHOWN = 5  # differing elements printed: enough to see a pattern (a sign, an offset), short enough for a report
+
+_HEAD = '''"""Repro written by fpdiff @TOOL@: @TITLE@
+Run: python repro.py
+Exit 1: the failure reproduced; 0: it did not; 2: the backend raised instead of returning outputs;
+3: this script could not run (nothing was reproduced)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+
+def broken(why):
+    print(f"REPRO BROKEN (not a reproduction): {why}")
+    sys.exit(3)
+
+
+def uncaught(kind, value, tb):  # an exception this script did not expect is its own failure, never an answer
+    import traceback
+    traceback.print_exception(kind, value, tb)
+    print(f"REPRO BROKEN (not a reproduction): {kind.__name__}: {value}")
+    sys.stdout.flush()
+    os._exit(3)
+
+
+sys.excepthook = uncaught
+
+
+try:
+    import numpy as np
+    here = pathlib.Path(__file__).resolve().parent
+    meta = json.loads((here / "meta.json").read_text())
+    missing = [f for f in meta["files"] if not (here / f).exists()]
+    if missing:
+        broken(f"missing beside this script: {', '.join(missing)}")
+    data = np.load(here / "inputs.npz")
+    xs = [data[f"in{i}"] for i in range(len(data.files))]
+    expected = np.load(here / "expected.npz")
+    expected = [expected[f"out{i}"] for i in range(len(expected.files))]
+except Exception as e:  # anything before the backend runs is this script's own failure
+    broken(f"{type(e).__name__}: {e}")
+who = f"{meta['backend']} at {meta['precision']}"
+
+
+def last_line(e):
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return f"{type(e).__name__}: {lines[-1].strip() if lines else ''}"
+
+
+def backend_outputs():
+    """The backend's own API, nothing else: sets outs from xs."""
+'''
+
+_RUN = '''
+
+def run():
+    """(outputs, None) or (None, the exception the backend raised); the backend not installed is this script's."""
+    try:
+        return backend_outputs(), None
+    except ModuleNotFoundError as e:
+        broken(f"{e}: install the backend ({meta['versions_line']})")
+    except Exception as e:
+        return None, e
+'''
+
+_RAISES = '''
+outs, err = run()
+print(f"fpdiff recorded: {meta.get('observed_error') or '(no message)'}")
+if err is not None:
+    print(f"{who} raised: {last_line(err)}")
+    sys.exit(1)
+print(f"{who} ran without raising")
+sys.exit(0)
+'''
+
+_CRASH = '''
+if os.environ.get("FPDIFF_REPRO_CHILD") == "1":
+    outs, err = run()
+    print(f"repro-child: {'raised ' + last_line(err) if err is not None else 'done'}", flush=True)
+    sys.exit(0)
+print(f"fpdiff recorded: {meta.get('observed_error') or '(no message)'}")
+child = subprocess.run([sys.executable, __file__], env={**os.environ, "FPDIFF_REPRO_CHILD": "1"},
+                       capture_output=True, text=True)
+sys.stderr.write(child.stderr)
+said = child.stdout
+if "REPRO BROKEN" in said:
+    print(said.strip())
+    sys.exit(3)
+if "repro-child: done" in said:
+    print(f"{who} ran to the end: no crash")
+    sys.exit(0)
+if "repro-child: raised" in said:
+    print(f"{who} raised instead of dying: {said.split('repro-child: raised', 1)[1].strip()}")
+    sys.exit(2)
+if child.returncode < 0:
+    import signal
+    print(f"{who}: the process died by signal {signal.Signals(-child.returncode).name}")
+else:
+    print(f"{who}: the process exited with status {child.returncode} in the middle of the run")
+sys.exit(1)
+'''
+
+_COMPARE = '''
+np.seterr(all="ignore")  # inf - inf and the like are counted below, not warned about
+outs, err = run()
+if err is not None:
+    import traceback
+    traceback.print_exception(err)
+    print(f"{who} raised instead of returning outputs: {last_line(err)}")
+    sys.exit(2)
+
+
+def flat(o):
+    if isinstance(o, dict):
+        o = list(o.values())
+    if isinstance(o, (list, tuple)):
+        return [a for x in o for a in flat(x)]
+    o = o.detach().cpu() if hasattr(o, "detach") else o
+    o = o.float() if hasattr(o, "float") and str(getattr(o, "dtype", "")) == "torch.bfloat16" else o
+    return [np.asarray(o, dtype=np.float64)]
+
+
+outs = flat(outs)
+shapes, want = [a.shape for a in outs], [a.shape for a in expected]
+if shapes != want:
+    print(f"{who}: output shapes {shapes}, the float64 expectation's {want}")
+    sys.exit(1)
+o = np.concatenate([a.ravel() for a in outs]) if outs else np.zeros(0)
+e = np.concatenate([a.ravel() for a in expected]) if expected else np.zeros(0)
+differs = (o != e) & ~(np.isnan(o) & np.isnan(e))
+bad = int((~np.isfinite(o) & np.isfinite(e)).sum())
+norm = float(np.linalg.norm(e))
+delta = float(np.linalg.norm(np.where(differs, o - e, 0.0))) if not bad else float("inf")
+rel = float("inf") if bad else (delta / norm if norm else (0.0 if not differs.any() else float("inf")))
+err_abs = np.abs(np.where(differs, o - e, 0.0))
+max_abs = float(np.nanmax(err_abs)) if err_abs.size else 0.0
+flips = int(differs.sum())
+print(f"{who}: relative L2 vs float64 = {rel:.3e} ({bad} non-finite); max abs error {max_abs:.3e}; "
+      f"{flips} of {o.size} elements differ")
+for i in np.flatnonzero(differs)[:@SHOWN@]:
+    print(f"  element {i}: observed {o[i]!r}, expected {e[i]!r}")
+base = meta.get("baseline") or {}
+if base:
+    print(f"{meta['baseline_label']} at the same precision: " + ", ".join(f"{k} {v:.3e}" if isinstance(v, float)
+                                                                       else f"{k} {v}" for k, v in base.items()))
+value = flips if meta["rule"] == "flips" else rel
+print(f"rule {meta['rule']}: {value:.6g} against limit {meta['limit']:.3e}")
+sys.exit(1 if value > meta["limit"] else 0)
+'''
+
+_TAILS = {REL_L2: _COMPARE, FLIPS: _COMPARE, RAISES: _RAISES, CRASH: _CRASH}
+
+
+def as_numpy(t: Any) -> np.ndarray:
+    """An input as numpy (bfloat16 widened to float32: numpy has none; the script narrows it back by meta)."""
+    if isinstance(t, torch.Tensor):
+        return (t.float() if t.dtype == torch.bfloat16 else t).detach().cpu().numpy()
+    return np.asarray(t)
+
+
+def dtype_of(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def write(out: Path, *, title: str, tool: str, backend: Any, precision: str, device: str, program: Any,
+          inputs: list, expected: list[np.ndarray], observed: list[np.ndarray] | None, rule: str, limit: float,
+          baseline: dict | None, baseline_label: str, flags: tuple[str, ...], versions: dict,
+          input_dtypes: list[str] | None = None, extra: dict | None = None, refusal_hint: str = "") -> Path:
+    """Write the bundle: the artifact, inputs, float64 expected and (when given) the backend's outputs; the backend
+    adds what it needs to run the artifact alone (Backend.repro). `input_dtypes`: what the backend was fed, where it
+    is not the inputs' own dtype. Returns the script's path."""
+    if rule not in RULES:
+        raise ValueError(f"unknown repro rule {rule!r}; known: {', '.join(RULES)}")  # a caller's bug
+    onnx_artifact = not isinstance(program, torch.export.ExportedProgram)
+    out.mkdir(parents=True, exist_ok=True)
+    if onnx_artifact:
+        import onnx
+        onnx.save(program, str(out / "segment.onnx"))
+    else:
+        torch.export.save(program, str(out / "segment.pt2"))
+    np.savez(out / "inputs.npz", **{f"in{i}": as_numpy(t) for i, t in enumerate(inputs)})
+    np.savez(out / "expected.npz", **{f"out{i}": np.asarray(a, dtype=np.float64) for i, a in enumerate(expected)})
+    if observed is not None:
+        np.savez(out / "backend_output.npz", **{f"out{i}": as_numpy(a) for i, a in enumerate(observed)})
+    meta = {"backend": backend.name, "precision": precision, "device": device, "flags": list(flags),
+            "input_dtypes": input_dtypes or [dtype_of(t) for t in inputs], "rule": rule, "limit": limit,
+            "baseline": baseline or {}, "baseline_label": baseline_label, "versions": versions,
+            "versions_line": ", ".join(f"{k} {v}" for k, v in versions.items() if v), **(extra or {})}
+    body = backend.repro(Repro(out, program, onnx_artifact, precision, device, tuple(flags), meta))
+    if body is None:
+        what = "ONNX" if onnx_artifact else "torch"
+        raise UsageError(f"{backend.name} writes no repro bundle for this model ({what} artifacts){refusal_hint}")
+    meta["files"] = sorted(p.name for p in out.iterdir() if p.is_file() and p.name not in ("meta.json", "repro.py",
+                                                                                            "REPORT.md"))
+    (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+    script = out / "repro.py"
+    head = _HEAD.replace("@TOOL@", tool).replace("@TITLE@", title.replace('"""', "'''"))
+    tail = _TAILS[rule].replace("@SHOWN@", str(SHOWN))
+    script.write_text(head + textwrap.indent(body, "    ") + "    return outs\n" + _RUN + tail)
+    return script
