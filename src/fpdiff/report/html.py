@@ -323,7 +323,7 @@ def _ops_matrix(r: dict) -> str:
 def _ops_failing(r: dict) -> str:
     """The failing cells, worst first, with their reasons and repros."""
     bad = [c for c in r["cells"] if c["status"] in FAILING]
-    bad.sort(key=lambda c: (-_rank(c["status"]), c["catalog"], c["op"], c["case"]))
+    bad.sort(key=lambda c: (c["status"] != Status.MISMATCH, c["status"], c["catalog"], c["op"], c["case"]))
     rows = []
     for c in bad[:OPS_FAILING_ROWS]:
         repro = c.get("repro") or {}

@@ -64,9 +64,10 @@ class OpsResult(Result):
         return int(any(self.cell_fails(c, strict) for c in self.cells))
 
     def failing(self) -> list[OpsCell]:
-        """The cells that fail the run, worst status first, then by catalog, op and case."""
+        """The cells that fail the run: mismatches first (a wrong answer given silently is what the sweep hunts),
+        then by status, catalog, op and case."""
         bad = [c for c in self.cells if c.status in FAILING]
-        return sorted(bad, key=lambda c: (-Status(c.status).rank, str(c.status), c.catalog, c.op, c.case,
+        return sorted(bad, key=lambda c: (c.status != Status.MISMATCH, str(c.status), c.catalog, c.op, c.case,
                                           c.backend, c.precision, c.shape_variant))
 
     def summary(self) -> dict[str, int]:
