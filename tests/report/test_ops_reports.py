@@ -65,7 +65,16 @@ def test_the_terminal_shows_the_matrix_then_each_failing_cell_with_its_repro():
     assert "repros re-trigger 19 of 20 (95%)" in text
     assert text.count("next: python fpdiff-out/ops/avg_pool2d-ort-fp16/repro.py") == 1
     assert "next: python fpdiff-out/ops/ap-ov/repro.py" in text
-    assert text.index("mismatch  nn") < text.index("crash  test_")  # worst first, mismatch before crash by name
+    assert text.index("mismatch  nn") < text.index("crash  test_")  # mismatches first
+
+
+def test_next_names_one_repro_per_distinct_bug():
+    same_bug = cell(case="nn.functional.avg_pool2d#1", status=Status.MISMATCH, reason="r",
+                    repro={"path": "fpdiff-out/ops/b/repro.py", "retriggers": True})
+    other_bug = cell(backend="iree", status=Status.MISMATCH, reason="r", repro={"path": "fpdiff-out/ops/c/repro.py"})
+    steps = sweep(extra=[same_bug, other_bug]).next_steps()
+    assert len(steps) == 3 and sum("avg_pool2d-ort" in s or "/b/" in s for s in steps) == 1
+    assert "python fpdiff-out/ops/c/repro.py" in steps and steps[-1] == "python fpdiff-out/ops/ap-ov/repro.py"
 
 
 def test_thousands_of_cells_stay_readable():

@@ -115,14 +115,15 @@ class OpsResult(Result):
             raise UsageError(f"cannot write the support table to {path}: {e.strerror or e}") from None
 
     def next_steps(self) -> list[str]:
-        """The repro command of each distinct failing bug, mismatches first, at most NEXT_REPROS."""
+        """The repro command of each distinct failing bug (repro.signature), mismatches first, at most NEXT_REPROS;
+        a bug's first re-triggering repro where it has one."""
+        from fpdiff.analysis.ops.repro import signature
         seen: dict[str, str] = {}
-        for c in self.failing():
+        for c in sorted(self.failing(), key=lambda c: (c.status != Status.MISMATCH, (c.repro or {}).get("retriggers")
+                                                       is not True)):
             path = (c.repro or {}).get("path")
-            if not path:
-                continue
-            bug = str((c.repro or {}).get("report") or path)
-            seen.setdefault(bug, repro_command(str(path)))
+            if path:
+                seen.setdefault(signature(c), repro_command(str(path)))
         return list(dict.fromkeys(seen.values()))[:NEXT_REPROS]
 
     def as_dict(self) -> dict:
