@@ -278,6 +278,57 @@ def compile_failure(stderr: str, returncode: int, precision: str) -> Exception:
     return StageError(COMPILE, "iree-compile", f"iree-compile {how}: {first}")
 
 
+# Support in iree-compile's own words: it names each dispatch after its root op, its shape and its element types
+# ("softmax_2x3x4x4xf32_generic"; "batch_matmul_8x16x16x16_f16xf16xf32": f16 operands, an f32 result). A dispatch
+# computes in the widest type of its operands (a name listing three or more types ends with its result, which holds an
+# accumulator and is no operand): "conv_2x3x3x3x2x2_bf16xf32xf32" (a bf16 AveragePool as a conv with an f32 window)
+# multiplies in f32, while the f16 matmul's products are f16 operands' (exact in its f32 accumulator).
+_DISPATCH = re.compile(r"hal\.executable\.export public @\S*?_dispatch_\d+_(\w+)")
+_NAMED_TYPE = re.compile(r"(?:^|[x_])(bf16|f16|f32|f64)(?=[x_]|$)")
+_WIDTH = ["bf16", "f16", "f32", "f64"]  # narrow to wide (bf16 before f16: fewer mantissa bits)
+SUPPORT_DISPATCHES = 64  # dispatches named in the record: a one-op case has a few; a whole model must not flood it
+
+
+def dispatch_types(phase_dir: Path) -> dict[str, str]:
+    """Each dispatch of the compiled module (its name less the function prefix) -> the float type it computes in,
+    as its name says; dispatches whose name gives no float type (attention, copies) are left out."""
+    named: dict[str, str] = {}
+    for f in sorted(phase_dir.glob("*.executable-sources.mlir")):
+        for name in _DISPATCH.findall(f.read_text()):
+            types = _NAMED_TYPE.findall(name)
+            operands = types[:-1] if len(types) >= 3 else types
+            if operands:
+                named[name] = _MLIR_TYPES[max(operands, key=_WIDTH.index)]
+    return named
+
+
+def dispatch_support(phase_dir: Path, want: str, counts: Counter, planned: dict | None,
+                     device: str) -> dict[str, Any]:
+    """The compiled graph as a whole (dispatches are not the source's ops): the types its dispatches compute in,
+    and the state that makes against the dtype asked, by core/dtypes.py's share rule (an f32 statistic beside f16
+    arithmetic is normal; IREE computing a bf16 softmax in f32 is not what was asked); the dispatches' float ops
+    (`counts`) stand in when no dispatch name gives a type."""
+    from importlib.metadata import version
+
+    from fpdiff.core.dtypes import too_wide
+    named = dispatch_types(phase_dir)
+    by_type = Counter(named.values()) or counts
+    target = "cuda" if device.startswith("cuda") else "llvm-cpu"
+    record: dict[str, Any] = {"runtime": f"iree-compile {version('iree-base-compiler')} {target}"}
+    if not sum(by_type.values()):
+        return record  # nothing computed in a float type it names: no word on the precision
+    wide = too_wide(by_type, want, planned)
+    shown = dict(list(named.items())[:SUPPORT_DISPATCHES])
+    what = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items()))
+    source = "dispatches" if named else "float ops in its dispatches"
+    record["graph"] = {"asked": want, "dispatches": shown, "state": "other-dtype" if wide else "native",
+                       "said": f"iree-compile made {sum(by_type.values())} {source} computing in {what}, asked "
+                       f"{want}" + (f": {', '.join(list(shown)[:4])}" if wide and shown else "")}
+    if len(named) > SUPPORT_DISPATCHES:
+        record["dispatches_not_recorded"] = len(named) - SUPPORT_DISPATCHES
+    return record
+
+
 class IreeBackend(Backend):
     name = "iree"
     kinds = frozenset({TORCH, ONNX})
@@ -310,6 +361,7 @@ class IreeBackend(Backend):
             info["signature"] = "demoted from f64 to f32"
         remedy = (f"compile with {DEMOTE_F64}=false" if want == "float64"
                   else "check the compile flags for demotion/promotion options")
+        info["support"] = dispatch_support(phases, want, counts, planned, task.device)
         return Prepared(self._runner(vmfb, task.device), computed, info=info, op_dtypes=dict(counts),
                         planned_op_dtypes=planned, dtype_remedy=remedy)
 

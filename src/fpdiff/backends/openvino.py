@@ -110,6 +110,7 @@ class OpenVinoBackend(Backend):
         counts = executed_dtypes(compiled)
         want = task.requested_dtype
         info.update({"inference_precision": used, "inference_precision_hint": hint})
+        info["support"] = plugin_support(core, model, compiled, hint, used)
         if not sum(counts.values()) or not float_arithmetic(model):  # nothing could run in another dtype: what the
             info["runtime_layers"] = dict(counts)  # plugin counts is its own conversions, not the model's arithmetic
             return Prepared(self._runner(compiled, task), want, notes, info)
@@ -172,6 +173,66 @@ def host(t):  # a bf16 output arrives as float16-typed bits: widen the bits them
     return (a.view(np.uint16).astype(np.uint32) << 16).view(np.float32) if t.element_type == ov.Type.bf16 else a
 outs = [host(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]
 """
+
+
+# Support in the CPU plugin's own words: the precision each op of the graph it was handed ran in (its runtime model's
+# layers name the ops they came from), against the hint; query_model for an op no layer names.
+SUPPORT_OPS = 64  # op types recorded per graph: a one-op case needs one; a whole model must not flood the report
+_NOT_OPS = {"Parameter", "Result", "Constant", "Convert"}  # the graph's edges and the casts around it
+
+
+def layer_precisions(compiled: Any) -> dict[str, set[str]]:
+    """Each original op's friendly name -> the float precisions of the runtime layers made from it."""
+    ran: dict[str, set[str]] = {}
+    for layer in compiled.get_runtime_model().get_ordered_ops():
+        rt = layer.get_rt_info()
+        if "originalLayersNames" not in rt or "runtimePrecision" not in rt:
+            continue
+        precision = rt["runtimePrecision"].astype(str)
+        if precision not in OV_DTYPES:  # integer and boolean layers say nothing of a float precision
+            continue
+        for name in rt["originalLayersNames"].astype(str).split(","):
+            ran.setdefault(name, set()).add(precision)
+    return ran
+
+
+def plugin_support(core: Any, model: Any, compiled: Any, hint: str, used: str) -> dict[str, Any]:
+    """Per float op type of the graph handed to the plugin: the precisions its layers ran in under the hint, and the
+    state that makes (native: only the hint's; other-dtype: any other, the hint replaced or the op kept wider);
+    an op no layer names is asked of query_model. At most SUPPORT_OPS op types."""
+    import openvino as ov
+    ran = layer_precisions(compiled)
+    by_type: dict[str, set[str]] = {}
+    unnamed: dict[str, str] = {}  # friendly name -> op type, of ops no runtime layer names
+    for op in model.get_ordered_ops():
+        kind, name = op.get_type_name(), op.get_friendly_name()
+        if kind in _NOT_OPS or not any(op.get_output_element_type(i).is_real() for i in range(op.get_output_size())):
+            continue
+        if kind not in by_type and len(by_type) >= SUPPORT_OPS:
+            continue
+        by_type.setdefault(kind, set()).update(ran.get(name, ()))
+        if name not in ran:
+            unnamed[name] = kind
+    queried = core.query_model(model, "CPU") if unnamed else {}
+    refused = {kind for name, kind in unnamed.items() if name not in queried}
+    ops = {kind: _op_support(kind, precisions, hint, used, kind in refused) for kind, precisions in by_type.items()}
+    return {"runtime": f"openvino {ov.__version__.split('-')[0]} CPU", "hint": hint, "ran_hint": used, "ops": ops}
+
+
+def _op_support(kind: str, precisions: set[str], hint: str, used: str, refused: bool) -> dict[str, Any]:
+    """One op type's record under the hint: what its layers ran in, and the state."""
+    entry: dict[str, Any] = {"asked": OV_DTYPES[hint], "ran": sorted(OV_DTYPES[p] for p in precisions)}
+    replaced = f" (the {hint} hint ran as {used})" if used != hint else ""
+    if refused:
+        entry.update(state="not-implemented", said=f"query_model: the CPU plugin does not support {kind}")
+    elif not precisions:  # folded or fused away with no layer naming it: the plugin said nothing of it
+        entry["said"] = f"no runtime layer of the CPU plugin names {kind} (folded or fused)"
+    elif precisions == {hint}:
+        entry.update(state="native", said=f"the CPU plugin ran {kind} in {hint}")
+    else:
+        entry.update(state="other-dtype", said=f"the CPU plugin ran {kind} in {', '.join(sorted(precisions))} under "
+                     f"the {hint} hint{replaced}")
+    return entry
 
 
 def computed_dtype(counts: Counter[str], want: str, used: str) -> str | None:

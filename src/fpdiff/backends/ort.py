@@ -1,6 +1,7 @@
 """ONNX Runtime: CPU execution provider (CUDA EP where installed), on the exported or given ONNX graph."""
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -111,6 +112,10 @@ class OrtBackend(Backend):
             session = open_session(path, task.device, optimized)
         cell = prepared(feeder(session), info)
         want = task.requested_dtype
+        # an autocast graph or a program keeps ops wider on purpose: there the graph's own types are what it asks
+        asked = None if task.precision.autocast is not None or task.is_program else want
+        cell.info["support"] = kernel_support(path, optimized if optimized.exists() else None, provider(task.device),
+                                              asked)
         if want in ("float16", "bfloat16") and optimized.exists():
             counts = op_dtypes(optimized)
             if sum(counts.values()):
@@ -143,3 +148,148 @@ session = ort.InferenceSession(segment, providers=["CPUExecutionProvider"])
 names = [i.name for i in session.get_inputs()]
 outs = session.run(None, {n: as_np(x, d) for n, x, d in zip(names, xs, meta["input_dtypes"])})
 """
+
+
+# Support in ONNX Runtime's own words: its kernel registry per provider, op, opset range and type constraint, read
+# against the graph a cell hands it, and the optimized graph it ran (where it inserted casts).
+SUPPORT_OPS = 64  # op types recorded per graph: a one-op case needs one; a whole model must not flood the report
+_ORT_TYPES = {1: "float", 10: "float16", 16: "bfloat16", 11: "double"}  # TensorProto float types, as ORT spells them
+_DTYPES = {"float": "float32", "float16": "float16", "bfloat16": "bfloat16", "double": "float64"}
+# what InsertCastTransformer widens a float16 node with no float16 kernel to on the CPU provider; bfloat16 has no
+# such fallback (a bfloat16 node with no bfloat16 kernel is refused: "Could not find an implementation for Add(14)")
+_CAST_TO = "float"
+# casts convert between types (every float type has a kernel): their input type is no precision the cell asks for
+_CASTS = {"Cast", "CastLike"}
+
+
+def provider(device: str) -> str:
+    """The execution provider ort_session opens for a device."""
+    return "CUDAExecutionProvider" if device.startswith("cuda") else "CPUExecutionProvider"
+
+
+@functools.cache
+def kernel_table(provider_name: str) -> dict[tuple[str, str], list[tuple[int, int, dict[str, list[str]]]]]:
+    """(domain, op) -> [(first opset, last opset, type constraints)] of the kernels this onnxruntime registers for a
+    provider; read once per process (1,500 entries on the CPU provider)."""
+    from onnxruntime.capi import _pybind_state
+    table: dict[tuple[str, str], list[tuple[int, int, dict[str, list[str]]]]] = {}
+    for k in _pybind_state.get_all_opkernel_def():
+        if k.provider == provider_name:
+            lo, hi = k.version_range
+            table.setdefault((_domain(k.domain), k.op_name), []).append((lo, hi, dict(k.type_constraints)))
+    return table
+
+
+def _domain(domain: str) -> str:
+    return "" if domain in ("", "ai.onnx") else domain
+
+
+def kernel_types(provider_name: str, domain: str, op: str, version: int, type_param: str | None) -> list[str]:
+    """The element types this provider has a kernel for at `op`'s opset `version`, for the type constraint the
+    input binds to (every constraint when it is not known); [] when it has no kernel for the op at that version."""
+    types: set[str] = set()
+    for lo, hi, constraints in kernel_table(provider_name).get((_domain(domain), op), []):
+        if lo <= version <= hi:
+            lists = [constraints[type_param]] if type_param in constraints else list(constraints.values())
+            types.update(t.removeprefix("tensor(").removesuffix(")") for ts in lists for t in ts)
+    return sorted(types)
+
+
+def _schema(node: Any, opsets: dict[str, int]) -> Any:
+    """The op's ONNX schema at the graph's opset, None for an op onnx does not define (a contrib op)."""
+    import onnx
+    try:
+        return onnx.defs.get_schema(node.op_type, opsets.get(_domain(node.domain), 1), _domain(node.domain))
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _float_input(node: Any, types: dict[str, int]) -> tuple[int, str] | None:
+    """(position, ORT type name) of the node's first float input: the value whose precision the cell asks about."""
+    for i, name in enumerate(node.input):
+        if types.get(name) in _ORT_TYPES:
+            return i, _ORT_TYPES[types[name]]
+    return None
+
+
+def _type_param(schema: Any, position: int) -> str | None:
+    """The type constraint an input position binds to (the last formal input for a variadic tail)."""
+    if schema is None or not schema.inputs:
+        return None
+    return schema.inputs[min(position, len(schema.inputs) - 1)].type_str
+
+
+def _ran_types(optimized: Any) -> tuple[dict[str, set[str]], list[str]]:
+    """Per op type of the optimized graph, the float types its nodes computed in; and its op types in order."""
+    types = value_types(optimized)
+    ran: dict[str, set[str]] = {}
+    for node in optimized.graph.node:
+        got = _float_input(node, types)
+        if got:
+            ran.setdefault(node.op_type, set()).add(got[1])
+    return ran, list(dict.fromkeys(n.op_type for n in optimized.graph.node))
+
+
+def kernel_support(handed: Path, optimized: Path | None, provider_name: str,
+                   want: str | None = None) -> dict[str, Any]:
+    """Per op type of the graph handed to ONNX Runtime (its first float input's type is the one asked): the kernel
+    types the provider registers for it at the graph's opset, what the optimized graph computed it in, and the
+    state that makes (native, other-dtype: casts inserted or its function body run otherwise); at most SUPPORT_OPS.
+    `want`: the cell's dtype, when an op the graph itself holds in another type (a cast graph keeps an op whose
+    ONNX schema lacks the dtype at this opset in float32) is computed in another dtype than the cell asked."""
+    import onnx
+    import onnxruntime
+    model = onnx.load(str(handed))
+    types = value_types(model)
+    opsets = {_domain(o.domain): o.version for o in model.opset_import}
+    ran, after = _ran_types(onnx.load(str(optimized))) if optimized is not None else ({}, [])
+    ops: dict[str, dict[str, Any]] = {}
+    more = 0
+    for node in model.graph.node:
+        got = _float_input(node, types)
+        if got is None or node.op_type in ops or node.op_type in _CASTS:
+            continue
+        if len(ops) >= SUPPORT_OPS:
+            more += 1
+            continue
+        schema = _schema(node, opsets)
+        version = schema.since_version if schema is not None else opsets.get(_domain(node.domain), 1)
+        registered = kernel_types(provider_name, node.domain, node.op_type, version, _type_param(schema, got[0]))
+        ops[node.op_type] = _op_support(node.op_type, version, got[1], registered, ran, after, provider_name)
+        if want is not None and _DTYPES[got[1]] != want:
+            ops[node.op_type].update(state="other-dtype", said=f"the graph handed to ONNX Runtime holds {node.op_type} "
+                                     f"in {_DTYPES[got[1]]}, not {want} (a cast graph keeps an op whose schema, "
+                                     f"{node.op_type}-{version}, lacks {want}; or the graph's own casts)", asked=want)
+    record: dict[str, Any] = {"runtime": f"onnxruntime {onnxruntime.__version__} {provider_name}", "ops": ops}
+    if more:
+        record["ops_not_recorded"] = more
+    return record
+
+
+def _op_support(op: str, version: int, asked: str, registered: list[str], ran: dict[str, set[str]],
+                after: list[str], provider_name: str) -> dict[str, Any]:
+    """One op type's record: a kernel at the asked type is native; a session that opened without one computed it
+    otherwise: through casts around a kernel of another type, or through the op's function body."""
+    where = f"{op} (opset {version}) on {provider_name}"
+    # only the float types are recorded: the cell asks about a float precision, and the int list is long
+    entry: dict[str, Any] = {"asked": _DTYPES[asked], "kernel_types": [t for t in registered if t in _DTYPES]}
+    ran_as = sorted(_DTYPES[t] for t in ran.get(op, ()))
+    if ran_as:
+        entry["ran"] = ran_as
+    if asked in registered and (not ran_as or _DTYPES[asked] in ran_as):
+        entry.update(state="native", said=f"{where} registers a {asked} kernel")
+    elif asked in registered:  # a kernel at the asked type, yet the optimized graph computes the op otherwise
+        entry.update(state="other-dtype", said=f"{where} registers a {asked} kernel, but the optimized graph "
+                     f"computes it in {', '.join(ran_as)}")
+    elif registered:
+        wide = ", ".join(ran_as) or _DTYPES.get(_CAST_TO, _CAST_TO)
+        entry.update(state="other-dtype", said=f"{where} registers no {asked} kernel (float kernels: "
+                     f"{', '.join(entry['kernel_types']) or 'none'}): ONNX "
+                     f"Runtime inserted casts and computed it in {wide}")
+    else:
+        body = [o for o in after if o != "Cast"]
+        widened = sorted({_DTYPES[t] for o in body for t in ran.get(o, ())} - {_DTYPES[asked]})
+        entry["state"] = "other-dtype" if widened else "native"
+        entry["said"] = (f"{where} registers no kernel: ONNX Runtime ran its function body ({', '.join(body[:8])})"
+                         + (f" in {', '.join(widened)}" if widened else f" in {_DTYPES[asked]}"))
+    return entry
