@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fpdiff.analysis.check.judge import OVERRULED, SUSPECT, UPHELD
-from fpdiff.core.status import Status
+from fpdiff.core.status import FAILING, Status
 
 
 def show(result, console: Console | None = None, **view) -> None:
@@ -256,6 +256,7 @@ OPS_TAGS = {Status.PASS: "P", Status.PRECISION_LOSS: "L", Status.MISMATCH: "M", 
             Status.TIMEOUT: "T"}
 OPS_FAILING_SHOWN = 40  # failing cells listed one a line; the rest are counted and left to --json
 OPS_TOP = 5  # skip reasons and judge disagreements listed
+_OPS_SHOWN = (Status.PRECISION_LOSS, *FAILING)  # a family with one of these gets its own matrix row
 
 
 def _ops_counts(by_status: dict[str, int]) -> str:
@@ -272,7 +273,8 @@ def _ops_status(s: str) -> Status:
 
 
 def _ops_matrix(result, console: Console, show_all: bool) -> None:
-    """Op family x (backend, precision); families where every cell passes fold into one row unless show_all."""
+    """Op family x (backend, precision); families with no failing or precision-loss cell fold into one row (their
+    counts summed) unless show_all: a sweep has hundreds of families, and the ones that hold need no row each."""
     matrix = result.matrix()
     columns = list(dict.fromkeys((c.backend, c.precision) for c in result.cells))
     console.print(f"[bold]fpdiff {escape(result.model)}[/]: {len(result.cells)} cells judged against float64, "
@@ -285,15 +287,18 @@ def _ops_matrix(result, console: Console, show_all: bool) -> None:
     nfolded = 0
     for fam, by_backend in matrix.items():
         cells = {(b, p): n for b, by_p in by_backend.items() for p, n in by_p.items()}
-        if not show_all and all(s == Status.PASS for n in cells.values() for s in n):
+        if not show_all and not any(_ops_status(s) in _OPS_SHOWN for n in cells.values() for s in n):
             nfolded += 1
             for col, n in cells.items():
                 folded.setdefault(col, Counter()).update(n)
             continue
         table.add_row(escape(fam), *[_ops_counts(cells.get(col, {})) for col in columns])
     if nfolded:
-        table.add_row(f"({nfolded} families, all pass)", *[_ops_counts(folded.get(col, {})) for col in columns])
+        table.add_row(f"+{nfolded} more", *[_ops_counts(folded.get(col, {})) for col in columns])
     console.print(table)
+    if nfolded:
+        console.print(f"+{nfolded} more: families with no failing or precision-loss cell, summed (the JSON's matrix "
+                      "has each)", highlight=False, style="dim")
     console.print("  ".join(f"{t} {s}" for s, t in OPS_TAGS.items()), highlight=False, style="dim")
 
 
