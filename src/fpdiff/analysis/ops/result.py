@@ -10,32 +10,13 @@ from pathlib import Path
 from typing import ClassVar
 
 from fpdiff.analysis.base import Result
-from fpdiff.analysis.ops.case import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE, OpsCell
+from fpdiff.analysis.ops.case import OpsCell
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import CELL_STATUSES, FAILING, Status, fails
 
 TABLE_KIND = "ops-support"  # the "kind" of a saved support table (--save), which `fpdiff diff` reads
-# how telling a support state is, most first: one cell that found no kernel says more about an (op, backend,
-# precision) than another that ran natively on a dtype the first one did not reach
-SUPPORT_ORDER = (NOT_IMPLEMENTED, OTHER_DTYPE, NATIVE, None)
 # the most repro commands next_steps() names: one per distinct bug, a handful to start with (all are in "reports")
 NEXT_REPROS = 5
-
-
-def support_rank(state: str | None) -> int:
-    """0 for the most telling state (not-implemented) up to None; an unknown state counts as None."""
-    return SUPPORT_ORDER.index(state) if state in SUPPORT_ORDER else len(SUPPORT_ORDER) - 1
-
-
-def support_rows(cells: list[OpsCell]) -> list[dict]:
-    """One row per (catalog, op, backend, precision): the most telling support state among its cells."""
-    best: dict[tuple, OpsCell] = {}
-    for c in cells:
-        key = (c.catalog, c.op, c.backend, c.precision)
-        if key not in best or support_rank(c.support) < support_rank(best[key].support):
-            best[key] = c
-    return [{"catalog": k[0], "op": k[1], "backend": k[2], "precision": k[3], "support": c.support,
-             "detail": c.support_detail} for k, c in sorted(best.items())]
 
 
 @dataclass
@@ -101,8 +82,10 @@ class OpsResult(Result):
         return line + (f"; {broken} broken (the repro itself failed to run)" if broken else "")
 
     def support_table(self) -> list[dict]:
-        """One row per (catalog, op, backend, precision): {catalog, op, backend, precision, support, detail}."""
-        return support_rows(self.cells)
+        """One row per (catalog, op, backend, precision): {catalog, op, backend, precision, support, detail}, the
+        most telling support state among its cells (support.py)."""
+        from fpdiff.analysis.ops.support import support_table
+        return support_table(self.cells)
 
     def save_table(self, path: str | Path) -> None:
         """The support table as JSON ({"kind": "ops-support", "versions", "rows"}), for `fpdiff diff` later."""
