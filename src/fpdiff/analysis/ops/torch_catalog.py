@@ -1,0 +1,524 @@
+"""The torch catalog: PyTorch's OpInfo database (`op_db`), each chosen sample a Case, each Case a one-op spec file.
+
+Names: an op is its OpInfo `name`, with `.variant_test_name` appended when OpInfo gives one
+("nn.functional.avg_pool2d", "nn.functional.interpolate.bilinear"). A case is "OP#I", I the sample's index in
+OpInfo's float64 CPU sample list under the seed. Per op the kept samples are, in order: the first sample, the one
+with the most elements (its tensor leaves together), then the rest in catalog order, each kept only if it passes
+the float64 probe, until `samples` are kept."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import keyword
+import random
+import re
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from fpdiff.analysis.ops.case import CHANNELS_LAST, SAMPLE, TORCH_CATALOG, TRANSPOSED, Case, TorchSample, matches
+from fpdiff.core.errors import UsageError
+
+OPINFO = "opinfo:"
+RANDOM = "random or nondeterministic op"
+RANDOM_SCAN = 64  # samples per op run to see whether it draws random numbers (_draws_random says why 64)
+# the description is one terminal/JSON line: shapes and a few scalars say what the case is, the rest is in the payload
+DESCRIPTION_CHARS = 160
+
+
+@functools.lru_cache(maxsize=1)
+def _op_db() -> tuple:
+    """OpInfo's database, imported once per process (it takes seconds)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torch.testing._internal.common_methods_invocations import op_db
+    except ImportError as e:  # expecttest and friends are test-time packages of torch
+        raise UsageError(f"the torch catalog needs PyTorch's test helpers ({e}); pip install expecttest") from e
+    return tuple(op_db)
+
+
+def op_name(info) -> str:
+    """An OpInfo entry's name in this catalog: name, plus .variant_test_name when it has one."""
+    return f"{info.name}.{info.variant_test_name}" if info.variant_test_name else info.name
+
+
+@functools.lru_cache(maxsize=1)
+def op_names() -> list[str]:
+    """Every op of the catalog, by its name here, sorted."""
+    return sorted(op_name(o) for o in _op_db())
+
+
+@functools.lru_cache(maxsize=1)
+def _by_key() -> dict:
+    return {(o.name, o.variant_test_name): o for o in _op_db()}
+
+
+def resolve(fn: str) -> Callable:
+    """The callable a TorchSample names: "opinfo:NAME:VARIANT_TEST_NAME" or a dotted "torch.nn.functional.conv1d"."""
+    if fn.startswith(OPINFO):
+        name, _, vt = fn.removeprefix(OPINFO).rpartition(":")
+        info = _by_key().get((name, vt))
+        if info is None:
+            raise UsageError(f"no OpInfo entry {name!r} (variant {vt!r}) in this torch's op_db")
+        return info.op
+    parts = fn.split(".")
+    for cut in range(len(parts) - 1, 0, -1):  # the longest importable module prefix, then attributes
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            break
+        if callable(obj):
+            return obj
+    raise UsageError(f"cannot resolve op {fn!r}: give opinfo:NAME:VARIANT or a dotted callable such as torch.add")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# cases
+
+
+def cases(patterns: list[str] | None, samples: int | None = 2, seed: int = 0) -> tuple[list[Case], list[dict]]:
+    """Cases of every op matching `patterns` (None: all), at most `samples` per op (None or < 1: all), and the
+    skipped ops with their reason. The same call gives the same cases: samples are drawn under `seed`."""
+    out: list[Case] = []
+    skipped: list[dict] = []
+    for info in _op_db():
+        name = op_name(info)
+        if patterns is not None and not matches(name, patterns):
+            continue
+        got, why = _op_cases(info, samples, seed)
+        out += got
+        if not got:
+            skipped.append({"catalog": TORCH_CATALOG, "op": name, "case": "", "reason": why})
+    return out, skipped
+
+
+def _op_cases(info, samples: int | None, seed: int) -> tuple[list[Case], str]:
+    """This op's cases, or none and the reason."""
+    if torch.float64 not in info.supported_dtypes("cpu"):
+        return [], "no float64 kernel on CPU"
+    if info.has_nondeterministic_output:  # OpInfo's own word: uninitialized memory (empty*) or racy kernels
+        return [], RANDOM + " (OpInfo marks its output nondeterministic)"
+    try:
+        drawn = _samples(info, seed)
+    except Exception as e:  # a sample generator that fails here fails for every backend alike: not the sweep's
+        return [], f"sample generation raised {type(e).__name__}"
+    if _draws_random(info, drawn, seed):
+        return [], RANDOM
+    reasons: Counter = Counter()
+    kept: list[Case] = []
+    for index in _order(drawn):
+        got = _unfit(drawn[index]) or _probe(info, index, drawn[index], seed)
+        if isinstance(got, str):
+            if got == RANDOM:  # one sample differing between seeds is enough: the op draws random numbers
+                return [], RANDOM
+            reasons[got] += 1
+            continue
+        kept.append(got)
+        if samples and samples > 0 and len(kept) >= samples:
+            break
+    return kept, (reasons.most_common(1)[0][0] if reasons else "no samples at float64 on CPU")
+
+
+def _seed_all(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy as np
+        np.random.seed(seed)
+    except ImportError:
+        pass
+
+
+def _samples(info, seed: int) -> list:
+    """OpInfo's float64 CPU samples of this op, drawn under `seed` (the same list every call)."""
+    _seed_all(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(info.sample_inputs("cpu", torch.float64))
+
+
+def _leaves(sample) -> list:
+    return pytree.tree_leaves(((sample.input, *sample.args), sample.kwargs))
+
+
+def _order(drawn: list) -> list[int]:
+    """Sample indices in the order they are tried: the first, the largest, then the rest in catalog order."""
+    if not drawn:
+        return []
+    sizes = [sum(t.numel() for t in _leaves(s) if isinstance(t, torch.Tensor)) for s in drawn]
+    largest = max(range(len(drawn)), key=lambda i: (sizes[i], -i))
+    head = [0] if largest == 0 else [0, largest]
+    return head + [i for i in range(len(drawn)) if i not in head]
+
+
+def _unfit(sample) -> str:
+    """Why a sample's inputs cannot make a one-op model ("" when they can)."""
+    tensors = [t for t in _leaves(sample) if isinstance(t, torch.Tensor)]
+    if any(t.layout != torch.strided or t.is_sparse for t in tensors):
+        return "sparse or non-strided input"
+    if any(t.is_complex() for t in tensors):
+        return "complex input"
+    if not any(t.is_floating_point() for t in tensors):
+        return "no float tensor input (a precision changes nothing)"
+    if any(t.numel() == 0 for t in tensors):
+        return "empty tensor input"
+    return ""
+
+
+def _clone(sample) -> tuple[tuple, dict]:
+    """Fresh copies of a sample's call arguments: an op must not see a tensor a previous run touched."""
+    args, kwargs = pytree.tree_map_only(torch.Tensor, lambda t: t.clone(), ((sample.input, *sample.args),
+                                                                               sample.kwargs))
+    return args, kwargs
+
+
+class _SeededRandom(TorchDispatchMode):
+    """Notes whether a call reaches an aten op that draws from the generator (bernoulli, normal, native_dropout):
+    OpInfo wraps some random ops so they reseed themselves, which two runs under two seeds cannot see."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen = self.seen or torch.Tag.nondeterministic_seeded in func.tags
+        return func(*args, **(kwargs or {}))
+
+
+def _run(info, sample, seed: int) -> tuple[Any, bool]:
+    """The op's output on a fresh copy of the sample under `seed`, and whether it drew random numbers."""
+    args, kwargs = _clone(sample)
+    torch.manual_seed(seed)
+    with warnings.catch_warnings(), _SeededRandom() as mode:
+        warnings.simplefilter("ignore")
+        out = info.op(*args, **kwargs)
+    return out, mode.seen
+
+
+def _draws_random(info, drawn: list, seed: int) -> bool:
+    """Whether any of the op's first samples draws random numbers: a random op is one whatever its kept samples
+    (dropout's first samples have p=0). The first RANDOM_SCAN suffice: a sample generator varies the arguments that
+    turn randomness on (p, training) in its outer loops, and scanning all (1,440 for max_pool2d) costs seconds."""
+    for sample in drawn[:RANDOM_SCAN]:
+        if _unfit(sample):
+            continue
+        try:
+            if _run(info, sample, seed)[1]:
+                return True
+        except Exception:  # judged per sample by the probe
+            continue
+    return False
+
+
+def _outputs(out) -> list[torch.Tensor] | str:
+    """An op's output as a flat list of tensors, or why it cannot be judged."""
+    leaves = pytree.tree_leaves(out)
+    if not leaves or not all(isinstance(t, torch.Tensor) for t in leaves):
+        return "non-tensor output"
+    if any(t.is_complex() for t in leaves):
+        return "complex output"
+    if any(t.layout != torch.strided or t.is_sparse for t in leaves):
+        return "sparse or non-strided output"
+    if any(t.numel() == 0 for t in leaves):
+        return "empty output"
+    return leaves
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    """Bitwise-equal outputs, NaN equal to NaN (two runs of a deterministic op)."""
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and bool(
+        ((x == y) | (x != x) & (y != y)).all()) for x, y in zip(a, b))
+
+
+def _probe(info, index: int, sample, seed: int) -> Case | str:
+    """The case of one sample, after running it twice at float64 under two seeds; or why it is not one."""
+    try:
+        out, drew = _run(info, sample, seed + 1)
+        first = _outputs(out)
+        if isinstance(first, str):
+            return first
+        out, drew_again = _run(info, sample, seed + 2)
+        second = _outputs(out)
+    except Exception as e:
+        return f"raises at float64 ({type(e).__name__})"
+    if drew or drew_again or isinstance(second, str) or not _same(first, second):
+        return RANDOM
+    args = (sample.input, *sample.args)
+    payload = TorchSample(fn=f"{OPINFO}{info.name}:{info.variant_test_name}", args=args, kwargs=dict(sample.kwargs))
+    name = op_name(info)
+    return Case(TORCH_CATALOG, name, f"{name}#{index}", SAMPLE, describe(args, sample.kwargs),
+                integer_valued(pytree.tree_leaves((args, sample.kwargs)), first), payload)
+
+
+def integer_valued(inputs: list, outputs: list[torch.Tensor]) -> bool:
+    """Every float output holds integers while some float input does not (round, floor, sign): such outputs are
+    judged by how many elements flip, since a relative error of a rounding step says nothing."""
+    floats_out = [t for t in outputs if t.is_floating_point()]
+    floats_in = [t for t in inputs if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    # an output of zeros and NaN only (relu of one negative scalar) holds no rounding step to flip: not counted
+    telling = any(bool((torch.isfinite(t) & (t != 0)).any()) for t in floats_out)
+    return telling and all(_integers(t) for t in floats_out) and not all(_integers(t) for t in floats_in)
+
+
+def _integers(t: torch.Tensor) -> bool:
+    """Every finite element is an integer (NaN and Inf say nothing either way)."""
+    finite = t[torch.isfinite(t)]
+    return bool((finite == finite.round()).all())
+
+
+_SHORT = {torch.float64: "f64", torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
+          torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+          torch.bool: "bool"}
+
+
+class _Shape:
+    """A tensor as its dtype and shape in a description."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.text = f"{_SHORT.get(t.dtype, str(t.dtype))}{list(t.shape)}"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def describe(args: tuple, kwargs: dict) -> str:
+    """One line: input shapes and dtypes, and the non-tensor arguments."""
+    a, k = pytree.tree_map_only(torch.Tensor, _Shape, (args, kwargs))
+    text = ", ".join([repr(x) for x in a] + [f"{n}={v!r}" for n, v in k.items()])
+    return text if len(text) <= DESCRIPTION_CHARS else text[:DESCRIPTION_CHARS - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the one-op model
+
+
+class OneOp(torch.nn.Module):
+    """One op as a module: its tensor arguments come in as positional inputs, every other argument is baked in.
+    The spec file written for a case subclasses it with a forward that names the inputs."""
+
+    def __init__(self, payload: TorchSample) -> None:
+        super().__init__()
+        self.fn = resolve(payload.fn)
+        leaves, self.tree = pytree.tree_flatten((tuple(payload.args), dict(payload.kwargs)))
+        self.tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        self.constants = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+        self.layout = payload.layout
+
+    def call(self, *tensors: torch.Tensor):
+        """The op on the inputs, each float input reaching it in this case's memory layout."""
+        leaves = list(self.constants)
+        for i, t in zip(self.tensor_at, tensors):
+            leaves[i] = self._arrange(t)
+        args, kwargs = pytree.tree_unflatten(leaves, self.tree)
+        out = self.fn(*args, **kwargs)
+        return tuple(out) if isinstance(out, (list, tuple)) else out
+
+    def _arrange(self, t: torch.Tensor) -> torch.Tensor:
+        if not t.is_floating_point():
+            return t
+        if self.layout == CHANNELS_LAST and t.dim() in (4, 5):
+            return t.contiguous(memory_format=torch.channels_last if t.dim() == 4 else torch.channels_last_3d)
+        if self.layout == TRANSPOSED and t.dim() >= 2:  # came in transposed-contiguous: the op gets a strided view
+            return t.transpose(-1, -2)
+        return t
+
+
+def load_payload(path: str | Path) -> TorchSample:
+    """The TorchSample write_case saved."""
+    data = torch.load(path, weights_only=False)  # written by write_case: arguments include dtypes and other objects
+    return TorchSample(**{k: v for k, v in data.items() if k != "dims"})
+
+
+def case_inputs(path: str | Path) -> tuple[torch.Tensor, ...]:
+    """The one-op model's inputs: the sample's tensor leaves, float rank >= 2 ones transposed-contiguous under
+    TRANSPOSED (the model hands the op their transposed view, which holds the sample's values)."""
+    return case_tensors(load_payload(path))
+
+
+def case_tensors(payload: TorchSample) -> tuple[torch.Tensor, ...]:
+    """case_inputs of a payload in memory."""
+    tensors = _tensor_leaves(payload)
+    if payload.layout == TRANSPOSED:
+        tensors = [t.transpose(-1, -2).contiguous() if t.is_floating_point() and t.dim() >= 2 else t
+                   for t in tensors]
+    return tuple(tensors)
+
+
+def _tensor_leaves(payload: TorchSample) -> list[torch.Tensor]:
+    """The sample's tensors in the order the model takes them."""
+    return [x for x in pytree.tree_leaves((tuple(payload.args), dict(payload.kwargs))) if isinstance(x, torch.Tensor)]
+
+
+def case_dynamic_shapes(path: str | Path, names: list[str]) -> dict | None:
+    """torch.export dynamic_shapes of the case: the dims write_case found dynamic, named, shared where export found
+    them equal, with the range export found (None when no declared dim stays dynamic)."""
+    data = torch.load(path, weights_only=False)
+    declared = data.get("dims") or {}
+    if not declared:
+        return None
+    made: dict[str, Any] = {}
+    spec: dict = {n: None for n in names}
+    for name, per in declared.items():
+        spec[name] = {}
+        for d, (dim, lo, hi) in per.items():
+            if dim not in made:
+                made[dim] = torch.export.Dim(dim, min=lo, max=hi)
+            spec[name][d] = made[dim]
+    return spec
+
+
+def declare_dims(payload: TorchSample, names: list[str]) -> dict:
+    """{input: {dim: (Dim name, min, max)}} for TorchSample.dynamic (dims of the op's view), as torch.export sees
+    them: exported once with Dim.AUTO, a declared dim export keeps symbolic becomes a named Dim (dims export finds
+    equal share one, with the range it inferred); one it specializes (a reshape to a baked size) is left static,
+    since declaring it would only make export refuse the whole case."""
+    tensors = case_tensors(payload)
+    auto: dict = {n: None for n in names}
+    for name, t, dims in zip(names, tensors, payload.dynamic):
+        if dims:
+            auto[name] = {_passed_dim(t, d, payload.layout): torch.export.Dim.AUTO for d in dims}
+    if all(v is None for v in auto.values()):
+        return {}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ep = torch.export.export(one_op(payload, names), tensors, dynamic_shapes=auto, strict=False)
+    except Exception:  # the op does not export: every cell says so at its own export stage
+        return {}
+    spots = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    users = [spots[u] for u in ep.graph_signature.user_inputs]
+    out: dict = {}
+    named: dict = {}  # export's symbol -> the Dim name: the first input and dim that carries it ("input_d0")
+    for name, node in zip(names, users):
+        for d in sorted(auto[name] or {}):
+            size = node.meta["val"].shape[d]
+            if isinstance(size, torch.SymInt) and size.node.expr.is_symbol:
+                rng = ep.range_constraints.get(size.node.expr)
+                lo, hi = (_bound(rng.lower), _bound(rng.upper)) if rng is not None else (None, None)
+                dim = named.setdefault(size.node.expr, f"{name}_d{d}")
+                out.setdefault(name, {})[d] = (dim, lo, hi)
+    return out
+
+
+def _passed_dim(t: torch.Tensor, d: int, layout: str) -> int:
+    """A dim of the op's view as a dim of the tensor passed in (TRANSPOSED swaps the last two)."""
+    r = t.dim()
+    d = d % r
+    if layout == TRANSPOSED and t.is_floating_point() and r >= 2 and d >= r - 2:
+        return (2 * r - 3) - d
+    return d
+
+
+def _bound(value) -> int | None:
+    """A range bound as Dim takes it: an int, or None for unbounded."""
+    try:
+        return int(value) if bool(value.is_finite) else None
+    except (TypeError, AttributeError):
+        return None
+
+
+def one_op(payload: TorchSample, names: list[str]) -> OneOp:
+    """The one-op module with a forward naming its inputs (torch.export matches dynamic_shapes by those names)."""
+    args = ", ".join(names)
+    scope: dict = {}
+    exec(f"def forward(self, {args}):\n    return self.call({args})\n", scope)  # names come from input_names
+    return type("Model", (OneOp,), {"forward": scope["forward"]})(payload)
+
+
+def input_names(payload: TorchSample) -> list[str]:
+    """Python names for the model's inputs, from where each tensor sits in the call: input, arg1, weight, ..."""
+    paths = pytree.tree_flatten_with_path((tuple(payload.args), dict(payload.kwargs)))[0]
+    names: list[str] = []
+    for path, leaf in paths:
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        names.append(_unique(_name_of(path), names))
+    return names
+
+
+def _name_of(path) -> str:
+    keys = [getattr(k, "idx", getattr(k, "key", None)) for k in path]
+    head = keys[1] if len(keys) > 1 else "x"
+    base = ("input" if head == 0 else f"arg{head}") if keys and keys[0] == 0 else str(head)
+    base = re.sub(r"\W", "_", base)
+    if keyword.iskeyword(base) or base in ("self", "") or base[0].isdigit():
+        base = f"{base}_"
+    return base + "".join(f"_{k}" for k in keys[2:])
+
+
+def _unique(name: str, taken: list[str]) -> str:
+    out, n = name, 1
+    while out in taken:
+        n += 1
+        out = f"{name}{n}"
+    return out
+
+
+_SPEC = '''"""fpdiff ops: {op} ({case_id}, {variant}, layout {layout}).
+{description}"""
+from pathlib import Path
+
+from fpdiff.analysis.ops.torch_catalog import OneOp, load_payload, case_dynamic_shapes, case_inputs
+
+CASE = Path(__file__).with_name({pt!r})
+CASE_SHA256 = {sha!r}  # the case's values are in CASE: a new case is a new spec (and a new fingerprint)
+NAMES = {names!r}
+
+
+class Model(OneOp):
+    def forward(self, {args}):
+        return self.call({args})
+
+
+def model():
+    return Model(load_payload(CASE))
+
+
+def inputs():
+    return case_inputs(CASE)
+'''
+
+_DYNAMIC = '''
+
+def dynamic_shapes():
+    return case_dynamic_shapes(CASE, NAMES)
+'''
+
+
+def slug(case_id: str) -> str:
+    """A file name for a case id."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", case_id)
+
+
+def write_case(case: Case, folder: Path) -> tuple[str, None]:
+    """The case as a spec file and its .pt (the payload) in `folder`; fpdiff.sources.load takes the spec."""
+    payload: TorchSample = case.payload
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    base = slug(case.case_id if case.variant == SAMPLE else f"{case.case_id}.{case.variant}")
+    pt = folder / f"{base}.pt"
+    names = input_names(payload)
+    dims = declare_dims(payload, names) if payload.dynamic else {}
+    torch.save({"fn": payload.fn, "args": tuple(payload.args), "kwargs": dict(payload.kwargs),
+                "layout": payload.layout, "dynamic": tuple(payload.dynamic), "dims": dims}, pt)
+    text = _SPEC.format(op=case.op, case_id=case.case_id, variant=case.variant, layout=payload.layout,
+                        description=case.description.replace('"""', "'''"), pt=pt.name,
+                        sha=hashlib.sha256(pt.read_bytes()).hexdigest(), names=names, args=", ".join(names))
+    if dims:
+        text += _DYNAMIC
+    spec = folder / f"{base}.py"
+    spec.write_text(text)
+    return str(spec), None
