@@ -8,9 +8,11 @@ The script's exit status is its answer, so a re-run can be counted without readi
   2  the backend raised where the rule expects outputs: another failure than the one recorded
   3  the script itself could not run (a file missing, the backend not installed): nothing was reproduced
 
-Rules: "rel-l2" (relative L2 vs float64 above the limit), "flips" (integer-valued outputs: more elements differing
-from the float64 expectation than the limit), "raises" (the backend raises), "crash" (the backend's process dies:
-the script runs it in a child process, so a signal or an exit mid-run is the answer, not the script's death)."""
+Rules: "rel-l2" (relative L2 vs float64 above the limit), "max-norm" (the worst element's error over the largest
+|expected| above the limit: an error confined to few elements, as check's verdict rule names it), "flips"
+(integer-valued outputs: more elements differing from the float64 expectation than the limit), "raises" (the backend
+raises), "crash" (the backend's process dies: the script runs it in a child process, so a signal or an exit mid-run
+is the answer, not the script's death)."""
 from __future__ import annotations
 
 import json
@@ -24,8 +26,8 @@ import torch
 from fpdiff.backends.base import Repro
 from fpdiff.core.errors import UsageError
 
-REL_L2, FLIPS, RAISES, CRASH = "rel-l2", "flips", "raises", "crash"
-RULES = (REL_L2, FLIPS, RAISES, CRASH)
+REL_L2, MAX_NORM, FLIPS, RAISES, CRASH = "rel-l2", "max-norm", "flips", "raises", "crash"
+RULES = (REL_L2, MAX_NORM, FLIPS, RAISES, CRASH)
 NOT_REPRODUCED, REPRODUCED, RAISED_INSTEAD, BROKEN = 0, 1, 2, 3
 SHOWN = 5  # differing elements printed: enough to see a pattern (a sign, an offset), short enough for a report
 
@@ -77,11 +79,13 @@ def last_line(e):
     return f"{type(e).__name__}: {lines[-1].strip() if lines else ''}"
 
 
+# --- the backend's part ---
 def backend_outputs():
     """The backend's own API, nothing else: sets outs from xs."""
 '''
 
 _RUN = '''
+# --- end of the backend's part ---
 
 def run():
     """(outputs, None) or (None, the exception the backend raised); the backend not installed is this script's."""
@@ -164,21 +168,23 @@ delta = float(np.linalg.norm(np.where(differs, o - e, 0.0))) if not bad else flo
 rel = float("inf") if bad else (delta / norm if norm else (0.0 if not differs.any() else float("inf")))
 err_abs = np.abs(np.where(differs, o - e, 0.0))
 max_abs = float(np.nanmax(err_abs)) if err_abs.size else 0.0
+max_ref = float(np.nanmax(np.abs(np.where(np.isfinite(e), e, 0.0)))) if e.size else 0.0
+worst = float("inf") if bad else (max_abs / max_ref if max_ref else (0.0 if not max_abs else float("inf")))
 flips = int(differs.sum())
 print(f"{who}: relative L2 vs float64 = {rel:.3e} ({bad} non-finite); max abs error {max_abs:.3e}; "
-      f"{flips} of {o.size} elements differ")
+      f"worst element {worst:.3e} of max |expected|; {flips} of {o.size} elements differ")
 for i in np.flatnonzero(differs)[:@SHOWN@]:
-    print(f"  element {i}: observed {o[i]!r}, expected {e[i]!r}")
+    print(f"  element {i}: observed {float(o[i])!r}, expected {float(e[i])!r}")
 base = meta.get("baseline") or {}
 if base:
     print(f"{meta['baseline_label']} at the same precision: " + ", ".join(f"{k} {v:.3e}" if isinstance(v, float)
                                                                        else f"{k} {v}" for k, v in base.items()))
-value = flips if meta["rule"] == "flips" else rel
+value = {"flips": flips, "max-norm": worst}.get(meta["rule"], rel)
 print(f"rule {meta['rule']}: {value:.6g} against limit {meta['limit']:.3e}")
 sys.exit(1 if value > meta["limit"] else 0)
 '''
 
-_TAILS = {REL_L2: _COMPARE, FLIPS: _COMPARE, RAISES: _RAISES, CRASH: _CRASH}
+_TAILS = {REL_L2: _COMPARE, MAX_NORM: _COMPARE, FLIPS: _COMPARE, RAISES: _RAISES, CRASH: _CRASH}
 
 
 def as_numpy(t: Any) -> np.ndarray:

@@ -1,0 +1,222 @@
+"""A standalone repro per failing op cell, rechecked in a fresh process, and a ready-to-file upstream report per
+distinct bug. The bundle holds what the backend was handed in the cell (the one-op exported program or ONNX graph at
+the cell's precision, rebuilt from the cell's job exactly as the worker built it), its exact inputs and the float64
+expectation; its script uses the backend's own API and numpy (analysis/repro.py)."""
+from __future__ import annotations
+
+import json
+import platform
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fpdiff.analysis import repro as bundle
+from fpdiff.analysis.ops.case import ONNX_CATALOG, OpsCell
+from fpdiff.core.status import Status
+
+# the script's exit status -> whether the cell's verdict re-triggered (None: the script could not tell)
+_RETRIGGERED = {bundle.REPRODUCED: True, bundle.NOT_REPRODUCED: False, bundle.RAISED_INSTEAD: False}
+INLINE_LINES = 60  # a script up to this long goes into the report whole; of a longer one, the backend's part
+SHOWN = bundle.SHOWN
+
+
+def task_of(job: Any) -> Any:
+    """The Task the worker built for this job: the same source, data, precision, variant, cache and flags."""
+    from fpdiff.core import precision as prec
+    from fpdiff.runtime.cache import Cache
+    from fpdiff.runtime.task import LoadedSource, Task
+    return Task(LoadedSource(job.source, job.data_path, job.seed), prec.get(job.precision), job.device, job.variant,
+                Cache(job.cache_dir), job.flags)
+
+
+def artifact(task: Any, backend: Any) -> tuple[Any, list, list[str] | None]:
+    """(program or ONNX ModelProto, inputs, input dtypes where the backend was fed others than the inputs' own) as
+    the backend got them in the cell."""
+    import onnx
+
+    from fpdiff.backends.openvino import OpenVinoBackend
+    from fpdiff.backends.ort import OrtBackend
+    from fpdiff.core import precision as prec
+    inputs = list(task.inputs())
+    if isinstance(backend, OpenVinoBackend):
+        # OpenVINO converts the fp32 model and takes the precision as a hint; float inputs (rounded at P) are fed
+        # as float32 (backends/openvino.py _fp32_model, _as_ov); a program (already at P) as written
+        if task.is_program:
+            return (task.program() if task.is_torch else onnx.load(str(task.onnx_file()))), inputs, None
+        fp32 = task.at(prec.get("fp32"))
+        model = fp32.program() if task.is_torch else onnx.load(str(fp32.onnx_file()))
+        return model, inputs, ["float32" if t.is_floating_point() else bundle.dtype_of(t) for t in inputs]
+    if task.is_torch and not isinstance(backend, OrtBackend):
+        return task.program(), inputs, None
+    # ONNX Runtime runs a torch model's ONNX export (the cell's own, cached file); every backend an ONNX graph cast
+    return onnx.load(str(task.onnx_file())), inputs, None
+
+
+def rule_for(cell: OpsCell) -> str:
+    """The bundle's rule for a failing cell: its status, and flips for integer-valued outputs."""
+    if cell.status == Status.CRASH:
+        return bundle.CRASH
+    if cell.status in (Status.ERROR, Status.UNSUPPORTED, Status.TIMEOUT):
+        return bundle.RAISES
+    return bundle.FLIPS if (cell.metrics or {}).get("flips") is not None else bundle.REL_L2
+
+
+def provenance(cell: OpsCell) -> str:
+    """Where the float64 expectation comes from (the cell's own record when the sweep gives one)."""
+    if cell.info.get("expected_from"):
+        return str(cell.info["expected_from"])
+    if cell.catalog == ONNX_CATALOG:
+        judge = ("the ONNX reference evaluator (onnx.reference) on the node with its inputs and weights in float64 "
+                 "(fpdiff's float64 judge); the ONNX node test's own expected output is a second opinion on it")
+    else:
+        judge = ("torch eager on the op with every float input in float64 and every op promoted to float64 "
+                 "(fpdiff's float64 judge)")
+    return (f"{judge}. It is computed from the case's float64 inputs; the backend got them rounded to "
+            f"{cell.precision} (`inputs.npz`), and the reference implementation at {cell.precision} (the baseline) "
+            "shows what that rounding alone costs.")
+
+
+def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], observed: list[np.ndarray] | None,
+          baseline: dict | None, rule: str, limit: float, versions: dict) -> Path:
+    """Write the bundle and its REPORT.md for one failing cell; returns the script's path. `baseline`: the
+    reference implementation's metrics at the cell's precision; `limit`: the verdict's own threshold (rel L2 for
+    "rel-l2", a count of elements for "flips"; unused by "raises"/"crash")."""
+    from fpdiff.backends import registry
+    if cell.status == Status.CRASH:  # the process dying is the failure: only a child process can show it
+        rule = bundle.CRASH
+    task = task_of(job)
+    backend = registry(job.plugins).create(job.backend)
+    program, inputs, dtypes = artifact(task, backend)
+    extra = {"op": cell.op, "catalog": cell.catalog, "case": cell.case, "variant": cell.variant,
+             "shape_variant": cell.shape_variant, "status": str(cell.status), "description": cell.description,
+             "expected_from": provenance(cell), "observed_error": cell.reason if rule in (bundle.RAISES,
+                                                                                          bundle.CRASH) else None,
+             "os": platform.platform()}
+    script = bundle.write(out, title=title(cell), tool="ops", backend=backend, precision=job.precision,
+                          device=job.device, program=program, inputs=inputs, expected=expected, observed=observed,
+                          rule=rule, limit=limit, baseline=baseline, baseline_label="the reference implementation",
+                          flags=tuple(job.flags), versions=versions, input_dtypes=dtypes, extra=extra)
+    (out / "REPORT.md").write_text(upstream_report(cell, out, versions))
+    return script
+
+
+def recheck(scripts: list[Path], timeout: float = 120) -> dict[str, bool | None]:
+    """Each script in a fresh interpreter, one at a time (the scripts compile and run backends: two at once would
+    only share the same cores): True re-triggered, False did not, None the script broke (or ran out of time)."""
+    out: dict[str, bool | None] = {}
+    for script in scripts:
+        try:
+            done = subprocess.run([sys.executable, str(script)], cwd=Path(script).parent, capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out[str(script)] = None
+            continue
+        # a signal under a numeric or raising rule: the backend died where the cell had an answer, a different
+        # failure (a crash cell's script catches its child's death itself and exits 1)
+        out[str(script)] = False if done.returncode < 0 else _RETRIGGERED.get(done.returncode)
+    return out
+
+
+def signature(cell: OpsCell) -> str:
+    """The distinct-bug key: one report per backend, precision, catalog op, status class and variant (the samples
+    and shapes of one op under one variant failing the same way are one bug to report). Safe as a folder name."""
+    parts = (cell.backend, cell.precision, cell.catalog, cell.op, _status_class(cell), cell.variant)
+    return "__".join(re.sub(r"[^A-Za-z0-9.+-]", "_", str(p)) for p in parts)
+
+
+def _status_class(cell: OpsCell) -> str:
+    if cell.status == Status.MISMATCH and (cell.metrics or {}).get("flips") is not None:
+        return "mismatch-flips"
+    return str(cell.status)
+
+
+def title(cell: OpsCell) -> str:
+    """"[backend] op at precision: what goes wrong"."""
+    what = {Status.MISMATCH: "wrong result", Status.ERROR: "fails", Status.CRASH: "crashes",
+            Status.TIMEOUT: "hangs", Status.UNSUPPORTED: "is refused"}.get(Status(cell.status), str(cell.status))
+    variant = f" ({cell.variant})" if cell.variant != "sample" else ""
+    shape = f", {cell.shape_variant} shapes" if cell.shape_variant not in ("", "static") else ""
+    return f"[{cell.backend}] {cell.op} at {cell.precision}{variant}{shape}: {what}"
+
+
+def _arrays(path: Path) -> list[np.ndarray] | None:
+    if not path.exists():
+        return None
+    with np.load(path) as data:
+        return [np.asarray(data[f"out{i}"], dtype=np.float64) for i in range(len(data.files))]
+
+
+def numbers(observed: list[np.ndarray] | None, expected: list[np.ndarray]) -> list[str]:
+    """Observed vs expected, as report lines: rel L2, max abs error, elements differing, the first ones."""
+    if observed is None:
+        return ["(no outputs: the backend did not return any)"]
+    if [a.shape for a in observed] != [a.shape for a in expected]:
+        return [f"output shapes {[a.shape for a in observed]}, expected {[a.shape for a in expected]}"]
+    o = np.concatenate([a.ravel() for a in observed]) if observed else np.zeros(0)
+    e = np.concatenate([a.ravel() for a in expected]) if expected else np.zeros(0)
+    with np.errstate(all="ignore"):
+        differs = (o != e) & ~(np.isnan(o) & np.isnan(e))
+        bad = int((~np.isfinite(o) & np.isfinite(e)).sum())
+        delta = np.where(differs, o - e, 0.0)
+        norm = float(np.linalg.norm(e))
+        size = float(np.linalg.norm(delta))
+        rel = float("inf") if bad or (not norm and size) else size / norm if norm else 0.0
+        max_abs = float(np.nanmax(np.abs(delta))) if delta.size else 0.0
+    lines = [f"relative L2 vs float64: {rel:.3e} ({bad} non-finite where float64 is finite)",
+             f"max abs error: {max_abs:.3e}", f"elements differing: {int(differs.sum())} of {o.size}"]
+    lines += [f"element {i}: observed {float(o[i])!r}, expected {float(e[i])!r}"
+              for i in np.flatnonzero(differs)[:SHOWN]]
+    return lines
+
+
+def upstream_report(cell: OpsCell, bundle_dir: Path, versions: dict) -> str:
+    """A report ready to file upstream (markdown): title, versions, the repro, observed vs expected, the float64
+    expectation's provenance."""
+    bundle_dir = Path(bundle_dir)
+    meta = json.loads((bundle_dir / "meta.json").read_text())
+    script = (bundle_dir / "repro.py").read_text()
+    versions_md = "\n".join(f"- {k}: {v}" for k, v in {**versions, "OS": meta.get("os", platform.platform())}.items()
+                            if v)
+    files = ", ".join(f"`{f}`" for f in meta["files"])
+    about = cell.description or meta.get("description")
+    parts = [f"# {title(cell)}", "", *([about, ""] if about else []), "## Versions", versions_md, "",
+             "## Reproduce",
+             f"The bundle holds {files} and `repro.py` (the {_artifact_words(meta)} and its exact inputs, as "
+             f"{cell.backend} got them at {cell.precision}). Run `python repro.py` beside them: exit 1 means the "
+             "problem reproduced, 0 that it did not.", ""]
+    if len(script.splitlines()) <= INLINE_LINES:
+        parts += ["```python", script.rstrip(), "```", ""]
+    else:
+        parts += [f"The backend's part of `repro.py` ({len(script.splitlines())} lines in all, attached; `xs`: the "
+                  "arrays of `inputs.npz` in order, `meta`: `meta.json`):", "", "```python", _backend_part(script),
+                  "```", ""]
+    parts += ["## Observed vs expected"]
+    if meta["rule"] in (bundle.RAISES, bundle.CRASH):
+        parts += [f"{cell.backend} {'raises' if meta['rule'] == bundle.RAISES else 'dies'}: {cell.reason}", ""]
+    else:
+        lines = numbers(_arrays(bundle_dir / "backend_output.npz"), _arrays(bundle_dir / "expected.npz") or [])
+        parts += [f"- {ln}" for ln in lines]
+        base = meta.get("baseline") or {}
+        if base:
+            parts += [f"- {meta['baseline_label']} at {cell.precision}: "
+                      + ", ".join(f"{k} {v:.3e}" if isinstance(v, float) else f"{k} {v}" for k, v in base.items())]
+        parts += [f"- limit ({meta['rule']}): {meta['limit']:.3e}", ""]
+    parts += ["## Where the expected values come from", provenance(cell), ""]
+    return "\n".join(parts)
+
+
+def _backend_part(script: str) -> str:
+    """The lines of the script that call the backend (between the markers the bundle writer puts around them)."""
+    start, end = "# --- the backend's part ---", "# --- end of the backend's part ---"
+    if start not in script or end not in script:
+        return script.rstrip()
+    return script.split(start, 1)[1].split(end, 1)[0].strip()
+
+
+def _artifact_words(meta: dict) -> str:
+    graph = "ONNX graph (`segment.onnx`)" if "segment.onnx" in meta["files"] else "exported program (`segment.pt2`)"
+    return f"one-op {graph}"
