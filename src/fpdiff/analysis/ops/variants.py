@@ -332,6 +332,7 @@ def _dims_onnx(model: Any, mixed: bool) -> Any:
     m.CopyFrom(model)
     inits = {i.name for i in m.graph.initializer}
     changed = False
+    first: int | None = None  # the first input's batch size: inputs sharing it share the "batch" symbol
     for vi in m.graph.input:
         if vi.name in inits or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
             continue
@@ -339,7 +340,9 @@ def _dims_onnx(model: Any, mixed: bool) -> Any:
         for i, d in enumerate(dims):
             if not d.HasField("dim_value") or (mixed and (i != 0 or len(dims) < 2)):
                 continue
-            d.dim_param = "batch" if mixed else f"{vi.name}_d{i}"
+            first = d.dim_value if first is None else first
+            # one symbol for equal batch sizes (it says they are equal), its own for any other
+            d.dim_param = ("batch" if d.dim_value == first else f"{vi.name}_d0") if mixed else f"{vi.name}_d{i}"
             changed = True
     if not changed:
         return None
