@@ -232,3 +232,13 @@ def test_locate_bad_shape_variant():
                        "unknown shape variant")
     assert_usage_error(["locate", "example:tinycnn", "--backend", "ort", "--shape-variant", "dynamic"],
                        "declares dynamic_shapes")
+
+
+def test_ops_bad_input():
+    assert_usage_error(["ops", "--ops", "avgpool2", "--catalog", "torch"], "nn.functional.avg_pool2d")
+    assert_usage_error(["ops", "--catalog", "tflite"], "unknown catalog")
+    assert_usage_error(["ops", "--ops", "relu", "--variants", "wobbly"], "unknown variant")
+    assert_usage_error(["ops", "--ops", "relu", "--time", "0"], "--time must be positive")
+    assert_usage_error(["ops", "--ops", "relu", "--time", "soon"], "duration")
+    assert_usage_error(["ops", "--ops", "relu", "--backends", "nope"], "unknown backend")
+    assert_usage_error(["ops", "--ops", "relu", "--ray", "127.0.0.1:1"], "Ray")

@@ -205,7 +205,8 @@ def _ops_parser(sub) -> None:
     o.add_argument("--ops", type=_csv, default=None, metavar="PATTERN[,PATTERN...]",
                    help="case-insensitive globs over op names (nn.functional.avg_pool2d, '*avg_pool*', AveragePool)")
     o.add_argument("--variants", type=_csv, default=None, metavar="NAME,...",
-                   help="variant generators (default: the affordable set; 'none' for the catalogs' own samples)")
+                   help="variant generators, or default, all, sample (the catalogs' own samples only); "
+                   "--list-variants says what each finds")
     o.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
                    help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
     o.add_argument("--precisions", type=_csv, default=list(DEFAULT_PRECISIONS),
@@ -245,8 +246,8 @@ def _other_parsers(sub) -> None:
     h.add_argument("--store", metavar="PATH", help="the run history (default as for check)")
     d = sub.add_parser("diff", help="cells whose verdict or error changed between two stored runs; exit 1 on a "
                        "regression")
-    d.add_argument("run_a", type=int)
-    d.add_argument("run_b", type=int)
+    d.add_argument("run_a", metavar="A", help="a stored run's id, or a support table saved by fpdiff ops --save")
+    d.add_argument("run_b", metavar="B", help="the same for the other side")
     d.add_argument("--store", metavar="PATH", help="the run history (default as for check)")
     w = sub.add_parser("worker", help="serve backend jobs to fpdiff on other machines (authenticated by a token)")
     w.add_argument("--listen", required=True, metavar="HOST:PORT", help="address to listen on (port 0: any free)")
@@ -431,7 +432,6 @@ def _ops(args, console) -> int:
         for name, v in VARIANTS.items():
             console.print(f"{name:16s} {'(default) ' if name in DEFAULT_VARIANTS else ''}{v.doc}", highlight=False)
         return EXIT_OK
-    variants = [] if args.variants == ["none"] else args.variants
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cases"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
                   disable=not console.is_terminal) as bar:
@@ -439,7 +439,7 @@ def _ops(args, console) -> int:
 
         def progress(what: str, i: int, n: int) -> None:
             bar.update(tid, description=what[:60], completed=i, total=n)
-        result = api.ops(catalogs=args.catalog, patterns=args.ops, variants=variants, backends=args.backends,
+        result = api.ops(catalogs=args.catalog, patterns=args.ops, variants=args.variants, backends=args.backends,
                          precisions=args.precisions, samples=args.samples, time_budget=args.time, ray=args.ray,
                          plugins=tuple(args.plugin), backend_flags=_backend_flags(args), timeout=args.timeout,
                          seed=args.seed, cache_dir=False if args.no_cache else args.cache_dir,
@@ -449,10 +449,7 @@ def _ops(args, console) -> int:
 
 def _save_table(args, console, result) -> None:
     if args.save:
-        try:
-            result.save_table(args.save)
-        except OSError as e:
-            raise UsageError(f"cannot write the support table to {args.save}: {e.strerror or e}") from None
+        result.save_table(args.save)  # a path it cannot write is its own one-line error
         console.print(f"support table: {args.save}", highlight=False)
 
 
@@ -535,7 +532,14 @@ def _history(args) -> int:
             counts = " ".join(f"{k}={v}" for k, v in sorted(r["cells"].items()))
             print(f"{r['id']:5d}  {when}  {r['kind']:6s}  {r['model']}  exit {r['exit_code']}  {counts}")
         return EXIT_OK
-    d = store.diff(path, args.run_a, args.run_b)
+    if not (args.run_a.isdigit() and args.run_b.isdigit()):  # two saved support tables (fpdiff ops --save)
+        if args.run_a.isdigit() or args.run_b.isdigit():
+            raise UsageError("fpdiff diff compares two stored runs (their ids) or two support tables (their files), "
+                             f"not one of each: {args.run_a} {args.run_b}")
+        t = store.diff_tables(Path(args.run_a), Path(args.run_b))
+        print("\n".join(store.table_diff_lines(t)))
+        return EXIT_FAIL if t["regressions"] else EXIT_OK
+    d = store.diff(path, int(args.run_a), int(args.run_b))
     print(f"fpdiff diff {d['a']} {d['b']}: {d['model']}" + ("" if d["same_model_hash"] else " (the model changed)"))
     for k, (x, y) in d["versions"].items():
         print(f"  {k}: {x} -> {y}")

@@ -10,6 +10,7 @@ from fpdiff.analysis.check.grid import Grid, JobKey, job_key
 from fpdiff.analysis.check.result import Cell
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
+from fpdiff.core.errors import ONNX_EXPORT
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
 from fpdiff.runtime import external
@@ -34,9 +35,44 @@ def rejudge(grid: Grid, verdict: judge_mod.JudgeCheck, cells: list[Cell], result
     stand_in = results.get(verdict.stand_in) if verdict.stand_in else None
     judge_mod.hold_unconfirmed(verdict, cells, keys, lambda key: _against(stand_in, grid, results, key))
     judge_mod.judge_by_majority(verdict, cells, keys, lambda key: _by_majority(verdict, grid, results, key))
+    blame_exporter(grid, cells, results, env, timeout)
     # a mismatch no larger than the float64 reference's own movement under rounding-sized perturbations is the model's
     conditioning.reconsider(grid.source, cells, [results[k] for k in keys], ref_out, grid.judge_backend,
                             grid.data_path, timeout=timeout, env=env, seed=grid.seed)
+
+
+def blame_exporter(grid: Grid, cells: list[Cell], results: dict[JobKey, JobResult], env: dict,
+                   timeout: float) -> None:
+    """A torch model's mismatch on a backend that ran torch.onnx's graph: is that graph the torch program's function?
+    Exports are checked against their program only in float64 (onnxtools/export.py), so the backend's fp64 job decides
+    (run now when the grid has none): when the exporter's float64 graph computes another function, the mismatch is
+    torch.onnx's error at every precision of that backend, and the backend's numbers on it are not judged."""
+    if grid.source.ref.kind != "torch":
+        return
+    exported = [(c, k) for c, k in zip(cells, grid.cells) if c.status == Status.MISMATCH
+                and results[job_key(k)].info.get("onnx_exporter")]
+    for b in dict.fromkeys(c.backend for c, _ in exported):
+        key = (b, "cpu", "fp64", STATIC)
+        if key not in results:
+            with external.pool(env) as pool:
+                results[key] = pool.run(grid.job(key), timeout)
+        for c, k in exported:
+            why = _exporter_departs(results[key], results[job_key(k)].info.get("onnx_exporter"))
+            if c.backend == b and why:
+                c.status, c.stage, c.component = Status.ERROR, ONNX_EXPORT, "torch.onnx"
+                c.reason = (f"torch.onnx at onnx export failed: {why}; {b}'s numbers on that graph are not judged "
+                            f"(was mismatch: {c.reason})")
+
+
+def _exporter_departs(fp64: JobResult, exporter: str | None) -> str | None:
+    """Why the exporter that made a cell's graph computes another function, from the backend's float64 job: its
+    export failed the check outright, or the check threw out that exporter's graph for the fallback's."""
+    if fp64.status == Status.ERROR and fp64.stage == ONNX_EXPORT and "departs from the torch program" in fp64.message:
+        return f"its float64 export computes another function than the torch program ({fp64.message})"
+    why = fp64.info.get("onnx_exporter_why") or ""
+    if exporter == "dynamo" and "departs from the torch program" in why:
+        return f"its dynamo exporter's float64 graph computes another function than the torch program ({why})"
+    return None
 
 
 def _against(stand_in: JobResult | None, grid: Grid, results: dict, key: JobKey) -> compare.Judgement | None:

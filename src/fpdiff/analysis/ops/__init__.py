@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fpdiff.analysis.base import flags_by_backend
 from fpdiff.analysis.ops.case import CATALOGS, Case, OpsCell
+from fpdiff.analysis.ops.result import OpsResult
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_batch
 from fpdiff.backends import registry
 from fpdiff.core import precision as prec
@@ -21,7 +22,7 @@ from fpdiff.core.status import Status
 from fpdiff.core.versions import report_versions
 from fpdiff.runtime import rundir
 
-__all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "ops"]
+__all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "OpsResult", "ops"]
 
 DEFAULT_BACKENDS = ("torch", "inductor", "ort", "openvino", "iree")
 # fp32 is every backend's home format; fp16 and bf16 are where kernels go missing or get substituted (the support
@@ -44,7 +45,7 @@ def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = 
         ray: str | None = None, plugins: Sequence[str] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
         iree_flags: Sequence[str] = (), timeout: float = 120.0, seed: int = 0, cache_dir: str | None | bool = None,
         repro_dir: str | None = "fpdiff-out/ops", recheck: bool = True, batch: int = BATCH,
-        progress: Progress | None = None):
+        progress: Progress | None = None) -> OpsResult:
     """Sweep the selected ops. `patterns`: case-insensitive globs over op names (None: all); `variants`: generator
     names (variants.py; None: its defaults, [] none); `samples`: catalog samples per op; `time_budget`: seconds
     after which no new batch starts (the rest is counted as unrun); `ray`: a Ray address ("local" starts one)."""
@@ -57,8 +58,9 @@ def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = 
     _check_budget(time_budget, samples, batch)
     distribute.check_address(ray)
     cases, skipped = catalog.select(list(catalogs), list(patterns) if patterns else None, samples, seed)
-    names = list(variant_mod.DEFAULT_VARIANTS if variants is None else variants)
-    cases = variant_mod.expand(cases, names) + variant_mod.extra_cases(names, list(patterns) if patterns else None)
+    names = variant_mod.select(["default"] if variants is None else variants)
+    cases = variant_mod.expand(cases, names, seed) + variant_mod.extra_cases(
+        names, list(patterns) if patterns else None, seed, list(catalogs))
     if not cases:
         raise UsageError("no case to run: every selected op was skipped (" +
                          "; ".join(sorted({s['reason'] for s in skipped})[:3]) + ")")

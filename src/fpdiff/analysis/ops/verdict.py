@@ -96,7 +96,7 @@ def expected_disagreement(case: Case, ref_out: list[np.ndarray]) -> dict | None:
 def support(cell: Cell, r: JobResult) -> tuple[str | None, str]:
     """The runtime's own word on the op at the cell's dtype (support.py reads it)."""
     from fpdiff.analysis.ops.support import support_state
-    return support_state(cell.status, cell.findings, r.info or {}, cell.precision)
+    return support_state(cell.status, cell.findings, r.info or {}, cell.precision, cell.reason)
 
 
 def write_repro(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | None, r: JobResult, ref: JobResult,
