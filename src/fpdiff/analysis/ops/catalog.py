@@ -1,0 +1,73 @@
+"""The catalogs together: which cases a sweep's --catalog and --ops select, and the closest op names when a
+pattern selects nothing."""
+from __future__ import annotations
+
+import difflib
+import re
+
+from fpdiff.analysis.ops.case import CATALOGS, ONNX_CATALOG, TORCH_CATALOG, Case, matches
+from fpdiff.core.errors import UsageError
+
+SUGGESTIONS = 5  # closest op names listed for a pattern that selects none: enough to spot a typo, one line
+
+
+def _module(catalog: str):
+    if catalog == TORCH_CATALOG:
+        from fpdiff.analysis.ops import torch_catalog as mod
+    elif catalog == ONNX_CATALOG:
+        from fpdiff.analysis.ops import onnx_catalog as mod
+    else:
+        raise UsageError(f"unknown catalog {catalog!r}; the catalogs: {', '.join(CATALOGS)}")
+    return mod
+
+
+def op_names(catalog: str) -> list[str]:
+    """Every op name of a catalog, sorted (computed once per process)."""
+    return list(_module(catalog).op_names())
+
+
+def select(catalogs: list[str], patterns: list[str] | None, samples: int | None = 2,
+           seed: int = 0) -> tuple[list[Case], list[dict]]:
+    """The cases of `catalogs` whose op matches a pattern (None: every op), in (catalog, op, case) order, and the
+    ops left out with their reason. A pattern that matches no op of these catalogs is a UsageError."""
+    if not catalogs:
+        raise UsageError(f"no catalog given; the catalogs: {', '.join(CATALOGS)}")
+    modules = {c: _module(c) for c in dict.fromkeys(catalogs)}
+    if patterns is not None:
+        _check_patterns(list(modules), patterns)
+    out: list[Case] = []
+    skipped: list[dict] = []
+    for mod in modules.values():
+        got, left = mod.cases(patterns, samples, seed)
+        out += got
+        skipped += left
+    out.sort(key=lambda c: (c.catalog, c.op, _natural(c.case_id)))
+    skipped.sort(key=lambda s: (s["catalog"], s["op"], _natural(s.get("case", ""))))
+    return out, skipped
+
+
+def _natural(text: str) -> list:
+    """"op#10" after "op#9": numbers compare as numbers."""
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text)]
+
+
+def _check_patterns(catalogs: list[str], patterns: list[str]) -> None:
+    names = [n for c in catalogs for n in op_names(c)]
+    for p in patterns:
+        if not p.strip():
+            raise UsageError("an empty op pattern selects nothing; give a name or a glob such as '*avg_pool*'")
+        if not any(matches(n, [p]) for n in names):
+            close = closest(p, names)
+            raise UsageError(f"no op of catalog {', '.join(catalogs)} matches {p!r}; closest: {', '.join(close)}")
+
+
+def closest(pattern: str, names: list[str], n: int = SUGGESTIONS) -> list[str]:
+    """The op names nearest a pattern (its glob characters stripped): a name scores by its best dotted suffix,
+    so "avgpool2" finds "nn.functional.avg_pool2d" although the namespace makes the whole name far."""
+    bare = re.sub(r"[*?\[\]]", "", pattern).lower()
+
+    def score(name: str) -> float:
+        parts = name.lower().split(".")
+        return max(difflib.SequenceMatcher(None, bare, ".".join(parts[i:])).ratio() for i in range(len(parts)))
+
+    return sorted(set(names), key=lambda x: (-score(x), x))[:n]
