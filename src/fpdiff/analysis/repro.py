@@ -175,6 +175,11 @@ print(f"{who}: relative L2 vs float64 = {rel:.3e} ({bad} non-finite); max abs er
       f"worst element {worst:.3e} of max |expected|; {flips} of {o.size} elements differ")
 for i in np.flatnonzero(differs)[:@SHOWN@]:
     print(f"  element {i}: observed {float(o[i])!r}, expected {float(e[i])!r}")
+if "backend_output.npz" in meta["files"]:  # the cell's own outputs: this run computed the same bits, or not
+    with np.load(here / "backend_output.npz") as cell_out:
+        was = [np.asarray(cell_out[f"out{i}"], dtype=np.float64) for i in range(len(cell_out.files))]
+    same = [a.shape for a in was] == shapes and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(was, outs))
+    print("the same outputs as the cell's, bit for bit" if same else "outputs differ from the cell's own run")
 base = meta.get("baseline") or {}
 if base:
     print(f"{meta['baseline_label']} at the same precision: " + ", ".join(f"{k} {v:.3e}" if isinstance(v, float)
@@ -191,7 +196,8 @@ def as_numpy(t: Any) -> np.ndarray:
     """An input as numpy (bfloat16 widened to float32: numpy has none; the script narrows it back by meta)."""
     if isinstance(t, torch.Tensor):
         return (t.float() if t.dtype == torch.bfloat16 else t).detach().cpu().numpy()
-    return np.asarray(t)
+    a = np.asarray(t)
+    return a.astype(np.float32) if a.dtype.name == "bfloat16" else a  # ml_dtypes' bfloat16: npz cannot hold it
 
 
 def dtype_of(t: Any) -> str:

@@ -32,10 +32,10 @@ def inputs():
 '''
 
 
-def job_for(model: str, backend: str, precision: str, plugins=(), **load_args):
+def job_for(model: str, backend: str, precision: str, plugins=(), flags=(), **load_args):
     grid = make_grid(model, registry(plugins), backends=[backend], precisions=[precision], devices=["cpu"],
                      shape_variants=None, load_args=load_args, allow_nonfinite=False, repeat=1, plugins=plugins,
-                     flags={}, cache_dir=False, seed=0)
+                     flags={backend: flags} if flags else {}, cache_dir=False, seed=0)
     return grid.job(job_key(grid.cells[0]))
 
 
@@ -169,6 +169,24 @@ def test_error_and_crash_cells_retrigger_by_their_rules(linear_spec, tmp_path):
             for rule, status in (("raises", "error"), ("crash", "crash"))]
     assert repro.recheck([raises, crash, *calm]) == {str(raises): True, str(crash): True, str(calm[0]): False,
                                                       str(calm[1]): False}
+
+
+def test_iree_compile_failure_is_reproduced_with_the_compiler_alone(add_model, tmp_path):
+    model, inputs, expected = add_model
+    job = job_for(model, "iree", "fp32", flags=("--iree-no-such-option",), inputs=inputs)
+    with pytest.raises(Exception, match="iree-compile"):
+        run_backend(job)  # the cell's own failure: iree-compile refuses the flag
+    c = cell(job, "Add", "onnx", "error", "iree-compile failed: Unknown command line argument")
+    script = repro.write(tmp_path / "b", job, c, expected=expected, observed=None, baseline=None, rule="raises",
+                         limit=0.0, versions={})
+    p = run_script(script)
+    assert p.returncode == 1 and "iree-no-such-option" in p.stdout, p.stdout + p.stderr
+    meta = (tmp_path / "b" / "meta.json").read_text()
+    assert "iree-compile segment.mlir" in meta
+    healthy = job_for(model, "iree", "fp32", inputs=inputs)
+    calm = repro.write(tmp_path / "calm", healthy, cell(healthy, "Add", "onnx", "error"), expected=expected,
+                       observed=None, baseline=None, rule="raises", limit=0.0, versions={})
+    assert repro.recheck([script, calm]) == {str(script): True, str(calm): False}
 
 
 def test_flips_rule_counts_differing_integer_values(tmp_path):
