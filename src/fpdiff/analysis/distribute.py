@@ -29,6 +29,7 @@ PROBE_S = 5.0
 # Something that accepts TCP but is no Ray head (a proxy, another service) passes the probe: Ray then tries its GCS
 # handshake once a second for 20 s by default; a head that is up answers the first try, so five tries are plenty.
 GCS_TRIES_VAR, GCS_TRIES = "RAY_gcs_server_port_wait_time_s", "5"
+AUTH_MODE_VAR, AUTH_REFUSED = "RAY_AUTH_MODE", "InvalidAuthToken"
 # A failure message is one line of a cell's reason: Ray's crash texts run to a dozen lines of advice.
 MESSAGE_CHARS = 300
 
@@ -134,14 +135,18 @@ def _stderr_muted() -> Iterator[None]:
 
 
 def _connect_error(e: BaseException) -> str:
-    """Ray's connect failure in one line: its summary, and the innermost cause's last line (a refused token, a
-    version mismatch) when there is one."""
+    """Ray's connect failure in one line: its summary, and the innermost cause's last line (a version mismatch, an
+    HTTP service where the head should be) when there is one; a refused token says how to send one."""
     text = _one_line(e)
     cause = e.__cause__
-    if cause is not None:
-        lines = [ln.strip() for ln in str(cause).splitlines() if ln.strip()]
-        if lines and lines[-1] not in text:
-            text = f"{text} ({lines[-1]})"
+    lines = [ln.strip() for ln in str(cause).splitlines() if ln.strip()] if cause is not None else []
+    if any(AUTH_REFUSED in ln for ln in lines):
+        # `ray start` (2.60) turns token authentication on; a driver that names the address sends a token only
+        # when told to, and a token is not sent to an address the user typed without their word
+        return (f"{text} (the cluster wants a token: set {AUTH_MODE_VAR}=token, with the cluster's token in "
+                "~/.ray/auth_token or RAY_AUTH_TOKEN)")
+    if lines and lines[-1] not in text:
+        text = f"{text} ({lines[-1]})"
     return text[:MESSAGE_CHARS]
 
 

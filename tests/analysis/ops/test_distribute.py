@@ -3,10 +3,12 @@ timeout cancelled and one that kills its worker recorded (never retried) while t
 cannot work refused in one line."""
 import functools
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -140,6 +142,50 @@ def test_local_starts_its_own_instance_and_stops_it(cluster):
     assert run_batches(BATCHES[:2], seeded_sums, address="local", timeout=60) == \
         run_batches(BATCHES[:2], seeded_sums, address=None, timeout=60)
     assert not ray.is_initialized()
+
+
+def _driver(address: str, **env: str) -> str:
+    """What a fresh driver process prints after spreading two batches over `address` (or the line it was refused
+    with)."""
+    code = ("from fpdiff.analysis.distribute import run_batches\n"
+            "from fpdiff.core.errors import UsageError\n"
+            f"try:\n    print(run_batches([[1], [2]], list, address={address!r}, timeout=60))\n"
+            "except UsageError as e:\n    print(e)\n")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    out = subprocess.run([sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+@pytest.mark.slow
+def test_a_head_from_ray_start_wants_its_token_and_takes_it():
+    """`ray start --head` turns token authentication on: a driver without RAY_AUTH_MODE=token is told to set it, and
+    with it the batches run there."""
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'fpdiff[ray]'")
+    port = _closed_port()
+    # a short folder: Ray's unix sockets live under it, and a socket path has ~107 characters at most
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    head = subprocess.Popen([str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", "--port",
+                             str(port), "--num-cpus", "1", "--include-dashboard", "false", "--disable-usage-stats",
+                             "--temp-dir", temp], start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        address = f"127.0.0.1:{port}"
+        refused = _driver(address)
+        assert refused.startswith(f"no Ray cluster answers at {address}: ") and "RAY_AUTH_MODE=token" in refused
+        assert _driver(address, RAY_AUTH_MODE="token") == "[[1], [2]]"
+    finally:
+        os.killpg(head.pid, signal.SIGKILL)  # the head and every process it started: its own session
+        head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _closed_port() -> int:
