@@ -61,3 +61,31 @@ class PlantedBackend(Backend):
             feed = {n: t.numpy() if isinstance(t, torch.Tensor) else np.asarray(t) for n, t in zip(names, inputs)}
             return [_scaled(o, on) for o in ev.run(None, feed)]
         return Prepared(run_onnx)
+
+    def repro(self, r) -> str:
+        """The bundle runs this file's own code: the plugin is copied next to the script."""
+        import shutil
+        from pathlib import Path
+
+        from fpdiff.backends.base import NUMPY_INPUTS, TORCH_INPUTS
+        shutil.copy(Path(__file__), r.out / "planted.py")
+        load = '''import importlib.util
+spec = importlib.util.spec_from_file_location("planted", str(here / "planted.py"))
+plugin = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plugin)
+'''
+        if not r.onnx_segment:
+            return TORCH_INPUTS + load + '''from torch.utils._pytree import tree_flatten
+on = plugin._planted_torch(program)
+with torch.no_grad():
+    outs = [plugin._scaled(o, on) for o in tree_flatten(program.module()(*xt))[0]]
+'''
+        return NUMPY_INPUTS + load + '''import onnx
+from onnx.reference import ReferenceEvaluator
+model = onnx.load(str(here / "segment.onnx"))
+inits = {t.name for t in model.graph.initializer}
+names = [i.name for i in model.graph.input if i.name not in inits]
+feed = {n: as_np(x, d) for n, x, d in zip(names, xs, meta["input_dtypes"])}
+on = plugin._planted_onnx(model)
+outs = [plugin._scaled(o, on) for o in ReferenceEvaluator(model).run(None, feed)]
+'''

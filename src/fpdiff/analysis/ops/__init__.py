@@ -5,6 +5,7 @@ checked standalone repro for every failing cell. The steps: select the cases (ca
 batches (sweep.py, locally or on Ray through analysis/distribute.py), then the result (result.py)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,8 +32,7 @@ DEFAULT_PRECISIONS = ("fp32", "fp16", "bf16")
 # Cases per batch: a batch shares its workers (one start per backend) and is the unit Ray schedules and times out;
 # 8 one-op cases keep a lost batch cheap while the start-up is spread over enough cells.
 BATCH = 8
-# A batch's own limit on Ray, beyond its cells' own timeouts: every case's jobs can each take up to the cell
-# timeout, so the batch gets that many, plus a worker start per backend.
+# Worker starts a batch's Ray limit allows for beyond its jobs' own timeouts
 BATCH_STARTS = 2
 
 Progress = Callable[[str, int, int], None]
@@ -50,7 +50,8 @@ def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = 
     names (variants.py; None: its defaults, [] none); `samples`: catalog samples per op; `time_budget`: seconds
     after which no new batch starts (the rest is counted as unrun); `ray`: a Ray address ("local" starts one)."""
     from fpdiff.analysis import distribute
-    from fpdiff.analysis.ops import catalog, variants as variant_mod
+    from fpdiff.analysis.ops import catalog
+    from fpdiff.analysis.ops import variants as variant_mod
     t0 = time.perf_counter()
     reg = registry(plugins)
     config = _config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir,
@@ -64,9 +65,11 @@ def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = 
     if not cases:
         raise UsageError("no case to run: every selected op was skipped (" +
                          "; ".join(sorted({s['reason'] for s in skipped})[:3]) + ")")
+    if time_budget is not None:
+        config = dataclasses.replace(config, deadline=time.time() + time_budget - (time.perf_counter() - t0))
     batches = [cases[i:i + batch] for i in range(0, len(cases), batch)]
-    outcomes, unrun = _run(batches, config, ray, time_budget, progress, t0, len(cases))
-    return _result(cases, outcomes, skipped, unrun, reg, config, catalogs, time.perf_counter() - t0)
+    outcomes = _run(batches, config, ray, progress, len(cases))
+    return _result(cases, outcomes, skipped, reg, config, catalogs, time.perf_counter() - t0)
 
 
 def _config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir, repro_dir,
@@ -99,9 +102,9 @@ def _check_budget(time_budget: float | None, samples: int, batch: int) -> None:
         raise UsageError(f"the batch size must be at least 1, got {batch}")
 
 
-def _run(batches: list[list[Case]], config: SweepConfig, ray: str | None, budget: float | None,
-         progress: Progress | None, t0: float, total: int) -> tuple[list[CaseOutcome], int]:
-    """Every batch, locally or on Ray; with a budget, no batch starts after it is spent (their cases are unrun)."""
+def _run(batches: list[list[Case]], config: SweepConfig, ray: str | None, progress: Progress | None,
+         total: int) -> list[CaseOutcome]:
+    """Every batch, locally or on Ray; past the deadline a batch returns its cases unrun (both ways alike)."""
     from fpdiff.analysis import distribute
     done: list[CaseOutcome] = []
 
@@ -111,28 +114,16 @@ def _run(batches: list[list[Case]], config: SweepConfig, ray: str | None, budget
             progress(o.case_id, len(done), total)
 
     if ray is None:
-        outcomes, unrun = [], 0
-        for b in batches:
-            if budget is not None and time.perf_counter() - t0 > budget:
-                unrun += len(b)
-                continue
-            outcomes += run_batch(b, config, tick)
-        return outcomes, unrun
+        return [o for b in batches for o in run_batch(b, config, tick)]
     work = functools.partial(run_batch, config=config)
-    limit = len(batches[0]) * (len(config.backends) * len(config.precisions) + 4) * config.timeout \
-        + BATCH_STARTS * config.timeout
-    answers = distribute.run_batches(batches, work, address=ray, timeout=limit, budget=budget,
+    # a batch's limit: every job of every case may take the cell timeout, plus a worker start per backend
+    limit = (len(batches[0]) * (len(config.backends) * len(config.precisions) + 4) + BATCH_STARTS) * config.timeout
+    answers = distribute.run_batches(batches, work, address=ray, timeout=limit,
                                      on_result=lambda i, r: progress and progress(f"batch {i}", i + 1, len(batches)))
-    outcomes, unrun = [], 0
+    outcomes = []
     for b, a in zip(batches, answers):
-        if isinstance(a, distribute.BatchFailure):
-            if a.kind == "unrun":
-                unrun += len(b)
-                continue
-            outcomes += [_lost(c, config, a) for c in b]
-        else:
-            outcomes += a
-    return outcomes, unrun
+        outcomes += [_lost(c, config, a) for c in b] if isinstance(a, distribute.BatchFailure) else a
+    return outcomes
 
 
 def _lost(case: Case, config: SweepConfig, failure) -> CaseOutcome:
@@ -144,7 +135,7 @@ def _lost(case: Case, config: SweepConfig, failure) -> CaseOutcome:
     return CaseOutcome(case.case_id, cells)
 
 
-def _result(cases: list[Case], outcomes: list[CaseOutcome], skipped: list[dict], unrun: int, reg,
+def _result(cases: list[Case], outcomes: list[CaseOutcome], skipped: list[dict], reg,
             config: SweepConfig, catalogs: Sequence[str], duration: float) -> OpsResult:
     """The sweep's answer: its cells, what was not judged and why, the judge's second opinions, the repro share."""
     by_id = {c.case_id: c for c in cases}
@@ -152,7 +143,8 @@ def _result(cases: list[Case], outcomes: list[CaseOutcome], skipped: list[dict],
     skipped = skipped + [{"catalog": by_id[o.case_id].catalog, "op": by_id[o.case_id].op, "case": o.case_id,
                           "reason": o.skipped} for o in outcomes if o.skipped]
     modules = [m for b in config.backends for m in reg.cls(b).requires]
-    return OpsResult(cells=cells, skipped=skipped, unrun=unrun, versions=report_versions(modules),
+    return OpsResult(cells=cells, skipped=skipped, unrun=sum(o.unrun for o in outcomes),
+                     versions=report_versions(modules),
                      duration_s=duration, judge_disagreements=[o.disagreement for o in outcomes if o.disagreement],
                      repro_check=_repro_share(cells), reports=_upstream_reports(cells),
                      model="ops: " + ",".join(catalogs))

@@ -38,6 +38,7 @@ class SweepConfig:
     cache_dir: str | None = None
     repro_dir: str | None = None  # where failing cells' repro bundles go (None: none written)
     recheck: bool = True  # rerun every repro in a fresh process and record whether it re-triggers
+    deadline: float | None = None  # wall-clock time (time.time()) after which no case starts: --time's budget
 
 
 @dataclass
@@ -47,6 +48,7 @@ class CaseOutcome:
     cells: list[OpsCell] = field(default_factory=list)
     skipped: str | None = None  # the float64 reference (or the case itself) failed: nothing to judge against
     disagreement: dict | None = None  # the catalog's expected output departs from the float64 judge
+    unrun: bool = False  # not started: the time budget was spent
     duration_s: float = 0.0
 
 
@@ -58,6 +60,9 @@ def run_batch(cases: Sequence[Case], config: SweepConfig,
         reg = registry(config.plugins)
         work = rundir.mkdtemp(prefix="fpdiff-ops-")
         for case in cases:
+            if config.deadline is not None and time.time() > config.deadline:
+                out.append(CaseOutcome(case.case_id, unrun=True))
+                continue
             outcome = run_case(case, config, reg, work)
             out.append(outcome)
             if progress:
