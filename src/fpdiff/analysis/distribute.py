@@ -197,16 +197,22 @@ def _run_on_ray(ray: Any, batches: Sequence[list[T]], work: Callable[[list[T]], 
             for ref in ready:
                 i = running.pop(ref)[0]
                 _record(results, i, _fetch(ray, ref, i), on_result)
-            for ref, (i, deadline) in list(running.items()):
-                if time.monotonic() >= deadline:
-                    ray.cancel(ref, force=True)
-                    del running[ref]
-                    message = f"batch ran past its {timeout:g} s timeout; its Ray task was cancelled"
-                    _record(results, i, BatchFailure(TIMEOUT, message, i), on_result)
+            _cancel_late(ray, running, timeout, results, on_result)
     finally:
         for ref in running:  # interrupted: nothing of this run keeps a cluster core busy
             ray.cancel(ref, force=True)
     return [results[i] for i in range(len(batches))]
+
+
+def _cancel_late(ray: Any, running: dict[Any, tuple[int, float]], timeout: float, results: dict,
+                 on_result: Callable | None) -> None:
+    """Force-cancel (kill the worker of) every task past its deadline and record its batch as timed out."""
+    for ref, (i, deadline) in list(running.items()):
+        if time.monotonic() >= deadline:
+            ray.cancel(ref, force=True)
+            del running[ref]
+            message = f"batch ran past its {timeout:g} s timeout; its Ray task was cancelled"
+            _record(results, i, BatchFailure(TIMEOUT, message, i), on_result)
 
 
 def _fetch(ray: Any, ref: Any, batch: int) -> Any:
@@ -229,5 +235,5 @@ def _record(results: dict, i: int, outcome: Any, on_result: Callable | None) -> 
 def _one_line(e: BaseException | str) -> str:
     """The first non-empty line of an error, cut to what a cell's reason carries."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    text = lines[0] if lines else type(e).__name__
+    text = lines[0] if lines else (type(e).__name__ if isinstance(e, BaseException) else "no message")
     return text[:MESSAGE_CHARS]
