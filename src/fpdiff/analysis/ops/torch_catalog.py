@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import io
 import keyword
 import random
 import re
@@ -175,6 +176,10 @@ def _unfit(sample) -> str:
         return "no float tensor input (a precision changes nothing)"
     if any(t.numel() == 0 for t in tensors):
         return "empty tensor input"
+    try:  # the case file holds the arguments: one torch.save cannot store (a memory_format) makes no case
+        torch.save([x for x in _leaves(sample) if not isinstance(x, torch.Tensor)], io.BytesIO())
+    except Exception:
+        return "an argument torch.save cannot store"
     return ""
 
 
@@ -467,8 +472,7 @@ def _unique(name: str, taken: list[str]) -> str:
     return out
 
 
-_SPEC = '''"""fpdiff ops: {op} ({case_id}, {variant}, layout {layout}).
-{description}"""
+_SPEC = '''"""fpdiff ops: {op} ({case_id}, {variant}, layout {layout})."""
 from pathlib import Path
 
 from fpdiff.analysis.ops.torch_catalog import OneOp, load_payload, case_dynamic_shapes, case_inputs
@@ -476,6 +480,7 @@ from fpdiff.analysis.ops.torch_catalog import OneOp, load_payload, case_dynamic_
 CASE = Path(__file__).with_name({pt!r})
 CASE_SHA256 = {sha!r}  # the case's values are in CASE: a new case is a new spec (and a new fingerprint)
 NAMES = {names!r}
+DESCRIPTION = {description!r}
 
 
 class Model(OneOp):
@@ -515,7 +520,7 @@ def write_case(case: Case, folder: Path) -> tuple[str, None]:
     torch.save({"fn": payload.fn, "args": tuple(payload.args), "kwargs": dict(payload.kwargs),
                 "layout": payload.layout, "dynamic": tuple(payload.dynamic), "dims": dims}, pt)
     text = _SPEC.format(op=case.op, case_id=case.case_id, variant=case.variant, layout=payload.layout,
-                        description=case.description.replace('"""', "'''"), pt=pt.name,
+                        description=case.description, pt=pt.name,
                         sha=hashlib.sha256(pt.read_bytes()).hexdigest(), names=names, args=", ".join(names))
     if dims:
         text += _DYNAMIC
