@@ -4,7 +4,9 @@ Names: an op is its OpInfo `name`, with `.variant_test_name` appended when OpInf
 ("nn.functional.avg_pool2d", "nn.functional.interpolate.bilinear"). A case is "OP#I", I the sample's index in
 OpInfo's float64 CPU sample list under the seed. Per op the kept samples are, in order: the first sample, the one
 with the most elements (its tensor leaves together), then the rest in catalog order, each kept only if it passes
-the float64 probe, until `samples` are kept."""
+the float64 probe, until `samples` are kept. Samples are drawn under `seed`; a generator that iterates over a set
+(meshgrid's indexing modes) orders its samples by Python's string hash, so across processes those few cases agree
+only under one PYTHONHASHSEED."""
 from __future__ import annotations
 
 import functools
