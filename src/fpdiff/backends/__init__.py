@@ -180,7 +180,7 @@ def registry(plugins: Sequence[str] = (), routed: bool = True) -> Registry:
 
 
 def to_numpy(t: Any) -> Any:
-    """A CPU tensor as numpy; bfloat16 as ml_dtypes.bfloat16, which ONNX Runtime and IREE both accept."""
+    """A CPU tensor as numpy; bfloat16 as ml_dtypes.bfloat16 (IREE takes it; ORT through its own values, ort.py)."""
     import torch
     if t.dtype == torch.bfloat16:
         import ml_dtypes

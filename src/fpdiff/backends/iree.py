@@ -329,6 +329,29 @@ def dispatch_support(phase_dir: Path, want: str, counts: Counter, planned: dict 
     return record
 
 
+def _compile_repro(r: Repro, args: list[str]) -> str:
+    """A repro of a compile that fails: iree-compile on the imported module with the cell's arguments; a compiler
+    that dies by a signal makes the script die by the same one."""
+    r.meta["compile_args"] = args
+    r.meta["compile_command"] = " ".join(["iree-compile", "segment.mlir", *args, "-o", "segment.vmfb"])
+    return _COMPILE_REPRO
+
+
+_COMPILE_REPRO = """import os
+import subprocess
+from iree.compiler.tools.binaries import find_tool
+done = subprocess.run([find_tool("iree-compile"), str(here / "segment.mlir"), *meta["compile_args"], "-o",
+                       os.devnull], capture_output=True, text=True)
+if done.returncode < 0:  # the compiler died by a signal: this run dies by the same one
+    os.kill(os.getpid(), -done.returncode)
+if done.returncode:
+    said = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in said if "error" in ln.lower()] or said[:1]
+    raise RuntimeError(f"iree-compile exited {done.returncode}: {errors[0] if errors else ''}")
+outs = []
+"""
+
+
 class IreeBackend(Backend):
     name = "iree"
     kinds = frozenset({TORCH, ONNX})
@@ -386,7 +409,9 @@ class IreeBackend(Backend):
         return {"iree_import": "iree-import-onnx"}
 
     def repro(self, r: Repro) -> str | None:
-        """The segment imported and compiled with the cell's flags; the script needs iree-base-runtime only."""
+        """The segment imported and compiled with the cell's flags; the script needs iree-base-runtime only. When
+        the compile itself fails or dies, that is what the script shows: it runs iree-compile on the imported
+        module with the cell's flags (iree-base-compiler alone)."""
         flags = compile_flags(r.device, r.precision, r.flags)
         mlir, vmfb = r.out / "segment.mlir", r.out / "segment.vmfb"
         if r.onnx_segment:
@@ -395,10 +420,15 @@ class IreeBackend(Backend):
             input_type = []
             done = _run_compile(mlir, flags, vmfb, None)
             if done.returncode:
-                raise compile_failure(done.stderr, done.returncode, r.precision)
+                return _compile_repro(r, flags)
         else:
-            r.meta.update(compile_program(r.program, r.precision, flags, mlir, vmfb))
             input_type = ["--iree-input-type=torch"]
+            try:
+                r.meta.update(compile_program(r.program, r.precision, flags, mlir, vmfb))
+            except StageError as e:
+                if e.stage != COMPILE or not mlir.exists():
+                    raise
+                return _compile_repro(r, [*input_type, *flags])
         r.meta["flags"] = flags
         r.meta["compile_command"] = " ".join(["iree-compile", "segment.mlir", *input_type, *flags, "-o",
                                               "segment.vmfb"])

@@ -1,6 +1,7 @@
 """OpenVINO's CPU plugin: the precision is a hint the plugin may override, so the cell reports what it really ran."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -64,6 +65,22 @@ def float_arithmetic(model: Any) -> int:
                and any(op.get_output_element_type(i).is_real() for i in range(op.get_output_size())))
 
 
+def _converted(ov: Any, source: Any) -> Any:
+    """ov.convert_model, with the converter's own "no translation for this op" said as the refusal it is: its
+    report lists each op it could not convert and why (an input it does not support), which is what the model
+    contains that OpenVINO cannot take, not a failure of the converter."""
+    try:
+        return ov.convert_model(source)
+    except Exception as e:
+        text = " ".join(str(e).split())
+        if "wasn't fully converted" not in text:
+            raise
+        ops = re.findall(r"-- (\S+) with a message", text)
+        why = re.findall(r"OpConversionFailure: (\[[^\]]*\][^.]*\.)", text)
+        raise Unsupported(f"OpenVINO's converter has no translation for {', '.join(dict.fromkeys(ops)) or 'an op'}"
+                          f"{': ' + why[-1] if why else ''}", op=ops[0] if ops else None) from e
+
+
 class OpenVinoBackend(Backend):
     name = "openvino"
     kinds = frozenset({TORCH, ONNX})
@@ -85,7 +102,7 @@ class OpenVinoBackend(Backend):
         if not task.device.startswith("cpu"):
             raise Unsupported(f"fpdiff runs OpenVINO on its CPU plugin; {task.device} is not one", dtype=p.name)
         with stage(IMPORT, "openvino.convert_model"):
-            converted = ov.convert_model(self._fp32_model(task))
+            converted = _converted(ov, self._fp32_model(task))
             model = converted
             if task.variant.static is None and not all(i.get_partial_shape().is_static for i in converted.inputs):
                 model = converted.clone()  # the converter leaves dims dynamic: pin the static cell's shapes

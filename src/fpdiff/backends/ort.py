@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fpdiff.backends import to_numpy as _to_numpy
 from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro, Task
 from fpdiff.core.dtypes import mixed_dtype
@@ -86,10 +88,42 @@ def feeder(session: Any, outputs: list[str] | None = None) -> Callable[..., list
     """run(*inputs) for a session: the inputs fed by the session's input names, the named outputs (all: None)
     returned in that order."""
     names = [i.name for i in session.get_inputs()]
+    wanted = [o for o in session.get_outputs() if outputs is None or o.name in outputs]
+    bf16_out = any(o.type == "tensor(bfloat16)" for o in wanted)
 
     def run(*inputs: Any) -> list[Any]:
-        return session.run(outputs, {n: _to_numpy(t) for n, t in zip(names, inputs)})
+        feed = {n: _to_numpy(t) for n, t in zip(names, inputs)}
+        if not bf16_out and not any(_bf16(a) for a in feed.values()):
+            return session.run(outputs, feed)
+        values = {n: _ort_value(a) for n, a in feed.items()}
+        return [_host(v) for v in session.run_with_ort_values(outputs, values)]
     return run
+
+
+def _bf16(a: Any) -> bool:
+    return getattr(a, "dtype", None) is not None and str(a.dtype) == "bfloat16"
+
+
+def _ort_value(a: Any) -> Any:
+    """An input as ONNX Runtime's own value: its numpy binding takes no bfloat16 array (ml_dtypes or other), so a
+    bfloat16 input goes in as its bits, typed bfloat16."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+    if _bf16(a):
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(a).view(np.uint16),
+                                                                TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a))
+
+
+def _host(v: Any) -> Any:
+    """An output value as numpy; a bfloat16 one (which ONNX Runtime cannot hand to numpy) read as its bits."""
+    if v.data_type() != "tensor(bfloat16)":
+        return v.numpy()
+    import ctypes
+
+    import ml_dtypes
+    raw = ctypes.string_at(v.data_ptr(), v.tensor_size_in_bytes())
+    return np.frombuffer(raw, dtype=np.uint16).copy().view(ml_dtypes.bfloat16).reshape(v.shape())
 
 
 # What ONNX Runtime's CPU provider does with a dtype it has no kernel for: said with a dtype-changed finding.

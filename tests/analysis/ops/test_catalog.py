@@ -9,6 +9,7 @@ from torch.utils import _pytree as pytree
 
 from fpdiff.analysis.ops import catalog, onnx_catalog, torch_catalog
 from fpdiff.analysis.ops.case import CHANNELS_LAST, TRANSPOSED, Case, TorchSample
+from fpdiff.analysis.ops.catalog import write_case
 from fpdiff.core.errors import UsageError
 from fpdiff.sources import load
 
@@ -30,7 +31,7 @@ def _direct(case: Case):
 def _written(case: Case, folder, **changes):
     """The case with payload changes, written and loaded as fpdiff loads a spec."""
     variant = "-".join(f"{k}" for k in changes) or case.variant
-    spec, none = replace(case, variant=variant, payload=replace(case.payload, **changes)).write(folder)
+    spec, none = write_case(replace(case, variant=variant, payload=replace(case.payload, **changes)), folder)
     assert none is None
     return load(spec)
 
@@ -95,7 +96,7 @@ def test_a_written_torch_case_computes_the_op_in_float64(tmp_path):
     cases, _ = torch_catalog.cases(["nn.functional.avg_pool2d", "max.reduction_with_dim", "lt", "cat"])
     assert {c.op for c in cases} == {"nn.functional.avg_pool2d", "max.reduction_with_dim", "lt", "cat"}
     for case in cases:
-        src = load(case.write(tmp_path / case.op)[0])
+        src = load(write_case(case, tmp_path / case.op)[0])
         assert all(t.dtype != torch.float32 for t in src.inputs)
         got, want = _flat(src.module(*src.inputs)), _flat(_direct(case))
         assert len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want)), case.case_id
@@ -107,7 +108,7 @@ def test_a_dotted_callable_is_a_case_too(tmp_path):
     x, w = torch.randn(2, 3, 9, dtype=torch.float64), torch.randn(4, 3, 3, dtype=torch.float64)
     case = Case("torch", "conv1d", "conv1d#0", payload=TorchSample("torch.nn.functional.conv1d", (x, w),
                                                                    {"padding": 1}))
-    src = load(case.write(tmp_path)[0])
+    src = load(write_case(case, tmp_path)[0])
     assert src.input_names == ["input", "arg1"]
     assert torch.equal(src.module(*src.inputs), torch.nn.functional.conv1d(x, w, padding=1))
     with pytest.raises(UsageError, match="cannot resolve op"):
@@ -163,7 +164,7 @@ def test_a_written_onnx_case_loads_and_matches_its_expected_output(tmp_path):
     cases, skipped = onnx_catalog.cases(["AveragePool", "Softmax", "Round", "Gemm"])
     assert {c.op for c in cases} == {"AveragePool", "Softmax", "Round", "Gemm"} and not skipped
     for case in cases:
-        model, npz = case.write(tmp_path)
+        model, npz = write_case(case, tmp_path)
         src = load(model, inputs=npz, keep_opset=True)
         assert list(src.input_names) == list(case.payload.inputs)
         got = float64_values(src.module, dict(zip(src.input_names, src.inputs)), intermediate=False)

@@ -12,6 +12,7 @@ from onnx import helper
 
 from fpdiff.analysis.ops import torch_catalog, variants
 from fpdiff.analysis.ops.case import CHANNELS_LAST, ONNX_CATALOG, SAMPLE, TORCH_CATALOG, TRANSPOSED, Case, OnnxSample
+from fpdiff.analysis.ops.catalog import write_case
 from fpdiff.core.errors import UsageError
 
 OPS = ["softmax", "log", "add", "nn.functional.conv2d", "sum", "mm", "exp", "nn.functional.layer_norm", "cumsum",
@@ -52,7 +53,7 @@ def extras() -> list[Case]:
 
 def _load(case: Case, folder):
     """The written spec's model and inputs, loaded as fpdiff's sources load a spec."""
-    spec, _ = case.write(folder)
+    spec, _ = write_case(case, folder)
     sp = importlib.util.spec_from_file_location(f"case_{abs(hash(spec))}", spec)
     mod = importlib.util.module_from_spec(sp)
     sp.loader.exec_module(mod)

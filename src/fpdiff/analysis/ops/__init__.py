@@ -118,8 +118,13 @@ def _run(batches: list[list[Case]], config: SweepConfig, ray: str | None, progre
     work = functools.partial(run_batch, config=config)
     # a batch's limit: every job of every case may take the cell timeout, plus a worker start per backend
     limit = (len(batches[0]) * (len(config.backends) * len(config.precisions) + 4) + BATCH_STARTS) * config.timeout
-    answers = distribute.run_batches(batches, work, address=ray, timeout=limit,
-                                     on_result=lambda i, r: progress and progress(f"batch {i}", i + 1, len(batches)))
+    finished: list[int] = []
+
+    def heard(i: int, _answer) -> None:
+        finished.append(i)
+        if progress:
+            progress(f"batch {i + 1} of {len(batches)} back", len(finished), len(batches))
+    answers = distribute.run_batches(batches, work, address=ray, timeout=limit, on_result=heard)
     outcomes = []
     for b, a in zip(batches, answers):
         outcomes += [_lost(c, config, a) for c in b] if isinstance(a, distribute.BatchFailure) else a

@@ -1,13 +1,12 @@
 """What the op sweep handles: a Case (one op, one input set, one variant, as a one-op model any backend's route
 takes) and an OpsCell (one case on one backend at one precision, judged). Catalogs and variant generators make
-Cases; the sweep turns each into a mini check (analysis/check's grid, jobs and cell judging) and each judged check
-cell into an OpsCell."""
+Cases (catalog.write_case makes one a model file); the sweep turns each into a mini check (analysis/check's grid,
+jobs and cell judging) and each judged check cell into an OpsCell."""
 from __future__ import annotations
 
 import fnmatch
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fpdiff.core.compare import Finding
@@ -20,8 +19,7 @@ SAMPLE = "sample"  # the variant of a case as its catalog gives it
 @dataclass(frozen=True)
 class Case:
     """One op on one input set under one variant. `payload` is the catalog's own description (torch: the OpInfo key
-    and the sample's args; onnx: the one-node ModelProto, inputs and expected outputs); `write` makes it a model file
-    fpdiff's sources load (a spec .py for torch, an .onnx with an inputs .npz for onnx)."""
+    and the sample's args; onnx: the one-node ModelProto, inputs and expected outputs)."""
     catalog: str  # TORCH_CATALOG or ONNX_CATALOG
     op: str  # the op's name in its catalog: "nn.functional.avg_pool2d", "AveragePool"
     case_id: str  # stable and unique across the sweep: "nn.functional.avg_pool2d#3", "test_averagepool_2d_pads"
@@ -34,14 +32,6 @@ class Case:
     def family(self) -> str:
         """The op family the terminal matrix groups by."""
         return family(self.op)
-
-    def write(self, folder: Path) -> tuple[str, str | None]:
-        """(model path, inputs npz or None) of this case as a model fpdiff loads, written under `folder`."""
-        if self.catalog == TORCH_CATALOG:
-            from fpdiff.analysis.ops.torch_catalog import write_case
-        else:
-            from fpdiff.analysis.ops.onnx_catalog import write_case
-        return write_case(self, folder)
 
 
 @dataclass

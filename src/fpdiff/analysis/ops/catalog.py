@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from pathlib import Path
 
 from fpdiff.analysis.ops.case import CATALOGS, ONNX_CATALOG, TORCH_CATALOG, Case, matches
 from fpdiff.core.errors import UsageError
@@ -71,3 +72,9 @@ def closest(pattern: str, names: list[str], n: int = SUGGESTIONS) -> list[str]:
         return max(difflib.SequenceMatcher(None, bare, ".".join(parts[i:])).ratio() for i in range(len(parts)))
 
     return sorted(set(names), key=lambda x: (-score(x), x))[:n]
+
+
+def write_case(case: Case, folder: Path) -> tuple[str, str | None]:
+    """(model path, inputs npz or None) of a case as a model fpdiff's sources load, written under `folder`: a spec
+    .py for a torch case, an .onnx with its inputs for an ONNX one."""
+    return _module(case.catalog).write_case(case, folder)

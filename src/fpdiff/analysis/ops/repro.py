@@ -100,49 +100,9 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
               inputs=inputs, expected=expected, observed=observed, rule=rule, limit=limit, baseline=baseline,
               baseline_label="the reference implementation", flags=tuple(job.flags), versions=versions,
               input_dtypes=dtypes, extra=extra)
-    try:
-        script = bundle.write(out, backend=backend, **kw)
-    except Exception:
-        if rule not in (bundle.RAISES, bundle.CRASH) or backend.name != "iree":
-            raise
-        # IREE's own repro compiles while writing: a compile that fails or dies is this cell's failure, so the
-        # script runs iree-compile itself on the imported module with the cell's flags
-        script = bundle.write(out, backend=_IreeCompile(), **kw)
+    script = bundle.write(out, backend=backend, **kw)
     (out / "REPORT.md").write_text(upstream_report(cell, out, versions))
     return script
-
-
-class _IreeCompile:
-    """Writes an IREE repro that compiles the cell's module with the cell's flags (iree-base-compiler alone)."""
-    name = "iree"
-
-    def repro(self, r: Any) -> str:
-        from fpdiff.backends.iree import compile_flags, import_program, tool
-        mlir = r.out / "segment.mlir"
-        if r.onnx_segment:
-            subprocess.run([tool("iree-import-onnx"), str(r.out / "segment.onnx"), "-o", str(mlir)], check=True,
-                           capture_output=True)
-            r.meta["compile_args"] = compile_flags(r.device, r.precision, r.flags)
-        else:
-            r.meta.update(import_program(r.program, r.precision, mlir))
-            r.meta["compile_args"] = ["--iree-input-type=torch", *compile_flags(r.device, r.precision, r.flags)]
-        r.meta["compile_command"] = " ".join(["iree-compile", "segment.mlir", *r.meta["compile_args"], "-o",
-                                              "segment.vmfb"])
-        return _IREE_COMPILE
-
-
-_IREE_COMPILE = """import os
-from iree.compiler.tools.binaries import find_tool
-done = subprocess.run([find_tool("iree-compile"), str(here / "segment.mlir"), *meta["compile_args"], "-o",
-                       os.devnull], capture_output=True, text=True)
-if done.returncode < 0:  # the compiler died by a signal: this run dies by the same one
-    os.kill(os.getpid(), -done.returncode)
-if done.returncode:
-    said = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
-    errors = [ln for ln in said if "error" in ln.lower()] or said[:1]
-    raise RuntimeError(f"iree-compile exited {done.returncode}: {errors[0] if errors else ''}")
-outs = []
-"""
 
 
 def recheck(scripts: list[Path], timeout: float = 120) -> dict[str, bool | None]:

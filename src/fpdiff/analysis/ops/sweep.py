@@ -16,6 +16,7 @@ from fpdiff.analysis.check.result import Cell
 from fpdiff.analysis.check.run import run_grid, worker_env
 from fpdiff.analysis.ops import verdict
 from fpdiff.analysis.ops.case import Case, OpsCell
+from fpdiff.analysis.ops.catalog import write_case
 from fpdiff.backends import registry
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
@@ -100,7 +101,7 @@ def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
     """The case as a check grid: the backends that take its kind, every precision, the case's own shape variants."""
     folder = work / _safe(case.case_id)
     folder.mkdir(parents=True, exist_ok=True)
-    model, inputs = case.write(folder)
+    model, inputs = write_case(case, folder)
     kind = "torch" if model.endswith(".py") else "onnx"
     backends = [b for b in config.backends if kind in reg.cls(b).kinds]
     if not backends:

@@ -3,6 +3,10 @@ floor, sign: one tie broken the other way is a flip, not an error of 0.5 in rela
 output as a second opinion on the float64 judge, the runtime's support state, and each failing cell's repro."""
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -107,12 +111,35 @@ def write_repro(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | Non
     job = grid.job(job_key(key))
     rule, limit = repro_rule(cell, baseline, grid.tolerance(key[2]))
     try:
-        path = repro.write(root / repro.signature(cell) / _name(cell), job, cell, expected=ref.outputs,
-                           observed=r.outputs if r.status == Status.OK else None, baseline=baseline, rule=rule,
-                           limit=limit, versions=(r.info or {}).get("worker", {}).get("versions", {}))
+        with _quiet(root):
+            path = repro.write(root / repro.signature(cell) / _name(cell), job, cell, expected=ref.outputs,
+                               observed=r.outputs if r.status == Status.OK else None, baseline=baseline,
+                               rule=rule, limit=limit, versions=(r.info or {}).get("worker", {}).get("versions", {}))
     except Exception as e:  # the verdict stands without its repro; the report says why it is missing
         return {"path": None, "retriggers": None, "error": f"{type(e).__name__}: {str(e)[:300]}"}
     return {"path": str(path), "retriggers": None, "rule": rule, "limit": limit}
+
+
+@contextlib.contextmanager
+def _quiet(root: Path) -> Iterator[None]:
+    """Exporters and compilers writing a repro print to the process's own stdout and stderr (TorchScript dumps its
+    graph on a failure): that goes to a log beside the repros, not into the sweep's report."""
+    root.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(root / "repro-writing.log", "ab") as log:
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
 
 
 def repro_rule(cell: OpsCell, baseline: dict | None, p: prec.Precision) -> tuple[str, float]:
