@@ -234,8 +234,13 @@ def test_locate_bad_shape_variant():
                        "declares dynamic_shapes")
 
 
-def test_ops_bad_input():
+@pytest.mark.slow
+def test_ops_unknown_pattern_lists_the_closest_names():
     assert_usage_error(["ops", "--ops", "avgpool2", "--catalog", "torch"], "nn.functional.avg_pool2d")
+    assert_usage_error(["ops", "--ops", "AvgPool", "--catalog", "onnx"], "AveragePool")
+
+
+def test_ops_bad_input():
     assert_usage_error(["ops", "--catalog", "tflite"], "unknown catalog")
     assert_usage_error(["ops", "--ops", "relu", "--variants", "wobbly"], "unknown variant")
     assert_usage_error(["ops", "--ops", "relu", "--time", "0"], "--time must be positive")

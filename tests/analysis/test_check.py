@@ -252,3 +252,19 @@ def test_an_argmax_output_is_judged_by_flips_and_never_put_in_the_norm():
         assert "integer/boolean output values" in c.reason
     fp32 = one(r, backend="ort", precision="fp32")
     assert fp32.status == "pass" and fp32.metrics["flips"] == 0
+
+
+def test_an_exporter_computing_another_function_is_its_error_not_the_backends():
+    """fp32 alone (no fp64 cell in the grid): the float64 export's check is run for the mismatch and blames
+    torch.onnx, whose graph drops divisor_override; ORT computed that graph right."""
+    r = fpdiff.check(str(SPECS / "avgpool_divisor.py"), backends=["ort"], precisions=["fp32"])
+    c = one(r, backend="ort", precision="fp32")
+    assert c.status == "error" and c.component == "torch.onnx" and "another function" in c.reason, c.reason
+
+
+def test_ort_runs_bfloat16_inputs_and_outputs():
+    """ONNX Runtime's numpy binding takes no bfloat16 array: fpdiff feeds and reads its own values."""
+    r = fpdiff.check(str(SPECS / "adaptive_pool.py"), backends=["ort"], precisions=["bf16"])
+    c = one(r, backend="ort", precision="bf16")
+    assert c.status == "pass", c.reason
+    assert c.output_dtypes == ["bfloat16"]

@@ -58,8 +58,8 @@ def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = 
                      repro_dir, recheck)
     _check_budget(time_budget, samples, batch)
     distribute.check_address(ray)
-    cases, skipped = catalog.select(list(catalogs), list(patterns) if patterns else None, samples, seed)
     names = variant_mod.select(["default"] if variants is None else variants)
+    cases, skipped = catalog.select(list(catalogs), list(patterns) if patterns else None, samples, seed)
     cases = variant_mod.expand(cases, names, seed) + variant_mod.extra_cases(
         names, list(patterns) if patterns else None, seed, list(catalogs))
     if not cases:

@@ -4,6 +4,7 @@ the cell's precision, rebuilt from the cell's job exactly as the worker built it
 expectation; its script uses the backend's own API and numpy (analysis/repro.py)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import re
@@ -62,7 +63,13 @@ def rule_for(cell: OpsCell) -> str:
         return bundle.CRASH
     if cell.status in (Status.ERROR, Status.UNSUPPORTED, Status.TIMEOUT):
         return bundle.RAISES
-    return bundle.FLIPS if (cell.metrics or {}).get("flips") is not None else bundle.REL_L2
+    return bundle.FLIPS if _flips_only(cell) else bundle.REL_L2
+
+
+def _flips_only(cell: OpsCell) -> bool:
+    """The cell's outputs are all integer-valued (judged by flips alone): its metrics count flips and no floats."""
+    m = cell.metrics or {}
+    return bool(m.get("discrete")) and not m.get("numel")
 
 
 def provenance(cell: OpsCell) -> str:
@@ -88,8 +95,12 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
     from fpdiff.backends import registry
     if cell.status == Status.CRASH:  # the process dying is the failure: only a child process can show it
         rule = bundle.CRASH
-    task = task_of(job)
     backend = registry(job.plugins).create(job.backend)
+    if str(cell.component or "").startswith("torch.onnx"):  # the exporter failed: the repro is the export
+        backend = TorchOnnx(departs=EXPORT_DEPARTS in cell.reason)
+        if backend.departs:  # shown where the exporter's graph is checked: in float64, against the program
+            job, rule, limit = dataclasses.replace(job, precision="fp64"), bundle.REL_L2, EXPORT_LIMIT
+    task = task_of(job)
     program, inputs, dtypes = artifact(task, backend)
     extra = {"op": cell.op, "catalog": cell.catalog, "case": cell.case, "variant": cell.variant,
              "shape_variant": cell.shape_variant, "status": str(cell.status), "description": cell.description,
@@ -103,6 +114,37 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
     script = bundle.write(out, backend=backend, **kw)
     (out / "REPORT.md").write_text(upstream_report(cell, out, versions))
     return script
+
+
+# what blame_exporter (analysis/check/rejudge.py) says of a graph that computes another function
+EXPORT_DEPARTS = "computes another function"
+# the export check's own line between float32-held constants and another function (onnxtools/export.py)
+EXPORT_LIMIT = 1e-5
+
+
+class TorchOnnx:
+    """The repro of a torch.onnx failure: the program exported as the cell's route exports it (dynamo, optimizer
+    off); where the exporter's graph computes another function, that graph run by ONNX's float64 reference
+    evaluator against the program's float64 answer; where the export raises, the export alone."""
+    name = "torch.onnx"
+
+    def __init__(self, departs: bool) -> None:
+        self.departs = departs
+
+    def repro(self, r: Any) -> str:
+        from fpdiff.backends.base import TORCH_INPUTS
+        export = TORCH_INPUTS + """path = str(here / "exported.onnx")
+torch.onnx.export(program, tuple(xt), path, dynamo=True, optimize=False)
+"""
+        if not self.departs:
+            return export + "outs = []\n"
+        return export + """import onnx
+from onnx.reference import ReferenceEvaluator
+model = onnx.load(path)
+inits = {t.name for t in model.graph.initializer}
+names = [i.name for i in model.graph.input if i.name not in inits]
+outs = ReferenceEvaluator(model).run(None, dict(zip(names, xs)))
+"""
 
 
 def recheck(scripts: list[Path], timeout: float = 120) -> dict[str, bool | None]:
@@ -125,12 +167,20 @@ def recheck(scripts: list[Path], timeout: float = 120) -> dict[str, bool | None]
 def signature(cell: OpsCell) -> str:
     """The distinct-bug key: one report per backend, precision, catalog op, status class and variant (the samples
     and shapes of one op under one variant failing the same way are one bug to report). Safe as a folder name."""
-    parts = (cell.backend, cell.precision, cell.catalog, cell.op, _status_class(cell), cell.variant)
+    parts = (culprit(cell), cell.precision, cell.catalog, cell.op, _status_class(cell), cell.variant)
     return "__".join(re.sub(r"[^A-Za-z0-9.+-]", "_", str(p)) for p in parts)
 
 
+def culprit(cell: OpsCell) -> str:
+    """Whose bug it is: the exporter that failed on the way to the backend, else the backend."""
+    from fpdiff.core.errors import ONNX_EXPORT, TORCH_EXPORT
+    if cell.status == Status.ERROR and cell.stage in (ONNX_EXPORT, TORCH_EXPORT) and cell.component:
+        return str(cell.component).split()[0]
+    return cell.backend
+
+
 def _status_class(cell: OpsCell) -> str:
-    if cell.status == Status.MISMATCH and (cell.metrics or {}).get("flips") is not None:
+    if cell.status == Status.MISMATCH and _flips_only(cell):
         return "mismatch-flips"
     return str(cell.status)
 
@@ -141,7 +191,8 @@ def title(cell: OpsCell) -> str:
             Status.TIMEOUT: "hangs", Status.UNSUPPORTED: "is refused"}.get(Status(cell.status), str(cell.status))
     variant = f" ({cell.variant})" if cell.variant != "sample" else ""
     shape = f", {cell.shape_variant} shapes" if cell.shape_variant not in ("", "static") else ""
-    return f"[{cell.backend}] {cell.op} at {cell.precision}{variant}{shape}: {what}"
+    route = f" (on the way to {cell.backend})" if culprit(cell) != cell.backend else ""
+    return f"[{culprit(cell)}] {cell.op} at {cell.precision}{variant}{shape}{route}: {what}"
 
 
 def _arrays(path: Path) -> list[np.ndarray] | None:

@@ -4,6 +4,7 @@ output as a second opinion on the float64 judge, the runtime's support state, an
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -117,7 +118,8 @@ def write_repro(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | Non
                                rule=rule, limit=limit, versions=(r.info or {}).get("worker", {}).get("versions", {}))
     except Exception as e:  # the verdict stands without its repro; the report says why it is missing
         return {"path": None, "retriggers": None, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-    return {"path": str(path), "retriggers": None, "rule": rule, "limit": limit}
+    meta = json.loads((Path(path).parent / "meta.json").read_text())  # the rule the bundle tests, as written
+    return {"path": str(path), "retriggers": None, "rule": meta.get("rule", rule), "limit": meta.get("limit", limit)}
 
 
 @contextlib.contextmanager
