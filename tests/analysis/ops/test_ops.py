@@ -82,3 +82,14 @@ def test_save_table_and_diff(tmp_path):
     table = json.loads(path.read_text())
     assert table["kind"] == "ops-support" and table["rows"]
     assert {row["support"] for row in table["rows"]} <= {"native", "other-dtype", "not-implemented", None}
+
+
+def test_a_local_ray_gives_the_same_cells_as_a_local_run():
+    pytest.importorskip("ray", reason="Ray is the [ray] extra; the distribution tests need it")
+    kw = dict(catalogs=["onnx"], patterns=["Relu", "Abs", "Round"], variants=[], backends=["ort", "onnxref"],
+              precisions=["fp32", "fp16"], repro_dir=None, batch=2)
+    here, there = api.ops(**kw), api.ops(ray="local", **kw)
+
+    def cells(r):
+        return [(c.case, c.backend, c.precision, c.status, (c.metrics or {}).get("rel_l2")) for c in r.cells]
+    assert cells(here) and cells(here) == cells(there)
