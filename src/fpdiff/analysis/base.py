@@ -27,6 +27,13 @@ class Result(ABC):
         return []
 
 
+def cell_dict(cell) -> dict:
+    """A cell dataclass as its JSON: its fields, its findings as plain dicts."""
+    d = dict(cell.__dict__)
+    d["findings"] = [f.as_dict() for f in cell.findings]
+    return d
+
+
 def flags_by_backend(reg, backend_flags: Mapping[str, Sequence[str]] | None = None,
                      iree_flags: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
     """Each backend's own flags: `backend_flags` (backend name -> flags), with the older `iree_flags` as iree's. A

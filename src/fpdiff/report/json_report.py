@@ -30,14 +30,19 @@ def dump(data: dict, path: str | Path) -> None:
 
 
 
-def load(path: str | Path) -> dict:
-    """A report a --json option wrote, its "kind" said; a file that is not one is a one-line usage error."""
+def read(path: str | Path, wanted: str) -> object:
+    """A JSON file fpdiff wrote; one that cannot be read or is not JSON is a one-line usage error naming `wanted`."""
     try:
-        data = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path} is not JSON ({e}): give the file a --json option wrote") from None
+        raise UsageError(f"{path} is not JSON ({e}): give {wanted}") from None
+
+
+def load(path: str | Path) -> dict:
+    """A report a --json option wrote, its "kind" said; a file that is not one is a one-line usage error."""
+    data = read(path, "the file a --json option wrote")
     if not isinstance(data, dict):
         raise UsageError("not an fpdiff report: the JSON is not an object")
     return data if "kind" in data else {"kind": _legacy_kind(data, path), **data}

@@ -23,21 +23,23 @@ def junit(result, strict: bool = False) -> ET.ElementTree:
     return SUITES[result.kind](result, strict)
 
 
-def _check_suite(result, strict: bool = False) -> ET.ElementTree:
-    """A testsuite for the model; failures, skips (declared refusals) and passes follow check's exit rule."""
-    suite = ET.Element("testsuite", name=f"fpdiff check {result.model}", tests=str(len(result.cells)),
-                       time=f"{result.duration_s:.3f}")
+def _suite(title: str, result) -> ET.Element:
+    """The testsuite element with the run's versions as properties."""
+    suite = ET.Element("testsuite", name=title, tests=str(len(result.cells)), time=f"{result.duration_s:.3f}")
     props = ET.SubElement(suite, "properties")
     for k, v in sorted((result.versions or {}).items()):
         ET.SubElement(props, "property", name=f"version.{k}", value=str(v))
-    if result.judge:
-        ET.SubElement(props, "property", name="judge", value=str(result.judge.get("status", "")))
+    return suite
+
+
+def _cases(suite: ET.Element, rows: list[tuple]) -> ET.ElementTree:
+    """One testcase per (cell, classname, name, fails, extra detail): failing as the exit code, declared refusals
+    and held verdicts skipped, the reason and findings as the case's output."""
     failures = skipped = 0
-    for c in result.cells:
-        case = ET.SubElement(suite, "testcase", classname=f"fpdiff.{c.backend}",
-                             name=f"{c.backend}/{c.device}/{c.precision}/{c.shape_variant}", time=f"{c.duration_s:.3f}")
-        detail = "\n".join(x for x in (c.reason, _findings(c)) if x)
-        if fails(c.status, [f.kind for f in c.findings], strict):
+    for c, classname, name, failing, extra in rows:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name, time=f"{c.duration_s:.3f}")
+        detail = "\n".join(x for x in (c.reason, _findings(c), extra) if x)
+        if failing:
             failures += 1
             el = ET.SubElement(case, "failure", message=f"{c.status}: {c.reason}"[:500], type=str(c.status))
             el.text = detail
@@ -50,34 +52,23 @@ def _check_suite(result, strict: bool = False) -> ET.ElementTree:
     suite.set("skipped", str(skipped))
     suite.set("errors", "0")
     return ET.ElementTree(suite)
+
+
+def _check_suite(result, strict: bool = False) -> ET.ElementTree:
+    """A testsuite for the model; failures, skips (declared refusals) and passes follow check's exit rule."""
+    suite = _suite(f"fpdiff check {result.model}", result)
+    if result.judge:
+        ET.SubElement(suite.find("properties"), "property", name="judge", value=str(result.judge.get("status", "")))
+    return _cases(suite, [(c, f"fpdiff.{c.backend}", f"{c.backend}/{c.device}/{c.precision}/{c.shape_variant}",
+                           fails(c.status, [f.kind for f in c.findings], strict), "") for c in result.cells])
 
 
 def _ops_suite(result, strict: bool = False) -> ET.ElementTree:
     """A testsuite for the sweep: a testcase per cell, failing as the sweep's exit code; declared refusals skip."""
-    suite = ET.Element("testsuite", name=f"fpdiff {result.model}", tests=str(len(result.cells)),
-                       time=f"{result.duration_s:.3f}")
-    props = ET.SubElement(suite, "properties")
-    for k, v in sorted((result.versions or {}).items()):
-        ET.SubElement(props, "property", name=f"version.{k}", value=str(v))
-    failures = skipped = 0
-    for c in result.cells:
-        case = ET.SubElement(suite, "testcase", classname=f"ops.{c.catalog}.{c.op}",
-                             name=f"{c.case} {c.backend} {c.precision} {c.shape_variant}", time=f"{c.duration_s:.3f}")
-        repro = (c.repro or {}).get("path")
-        detail = "\n".join(x for x in (c.reason, _findings(c), f"repro: {repro}" if repro else "") if x)
-        if result.cell_fails(c, strict):
-            failures += 1
-            el = ET.SubElement(case, "failure", message=f"{c.status}: {c.reason}"[:500], type=str(c.status))
-            el.text = detail
-        elif c.status in (Status.UNSUPPORTED, Status.UNJUDGED, Status.ILL_CONDITIONED):
-            skipped += 1
-            ET.SubElement(case, "skipped", message=f"{c.status}: {c.reason}"[:500])
-        if detail:
-            ET.SubElement(case, "system-out").text = detail
-    suite.set("failures", str(failures))
-    suite.set("skipped", str(skipped))
-    suite.set("errors", "0")
-    return ET.ElementTree(suite)
+    return _cases(_suite(f"fpdiff {result.model}", result),
+                  [(c, f"ops.{c.catalog}.{c.op}", f"{c.case} {c.backend} {c.precision} {c.shape_variant}",
+                    result.cell_fails(c, strict), f"repro: {c.repro['path']}" if (c.repro or {}).get("path") else "")
+                   for c in result.cells])
 
 
 SUITES = {"check": _check_suite, "ops": _ops_suite}

@@ -186,12 +186,8 @@ def _rank(status: str) -> int:
 def load_table(path: str | Path) -> dict:
     """A saved support table (`fpdiff ops --save`), or an ops JSON report's table; anything else is one line."""
     from fpdiff.analysis.ops.result import TABLE_KIND  # here: it loads torch, which history and diff need not
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path} is not JSON ({e}): give a support table `fpdiff ops --save` wrote") from None
+    from fpdiff.report.json_report import read
+    data = read(path, "a support table `fpdiff ops --save` wrote")
     kind = data.get("kind") if isinstance(data, dict) else None
     if kind == "ops" and isinstance(data.get("support_table"), list):
         return {"kind": TABLE_KIND, "versions": data.get("versions") or {}, "rows": data["support_table"]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from fpdiff.analysis.base import Result
+from fpdiff.analysis.base import Result, cell_dict
 from fpdiff.core.compare import Finding
 from fpdiff.core.status import CELL_STATUSES, FAILING, NOT_JUDGED, NOTHING_JUDGED, fails
 
@@ -31,9 +31,7 @@ class Cell:
     planned_op_dtypes: dict[str, int] | None = None  # the same count on the graph it was handed, when that mixes
 
     def as_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["findings"] = [f.as_dict() for f in self.findings]
-        return d
+        return cell_dict(self)
 
     @property
     def label(self) -> str:

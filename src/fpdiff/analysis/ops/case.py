@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from fpdiff.analysis.base import cell_dict
 from fpdiff.core.compare import Finding
 
 TORCH_CATALOG, ONNX_CATALOG = "torch", "onnx"
@@ -81,9 +82,7 @@ class OpsCell:
     info: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        d = dict(self.__dict__)
-        d["findings"] = [f.as_dict() for f in self.findings]
-        return d
+        return cell_dict(self)
 
     @property
     def label(self) -> str:
@@ -117,3 +116,20 @@ def matches(name: str, patterns: list[str]) -> bool:
     """A case-insensitive glob over the op's name in its catalog."""
     low = name.lower()
     return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
+
+
+def keep_first(candidates: list, probe, samples: int | None, default_reason: str) -> tuple[list[Case], str]:
+    """The first `samples` candidates (all: None or < 1) that `probe` makes a Case of, and, when none, the most
+    common reason `probe` gave (a string) for leaving them out."""
+    from collections import Counter
+    reasons: Counter = Counter()
+    kept: list[Case] = []
+    for c in candidates:
+        got = probe(c)
+        if isinstance(got, str):
+            reasons[got] += 1
+            continue
+        kept.append(got)
+        if samples and samples > 0 and len(kept) >= samples:
+            break
+    return kept, (reasons.most_common(1)[0][0] if reasons else default_reason)

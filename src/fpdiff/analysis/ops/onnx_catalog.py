@@ -11,12 +11,11 @@ from __future__ import annotations
 import functools
 import re
 import warnings
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from fpdiff.analysis.ops.case import ONNX_CATALOG, SAMPLE, Case, OnnxSample, matches
+from fpdiff.analysis.ops.case import ONNX_CATALOG, SAMPLE, Case, OnnxSample, keep_first, matches
 from fpdiff.analysis.ops.torch_catalog import slug
 
 # the domain whose ops learn (gradients, optimizers): a sweep of inference backends has nothing to run them on
@@ -85,17 +84,7 @@ def cases(patterns: list[str] | None, samples: int | None = 2, seed: int = 0) ->
 
 def _op_cases(op: str, tests: list, samples: int | None) -> tuple[list[Case], str]:
     """This op's cases, or none and the most common reason its tests were left out."""
-    reasons: Counter = Counter()
-    kept: list[Case] = []
-    for t in _order(tests):
-        got = _case(op, t)
-        if isinstance(got, str):
-            reasons[got] += 1
-            continue
-        kept.append(got)
-        if samples and samples > 0 and len(kept) >= samples:
-            break
-    return kept, (reasons.most_common(1)[0][0] if reasons else "no test cases")
+    return keep_first(_order(tests), lambda t: _case(op, t), samples, "no test cases")
 
 
 def _order(tests: list) -> list:

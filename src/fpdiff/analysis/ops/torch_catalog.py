@@ -17,7 +17,6 @@ import keyword
 import random
 import re
 import warnings
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,16 @@ import torch
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fpdiff.analysis.ops.case import CHANNELS_LAST, SAMPLE, TORCH_CATALOG, TRANSPOSED, Case, TorchSample, matches
+from fpdiff.analysis.ops.case import (
+    CHANNELS_LAST,
+    SAMPLE,
+    TORCH_CATALOG,
+    TRANSPOSED,
+    Case,
+    TorchSample,
+    keep_first,
+    matches,
+)
 from fpdiff.core.errors import UsageError
 
 OPINFO = "opinfo:"
@@ -120,19 +128,20 @@ def _op_cases(info, samples: int | None, seed: int) -> tuple[list[Case], str]:
         return [], f"sample generation raised {type(e).__name__}"
     if _draws_random(info, drawn, seed):
         return [], RANDOM
-    reasons: Counter = Counter()
-    kept: list[Case] = []
-    for index in _order(drawn):
+
+    def probe(index: int) -> Case | str:
         got = _unfit(drawn[index]) or _probe(info, index, drawn[index], seed)
-        if isinstance(got, str):
-            if got == RANDOM:  # one sample differing between seeds is enough: the op draws random numbers
-                return [], RANDOM
-            reasons[got] += 1
-            continue
-        kept.append(got)
-        if samples and samples > 0 and len(kept) >= samples:
-            break
-    return kept, (reasons.most_common(1)[0][0] if reasons else "no samples at float64 on CPU")
+        if got == RANDOM:  # one sample differing between seeds is enough: the op draws random numbers
+            raise _DrawsRandom
+        return got
+    try:
+        return keep_first(_order(drawn), probe, samples, "no samples at float64 on CPU")
+    except _DrawsRandom:
+        return [], RANDOM
+
+
+class _DrawsRandom(Exception):
+    """A sample of the op came out differently under another seed."""
 
 
 def _seed_all(seed: int) -> None:
