@@ -166,7 +166,14 @@ def scaled_norm(x: np.ndarray) -> tuple[float, float]:
     scale = float(np.abs(x).max()) if x.size else 0.0
     if scale == 0.0 or not math.isfinite(scale):
         return scale, float(scale != 0.0)
-    return scale, float(np.linalg.norm(x / scale))
+    return scale, l2(x / scale)
+
+
+def l2(x: np.ndarray) -> float:
+    """The L2 norm by numpy's pairwise sum, not BLAS: a process that has loaded a backend's runtime beside numpy's
+    BLAS (OpenVINO converting a repro) was seen spinning for minutes in BLAS's dot on an array holding Inf."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        return float(np.sqrt(np.sum(np.square(np.asarray(x, dtype=np.float64)))))
 
 
 def norm_ratio(a: tuple[float, float], b: tuple[float, float]) -> float:

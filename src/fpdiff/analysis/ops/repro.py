@@ -17,6 +17,7 @@ import numpy as np
 
 from fpdiff.analysis import repro as bundle
 from fpdiff.analysis.ops.case import ONNX_CATALOG, OpsCell
+from fpdiff.core.compare import l2
 from fpdiff.core.status import Status
 
 # the script's exit status -> whether the cell's verdict re-triggered (None: the script could not tell)
@@ -214,10 +215,11 @@ def numbers(observed: list[np.ndarray] | None, expected: list[np.ndarray]) -> li
         differs = (o != e) & ~(np.isnan(o) & np.isnan(e))
         bad = int((~np.isfinite(o) & np.isfinite(e)).sum())
         delta = np.where(differs, o - e, 0.0)
-        norm = float(np.linalg.norm(e))
-        size = float(np.linalg.norm(delta))
+        finite = np.isfinite(delta)
+        norm = l2(e[np.isfinite(e)])
+        size = l2(delta[finite])
         rel = float("inf") if bad or (not norm and size) else size / norm if norm else 0.0
-        max_abs = float(np.nanmax(np.abs(delta))) if delta.size else 0.0
+        max_abs = float(np.max(np.abs(delta[finite]))) if finite.any() else 0.0
     lines = [f"relative L2 vs float64: {rel:.3e} ({bad} non-finite where float64 is finite)",
              f"max abs error: {max_abs:.3e}", f"elements differing: {int(differs.sum())} of {o.size}"]
     lines += [f"element {i}: observed {float(o[i])!r}, expected {float(e[i])!r}"

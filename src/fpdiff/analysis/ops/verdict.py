@@ -3,11 +3,10 @@ floor, sign: one tie broken the other way is a flip, not an error of 0.5 in rela
 output as a second opinion on the float64 judge, the runtime's support state, and each failing cell's repro."""
 from __future__ import annotations
 
-import contextlib
 import json
-import os
+import pickle
+import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -104,44 +103,54 @@ def support(cell: Cell, r: JobResult) -> tuple[str | None, str]:
     return support_state(cell.status, cell.findings, r.info or {}, cell.precision, cell.reason)
 
 
+# seconds a repro's writing may take in its child: an export and a compile of one op, with room for a loaded machine
+WRITE_TIMEOUT = 300.0
+
+
 def write_repro(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | None, r: JobResult, ref: JobResult,
                 root: Path) -> dict:
     """The cell's standalone repro bundle (ops/repro.py), or why none could be written. `baseline`: the metrics of
-    the reference implementation at the cell's precision."""
+    the reference implementation at the cell's precision. Written in a child process: writing converts and compiles
+    with the backend's own tools (OpenVINO's converter in-process), and one that crashes or hangs there must cost
+    this repro, not the sweep; the child's chatter goes to a log beside the repros."""
     from fpdiff.analysis.ops import repro
     job = grid.job(job_key(key))
     rule, limit = repro_rule(cell, baseline, grid.tolerance(key[2]))
-    try:
-        with _quiet(root):
-            path = repro.write(root / repro.signature(cell) / _name(cell), job, cell, expected=ref.outputs,
-                               observed=r.outputs if r.status == Status.OK else None, baseline=baseline,
-                               rule=rule, limit=limit, versions=(r.info or {}).get("worker", {}).get("versions", {}))
-    except Exception as e:  # the verdict stands without its repro; the report says why it is missing
-        return {"path": None, "retriggers": None, "error": f"{type(e).__name__}: {str(e)[:300]}"}
-    meta = json.loads((Path(path).parent / "meta.json").read_text())  # the rule the bundle tests, as written
-    return {"path": str(path), "retriggers": None, "rule": meta.get("rule", rule), "limit": meta.get("limit", limit)}
-
-
-@contextlib.contextmanager
-def _quiet(root: Path) -> Iterator[None]:
-    """Exporters and compilers writing a repro print to the process's own stdout and stderr (TorchScript dumps its
-    graph on a failure): that goes to a log beside the repros, not into the sweep's report."""
+    out = root / repro.signature(cell) / _name(cell)
+    args = (out, job, cell, {"expected": ref.outputs, "observed": r.outputs if r.status == Status.OK else None,
+                             "baseline": baseline, "rule": rule, "limit": limit,
+                             "versions": (r.info or {}).get("worker", {}).get("versions", {})})
     root.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
     with open(root / "repro-writing.log", "ab") as log:
         try:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
+            done = subprocess.run([sys.executable, "-c", "from fpdiff.analysis.ops.verdict import write_child; "
+                                   "write_child()"], input=pickle.dumps(args), stdout=log, stderr=log,
+                                  timeout=WRITE_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return {"path": None, "retriggers": None, "error": f"writing it took over {WRITE_TIMEOUT:g} s"}
+    answer = out / "written.json"
+    if done.returncode or not answer.exists():
+        return {"path": None, "retriggers": None, "error": f"the process writing it ended with {done.returncode}"}
+    said = json.loads(answer.read_text())
+    answer.unlink()
+    if said.get("error"):  # the verdict stands without its repro; the report says why it is missing
+        return {"path": None, "retriggers": None, "error": said["error"]}
+    meta = json.loads((Path(said["path"]).parent / "meta.json").read_text())  # the rule the bundle tests, as written
+    return {"path": said["path"], "retriggers": None, "rule": meta.get("rule", rule),
+            "limit": meta.get("limit", limit)}
+
+
+def write_child() -> None:
+    """A child's side of write_repro: the bundle from the pickled arguments on stdin, and its path (or why not) in
+    written.json next to it."""
+    from fpdiff.analysis.ops import repro
+    out, job, cell, kw = pickle.loads(sys.stdin.buffer.read())
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        said = {"path": str(repro.write(out, job, cell, **kw))}
+    except Exception as e:
+        said = {"error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+    (out / "written.json").write_text(json.dumps(said))
 
 
 def repro_rule(cell: OpsCell, baseline: dict | None, p: prec.Precision) -> tuple[str, float]:
