@@ -40,6 +40,13 @@ def op_dtypes(model_path: Path) -> Counter:
 _KERNEL_OP = re.compile(r"(?:kernel for|implementation for) (?P<op>[\w.]+)\((?P<version>\d+)\)")
 
 
+# ONNX Runtime's FAIL status with its own words of refusal: an op it has never heard of ("ai.onnx.preview:
+# FlexAttention(-1) is not a registered function/op") and an attribute value its kernel declares it does not support
+# ("Batchwise recurrent operations (layout == 1) are not supported" in LSTM and GRU). Other FAILs are errors.
+_REFUSED = re.compile(r"(?P<op>[\w.:]+\(-?\d+\)) is not a registered function/op|"
+                      r"(?P<what>[A-Z][\w ]*\([^)]*\)) are not supported")
+
+
 def open_session(model: Path | Any, device: str, optimized: Path | None = None) -> Any:
     """The session, with ONNX Runtime's NOT_IMPLEMENTED status (its kernel registry has no kernel for this op, op
     version and types) raised as its declared refusal, whatever the message's wording."""
@@ -50,6 +57,12 @@ def open_session(model: Path | Any, device: str, optimized: Path | None = None) 
         m = _KERNEL_OP.search(str(e))
         op = f"{m['op']} (opset {m['version']})" if m else None
         raise Unsupported(" ".join(str(e).split()), op=op) from e
+    except Exception as e:
+        said = " ".join(str(e).split())
+        refused = _REFUSED.search(said)
+        if refused is None:
+            raise
+        raise Unsupported(said, op=refused["op"]) from e
 
 
 def exported_graph_checked(path: Path, info: dict[str, Any]) -> None:
@@ -109,10 +122,10 @@ def _ort_value(a: Any) -> Any:
     bfloat16 input goes in as its bits, typed bfloat16."""
     import onnxruntime as ort
     from onnx import TensorProto
+    a = a if a.flags.c_contiguous else a.copy(order="C")  # not np.ascontiguousarray: it makes a scalar 1-d
     if _bf16(a):
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(a).view(np.uint16),
-                                                                TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a))
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(a)
 
 
 def _host(v: Any) -> Any:

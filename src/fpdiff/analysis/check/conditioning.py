@@ -99,7 +99,7 @@ def perturb_array(a: np.ndarray, u: float, rng: np.random.Generator) -> np.ndarr
     a = np.asarray(a)
     if a.dtype.kind != "f":
         return a
-    return a.astype(np.float64) * _factors(a.shape, u, rng)
+    return np.asarray(a.astype(np.float64) * _factors(a.shape, u, rng))  # a 0-d product is a scalar: kept an array
 
 
 def perturb_tensor(t: torch.Tensor, u: float, rng: np.random.Generator, keep_dtype: bool) -> torch.Tensor:
