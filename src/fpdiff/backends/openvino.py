@@ -169,14 +169,20 @@ class OpenVinoBackend(Backend):
         return fp32.onnx_file()
 
     def repro(self, r: Repro) -> str | None:
-        """The segment as OpenVINO IR (segment.xml/.bin), so the script needs openvino and numpy alone."""
+        """The segment as OpenVINO IR (segment.xml/.bin), so the script needs openvino and numpy alone. When the
+        conversion itself fails, that is what the script shows: it converts the ONNX graph (or the exported program,
+        with torch) itself."""
         import openvino as ov
         source = str(r.out / "segment.onnx") if r.onnx_segment else r.program
-        ov.save_model(ov.convert_model(source), str(r.out / "segment.xml"), compress_to_fp16=False)
         r.meta["inference_precision_hint"] = HINTS.get(r.precision)
-        return """import openvino as ov
-model = ov.Core().read_model(str(here / "segment.xml"))
-compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": meta["inference_precision_hint"]})
+        try:
+            ov.save_model(ov.convert_model(source), str(r.out / "segment.xml"), compress_to_fp16=False)
+            load = 'model = ov.Core().read_model(str(here / "segment.xml"))\n'
+        except Exception:
+            load = ('model = ov.convert_model(str(here / "segment.onnx"))\n' if r.onnx_segment else
+                    'import torch\nmodel = ov.convert_model(torch.export.load(str(here / "segment.pt2")))\n')
+        return "import openvino as ov\n" + load + """hint = meta["inference_precision_hint"]
+compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": hint})
 print("OpenVINO ran at", compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name())
 def feed(x, dtype, port):
     if dtype == "bfloat16":  # numpy has no bfloat16: the same bits as OpenVINO's bf16

@@ -151,7 +151,7 @@ def _result(cases: list[Case], outcomes: list[CaseOutcome], skipped: list[dict],
     return OpsResult(cells=cells, skipped=skipped, unrun=sum(o.unrun for o in outcomes),
                      versions=report_versions(modules),
                      duration_s=duration, judge_disagreements=[o.disagreement for o in outcomes if o.disagreement],
-                     repro_check=_repro_share(cells), reports=_upstream_reports(cells),
+                     repro_check=_repro_share(cells), reports=_upstream_reports(cells, report_versions(modules)),
                      model="ops: " + ",".join(catalogs))
 
 
@@ -165,7 +165,7 @@ def _repro_share(cells: list[OpsCell]) -> dict:
             "not_written": sum(not r.get("path") for r in rs)}
 
 
-def _upstream_reports(cells: list[OpsCell]) -> list[dict]:
+def _upstream_reports(cells: list[OpsCell], versions: dict) -> list[dict]:
     """One ready-to-file report per distinct bug (repro.signature), written next to its first re-triggered repro."""
     from fpdiff.analysis.ops import repro
     groups: dict[str, list[OpsCell]] = {}
@@ -176,7 +176,7 @@ def _upstream_reports(cells: list[OpsCell]) -> list[dict]:
     for sig, group in groups.items():
         lead = next((c for c in group if c.repro.get("retriggers")), group[0])
         bundle = Path(lead.repro["path"]).parent
-        text = repro.upstream_report(lead, bundle, lead.info.get("worker", {}).get("versions", {}))
+        text = repro.upstream_report(lead, bundle, lead.info.get("worker", {}).get("versions") or versions)
         path = bundle / "REPORT.md"
         path.write_text(text)
         out.append({"signature": sig, "cells": len(group), "path": str(path)})

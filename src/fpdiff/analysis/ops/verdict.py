@@ -119,7 +119,7 @@ def write_repro(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | Non
     out = root / repro.signature(cell) / _name(cell)
     args = (out, job, cell, {"expected": ref.outputs, "observed": r.outputs if r.status == Status.OK else None,
                              "baseline": baseline, "rule": rule, "limit": limit,
-                             "versions": (r.info or {}).get("worker", {}).get("versions", {})})
+                             "versions": _versions(grid, cell.backend, r)})
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "repro-writing.log", "ab") as log:
         try:
@@ -138,6 +138,16 @@ def write_repro(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | Non
     meta = json.loads((Path(said["path"]).parent / "meta.json").read_text())  # the rule the bundle tests, as written
     return {"path": said["path"], "retriggers": None, "rule": meta.get("rule", rule),
             "limit": meta.get("limit", limit)}
+
+
+def _versions(grid: Grid, backend: str, r: JobResult) -> dict:
+    """What an upstream report names: the worker's own versions when it runs elsewhere, else this stack's (torch,
+    numpy, onnx and the backend's packages)."""
+    remote = (r.info or {}).get("worker", {}).get("versions")
+    if remote:
+        return dict(remote)
+    from fpdiff.core.versions import report_versions
+    return report_versions(["onnx", *grid.reg.cls(backend).requires])
 
 
 def write_child() -> None:
