@@ -64,7 +64,9 @@ def run_batch(cases: Sequence[Case], config: SweepConfig,
             if config.deadline is not None and time.time() > config.deadline:
                 out.append(CaseOutcome(case.case_id, unrun=True))
                 continue
-            outcome = run_case(case, config, reg, work)
+            outcome, requests = run_case(case, config, reg, work)
+            if config.repro_dir:
+                verdict.write_repros(requests, Path(config.repro_dir))
             out.append(outcome)
             if progress:
                 progress(outcome)
@@ -73,8 +75,9 @@ def run_batch(cases: Sequence[Case], config: SweepConfig,
     return out
 
 
-def run_case(case: Case, config: SweepConfig, reg, work: Path) -> CaseOutcome:
-    """One case checked on every backend that takes its kind, at every precision."""
+def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutcome, list[tuple]]:
+    """One case checked on every backend that takes its kind, at every precision; and the repros its failing cells
+    want (verdict.write_repros)."""
     t0 = time.perf_counter()
     outcome = CaseOutcome(case.case_id)
     try:
@@ -84,17 +87,20 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> CaseOutcome:
     except UsageError as e:  # the case's own float64 run failed, or the case could not be loaded: nothing to judge
         outcome.skipped = str(e)
         outcome.duration_s = time.perf_counter() - t0
-        return outcome
+        return outcome, []
     judged = question_judge(grid, results, ref.outputs, env, config.timeout, None)
     cells = judge_cells(grid, results, ref, env, config.timeout)
     if case.integer_valued:  # before conditioning, which then weighs a flip mismatch like any other
         verdict.judge_integer_valued(grid, cells, results, ref.outputs)
     rejudge(grid, judged, cells, results, ref.outputs, env, config.timeout)
     outcome.disagreement = verdict.expected_disagreement(case, ref.outputs)
-    outcome.cells = [_ops_cell(case, grid, c, k, results[job_key(k)], ref, config)
-                     for c, k in zip(cells, grid.cells)]
+    outcome.cells = [_ops_cell(case, c, results[job_key(k)]) for c, k in zip(cells, grid.cells)]
+    requests = [verdict.repro_request(case, grid, k, oc, c.baseline_metrics, results[job_key(k)], ref,
+                                      Path(config.repro_dir))
+                for oc, c, k in zip(outcome.cells, cells, grid.cells)
+                if config.repro_dir and oc.status in REPRO_STATUSES]
     outcome.duration_s = time.perf_counter() - t0
-    return outcome
+    return outcome, requests
 
 
 def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
@@ -112,15 +118,13 @@ def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
                      load_args={"inputs": inputs, "shapes": None, "seed": config.seed, "keep_opset": True})
 
 
-def _ops_cell(case: Case, grid: Grid, c: Cell, key, r: JobResult, ref: JobResult, config: SweepConfig) -> OpsCell:
-    """A check cell as the sweep reports it: the case it belongs to, the runtime's support state, its repro."""
+def _ops_cell(case: Case, c: Cell, r: JobResult) -> OpsCell:
+    """A check cell as the sweep reports it: the case it belongs to and the runtime's support state."""
     cell = OpsCell(case.op, case.catalog, case.variant, case.case_id, case.family, c.backend, c.precision,
                    c.shape_variant, c.status, c.reason, c.metrics, findings=c.findings,
                    description=case.description, stage=c.stage, component=c.component, duration_s=c.duration_s,
                    info=_kept_info(c.info))
     cell.support, cell.support_detail = verdict.support(c, r)
-    if config.repro_dir and cell.status in REPRO_STATUSES:
-        cell.repro = verdict.write_repro(case, grid, key, cell, c.baseline_metrics, r, ref, Path(config.repro_dir))
     return cell
 
 

@@ -107,35 +107,56 @@ def support(cell: Cell, r: JobResult) -> tuple[str | None, str]:
 WRITE_TIMEOUT = 300.0
 
 
-def write_repro(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | None, r: JobResult, ref: JobResult,
-                root: Path) -> dict:
-    """The cell's standalone repro bundle (ops/repro.py), or why none could be written. `baseline`: the metrics of
-    the reference implementation at the cell's precision. Written in a child process: writing converts and compiles
-    with the backend's own tools (OpenVINO's converter in-process), and one that crashes or hangs there must cost
-    this repro, not the sweep; the child's chatter goes to a log beside the repros."""
+def repro_request(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | None, r: JobResult,
+                  ref: JobResult, root: Path) -> tuple:
+    """What writing the cell's repro bundle needs (ops/repro.py's arguments), to be written with its batch's others
+    by write_repros. `baseline`: the metrics of the reference implementation at the cell's precision."""
     from fpdiff.analysis.ops import repro
-    job = grid.job(job_key(key))
     rule, limit = repro_rule(cell, baseline, grid.tolerance(key[2]))
-    out = root / repro.signature(cell) / _name(cell)
-    args = (out, job, cell, {"expected": ref.outputs, "observed": r.outputs if r.status == Status.OK else None,
-                             "baseline": baseline, "rule": rule, "limit": limit,
-                             "versions": _versions(grid, cell.backend, r)})
+    return (root / repro.signature(cell) / _name(cell), grid.job(job_key(key)), cell,
+            {"expected": ref.outputs, "observed": r.outputs if r.status == Status.OK else None, "baseline": baseline,
+             "rule": rule, "limit": limit, "versions": _versions(grid, cell.backend, r)})
+
+
+def write_repros(requests: list[tuple], root: Path) -> None:
+    """Each request's bundle written, its answer on its cell (`repro`: the script, or why there is none). Written in
+    a child process, all of a batch in one: writing converts and compiles with the backend's own tools (OpenVINO's
+    converter in-process), and one that crashes or hangs there must cost its repro, not the sweep; after such a
+    loss the rest are written one child each. The children's chatter goes to a log beside the repros."""
+    if not requests:
+        return
     root.mkdir(parents=True, exist_ok=True)
+    lost = _write_in_child(requests, root)
+    if lost:
+        for one in requests:
+            if not (one[0] / "written.json").exists():
+                _write_in_child([one], root)
+    for out, _, cell, kw in requests:
+        cell.repro = _answer(out, kw["rule"], kw["limit"])
+
+
+def _write_in_child(requests: list[tuple], root: Path) -> str | None:
+    """Write the requests in one child process; None when it ended well, else how it ended."""
     with open(root / "repro-writing.log", "ab") as log:
         try:
             done = subprocess.run([sys.executable, "-c", "from fpdiff.analysis.ops.verdict import write_child; "
-                                   "write_child()"], input=pickle.dumps(args), stdout=log, stderr=log,
-                                  timeout=WRITE_TIMEOUT)
+                                   "write_child()"], input=pickle.dumps(requests), stdout=log, stderr=log,
+                                  timeout=WRITE_TIMEOUT * len(requests))
         except subprocess.TimeoutExpired:
-            return {"path": None, "retriggers": None, "error": f"writing it took over {WRITE_TIMEOUT:g} s"}
+            return f"writing took over {WRITE_TIMEOUT:g} s a repro"
+    return f"the process writing it ended with {done.returncode}" if done.returncode else None
+
+
+def _answer(out: Path, rule: str, limit: float) -> dict:
+    """A cell's repro entry from what its child wrote (the rule the bundle tests, as its meta.json says)."""
     answer = out / "written.json"
-    if done.returncode or not answer.exists():
-        return {"path": None, "retriggers": None, "error": f"the process writing it ended with {done.returncode}"}
+    if not answer.exists():
+        return {"path": None, "retriggers": None, "error": "the process writing it crashed or hung"}
     said = json.loads(answer.read_text())
     answer.unlink()
     if said.get("error"):  # the verdict stands without its repro; the report says why it is missing
         return {"path": None, "retriggers": None, "error": said["error"]}
-    meta = json.loads((Path(said["path"]).parent / "meta.json").read_text())  # the rule the bundle tests, as written
+    meta = json.loads((Path(said["path"]).parent / "meta.json").read_text())
     return {"path": said["path"], "retriggers": None, "rule": meta.get("rule", rule),
             "limit": meta.get("limit", limit)}
 
@@ -151,16 +172,16 @@ def _versions(grid: Grid, backend: str, r: JobResult) -> dict:
 
 
 def write_child() -> None:
-    """A child's side of write_repro: the bundle from the pickled arguments on stdin, and its path (or why not) in
-    written.json next to it."""
+    """A child's side of write_repros: each bundle from the pickled requests on stdin, its path (or why not) in
+    written.json next to it as soon as it is done."""
     from fpdiff.analysis.ops import repro
-    out, job, cell, kw = pickle.loads(sys.stdin.buffer.read())
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        said = {"path": str(repro.write(out, job, cell, **kw))}
-    except Exception as e:
-        said = {"error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
-    (out / "written.json").write_text(json.dumps(said))
+    for out, job, cell, kw in pickle.loads(sys.stdin.buffer.read()):
+        out.mkdir(parents=True, exist_ok=True)
+        try:
+            said = {"path": str(repro.write(out, job, cell, **kw))}
+        except Exception as e:
+            said = {"error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+        (out / "written.json").write_text(json.dumps(said))
 
 
 def repro_rule(cell: OpsCell, baseline: dict | None, p: prec.Precision) -> tuple[str, float]:
