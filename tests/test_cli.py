@@ -247,3 +247,18 @@ def test_ops_bad_input():
     assert_usage_error(["ops", "--ops", "relu", "--time", "soon"], "duration")
     assert_usage_error(["ops", "--ops", "relu", "--backends", "nope"], "unknown backend")
     assert_usage_error(["ops", "--ops", "relu", "--ray", "127.0.0.1:1"], "Ray")
+
+
+def test_diff_of_two_support_tables(tmp_path):
+    def table(name, support, version):
+        rows = [{"catalog": "onnx", "op": "AveragePool", "backend": "ort", "precision": "fp16", "support": support,
+                 "detail": ""}]
+        return write(tmp_path, name, json.dumps({"kind": "ops-support", "versions": {"onnxruntime": version},
+                                                 "rows": rows}))
+    old, new = table("a.json", "other-dtype", "1.31.0"), table("b.json", "native", "1.32.0")
+    code, out, err = run("diff", old, new)
+    assert code == 0 and "other-dtype -> native" in out and "onnxruntime: 1.31.0 -> 1.32.0" in out, (out, err)
+    code, out, _ = run("diff", new, old)
+    assert code == 1 and "native -> other-dtype" in out
+    assert_usage_error(["diff", old, "3"], "not one of each")
+    assert_usage_error(["diff", old, str(tmp_path / "missing.json")], "cannot read")
