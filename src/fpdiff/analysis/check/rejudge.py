@@ -46,22 +46,30 @@ def blame_exporter(grid: Grid, cells: list[Cell], results: dict[JobKey, JobResul
     """A torch model's mismatch on a backend that ran torch.onnx's graph: is that graph the torch program's function?
     Exports are checked against their program only in float64 (onnxtools/export.py), so the backend's fp64 job decides
     (run now when the grid has none): when the exporter's float64 graph computes another function, the mismatch is
-    torch.onnx's error at every precision of that backend, and the backend's numbers on it are not judged."""
+    torch.onnx's error at every precision of that backend, and the backend's numbers on that graph are not judged.
+    A float64 export that fails or cannot be checked decides nothing: the mismatch stands."""
     if grid.source.ref.kind != "torch":
         return
     exported = [(c, k) for c, k in zip(cells, grid.cells) if c.status == Status.MISMATCH
                 and results[job_key(k)].info.get("onnx_exporter")]
     for b in dict.fromkeys(c.backend for c, _ in exported):
-        key = (b, "cpu", "fp64", STATIC)
-        if key not in results:
-            with external.pool(env) as pool:
-                results[key] = pool.run(grid.job(key), timeout)
+        fp64 = _run(grid, results, (b, "cpu", "fp64", STATIC), env, timeout)
         for c, k in exported:
-            why = _exporter_departs(results[key], results[job_key(k)].info.get("onnx_exporter"))
-            if c.backend == b and why:
+            if c.backend != b:
+                continue
+            why = _exporter_departs(fp64, results[job_key(k)].info.get("onnx_exporter"))
+            if why:
                 c.status, c.stage, c.component = Status.ERROR, ONNX_EXPORT, "torch.onnx"
                 c.reason = (f"torch.onnx at onnx export failed: {why}; {b}'s numbers on that graph are not judged "
                             f"(was mismatch: {c.reason})")
+
+
+def _run(grid: Grid, results: dict, key: JobKey, env: dict, timeout: float) -> JobResult:
+    """A job's result, run now when the grid did not run it."""
+    if key not in results:
+        with external.pool(env) as pool:
+            results[key] = pool.run(grid.job(key), timeout)
+    return results[key]
 
 
 def _exporter_departs(fp64: JobResult, exporter: str | None) -> str | None:

@@ -39,6 +39,7 @@ from fpdiff.core.errors import UsageError
 
 OPINFO = "opinfo:"
 RANDOM = "random or nondeterministic op"
+MUTATES = "writes into its own arguments (its numbers would depend on the order of the jobs)"
 RANDOM_SCAN = 64  # samples per op run to see whether it draws random numbers (_draws_random says why 64)
 # the description is one terminal/JSON line: shapes and a few scalars say what the case is, the rest is in the payload
 DESCRIPTION_CHARS = 160
@@ -224,6 +225,19 @@ def _run(info, sample, seed: int) -> tuple[Any, bool]:
     return out, mode.seen
 
 
+def _mutates(info, sample, seed: int) -> bool:
+    """Whether the op writes into its tensor arguments (batch_norm's running statistics in training mode): a cell
+    of it sees arguments its judge and baselines changed before it, so its numbers depend on the order they ran."""
+    args, kwargs = _clone(sample)
+    before = [t.clone() for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        info.op(*args, **kwargs)
+    after = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    return not _same(before, after)
+
+
 def _draws_random(info, drawn: list, seed: int) -> bool:
     """Whether any of the op's first samples draws random numbers: a random op is one whatever its kept samples
     (dropout's first samples have p=0). The first RANDOM_SCAN suffice: a sample generator varies the arguments that
@@ -272,6 +286,8 @@ def _probe(info, index: int, sample, seed: int) -> Case | str:
         return f"raises at float64 ({type(e).__name__})"
     if drew or drew_again or isinstance(second, str) or not _same(first, second):
         return RANDOM
+    if _mutates(info, sample, seed + 1):
+        return MUTATES
     args = (sample.input, *sample.args)
     payload = TorchSample(fn=f"{OPINFO}{info.name}:{info.variant_test_name}", args=args, kwargs=dict(sample.kwargs))
     name = op_name(info)
