@@ -48,7 +48,7 @@ def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = 
         progress: Progress | None = None) -> OpsResult:
     """Sweep the selected ops. `patterns`: case-insensitive globs over op names (None: all); `variants`: generator
     names (variants.py; None: its defaults, [] none); `samples`: catalog samples per op; `time_budget`: seconds
-    after which no new batch starts (the rest is counted as unrun); `ray`: a Ray address ("local" starts one)."""
+    after which no new case starts (the rest is counted as unrun); `ray`: a Ray address ("local" starts one)."""
     from fpdiff.analysis import distribute
     from fpdiff.analysis.ops import catalog
     from fpdiff.analysis.ops import variants as variant_mod
