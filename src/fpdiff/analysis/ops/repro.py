@@ -98,7 +98,7 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
         rule = bundle.CRASH
     backend = registry(job.plugins).create(job.backend)
     if str(cell.component or "").startswith("torch.onnx"):  # the exporter failed: the repro is the export
-        backend = TorchOnnx(departs=EXPORT_DEPARTS in cell.reason)
+        backend = TorchOnnx(departs=EXPORT_DEPARTS in cell.reason, torchscript=FALLBACK_DEPARTS in cell.reason)
         if backend.departs:  # shown where the exporter's graph is checked: in float64, against the program
             job, rule, limit = dataclasses.replace(job, precision="fp64"), bundle.REL_L2, EXPORT_LIMIT
     task = task_of(job)
@@ -119,23 +119,29 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
 
 # what blame_exporter (analysis/check/rejudge.py) says of a graph that computes another function
 EXPORT_DEPARTS = "computes another function"
+# what the export check says when the dynamo exporter raised and its fallback's graph computed another function
+FALLBACK_DEPARTS = "TorchScript exporter (the fallback): its graph departs"
 # the export check's own line between float32-held constants and another function (onnxtools/export.py)
 EXPORT_LIMIT = 1e-5
 
 
 class TorchOnnx:
     """The repro of a torch.onnx failure: the program exported as the cell's route exports it (dynamo, optimizer
-    off); where the exporter's graph computes another function, that graph run by ONNX's float64 reference
+    off; the TorchScript exporter where dynamo raised and the fallback's graph is the one that departs); where the
+    exporter's graph computes another function, that graph run by ONNX's float64 reference
     evaluator against the program's float64 answer; where the export raises, the export alone."""
     name = "torch.onnx"
 
-    def __init__(self, departs: bool) -> None:
-        self.departs = departs
+    def __init__(self, departs: bool, torchscript: bool = False) -> None:
+        self.departs, self.torchscript = departs, torchscript
 
     def repro(self, r: Any) -> str:
         from fpdiff.backends.base import TORCH_INPUTS
-        export = TORCH_INPUTS + """path = str(here / "exported.onnx")
-torch.onnx.export(program, tuple(xt), path, dynamo=True, optimize=False)
+        call = ("torch.onnx.export(program.module(), tuple(xt), path, dynamo=False, "
+                "training=torch.onnx.TrainingMode.PRESERVE)" if self.torchscript else
+                "torch.onnx.export(program, tuple(xt), path, dynamo=True, optimize=False)")
+        export = TORCH_INPUTS + f"""path = str(here / "exported.onnx")
+{call}
 """
         if not self.departs:
             return export + "outs = []\n"

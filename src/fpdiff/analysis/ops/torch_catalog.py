@@ -188,6 +188,10 @@ def _unfit(sample) -> str:
         return "no float tensor input (a precision changes nothing)"
     if any(t.numel() == 0 for t in tensors):
         return "empty tensor input"
+    if any(isinstance(x, torch.dtype) and x.is_floating_point for x in _leaves(sample)):
+        # the sample was drawn at float64 and names it (softmax's dtype=, _softmax_backward_data's input_dtype):
+        # every cell would compute in float64 whatever its precision
+        return "names a float dtype itself (float64: the cell's precision would not be what it computes in)"
     try:  # the case file holds the arguments: one torch.save cannot store (a memory_format) makes no case
         torch.save([x for x in _leaves(sample) if not isinstance(x, torch.Tensor)], io.BytesIO())
     except Exception:
