@@ -277,7 +277,7 @@ runtime = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecuti
 worst = 0.0
 for out, a, b in zip(model.graph.output, evaluator, runtime):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    rel = float(compare.l2((a - b).ravel()) / max(compare.l2(b.ravel()), 1e-300)) if a.shape == b.shape \\
+    rel = float(np.linalg.norm((a - b).ravel()) / max(np.linalg.norm(b.ravel()), 1e-300)) if a.shape == b.shape \\
         else float("inf")
     worst = max(worst, rel)
     print(f"{{out.name}}: reference evaluator {{list(a.shape)}} vs onnxruntime {{list(b.shape)}}, "
