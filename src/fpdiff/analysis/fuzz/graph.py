@@ -1,0 +1,144 @@
+"""A fuzz graph as plain data: typed inputs, op nodes over value ids, one output, and the input values it is tested
+with. Plain (hashable, JSON) so that a graph has a stable id, can be written as a torch program or an ONNX graph,
+cut and shrunk by the minimizer, and shipped to another host."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from fpdiff.analysis.ops.case import CHANNELS_LAST, CONTIGUOUS, TRANSPOSED
+
+FLOAT, INT64, BOOL = "float", "int64", "bool"  # FLOAT: the precision under test's float (float64 for the judge)
+DTYPES = (FLOAT, INT64, BOOL)
+LAYOUTS = (CONTIGUOUS, CHANNELS_LAST, TRANSPOSED)
+TORCH, ONNX = "torch", "onnx"  # the forms a graph is written in: a torch program (every backend's route), an ONNX graph
+FORMS = (TORCH, ONNX)
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A value's shape and dtype."""
+    shape: tuple[int, ...]
+    dtype: str = FLOAT
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class Input:
+    """A graph input: its type, how it reaches the first op (memory layout), which dims are exported as dynamic, and
+    the range its values were drawn from (generate.RANGES: what the minimizer may simplify)."""
+    type: TensorType
+    layout: str = CONTIGUOUS
+    dynamic: tuple[int, ...] = ()
+    range: str = "normal"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One op: a vocabulary name (vocab.VOCAB), the value ids it takes, its attributes as sorted (name, value) pairs
+    of JSON values (lists as tuples)."""
+    op: str
+    args: tuple[int, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def attr(self) -> dict:
+        return dict(self.attrs)
+
+
+def attrs_of(d: dict) -> tuple[tuple[str, Any], ...]:
+    """A dict of attributes as a Node keeps them: sorted, lists as tuples (hashable)."""
+    return tuple(sorted((k, _frozen(v)) for k, v in d.items()))
+
+
+def _frozen(v: Any) -> Any:
+    return tuple(_frozen(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+@dataclass(frozen=True)
+class Graph:
+    """Value ids: 0 .. len(inputs)-1 are the inputs, len(inputs) + i is node i's output. Nodes are in topological
+    order (a node takes only ids below its own). `output` is the id the graph returns."""
+    inputs: tuple[Input, ...]
+    nodes: tuple[Node, ...]
+    output: int
+
+    def value_of_node(self, i: int) -> int:
+        return len(self.inputs) + i
+
+    def ops(self) -> list[str]:
+        """The op names of the nodes the output depends on, in graph order."""
+        live = self.live()
+        return [n.op for i, n in enumerate(self.nodes) if self.value_of_node(i) in live]
+
+    def live(self) -> set[int]:
+        """The value ids the output depends on (itself included)."""
+        need, n_in = {self.output}, len(self.inputs)
+        for i in range(len(self.nodes) - 1, -1, -1):
+            if n_in + i in need:
+                need.update(self.nodes[i].args)
+        return need
+
+    def as_dict(self) -> dict:
+        return {"inputs": [{"shape": list(x.type.shape), "dtype": x.type.dtype, "layout": x.layout,
+                            "dynamic": list(x.dynamic), "range": x.range} for x in self.inputs],
+                "nodes": [{"op": n.op, "args": list(n.args), "attrs": {k: _jsonable(v) for k, v in n.attrs}}
+                          for n in self.nodes],
+                "output": self.output}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Graph:
+        inputs = tuple(Input(TensorType(tuple(x["shape"]), x.get("dtype", FLOAT)), x.get("layout", CONTIGUOUS),
+                             tuple(x.get("dynamic", ())), x.get("range", "normal")) for x in d["inputs"])
+        nodes = tuple(Node(n["op"], tuple(n["args"]), attrs_of(n.get("attrs", {}))) for n in d["nodes"])
+        return cls(inputs, nodes, int(d["output"]))
+
+
+def _jsonable(v: Any) -> Any:
+    return [_jsonable(x) for x in v] if isinstance(v, tuple) else v
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A graph with the values it is tested with (float64 for FLOAT inputs, one array per input) and the form it is
+    written in. Its id is stable: the same graph, values and form give the same id on every host."""
+    graph: Graph
+    values: tuple[np.ndarray, ...] = field(compare=False, hash=False)
+    form: str = TORCH
+    seed: int = 0  # the generator's seed for this graph (0 for a graph made otherwise, e.g. by the minimizer)
+
+    @property
+    def id(self) -> str:
+        h = hashlib.sha256(json.dumps({"graph": self.graph.as_dict(), "form": self.form}, sort_keys=True).encode())
+        for v in self.values:
+            a = np.ascontiguousarray(v)
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(a.tobytes())
+        return "g" + h.hexdigest()[:12]
+
+    def with_(self, **changes) -> Sample:
+        return replace(self, **changes)
+
+    def to_bytes(self) -> bytes:
+        """The sample as one .npz blob (graph JSON + values), what a finding keeps and a repro loads."""
+        buf = io.BytesIO()
+        np.savez(buf, __graph__=np.frombuffer(json.dumps(
+            {"graph": self.graph.as_dict(), "form": self.form, "seed": self.seed}).encode(), dtype=np.uint8),
+                 **{f"v{i}": v for i, v in enumerate(self.values)})
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> Sample:
+        with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+            meta = json.loads(z["__graph__"].tobytes().decode())
+            graph = Graph.from_dict(meta["graph"])
+            values = tuple(z[f"v{i}"] for i in range(len(graph.inputs)))
+        return cls(graph, values, meta.get("form", TORCH), int(meta.get("seed", 0)))
