@@ -51,3 +51,105 @@ def same_type(types: list[TensorType], _attrs: dict) -> TensorType:
     except ValueError as e:
         raise ValueError(f"shapes do not broadcast: {[t.shape for t in types]}") from e
     return TensorType(shape, FLOAT)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# helpers the definitions share
+
+
+def _rank_at_least(n: int) -> Callable[[list[TensorType], dict], TensorType]:
+    """same_type for one argument of rank >= n."""
+    def infer(types: list[TensorType], attrs: dict) -> TensorType:
+        if types[0].rank < n:
+            raise ValueError(f"needs rank >= {n}, got {types[0].shape}")
+        return same_type(types, attrs)
+    return infer
+
+
+def _no_attrs(_rng: random.Random, _types: list[TensorType]) -> dict:
+    return {}
+
+
+def _broadcasts(_rng: random.Random, types: list[TensorType]) -> dict | None:
+    """No attributes; None when the two shapes do not broadcast."""
+    try:
+        same_type(types, {})
+    except ValueError:
+        return None
+    return {}
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _F():
+    import torch.nn.functional as F
+    return F
+
+
+def _unary(name: str, catalog: tuple[str, ...], torch_fn: Callable, onnx_type: str, reason: str,
+           domain: str = ANY, integer_valued: bool = False, tags: tuple[str, ...] = ("elementwise",)) -> OpDef:
+    """An elementwise op of one argument that is one ONNX node with no attributes."""
+    return register(OpDef(name, catalog, 1, same_type, _no_attrs, torch_fn,
+                          lambda b, names, attrs: b.node(onnx_type, names), domain=(domain,),
+                          integer_valued=integer_valued, reason=reason, tags=frozenset(tags)))
+
+
+def _binary(name: str, catalog: tuple[str, ...], torch_fn: Callable, onnx_type: str, reason: str,
+            domain: tuple[str, ...] = (ANY, ANY)) -> OpDef:
+    """An elementwise op of two broadcasting arguments that is one ONNX node."""
+    return register(OpDef(name, catalog, 2, same_type, _broadcasts, torch_fn,
+                          lambda b, names, attrs: b.node(onnx_type, names), domain=domain, reason=reason,
+                          tags=frozenset({"elementwise", "broadcast"})))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# elementwise, one argument
+
+_unary("relu", ("nn.functional.relu", "Relu"), lambda x: _torch().relu(x), "Relu",
+       "the epilogue every conv/matmul fusion absorbs")
+_unary("tanh", ("tanh", "Tanh"), lambda x: _torch().tanh(x), "Tanh",
+       "a transcendental fused into pointwise kernels (vectorized approximations)")
+_unary("sigmoid", ("sigmoid", "Sigmoid"), lambda x: _torch().sigmoid(x), "Sigmoid",
+       "rewritten as 1/(1+exp(-x)) or tanh-based forms by fusers")
+_unary("exp", ("exp", "Exp"), lambda x: _torch().exp(x), "Exp",
+       "overflows first at low precision; fused with reductions into softmax-like patterns")
+_unary("log", ("log", "Log"), lambda x: _torch().log(x), "Log",
+       "log(exp(x)) and log-sum-exp rewrites", domain=POSITIVE)
+_unary("sqrt", ("sqrt", "Sqrt"), lambda x: _torch().sqrt(x), "Sqrt",
+       "normalization epilogues; sqrt/div rewritten to rsqrt*mul", domain=POSITIVE)
+_unary("abs", ("abs", "Abs"), lambda x: _torch().abs(x), "Abs", "sign-bit tricks in vectorized code")
+_unary("neg", ("neg", "Neg"), lambda x: _torch().neg(x), "Neg",
+       "folded into neighbouring adds/subs/muls by algebraic simplifiers")
+_unary("reciprocal", ("reciprocal", "Reciprocal"), lambda x: _torch().reciprocal(x), "Reciprocal",
+       "approximate reciprocal instructions; mul-by-reciprocal rewrites of div", domain=NONZERO)
+_unary("sin", ("sin", "Sin"), lambda x: _torch().sin(x), "Sin", "range reduction in vectorized libm")
+_unary("cos", ("cos", "Cos"), lambda x: _torch().cos(x), "Cos", "range reduction in vectorized libm")
+_unary("erf", ("erf", "Erf"), lambda x: _torch().erf(x), "Erf",
+       "polynomial approximations; pattern-matched into gelu")
+_unary("round", ("round", "Round"), lambda x: _torch().round(x), "Round",
+       "half-to-even ties; an integer step after any upstream rounding difference", integer_valued=True,
+       tags=("elementwise", "rounding"))
+_unary("floor", ("floor", "Floor"), lambda x: _torch().floor(x), "Floor",
+       "an integer step after any upstream rounding difference", integer_valued=True,
+       tags=("elementwise", "rounding"))
+_unary("sign", ("sign", "Sign"), lambda x: _torch().sign(x), "Sign",
+       "sign of a value that may cancel to zero upstream", integer_valued=True, tags=("elementwise", "rounding"))
+
+# ---------------------------------------------------------------------------------------------------------------
+# elementwise, two broadcasting arguments
+
+_binary("add", ("add", "Add"), lambda x, y: _torch().add(x, y), "Add",
+        "the residual add fusers fold into producers; reassociated by simplifiers")
+_binary("sub", ("sub", "Sub"), lambda x, y: _torch().sub(x, y), "Sub",
+        "cancellation: an exact difference a rewrite can make inexact")
+_binary("mul", ("mul", "Mul"), lambda x, y: _torch().mul(x, y), "Mul",
+        "fused multiply-add contraction with a neighbouring add")
+_binary("div", ("div.no_rounding_mode", "Div"), lambda x, y: _torch().div(x, y), "Div",
+        "rewritten as mul by reciprocal (loses digits)", domain=(ANY, NONZERO))
+_binary("maximum", ("maximum", "Max"), lambda x, y: _torch().maximum(x, y), "Max",
+        "NaN propagation and clamp pattern matching")
+_binary("minimum", ("minimum", "Min"), lambda x, y: _torch().minimum(x, y), "Min",
+        "NaN propagation and clamp pattern matching")
