@@ -249,6 +249,17 @@ def test_ops_bad_input():
     assert_usage_error(["ops", "--ops", "relu", "--ray", "127.0.0.1:1"], "Ray")
 
 
+def test_fuzz_bad_input():
+    assert_usage_error(["fuzz", "--time", "0"], "--time must be positive")
+    assert_usage_error(["fuzz", "--graphs", "0"], "--graphs must be at least 1")
+    assert_usage_error(["fuzz", "--backends", "nope"], "unknown backend")
+    assert_usage_error(["fuzz", "--ops", "sofmax_typo_zz"], "closest")
+    assert_usage_error(["fuzz", "--forms", "tflite"], "unknown graph form")
+    assert_usage_error(["fuzz", "--backends", "inductor", "--forms", "onnx"], "takes onnx")
+    assert_usage_error(["fuzz", "--max-ops", "0"], "--max-ops")
+    assert_usage_error(["fuzz", "--graphs", "2", "--ray", "127.0.0.1:1"], "Ray")
+
+
 def test_diff_of_two_support_tables(tmp_path):
     def table(name, support, version):
         rows = [{"catalog": "onnx", "op": "AveragePool", "backend": "ort", "precision": "fp16", "support": support,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from fpdiff.analysis.check import Cell, CheckResult, check
+from fpdiff.analysis.fuzz import FuzzResult, fuzz
 from fpdiff.analysis.locate import LocateResult, locate
 from fpdiff.analysis.ops import OpsResult, ops
 from fpdiff.analysis.plan import Plan, plan
@@ -11,4 +12,4 @@ from fpdiff.sources.examples import names as examples
 from fpdiff.testing import assert_agrees
 
 __all__ = ["assert_agrees", "check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges",
-           "RangesResult", "plan", "Plan", "apply_plan", "ops", "OpsResult"]
+           "RangesResult", "plan", "Plan", "apply_plan", "ops", "OpsResult", "fuzz", "FuzzResult"]

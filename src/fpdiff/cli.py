@@ -225,6 +225,34 @@ def _ops_parser(sub) -> None:
     o.set_defaults(timeout=120.0)
 
 
+def _fuzz_parser(sub) -> None:
+    from fpdiff.analysis.fuzz import DEFAULT_BACKENDS, DEFAULT_PRECISIONS
+    from fpdiff.core.status import NOTHING_JUDGED
+    f = sub.add_parser("fuzz", help="random graphs of the catalog's ops on every backend, judged by float64, failures "
+                       "minimized and deduplicated", parents=_shared("plugins", "flags", "timeout", "seed", "routes",
+                                                                     "reports", "cache"),
+                       epilog=f"exit {EXIT_OK}: no finding; {EXIT_FAIL}: a finding; {NOTHING_JUDGED}: no graph could "
+                       f"be judged; {EXIT_USAGE}: usage error")
+    f.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
+                   help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
+    f.add_argument("--precisions", "--precision", dest="precisions", type=_csv, default=list(DEFAULT_PRECISIONS),
+                   help=f"comma list (default {','.join(DEFAULT_PRECISIONS)})")
+    f.add_argument("--graphs", type=int, default=None, metavar="N",
+                   help="graphs to generate (default 50 when --time is not given)")
+    f.add_argument("--time", type=_duration, default=None, metavar="BUDGET",
+                   help="no new graph starts after this long (90s, 10m, 2h); found failures are still minimized")
+    f.add_argument("--ops", type=_csv, default=None, metavar="PATTERN[,PATTERN...]",
+                   help="case-insensitive globs over the vocabulary's ops and their catalog names ('*softmax*')")
+    f.add_argument("--max-ops", type=int, default=6, help="ops per graph at most (default %(default)s)")
+    f.add_argument("--forms", type=_csv, default=None, metavar="torch,onnx",
+                   help="graph forms: torch programs (every backend), ONNX graphs (ONNX backends); default both")
+    f.add_argument("--ray", metavar="ADDRESS", help="spread batches over a Ray cluster ('local' starts one)")
+    f.add_argument("--repro-dir", default="fpdiff-out/fuzz", help="where findings' repros go (default %(default)s)")
+    f.add_argument("--no-repro", action="store_true", help="write no repro")
+    # a graph of a few ops needs seconds per cell (inductor and IREE compile); two minutes is a hang
+    f.set_defaults(timeout=120.0)
+
+
 def _duration(text: str) -> float:
     """90, 90s, 10m, 2h: seconds."""
     import re
@@ -261,7 +289,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-temp", action="store_true",
                    help="keep the run's temporary files (exported graphs, segments, worker logs) and print where")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for build in (_check_parser, _locate_parser, _ranges_parser, _plan_parser, _ops_parser, _other_parsers):
+    for build in (_check_parser, _locate_parser, _ranges_parser, _plan_parser, _ops_parser, _fuzz_parser,
+                  _other_parsers):
         build(sub)
     return p
 
@@ -453,8 +482,27 @@ def _save_table(args, console, result) -> None:
         console.print(f"support table: {args.save}", highlight=False)
 
 
-COMMANDS = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan, "ops": _ops, "examples": _examples,
-            "backends": _backends}
+def _fuzz(args, console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fpdiff import api
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
+                  transient=True, disable=not console.is_terminal) as bar:
+        tid = bar.add_task("generating graphs", total=args.graphs)
+
+        def progress(what: str, i: int, n: int | None) -> None:
+            bar.update(tid, description=what[:70], completed=i, total=n)
+        result = api.fuzz(backends=args.backends, precisions=args.precisions, graphs=args.graphs,
+                          time_budget=args.time, seed=args.seed, ops=args.ops, max_ops=args.max_ops,
+                          forms=args.forms, ray=args.ray, plugins=tuple(args.plugin),
+                          backend_flags=_backend_flags(args), timeout=args.timeout,
+                          cache_dir=False if args.no_cache else args.cache_dir,
+                          repro_dir=None if args.no_repro else args.repro_dir, progress=progress)
+    return _finish(args, console, result)
+
+
+COMMANDS = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan, "ops": _ops, "fuzz": _fuzz,
+            "examples": _examples, "backends": _backends}
 
 
 def _finish(args, console, result, view: dict | None = None, own_files: Callable[[], None] | None = None) -> int:

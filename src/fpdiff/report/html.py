@@ -382,3 +382,32 @@ def _ops(r: dict) -> str:
 
 BODIES: dict[str, Callable[[dict], str]] = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan,
                                               "ops": _ops}
+
+
+def _fuzz(r: dict) -> str:
+    """The campaign's numbers, discards by reason, and the findings table."""
+    disc = r.get("discarded") or {}
+    out = [f"<p>{_e(r.get('graphs'))} graphs tested on {_e(', '.join(r.get('backends') or []))} x "
+           f"{_e(', '.join(r.get('precisions') or []))} (seed {_e(r.get('seed'))}, "
+           f"{_e(r.get('graphs_per_minute'))} per minute): {_e(r.get('failing_graphs'))} failing, "
+           f"{_e(disc.get('count', 0))} discarded, {len(r.get('findings') or [])} findings.</p>"]
+    rows = "".join(f"<tr><td>{_e(n)}</td><td>{_e(k)}</td></tr>" for k, n in (disc.get("by_reason") or {}).items())
+    if rows:
+        out.append(f"<h2>Discarded graphs</h2><table><tr><th>graphs</th><th>why</th></tr>{rows}</table>")
+    rows = []
+    for f in r.get("findings") or []:
+        rep, m = f.get("repro") or {}, f.get("minimization") or {}
+        again = {True: "re-triggers", False: "does not re-trigger"}.get(rep.get("retriggers"), "not re-run")
+        rows.append(f"<tr><td style='background:{_colour(f['status'])}'>{_e(f['status'])}</td>"
+                    f"<td>{_e(f['backend'])}</td><td>{_e(f['precision'])}</td><td>{_e(' > '.join(f['ops']))}</td>"
+                    f"<td>{_e(f['variant'])}</td><td>{_e(f.get('hit_count'))}</td>"
+                    f"<td>{_e(m.get('ops_before'))} &rarr; {_e(m.get('ops_after'))} ({_e(m.get('probes'))} probes)</td>"
+                    f"<td>{_e(f['reason'])}</td><td>{_e(rep.get('path') or '')}"
+                    f"{' (' + again + ')' if rep.get('path') else ''}</td></tr>")
+    out.append("<h2>Findings</h2>" + ("<table><tr><th>status</th><th>backend</th><th>precision</th><th>ops</th>"
+                                      "<th>variant</th><th>hits</th><th>minimized</th><th>reason</th><th>repro</th>"
+                                      f"</tr>{''.join(rows)}</table>" if rows else "<p class='muted'>None.</p>"))
+    return "".join(out) + _next(r) + _versions(r)
+
+
+BODIES["fuzz"] = _fuzz

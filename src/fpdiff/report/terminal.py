@@ -362,3 +362,41 @@ def render_ops(result, console: Console | None = None, top: int = OPS_FAILING_SH
 # each analysis's renderer, by its result's kind: (result, console, **view)
 RENDERERS: dict[str, Callable[..., None]] = {"check": render, "locate": render_locate, "ranges": render_ranges,
                                              "plan": render_plan, "ops": render_ops}
+
+
+FUZZ_SHOWN = 20  # findings listed one a line in the terminal; all are in the JSON
+
+
+def render_fuzz(result, console: Console | None = None) -> None:
+    """The campaign in a line, what was discarded and why, then each finding: signature, hits, minimized ops, repro."""
+    console = console or Console()
+    d = result.as_dict()
+    console.print(f"[bold]fpdiff fuzz[/] seed {d['seed']}: {d['graphs']} graphs tested on "
+                  f"{', '.join(d['backends'])} x {', '.join(d['precisions'])} ({d['graphs_per_minute']:.1f} per "
+                  f"minute), {d['failing_graphs']} failing, {d['discarded']['count']} discarded, "
+                  f"{len(d['findings'])} findings   ({result.duration_s:.1f} s)", highlight=False)
+    for reason, n in d["discarded"]["by_reason"].items():
+        console.print(f"  discarded {n}: {escape(reason)}", highlight=False, style="dim")
+    if d["unrun"] or d["lost"]:
+        console.print(f"[yellow]{d['unrun']} graphs not started (the --time budget), {d['lost']} lost with their "
+                      "Ray batch[/]", highlight=False)
+    for f in result.findings[:FUZZ_SHOWN]:
+        style = Status(f.status).style
+        m = f.minimization
+        console.print(f"[{style}]{f.status}[/] {escape(f.backend)}/{escape(f.precision)}  "
+                      f"[bold]{escape(' > '.join(f.ops))}[/] ({escape(f.variant)})  hits {len(f.hits) + len(f.matched)}"
+                      f"  minimized {m['ops_before']} -> {m['ops_after']} ops in {m['probes']} probes: "
+                      f"{escape(f.reason)}{_fuzz_repro(f.repro)}", highlight=False, soft_wrap=True)
+    if len(result.findings) > FUZZ_SHOWN:
+        console.print(f"... and {len(result.findings) - FUZZ_SHOWN} more findings, see --json", highlight=False)
+
+
+def _fuzz_repro(r: dict | None) -> str:
+    r = r or {}
+    if not r.get("path"):
+        return f"  (no repro: {escape(str(r['error']))})" if r.get("error") else ""
+    again = {True: "re-triggers", False: "[yellow]does not re-trigger[/]"}.get(r.get("retriggers"), "not re-run")
+    return f"  repro {escape(str(r['path']))} ({again})"
+
+
+RENDERERS["fuzz"] = render_fuzz

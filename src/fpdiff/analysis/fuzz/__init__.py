@@ -1,2 +1,163 @@
-"""The fuzzer: random valid graphs drawn from the ops catalog's ops, judged by check's rule against float64,
-failing cells minimized and deduplicated into findings worth reading."""
+"""The fuzzer: random valid graphs drawn from the ops catalog's ops (vocab.py, generate.py), written as torch programs
+and ONNX graphs (emit.py), each judged by check's rule against float64 through the op sweep's own run_case
+(oracle.py: baselines at the same dtype, ill-conditioned graphs discarded, flips for integer outputs), every failing
+cell minimized by delta debugging (minimize.py) and deduplicated by a semantic signature, with ops' standalone repro
+and report (campaign.py). A campaign runs in batches here or on Ray (analysis/distribute.py)."""
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from fpdiff.analysis.fuzz.campaign import BatchAnswer, FuzzConfig, GraphRecord, run_batch
+from fpdiff.analysis.fuzz.graph import FORMS, ONNX, TORCH
+from fpdiff.analysis.fuzz.result import LOST, FuzzResult
+from fpdiff.analysis.ops import _config as ops_config
+from fpdiff.backends import registry
+from fpdiff.core.errors import UsageError
+from fpdiff.core.versions import report_versions
+from fpdiff.runtime import rundir
+
+__all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "FuzzResult", "fuzz"]
+
+# the compilers and runtimes where ops meet and get fused, rewritten and re-laid-out; torch eager is the baseline
+DEFAULT_BACKENDS = ("inductor", "ort", "openvino", "iree")
+# fp32 is where a rewrite that loses digits shows against float64; fp16 is where fusions overflow and kernels get
+# substituted. bf16 is asked for by name.
+DEFAULT_PRECISIONS = ("fp32", "fp16")
+# Graphs per batch: a batch shares one set of workers (one start per backend) and is the unit Ray schedules, times
+# out and loses; 8 graphs spread a start over ~60 cells while a lost batch costs little.
+BATCH = 8
+DEFAULT_GRAPHS = 50  # without --graphs or --time: a few minutes on the default backends
+# Worker starts and minimizations a batch's Ray limit allows for beyond its cells' own timeouts
+BATCH_EXTRA_S = 900.0
+
+Progress = Callable[[str, int, int | None], None]
+
+
+@rundir.scoped
+def fuzz(*, backends: Sequence[str] = DEFAULT_BACKENDS, precisions: Sequence[str] = DEFAULT_PRECISIONS,
+         graphs: int | None = None, time_budget: float | None = None, seed: int = 0,
+         ops: Sequence[str] | None = None, min_ops: int = 2, max_ops: int = 6, forms: Sequence[str] | None = None,
+         ray: str | None = None, plugins: Sequence[str] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
+         iree_flags: Sequence[str] = (), timeout: float = 120.0, cache_dir: str | None | bool = None,
+         repro_dir: str | None = "fpdiff-out/fuzz", recheck: bool = True, batch: int = BATCH,
+         minimize_budget: int | None = None, progress: Progress | None = None) -> FuzzResult:
+    """A fuzz campaign: `graphs` graphs from `seed` (or as many as `time_budget` seconds allow), each judged on
+    every backend at every precision; `ops`: case-insensitive globs over the vocabulary's op names and catalog
+    names; `forms`: torch and/or onnx (None: those the backends take); `ray`: a Ray address ("local" starts one)."""
+    from fpdiff.analysis import distribute
+    from fpdiff.analysis.fuzz import campaign
+    t0 = time.perf_counter()
+    reg = registry(plugins)
+    sweep = ops_config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir,
+                       repro_dir, recheck)
+    _check_sizes(graphs, time_budget, min_ops, max_ops, batch, minimize_budget)
+    distribute.check_address(ray)
+    chosen = _forms(reg, backends, forms)
+    _check_ops(ops)
+    config = FuzzConfig(sweep, tuple(ops) if ops else None, min_ops, max_ops, chosen,
+                        minimize_budget or campaign.MINIMIZE_BUDGET, seed)
+    if time_budget is not None:
+        import dataclasses
+        config = dataclasses.replace(config, sweep=dataclasses.replace(
+            sweep, deadline=time.time() + time_budget - (time.perf_counter() - t0)))
+    total = graphs if graphs is not None else (None if time_budget is not None else DEFAULT_GRAPHS)
+    answers = _run(config, total, batch, ray, progress)
+    modules = [m for b in backends for m in reg.cls(b).requires]
+    records, found = _merge(answers)
+    return FuzzResult(records=records, findings=found, backends=list(backends), precisions=list(precisions),
+                      seed=seed, versions=report_versions(modules), duration_s=time.perf_counter() - t0, ray=ray)
+
+
+def _check_sizes(graphs, time_budget, min_ops, max_ops, batch, minimize_budget) -> None:
+    """Numbers that would run nothing, or nothing sensible, said before any work."""
+    if time_budget is not None and not time_budget > 0:
+        raise UsageError(f"--time must be positive, got {time_budget:g} s")
+    if graphs is not None and graphs < 1:
+        raise UsageError(f"--graphs must be at least 1, got {graphs}")
+    if min_ops < 1 or max_ops < min_ops:
+        raise UsageError(f"--max-ops must be at least --min-ops (>= 1), got {min_ops}..{max_ops}")
+    if batch < 1:
+        raise UsageError(f"the batch size must be at least 1, got {batch}")
+    if minimize_budget is not None and minimize_budget < 1:
+        raise UsageError(f"the minimization budget must be at least 1 probe, got {minimize_budget}")
+
+
+def _forms(reg, backends: Sequence[str], forms: Sequence[str] | None) -> tuple[str, ...]:
+    """The graph forms to write: torch programs reach every backend (the ONNX ones through export), ONNX graphs
+    only the backends that take ONNX; a form no chosen backend takes is left out."""
+    kinds = {k for b in backends for k in reg.cls(b).kinds}
+    asked = tuple(forms) if forms else FORMS
+    for f in asked:
+        if f not in FORMS:
+            raise UsageError(f"unknown graph form {f!r}; the forms: {', '.join(FORMS)}")
+    usable = tuple(f for f in asked if (f == TORCH and TORCH in kinds) or (f == ONNX and ONNX in kinds))
+    if not usable:
+        raise UsageError(f"no backend of {', '.join(backends)} takes {' or '.join(asked)} graphs")
+    return usable
+
+
+def _check_ops(ops: Sequence[str] | None) -> None:
+    """An op pattern matching no vocabulary op is a one-line error naming the closest (generate.select_ops does it)."""
+    if ops:
+        from fpdiff.analysis.fuzz import generate
+        generate.select_ops(list(ops))
+
+
+def _run(config: FuzzConfig, total: int | None, batch: int, ray: str | None,
+         progress: Progress | None) -> list[BatchAnswer]:
+    """Batches of graph indices, here or on Ray, until `total` graphs or the deadline."""
+    from fpdiff.analysis import distribute
+    t0, seen, found = time.perf_counter(), [0], [0]
+
+    def tick(rec: GraphRecord, batch_found) -> None:
+        seen[0] += 1
+        if progress:
+            rate = 60.0 * seen[0] / max(time.perf_counter() - t0, 1e-9)
+            progress(f"{seen[0]} graphs, {rate:.1f}/min, {len(batch_found) + found[0]} findings", seen[0], total)
+
+    answers: list[BatchAnswer] = []
+    start = 0
+    per_round = 1 if ray is None else max(1, os.cpu_count() or 1)
+    while total is None or start < total:
+        if config.sweep.deadline is not None and time.time() > config.sweep.deadline:
+            break
+        end = start + batch * per_round if total is None else min(total, start + batch * per_round)
+        batches = [list(range(i, min(end, i + batch))) for i in range(start, end, batch)]
+        if ray is None:
+            got = [run_batch(b, config, tick) for b in batches]
+        else:
+            work = functools.partial(run_batch, config=config)
+            limit = batch * (len(config.sweep.backends) * len(config.sweep.precisions) + 2) * config.sweep.timeout \
+                + BATCH_EXTRA_S
+            got = [_lost(b, a) if isinstance(a, distribute.BatchFailure) else a
+                   for b, a in zip(batches, distribute.run_batches(batches, work, address=ray, timeout=limit))]
+            for a in got:
+                for r in a.records:
+                    tick(r, [])
+        answers += got
+        found[0] += sum(len(a.found) for a in got)
+        start = end
+    return answers
+
+
+def _lost(indices: list[int], failure) -> BatchAnswer:
+    """A batch Ray lost (its task crashed or timed out): its graphs recorded so, never retried."""
+    return BatchAnswer([GraphRecord(i, 0, None, None, [], "", LOST, discard=f"its batch {failure.kind}: "
+                                    f"{failure.message}") for i in indices], [])
+
+
+def _merge(answers: list[BatchAnswer]) -> tuple[list[GraphRecord], list]:
+    """Records in index order; findings of equal signature merged (hits summed), in order of first appearance."""
+    records = sorted((r for a in answers for r in a.records), key=lambda r: r.index)
+    merged: dict[str, object] = {}
+    for a in answers:
+        for f in a.found:
+            if f.signature in merged:
+                merged[f.signature].hits += f.hits
+                merged[f.signature].matched += f.matched
+            else:
+                merged[f.signature] = f
+    return records, list(merged.values())

@@ -76,5 +76,9 @@ def closest(pattern: str, names: list[str], n: int = SUGGESTIONS) -> list[str]:
 
 def write_case(case: Case, folder: Path) -> tuple[str, str | None]:
     """(model path, inputs npz or None) of a case as a model fpdiff's sources load, written under `folder`: a spec
-    .py for a torch case, an .onnx with its inputs for an ONNX one."""
+    .py for a torch case, an .onnx with its inputs for an ONNX one. A payload with a `write(folder)` of its own
+    (a fuzz graph) writes itself: the sweep runs any case that can become a model file."""
+    own = getattr(case.payload, "write", None)
+    if callable(own):
+        return own(Path(folder))
     return _module(case.catalog).write_case(case, folder)

@@ -1,0 +1,139 @@
+"""A fuzz graph judged by the op sweep's own machinery: the graph becomes an ops Case and runs through
+ops.sweep.run_case, so check's float64 judge, its baselines at the same dtype, the judge's cross-check,
+conditioning (ill-conditioned is rounding, not a bug) and ops' flip rule decide, and nothing is written twice. The
+graph's answer is `pass`, `discarded` (why: the judge cannot stand, the output is ill-conditioned), or its failing
+cells, each of which the minimizer can probe on its own backend and precision."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fpdiff.analysis.fuzz.graph import ONNX, Sample
+from fpdiff.analysis.ops.case import Case, OpsCell
+from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_case
+from fpdiff.core.status import Status
+
+FUZZ_CATALOG = "fuzz"
+PASS, DISCARDED, FAILING = "pass", "discarded", "failing"
+# the cell statuses that make a graph's finding: a wrong answer, a component failing without declaring a refusal,
+# a dead worker, a hang (check's FAILING statuses)
+FINDING_STATUSES = (Status.MISMATCH, Status.ERROR, Status.CRASH, Status.TIMEOUT)
+# why a graph is discarded, in the JSON's words
+ILL_CONDITIONED = "ill-conditioned: the float64 output moves under input perturbations of one rounding as much as " \
+                  "the backend departs"
+UNJUDGED = "unjudged: the float64 judge failed its cross-check on this graph"
+NO_REFERENCE = "float64 reference failed"
+
+
+@dataclass
+class GraphPayload:
+    """A Case payload that writes itself: the sample as a torch program or an ONNX graph (emit.py)."""
+    sample: Sample
+
+    def write(self, folder: Path) -> tuple[str, str | None]:
+        from fpdiff.analysis.fuzz import emit
+        if self.sample.form == ONNX:
+            return emit.write_onnx(self.sample, folder)
+        return emit.write_torch(self.sample, folder), None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failing cell of a graph: where, what, and the component the failure is pinned on."""
+    backend: str
+    precision: str
+    status: str
+    reason: str = ""
+    component: str | None = None
+    stage: str | None = None
+    metrics: dict | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def status_class(self) -> str:
+        """The verdict class a minimization must keep and a signature names: mismatch, or the failure and the
+        component it is pinned on (an exporter's error is not the backend's)."""
+        if self.status == Status.MISMATCH:
+            return "mismatch"
+        culprit = str(self.component or "").split()[0] if self.component else ""
+        return f"{self.status}:{culprit}" if culprit else str(self.status)
+
+
+@dataclass
+class GraphVerdict:
+    """A graph's answer: pass, discarded (with why) or failing (with its failing cells); each cell's status too."""
+    sample_id: str
+    outcome: str
+    failures: list[Failure] = field(default_factory=list)
+    discard: str | None = None
+    statuses: dict[str, str] = field(default_factory=dict)  # "backend/precision" -> status
+    duration_s: float = 0.0
+
+
+def case_of(sample: Sample, description: str = "") -> Case:
+    """The sample as an ops Case: its op sequence for a name, its id for a case id; integer-valued when its output
+    op makes integers (round, floor, sign), so ops' flip rule judges it."""
+    from fpdiff.analysis.fuzz.vocab import VOCAB
+    g = sample.graph
+    last = g.nodes[g.output - len(g.inputs)].op if g.output >= len(g.inputs) else None
+    integer = bool(last and VOCAB[last].integer_valued)
+    return Case(FUZZ_CATALOG, ">".join(g.ops()), sample.id, variant=variant_of(sample), description=description,
+                integer_valued=integer, payload=GraphPayload(sample))
+
+
+def variant_of(sample: Sample) -> str:
+    """What makes the graph more than plain contiguous static normal-range inputs: layout, dynamic dims, ranges."""
+    parts = []
+    layouts = sorted({x.layout for x in sample.graph.inputs} - {"contiguous"})
+    parts += layouts
+    if any(x.dynamic for x in sample.graph.inputs):
+        parts.append("dynamic")
+    parts += sorted({x.range for x in sample.graph.inputs} - {"normal", "cut"})
+    return "+".join(parts) or "plain"
+
+
+def judge(sample: Sample, config: SweepConfig, reg, work: Path) -> tuple[GraphVerdict, CaseOutcome, list]:
+    """The graph checked on every backend at every precision of `config` (ops' run_case), its verdict, the case's
+    outcome, and the repro requests of its failing cells (written only when config.repro_dir is set)."""
+    outcome, requests = run_case(case_of(sample), config, reg, work)
+    return verdict_of(sample.id, outcome), outcome, requests
+
+
+def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
+    """Failing cells make a failing graph; without them, a cell the judge cannot stand behind or an ill-conditioned
+    output discards it (never reported as a bug); otherwise it passed."""
+    v = GraphVerdict(sample_id, PASS, duration_s=outcome.duration_s,
+                     statuses={f"{c.backend}/{c.precision}": str(c.status) for c in outcome.cells})
+    if outcome.skipped:
+        v.outcome, v.discard = DISCARDED, f"{NO_REFERENCE}: {outcome.skipped}"
+        return v
+    v.failures = [failure_of(c) for c in outcome.cells if c.status in FINDING_STATUSES]
+    if v.failures:
+        v.outcome = FAILING
+    elif any(c.status == Status.ILL_CONDITIONED for c in outcome.cells):
+        v.outcome, v.discard = DISCARDED, ILL_CONDITIONED
+    elif any(c.status == Status.UNJUDGED for c in outcome.cells):
+        v.outcome, v.discard = DISCARDED, UNJUDGED
+    return v
+
+
+def failure_of(c: OpsCell) -> Failure:
+    return Failure(c.backend, c.precision, str(c.status), c.reason, c.component, c.stage, c.metrics)
+
+
+def narrowed(config: SweepConfig, failure: Failure) -> SweepConfig:
+    """The campaign's settings for one failing cell's backend and precision, with no repro written: a probe."""
+    return dataclasses.replace(config, backends=(failure.backend,), precisions=(failure.precision,),
+                               repro_dir=None, recheck=False, deadline=None)
+
+
+def probe_for(failure: Failure, config: SweepConfig, reg, work: Path) -> Callable[[Sample], bool]:
+    """Whether a candidate graph still fails the same way on the same backend and precision: the same verdict class
+    (a mismatch stays a mismatch; an error stays an error of the same component), as check judges it."""
+    narrow = narrowed(config, failure)
+
+    def probe(candidate: Sample) -> bool:
+        v, _, _ = judge(candidate, narrow, reg, work)
+        return any(f.status_class == failure.status_class for f in v.failures)
+    return probe
