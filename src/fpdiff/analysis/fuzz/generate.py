@@ -1,0 +1,503 @@
+"""Random valid fuzz graphs: ops drawn from the vocabulary, typed by their own inference, chained so that every op
+feeds the output, with one memory layout for all inputs, some dynamic dims, a value range per input, and input values
+whose float64 reference is finite (the judge needs a finite truth). The same seed and options give the same graph,
+values and id on every host: only seeded generators are used, over sorted names, never over hash order."""
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, FORMS, INT64, Graph, Input, Node, Sample, TensorType, attrs_of
+from fpdiff.analysis.fuzz.vocab import ANY, NONZERO, POSITIVE, UNIT, VOCAB, OpDef
+from fpdiff.analysis.ops.case import CHANNELS_LAST, CONTIGUOUS, TRANSPOSED, matches
+from fpdiff.analysis.ops.catalog import closest
+from fpdiff.analysis.ops.variants import NEAR_MAX, POSITIVE_OFFSET, TINY_RANGE
+from fpdiff.core.errors import UsageError
+
+# dims a new input's shape is drawn from: 1 (a broadcast dim), small odd sizes, and sizes around vector widths
+# (7, 17, 63, 65: the tail a vectorized or tiled kernel handles apart from its body)
+DIMS = (1, 2, 3, 4, 5, 7, 8, 16, 17, 32, 63, 64, 65)
+RANKS, RANK_WEIGHTS = (1, 2, 3, 4), (0.15, 0.35, 0.25, 0.25)
+# a graph's inputs and any value in it stay at or below this many elements: a bug shows at a tail or an edge,
+# not at volume, and a campaign's graphs per minute depend on small graphs
+MAX_ELEMENTS = 1 << 14
+# the float64 reference of a graph's values is drawn this many times before the graph is discarded: the first
+# redraw answers a value-specific overflow (an exact 0 from small-int under a division, a sigmoid that underflows
+# to 0 before a log); the later ones also swap near-max inputs for `large` (a structural overflow: exp or a square
+# of 3e4), as the ops near-max variant falls back to sqrt(NEAR_MAX)
+REDRAWS, SHRINK_FROM = 4, 2
+# a graph that cannot be built from the allowed ops (domains without a guard, shapes that never fit) is tried
+# afresh this many times, each try adding at most TRIES candidate ops
+BUILDS, TRIES = 8, 60
+DYNAMIC_SHARE = 0.3  # graphs with some dims exported as dynamic: the exporters' symbolic-shape paths
+FLOAT_FUDGE = 1e-300  # no division by an all-zero maximum
+
+
+@dataclass(frozen=True)
+class Range:
+    """A value range of a graph input: why it finds bugs, how its float64 values are drawn, which argument domains
+    its values meet (vocab ANY/POSITIVE/NONZERO/UNIT), and how often a new input draws it."""
+    reason: str
+    draw: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
+    meets: frozenset = field(default_factory=lambda: frozenset({ANY}))
+    weight: float = 1.0
+
+
+def _signed(rng: np.random.Generator, shape: tuple[int, ...], mags: np.ndarray) -> np.ndarray:
+    return np.where(rng.random(shape) < 0.5, -1.0, 1.0) * mags
+
+
+RANGES: dict[str, Range] = {
+    "normal": Range("the common case: N(0, 1)", lambda r, s: r.standard_normal(s), frozenset({ANY}), 0.45),
+    "positive": Range(f"|N(0, 1)| + {POSITIVE_OFFSET}: log, sqrt, reciprocal and pow away from their poles",
+                      lambda r, s: np.abs(r.standard_normal(s)) + POSITIVE_OFFSET,
+                      frozenset({ANY, POSITIVE, NONZERO}), 0.1),
+    "unit": Range("U(-1, 1): asin, acos, atanh's domain, values that fp16 holds to 1e-3 near +-1",
+                  lambda r, s: r.uniform(-1.0, 1.0, s), frozenset({ANY, UNIT}), 0.1),
+    "near-max": Range(f"|x| in [{NEAR_MAX / 4:.0f}, {NEAR_MAX:.0f}]: fp16 nears its max 65504 at the first sum or "
+                      "square while float64 stays far from overflow",
+                      lambda r, s: _signed(r, s, r.uniform(0.25, 1.0, s) * NEAR_MAX), frozenset({ANY, NONZERO}), 0.12),
+    "large": Range(f"|x| up to sqrt({NEAR_MAX:.0f}) = {math.sqrt(NEAR_MAX):.0f}: a product of two nears fp16's max "
+                   "(what near-max falls back to where its float64 reference overflows)",
+                   lambda r, s: _signed(r, s, r.uniform(0.25, 1.0, s) * math.sqrt(NEAR_MAX)),
+                   frozenset({ANY, NONZERO}), 0.0),
+    "tiny": Range(f"|x| log-uniform in {list(TINY_RANGE)}: fp16's subnormals, lost where a backend flushes them",
+                  lambda r, s: _signed(r, s, 10.0 ** r.uniform(*np.log10(TINY_RANGE), s)),
+                  frozenset({ANY, NONZERO}), 0.12),
+    "small-int": Range("integers in [-4, 4] held as floats: exact ties, zeros and the integer paths of rounding ops",
+                       lambda r, s: r.integers(-4, 5, s).astype(np.float64), frozenset({ANY}), 0.11),
+}
+NORMAL, LARGE = "normal", "large"
+SHRINK = {"near-max": LARGE}  # what a range becomes in the later redraws
+
+# ops put before an argument fed by another node when its domain needs it, by the op names they need in the vocab:
+# abs + a positive input (the eps) meets POSITIVE whatever comes in; sigmoid (0, 1) and tanh [-1, 1] are one op each
+GUARDS: dict[str, tuple[tuple[str, ...], ...]] = {
+    POSITIVE: (("abs", "add"), ("sigmoid",)),
+    NONZERO: (("abs", "add"), ("sigmoid",)),
+    UNIT: (("tanh",), ("sigmoid",)),
+}
+COMBINERS = ("add", "mul", "sub")  # binary ops that fold a dead branch into the output
+
+
+@dataclass(frozen=True)
+class Discard:
+    """A seed that gave no sample, and why (a campaign counts discards by reason)."""
+    reason: str
+    seed: int
+
+
+NOT_FINITE = "float64 reference not finite"
+NO_GRAPH = "no valid graph from these ops"
+
+
+def select_ops(patterns: list[str] | None) -> list[str]:
+    """The vocabulary ops (sorted names) whose name or a catalog name matches any pattern; a pattern matching none
+    is one UsageError with the closest names."""
+    names = sorted(VOCAB)
+    if not patterns:
+        return names
+    for p in patterns:
+        if not any(_op_matches(VOCAB[n], [p]) for n in names):
+            known = names + sorted({c for n in names for c in VOCAB[n].catalog})
+            raise UsageError(f"no fuzz vocabulary op matches {p!r}; closest: {', '.join(closest(p, known))}")
+    return [n for n in names if _op_matches(VOCAB[n], patterns)]
+
+
+def _op_matches(op: OpDef, patterns: list[str]) -> bool:
+    return any(matches(name, patterns) for name in (op.name, *op.catalog))
+
+
+def generate(seed: int, *, ops: list[str] | None = None, min_ops: int = 2, max_ops: int = 6, form: str | None = None,
+             forms: tuple = FORMS) -> Sample | Discard:
+    """One sample for a seed: a random valid graph of min_ops..max_ops live ops and input values whose float64
+    reference is finite, or a Discard saying why none."""
+    allowed = select_ops(ops)
+    if not allowed:
+        raise UsageError("the fuzz vocabulary holds no ops")
+    _check_options(min_ops, max_ops, form, forms)
+    rnd = random.Random(seed)
+    # the form has a generator of its own: the same seed gives the same graph in either form
+    form = form or random.Random(f"form:{seed}").choice(sorted(forms))
+    graph = _build(rnd, allowed, rnd.randint(min_ops, max_ops), min_ops, max_ops)
+    if graph is None:
+        return Discard(NO_GRAPH, seed)
+    return _with_values(graph, form, seed)
+
+
+def _check_options(min_ops: int, max_ops: int, form: str | None, forms: tuple) -> None:
+    if not 1 <= min_ops <= max_ops:
+        raise UsageError(f"fuzz graph sizes need 1 <= min_ops <= max_ops, got {min_ops}..{max_ops}")
+    bad = [f for f in ((form,) if form else tuple(forms)) if f not in FORMS]
+    if bad or not (form or forms):
+        raise UsageError(f"unknown fuzz graph form {bad[0] if bad else '(none)'}; known: {', '.join(FORMS)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the graph
+
+
+class _Draft:
+    """A graph being built: inputs appear as ops ask for them, so values get draft refs (input k: -(k+1), node i: i)
+    that `graph` renumbers into the IR's ids (inputs first)."""
+
+    def __init__(self) -> None:
+        self.inputs: list[Input] = []
+        self.nodes: list[tuple[str, tuple[int, ...], dict]] = []
+        self.types: dict[int, TensorType] = {}
+        self.order: list[int] = []  # refs in creation order: recency
+        self.uses: dict[int, int] = {}
+
+    def add_input(self, t: TensorType, range_name: str) -> int:
+        self.inputs.append(Input(t, range=range_name))
+        return self._add(-len(self.inputs), t)
+
+    def add_node(self, op: str, args: tuple[int, ...], attrs: dict, t: TensorType) -> int:
+        self.nodes.append((op, args, attrs))
+        for a in args:
+            self.uses[a] += 1
+        return self._add(len(self.nodes) - 1, t)
+
+    def _add(self, ref: int, t: TensorType) -> int:
+        self.types[ref], self.uses[ref] = t, 0
+        self.order.append(ref)
+        return ref
+
+    def frontier(self) -> list[int]:
+        """Node values nothing consumes yet (the last is the output to be; the others are dead branches)."""
+        return [r for r in self.order if r >= 0 and self.uses[r] == 0]
+
+    def range_of(self, ref: int) -> str | None:
+        return self.inputs[-ref - 1].range if ref < 0 else None
+
+    def size_after(self, new_nodes: int, consumed: set[int]) -> int:
+        """Ops the graph ends with when new_nodes are added consuming `consumed` (dead branches fold in one op each)."""
+        front = [r for r in self.frontier() if r not in consumed]
+        return len(self.nodes) + new_nodes + len(front)
+
+    def graph(self) -> Graph:
+        n_in = len(self.inputs)
+
+        def vid(ref: int) -> int:
+            return -ref - 1 if ref < 0 else n_in + ref
+        nodes = tuple(Node(op, tuple(vid(a) for a in args), attrs_of(attrs)) for op, args, attrs in self.nodes)
+        return Graph(tuple(self.inputs), nodes, n_in + len(nodes) - 1)
+
+
+def _build(rnd: random.Random, allowed: list[str], target: int, min_ops: int, max_ops: int) -> Graph | None:
+    """A live graph of target ops or close (min_ops..max_ops), with layout and dynamic dims; None when BUILDS tries
+    fail."""
+    for _ in range(BUILDS):
+        d = _Draft()
+        for _ in range(TRIES):
+            if len(d.nodes) + len(d.frontier()) - 1 >= target and d.nodes:
+                break
+            _add_op(rnd, d, allowed, max_ops)
+        if not d.nodes or not _fold_dead(rnd, d, allowed, max_ops) or len(d.nodes) < min_ops:
+            continue
+        if d.types[len(d.nodes) - 1].dtype != FLOAT:  # the judge compares a float output
+            continue
+        return _finish(rnd, d.graph())
+    return None
+
+
+def _add_op(rnd: random.Random, d: _Draft, allowed: list[str], max_ops: int) -> bool:
+    """Adds one op (with its guards and new inputs) drawn at random; False when the candidate did not fit."""
+    op = VOCAB[rnd.choice(allowed)]
+    sources = _sources(rnd, d, op)
+    types = _fit_types(rnd, d, op, sources)
+    if types is None:
+        return False
+    attrs = op.draw(rnd, types)
+    if attrs is None:
+        return False
+    try:
+        out = op.infer(types, attrs)
+    except ValueError:
+        return False
+    if _numel(out.shape) > MAX_ELEMENTS:
+        return False
+    plan = _guard_plan(rnd, d, op, sources, allowed)
+    if plan is None:
+        return False
+    consumed = {s for s in sources if s is not None}
+    if d.size_after(1 + sum(len(g) for g in plan.values()), consumed) > max_ops:
+        return False
+    args = tuple(_materialize(rnd, d, op, j, s, types[j], plan.get(j, ())) for j, s in enumerate(sources))
+    d.add_node(op.name, args, attrs, out)
+    return True
+
+
+def _arg_dtype(op: OpDef, j: int) -> str:
+    return op.arg_dtypes[j] if j < len(op.arg_dtypes) else FLOAT
+
+
+def _domain(op: OpDef, j: int) -> str:
+    return op.domain[j] if j < len(op.domain) else ANY
+
+
+def _sources(rnd: random.Random, d: _Draft, op: OpDef) -> list[int | None]:
+    """Per argument, an existing value (the newest dead branch first, so ops chain; any recent one, so values fan
+    out) or None for a new input."""
+    out: list[int | None] = []
+    for j in range(op.arity):
+        dt = _arg_dtype(op, j)
+        pool = [r for r in d.order if d.types[r].dtype == dt]
+        front = [r for r in d.frontier() if d.types[r].dtype == dt and r not in out]
+        x = rnd.random()
+        if front and x < (0.75 if j == 0 else 0.35):
+            out.append(front[-1] if j == 0 else rnd.choice(front))
+        elif pool and x < (0.9 if j == 0 else 0.6):
+            out.append(rnd.choices(pool, weights=[0.6 ** (len(pool) - 1 - i) for i in range(len(pool))])[0])
+        else:
+            out.append(None)
+    return out
+
+
+def _fit_types(rnd: random.Random, d: _Draft, op: OpDef, sources: list[int | None]) -> list[TensorType] | None:
+    """The argument types, new inputs' shapes drawn to fit the existing arguments (the op's infer says they do)."""
+    known = [d.types[s] for s in sources if s is not None and d.types[s].dtype == FLOAT]
+    ref = known[0].shape if known else _fresh_shape(rnd)
+    for _ in range(8):  # a few shape draws: most ops take the first (elementwise, same shape); matmul, conv need more
+        types = [d.types[s] if s is not None else TensorType(_shape_near(rnd, ref, j == 0 and not known),
+                                                            _arg_dtype(op, j))
+                 for j, s in enumerate(sources)]
+        if all(_numel(t.shape) <= MAX_ELEMENTS for t in types) and _infers(rnd, op, types):
+            return types
+    return None
+
+
+def _infers(rnd: random.Random, op: OpDef, types: list[TensorType]) -> bool:
+    # a probe on a copy of the generator: the attributes the op takes are drawn again, from `rnd`, once it fits
+    attrs = op.draw(random.Random(rnd.getrandbits(32)), types)
+    if attrs is None:
+        return False
+    try:
+        op.infer(types, attrs)
+    except ValueError:
+        return False
+    return True
+
+
+def _fresh_shape(rnd: random.Random) -> tuple[int, ...]:
+    rank = rnd.choices(RANKS, weights=RANK_WEIGHTS)[0]
+    return _capped([rnd.choice(DIMS) for _ in range(rank)], rnd)
+
+
+def _capped(dims: list[int], rnd: random.Random) -> tuple[int, ...]:
+    """The dims with the largest cut to a smaller size until the tensor fits MAX_ELEMENTS."""
+    dims = list(dims)
+    while _numel(dims) > MAX_ELEMENTS:
+        i = max(range(len(dims)), key=lambda k: (dims[k], -k))
+        dims[i] = rnd.choice([x for x in DIMS if x < dims[i]])
+    return tuple(dims)
+
+
+def _shape_near(rnd: random.Random, ref: tuple[int, ...], same: bool) -> tuple[int, ...]:
+    """A new input's shape beside an argument of shape `ref`: the same, broadcastable (size-1 dims, a lower rank),
+    a matmul or conv partner, a per-channel vector, or a fresh one."""
+    if same or not ref:
+        return ref or _fresh_shape(rnd)
+    r, d = len(ref), rnd.choice(DIMS[1:])
+    kinds = [ref, tuple(1 if rnd.random() < 0.5 else x for x in ref), ref[rnd.randint(1, r - 1):] if r > 1 else ref,
+             (1,), ref[:-2] + (ref[-1], d) if r >= 2 else (ref[-1], d), _fresh_shape(rnd)]
+    if r >= 2:
+        kinds += [(ref[1],), (1, ref[1]) + (1,) * (r - 2)]
+    if r >= 3:
+        kinds.append((d, ref[1]) + (rnd.choice((1, 3)),) * (r - 2))
+    return _capped(list(rnd.choices(kinds, weights=[4, 3, 3, 1, 2, 1] + [1] * (len(kinds) - 6))[0]), rnd)
+
+
+def _numel(shape) -> int:
+    return math.prod(shape)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# domains: guards before an argument, ranges of new inputs
+
+
+def _meets(d: _Draft, ref: int, domain: str) -> bool:
+    name = d.range_of(ref)
+    return domain == ANY or (name is not None and domain in RANGES[name].meets)
+
+
+def _guard_plan(rnd: random.Random, d: _Draft, op: OpDef, sources: list[int | None],
+                allowed: list[str]) -> dict[int, tuple[str, ...]] | None:
+    """Per argument fed by a value outside its domain, the guard ops to put before it; None when no allowed guard."""
+    plan: dict[int, tuple[str, ...]] = {}
+    for j, s in enumerate(sources):
+        dom = _domain(op, j)
+        if s is None or _meets(d, s, dom) or _arg_dtype(op, j) != FLOAT:
+            continue
+        usable = [g for g in GUARDS.get(dom, ()) if all(n in allowed for n in g)]
+        if not usable:
+            return None
+        plan[j] = rnd.choice(usable)
+    return plan
+
+
+def _materialize(rnd: random.Random, d: _Draft, op: OpDef, j: int, source: int | None, t: TensorType,
+                 guard: tuple[str, ...]) -> int:
+    """The value id an argument takes: a new input (with a range that meets its domain), or the source behind its
+    guard ops."""
+    if source is None:
+        return d.add_input(t, _draw_range(rnd, _domain(op, j), t.dtype))
+    ref = source
+    if guard == ("abs", "add"):
+        ref = _node(d, "abs", (ref,))
+        # a positive input of size-1 dims (>= 0.01): abs(x) + eps is never 0, and the value keeps its shape
+        eps = d.add_input(TensorType((1,) * d.types[ref].rank, FLOAT), "positive")
+        return _node(d, "add", (ref, eps))
+    for g in guard:
+        ref = _node(d, g, (ref,))
+    return ref
+
+
+def _node(d: _Draft, name: str, args: tuple[int, ...]) -> int:
+    """A guard node: the vocab op applied with no attributes beyond what its draw gives for these types."""
+    op, types = VOCAB[name], [d.types[a] for a in args]
+    attrs = op.draw(random.Random(0), types) or {}
+    return d.add_node(name, args, attrs, op.infer(types, attrs))
+
+
+def _draw_range(rnd: random.Random, domain: str, dtype: str) -> str:
+    if dtype != FLOAT:
+        return "small-int" if dtype == INT64 else NORMAL
+    names = [n for n in sorted(RANGES) if domain in RANGES[n].meets and RANGES[n].weight > 0]
+    return rnd.choices(names, weights=[RANGES[n].weight for n in names])[0]
+
+
+def _fold_dead(rnd: random.Random, d: _Draft, allowed: list[str], max_ops: int) -> bool:
+    """Folds every dead branch into the output with a combiner op; False when one does not fit."""
+    combiners = [c for c in COMBINERS if c in allowed]
+    while len(d.frontier()) > 1:
+        out, dead = d.frontier()[-1], d.frontier()[0]
+        fits = [c for c in rnd.sample(combiners, len(combiners)) if _fits(c, [d.types[out], d.types[dead]])]
+        if not fits or len(d.nodes) >= max_ops:
+            return False
+        _node(d, fits[0], (out, dead))
+    return True
+
+
+def _fits(name: str, types: list[TensorType]) -> bool:
+    op = VOCAB[name]
+    attrs = op.draw(random.Random(0), types)
+    if attrs is None:
+        return False
+    try:
+        return _numel(op.infer(types, attrs).shape) <= MAX_ELEMENTS
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# layout, dynamic dims, values
+
+
+def _finish(rnd: random.Random, g: Graph) -> Graph:
+    """The graph with one layout for all its inputs and, in some graphs, dynamic dims."""
+    floats = [x.type.rank for x in g.inputs if x.type.dtype == FLOAT]
+    layouts, weights = [CONTIGUOUS], [4.0]  # contiguous mostly: what most programs hand a backend
+    if 4 in floats:
+        layouts, weights = layouts + [CHANNELS_LAST], weights + [2.0]
+    if any(r >= 2 for r in floats):
+        layouts, weights = layouts + [TRANSPOSED], weights + [2.0]
+    layout = rnd.choices(layouts, weights=weights)[0]
+    dyn = _dynamic(rnd, g) if rnd.random() < DYNAMIC_SHARE else [()] * len(g.inputs)
+    inputs = tuple(Input(x.type, layout, dims, x.range) for x, dims in zip(g.inputs, dyn))
+    return Graph(inputs, g.nodes, g.output)
+
+
+def _dynamic(rnd: random.Random, g: Graph) -> list[tuple[int, ...]]:
+    """Per input, the dims exported as dynamic: one axis (counted from the end, as broadcasting aligns them) of one
+    size, in every input that has that size there, so broadcast partners vary together. Sizes 1 are never
+    dynamic (exporters specialize 0 and 1)."""
+    spots = sorted({(x.type.rank - i, s) for x in g.inputs for i, s in enumerate(x.type.shape) if s > 1})
+    if not spots:
+        return [()] * len(g.inputs)
+    back, size = rnd.choice(spots)
+    return [((x.type.rank - back,) if x.type.rank >= back and x.type.shape[x.type.rank - back] == size else ())
+            for x in g.inputs]
+
+
+def _with_values(graph: Graph, form: str, seed: int) -> Sample | Discard:
+    """The sample with input values whose float64 reference is finite, or the Discard after REDRAWS draws."""
+    from fpdiff.analysis.fuzz.emit import evaluate
+    rng = np.random.default_rng(seed % (1 << 64))
+    for attempt in range(REDRAWS):
+        if attempt >= SHRINK_FROM:
+            graph = _shrunk(graph)
+        values = tuple(draw_values(x, rng) for x in graph.inputs)
+        sample = Sample(graph, values, form, seed)
+        with np.errstate(all="ignore"):
+            if np.all(np.isfinite(np.asarray(evaluate(sample), dtype=np.float64))):
+                return sample
+    return Discard(NOT_FINITE, seed)
+
+
+def _shrunk(graph: Graph) -> Graph:
+    inputs = tuple(Input(x.type, x.layout, x.dynamic, SHRINK.get(x.range, x.range)) for x in graph.inputs)
+    return Graph(inputs, graph.nodes, graph.output)
+
+
+def draw_values(x: Input, rng: np.random.Generator) -> np.ndarray:
+    """One input's values: its range's float64 draw, small integers for int64, coin flips for bool."""
+    shape = x.type.shape
+    if x.type.dtype == INT64:
+        return rng.integers(-4, 5, shape).astype(np.int64)
+    if x.type.dtype == BOOL:
+        return rng.random(shape) < 0.5
+    return np.asarray(RANGES[x.range].draw(rng, shape), dtype=np.float64)
+
+
+def infer_types(graph: Graph) -> list[TensorType]:
+    """Every value's type (by id), as the vocabulary infers it."""
+    types = [x.type for x in graph.inputs]
+    for n in graph.nodes:
+        types.append(VOCAB[n.op].infer([types[a] for a in n.args], n.attr))
+    return types
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# one line per sample
+
+
+def describe(sample: Sample) -> str:
+    """One line: the output's expression (values used twice named once), its shape, the layout, dynamic dims, the
+    inputs' ranges other than normal."""
+    g = sample.graph
+    shared = _shared(g)
+    lets = [f"v{v}={_expr(g, v, shared, top=True)}" for v in sorted(shared)]
+    expr = "; ".join(lets + [_expr(g, g.output, shared, top=True)])
+    shape = "x".join(map(str, infer_types(g)[g.output].shape)) or "scalar"
+    parts = [expr, f"[{shape}]", g.inputs[0].layout if g.inputs else CONTIGUOUS]
+    dyn = sorted({d for x in g.inputs for d in x.dynamic})
+    if dyn:
+        parts.append("dyn:" + ",".join(map(str, dyn)))
+    ranges = list(dict.fromkeys(x.range for x in g.inputs if x.range != NORMAL))
+    if ranges:
+        parts.append(",".join(ranges))
+    return " ".join(parts)
+
+
+def _shared(g: Graph) -> set[int]:
+    """Node values (other than the output) that two or more arguments take."""
+    n_in, count = len(g.inputs), [0] * (len(g.inputs) + len(g.nodes))
+    for n in g.nodes:
+        for a in n.args:
+            count[a] += 1
+    return {v for v in range(n_in, len(count)) if count[v] > 1 and v != g.output}
+
+
+def _expr(g: Graph, v: int, shared: set[int], top: bool = False) -> str:
+    n_in = len(g.inputs)
+    if v < n_in:
+        return f"x{v}"
+    if v in shared and not top:
+        return f"v{v}"
+    n = g.nodes[v - n_in]
+    return f"{n.op}({', '.join(_expr(g, a, shared) for a in n.args)})"
