@@ -1,0 +1,249 @@
+"""A fuzz graph written out: computed in process (the float64 value of every value id, for the oracle and the
+minimizer), as a torch spec file (the ops catalog's one-op model, whose op interprets the graph: every backend's
+route takes it, with the layouts and dynamic dims the ops sweep gives a case) and as an ONNX model with its inputs."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fpdiff.analysis.fuzz.graph import FLOAT, Graph, Sample, TensorType
+from fpdiff.analysis.fuzz.vocab import VOCAB
+from fpdiff.analysis.ops.case import CONTIGUOUS, SAMPLE, TORCH_CATALOG, Case, TorchSample
+from fpdiff.core.errors import UsageError
+from fpdiff.sources.opset import TARGET_OPSET
+
+# The ONNX form's opset: the one fpdiff's sources bring every ONNX graph to, which ONNX Runtime 1.32, OpenVINO and
+# IREE's importer read; it has Gelu (opset 20) and LayerNormalization (17) as single ops, and the reductions' axes
+# as an input (18).
+OPSET = TARGET_OPSET
+IR_VERSION = 10  # the IR that opset 21 came with (onnx 1.16): older runtimes refuse a newer IR
+RUN_GRAPH = "fpdiff.analysis.fuzz.emit.run_graph"  # the dotted callable a torch spec's one-op model calls
+OUTPUT = "output"  # the ONNX graph's output name
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# types and in-process evaluation
+
+
+def value_types(graph: Graph) -> list[TensorType]:
+    """The type of every value id (inputs, then node outputs), each node typed by its op's infer."""
+    types = [x.type for x in graph.inputs]
+    for i, node in enumerate(graph.nodes):
+        op = VOCAB.get(node.op)
+        if op is None:
+            raise UsageError(f"graph node {i} names {node.op!r}, which is not in the fuzz vocabulary")
+        if len(node.args) != op.arity or any(not 0 <= a < len(types) for a in node.args):
+            raise UsageError(f"graph node {i} ({node.op}) takes value ids {list(node.args)}; it takes {op.arity} "
+                             f"of the {len(types)} values before it")
+        try:
+            types.append(op.infer([types[a] for a in node.args], node.attr))
+        except (ValueError, KeyError, TypeError) as e:
+            raise UsageError(f"graph node {i} ({node.op}) does not fit its arguments: {e}") from e
+    if not 0 <= graph.output < len(types):
+        raise UsageError(f"graph output {graph.output} is not a value id (the graph has {len(types)})")
+    return types
+
+
+def interpret(graph: Graph, tensors: tuple, upto: int | None = None) -> list:
+    """Every value of the graph up to value id `upto` (all: None) from its input tensors, by the ops' torch forms."""
+    values = list(tensors)
+    last = len(graph.inputs) + len(graph.nodes) - 1 if upto is None else upto
+    for node in graph.nodes:
+        if len(values) > last:
+            break
+        values.append(VOCAB[node.op].torch(*[values[a] for a in node.args], **node.attr))
+    return values
+
+
+_PARSED: dict[str, Graph] = {}  # graph JSON -> Graph: a plain dict, which torch.compile traces without a warning
+
+
+def _parsed(text: str) -> Graph:
+    """A graph's JSON text as a Graph, parsed once per process (an eager model calls run_graph on every run)."""
+    g = _PARSED.get(text)
+    if g is None:
+        g = _PARSED[text] = Graph.from_dict(json.loads(text))
+    return g
+
+
+def run_graph(*tensors, graph: str):
+    """The graph's output from its input tensors: the op a fuzz sample's torch spec file calls."""
+    g = _parsed(graph)
+    return interpret(g, tensors, g.output)[g.output]
+
+
+def _tensors(sample: Sample, dtype) -> tuple:
+    import torch
+    return tuple(torch.from_numpy(np.array(v, dtype=np.float64)).to(dtype) if x.type.dtype == FLOAT
+                 else torch.from_numpy(np.array(v)) for x, v in zip(sample.graph.inputs, sample.values))
+
+
+def _numpy(t) -> np.ndarray:
+    import torch
+    t = t.detach()
+    return (t.to(torch.float64) if t.dtype == torch.bfloat16 else t).contiguous().numpy()
+
+
+def evaluate(sample: Sample, dtype=None) -> np.ndarray:
+    """The graph's output computed here by the ops' torch forms at `dtype` (torch.float64 by default)."""
+    import torch
+    with torch.no_grad():
+        g = sample.graph
+        return _numpy(interpret(g, _tensors(sample, dtype or torch.float64), g.output)[g.output])
+
+
+def values64(sample: Sample) -> list[np.ndarray]:
+    """The float64 value of every value id, inputs then node outputs (where the minimizer cuts a graph)."""
+    import torch
+    with torch.no_grad():
+        return [_numpy(t) for t in interpret(sample.graph, _tensors(sample, torch.float64))]
+
+
+# integer-valued outputs stay integer-valued through these ops (they move, select or negate values)
+_KEEPS_INTEGERS = {"transpose", "permute", "reshape", "flatten", "slice", "expand", "concat", "pad_reflect",
+                   "neg", "abs", "relu", "maximum", "minimum", "amax", "max_pool2d", "sign", "round", "floor"}
+
+
+def integer_valued(graph: Graph) -> bool:
+    """Whether the graph's output holds integers by construction (an integer-valued op, then only ops that move
+    values): judged by flips, as ops judges round and floor."""
+    n_in, whole = len(graph.inputs), [False] * len(graph.inputs)
+    for node in graph.nodes:
+        op = VOCAB[node.op]
+        whole.append(op.integer_valued or (node.op in _KEEPS_INTEGERS and all(whole[a] for a in node.args)))
+    return graph.output >= n_in and whole[graph.output]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the torch form
+
+
+def layout_of(graph: Graph) -> str:
+    """The graph's one input layout (the generator draws one per graph)."""
+    layouts = {x.layout for x in graph.inputs}
+    if len(layouts) > 1:
+        raise UsageError(f"graph inputs have different layouts {sorted(layouts)}; a torch case takes one")
+    return layouts.pop() if layouts else CONTIGUOUS
+
+
+def describe(graph: Graph) -> str:
+    """One line: the live ops in order and the input shapes."""
+    shapes = ", ".join(f"{list(x.type.shape)}" for x in graph.inputs)
+    return f"{' > '.join(graph.ops()) or 'identity'} on {shapes}"[:160]
+
+
+def torch_case(sample: Sample) -> Case:
+    """The sample as an ops Case: the ops catalog's one-op model whose op is run_graph on this graph's JSON."""
+    import torch
+    g = sample.graph
+    value_types(g)  # a graph that does not type is a usage error here, not a traceback in a worker
+    payload = TorchSample(fn=RUN_GRAPH, args=_tensors(sample, torch.float64),
+                          kwargs={"graph": json.dumps(g.as_dict(), sort_keys=True)}, layout=layout_of(g),
+                          dynamic=tuple(tuple(x.dynamic) for x in g.inputs))
+    return Case(TORCH_CATALOG, "fuzz:" + "+".join(g.ops()), sample.id, SAMPLE, describe(g), integer_valued(g),
+                payload)
+
+
+def write_torch(sample: Sample, folder: str | Path) -> str:
+    """The sample as a spec .py (and its .pt) in `folder`, as fpdiff.sources.load takes it; layout, dynamic dims
+    and the fingerprint as the ops sweep gives a case."""
+    from fpdiff.analysis.ops.torch_catalog import write_case
+    return write_case(torch_case(sample), Path(folder))[0]
+
+
+def input_names(graph: Graph) -> list[str]:
+    """The inputs' names in the torch program (the ONNX form uses the same): input, arg1, arg2, ..."""
+    return ["input"] + [f"arg{i}" for i in range(1, len(graph.inputs))]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the ONNX form
+
+
+class OnnxBuilder:
+    """Collects the nodes and constants of one ONNX graph; float constants take the graph's float type."""
+
+    def __init__(self, float_type: int | None = None) -> None:
+        from onnx import TensorProto
+        self.float_type = TensorProto.DOUBLE if float_type is None else float_type
+        self.nodes: list = []
+        self.initializers: list = []
+        self.ranks: dict[str, int] = {}
+        self._count = 0
+
+    def fresh(self, stem: str) -> str:
+        self._count += 1
+        return f"{stem}_{self._count}"
+
+    def node(self, op_type: str, inputs: list[str], attrs: dict | None = None) -> str:
+        """Adds one node; its (single) output's name."""
+        from onnx import helper
+        out = self.fresh(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=self.fresh("n_" + op_type),
+                                           **(attrs or {})))
+        return out
+
+    def const(self, array: Any) -> str:
+        """An initializer: float arrays in the graph's float type, integer arrays as int64."""
+        from onnx import helper, numpy_helper
+        a = np.asarray(array)
+        if a.dtype.kind == "f":
+            a = a.astype(helper.tensor_dtype_to_np_dtype(self.float_type))
+        elif a.dtype.kind in "iu":
+            a = a.astype(np.int64)
+        name = self.fresh("const")
+        self.initializers.append(numpy_helper.from_array(a, name))
+        return name
+
+    def rank(self, name: str) -> int:
+        """The rank of a graph value (an input or an op's output)."""
+        return self.ranks[name]
+
+
+def to_onnx(sample: Sample):
+    """The sample's graph as an ONNX ModelProto at OPSET, inputs named and dynamic dims as dim_params. An input's
+    layout has no meaning in ONNX (a graph's inputs are dense arrays), so it is left out."""
+    from onnx import helper
+    g = sample.graph
+    types = value_types(g)
+    names = input_names(g)
+    b = OnnxBuilder()
+    value_names = list(names)
+    for name, t in zip(names, types):
+        b.ranks[name] = t.rank
+    for i, node in enumerate(g.nodes):
+        out = VOCAB[node.op].onnx(b, [value_names[a] for a in node.args], node.attr)
+        b.ranks[out] = types[len(names) + i].rank
+        value_names.append(out)
+    out = value_names[g.output]
+    if g.output < len(names) or any(o.output[0] != out for o in b.nodes[-1:]):
+        out = b.node("Identity", [out])  # the output is an input or an earlier value: a node of its own names it
+    b.nodes[-1].output[0] = OUTPUT
+    dynamic = any(x.dynamic for x in g.inputs)
+    inputs = [helper.make_tensor_value_info(n, b.float_type, [f"{n}_d{d}" if d in x.dynamic else s
+                                                              for d, s in enumerate(x.type.shape)])
+              for n, x in zip(names, g.inputs)]
+    out_type = types[g.output]
+    output = helper.make_tensor_value_info(OUTPUT, b.float_type,
+                                           [None] * out_type.rank if dynamic else list(out_type.shape))
+    graph = helper.make_graph(b.nodes, f"fuzz_{sample.id}", inputs, [output], initializer=b.initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION,
+                             producer_name="fpdiff fuzz")
+
+
+def write_onnx(sample: Sample, folder: str | Path) -> tuple[str, str]:
+    """(model.onnx, inputs.npz) of the sample in `folder`, as fpdiff.sources.load(model, inputs=npz,
+    keep_opset=True) takes them; the model passes onnx.checker's full check."""
+    import onnx
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    model = to_onnx(sample)
+    onnx.checker.check_model(model, full_check=True)
+    model_path, npz_path = folder / f"{sample.id}.onnx", folder / f"{sample.id}.npz"
+    onnx.save(model, str(model_path))
+    names = input_names(sample.graph)
+    np.savez(npz_path, **{n: np.asarray(v, dtype=np.float64) for n, v in zip(names, sample.values)})
+    return str(model_path), str(npz_path)
