@@ -34,7 +34,6 @@ REDRAWS, SHRINK_FROM = 4, 2
 # afresh this many times, each try adding at most TRIES candidate ops
 BUILDS, TRIES = 8, 60
 DYNAMIC_SHARE = 0.3  # graphs with some dims exported as dynamic: the exporters' symbolic-shape paths
-FLOAT_FUDGE = 1e-300  # no division by an all-zero maximum
 
 
 @dataclass(frozen=True)
@@ -454,14 +453,6 @@ def draw_values(x: Input, rng: np.random.Generator) -> np.ndarray:
     return np.asarray(RANGES[x.range].draw(rng, shape), dtype=np.float64)
 
 
-def infer_types(graph: Graph) -> list[TensorType]:
-    """Every value's type (by id), as the vocabulary infers it."""
-    types = [x.type for x in graph.inputs]
-    for n in graph.nodes:
-        types.append(VOCAB[n.op].infer([types[a] for a in n.args], n.attr))
-    return types
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # one line per sample
 
@@ -469,11 +460,12 @@ def infer_types(graph: Graph) -> list[TensorType]:
 def describe(sample: Sample) -> str:
     """One line: the output's expression (values used twice named once), its shape, the layout, dynamic dims, the
     inputs' ranges other than normal."""
+    from fpdiff.analysis.fuzz.emit import value_types
     g = sample.graph
     shared = _shared(g)
     lets = [f"v{v}={_expr(g, v, shared, top=True)}" for v in sorted(shared)]
     expr = "; ".join(lets + [_expr(g, g.output, shared, top=True)])
-    shape = "x".join(map(str, infer_types(g)[g.output].shape)) or "scalar"
+    shape = "x".join(map(str, value_types(g)[g.output].shape)) or "scalar"
     parts = [expr, f"[{shape}]", g.inputs[0].layout if g.inputs else CONTIGUOUS]
     dyn = sorted({d for x in g.inputs for d in x.dynamic})
     if dyn:
