@@ -32,7 +32,7 @@ MAX_ELEMENTS = 1 << 14
 REDRAWS, SHRINK_FROM = 4, 2
 # a graph that cannot be built from the allowed ops (domains without a guard, shapes that never fit) is tried
 # afresh this many times, each try adding at most TRIES candidate ops
-BUILDS, TRIES = 8, 60
+BUILDS, TRIES, ARG_DRAWS = 8, 60, 4
 DYNAMIC_SHARE = 0.3  # graphs with some dims exported as dynamic: the exporters' symbolic-shape paths
 
 
@@ -205,8 +205,18 @@ def _build(rnd: random.Random, allowed: list[str], target: int, min_ops: int, ma
 
 
 def _add_op(rnd: random.Random, d: _Draft, allowed: list[str], max_ops: int) -> bool:
-    """Adds one op (with its guards and new inputs) drawn at random; False when the candidate did not fit."""
+    """Adds one op drawn at random (with its guards and new inputs); False when no draw of its arguments fit."""
     op = VOCAB[rnd.choice(allowed)]
+    # arguments drawn again for the same op: conv, matmul and pooling fit fewer shapes than elementwise ops, and
+    # without retries they would appear far less often than the op draw gives them
+    for _ in range(ARG_DRAWS):
+        if _try_op(rnd, d, op, allowed, max_ops):
+            return True
+    return False
+
+
+def _try_op(rnd: random.Random, d: _Draft, op: OpDef, allowed: list[str], max_ops: int) -> bool:
+    """Adds the op on one draw of its arguments; False when they did not fit."""
     sources = _sources(rnd, d, op)
     types = _fit_types(rnd, d, op, sources)
     if types is None:
