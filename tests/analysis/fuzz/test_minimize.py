@@ -163,3 +163,17 @@ def test_value_rounding_keeps_signs_and_magnitudes():
     assert np.array_equal(small_integers(np.array([0.3, -0.2, 2.6, 0.0])), np.array([1.0, -1.0, 3.0, 0.0]))
     assert small_integers(np.array([0.3, 0.2])) is None  # all under 1: they would all become 1
     assert small_integers(np.array([1.0, 5000.0])) is None  # not exact in fp16
+
+
+def test_dims_tied_by_size_are_then_shrunk_one_by_one():
+    one = Sample(Graph((Input(TensorType((7, 7))),), (Node("softmax", (0,), attrs_of({"dim": 1})),), 1),
+                 (np.arange(49.0).reshape(7, 7) / 10,))
+    m = minimize(one, Counting(softmax_on_odd))
+    assert m.sample.graph.inputs[0].type.shape == (1, 3) and m.matters == ["odd-size 3"]
+
+
+def test_dims_that_were_dynamic_shrink_once_static():
+    s = Sample(Graph((Input(TensorType((4, 6)), dynamic=(1,)),), (Node("exp", (0,)),), 1), (np.ones((4, 6)),))
+    m = minimize(s, Counting(lambda c: "exp" in c.graph.ops()))
+    assert m.steps[-2:] == ["variant: dynamic removed", "shape: every dim of size 2 -> 1"], m.steps
+    assert m.sample.graph.inputs[0].type.shape == (1, 1) and not m.sample.graph.inputs[0].dynamic

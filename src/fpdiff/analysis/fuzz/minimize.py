@@ -212,7 +212,10 @@ def minimize(sample: Sample, probe: Callable[[Sample], bool], *, budget: int = 6
     reduce_ops(run)
     shrink_shapes(run)
     simplify_values(run)
+    dynamic = any(x.dynamic for x in run.sample.graph.inputs)
     drop_variants(run)
+    if dynamic and not any(x.dynamic for x in run.sample.graph.inputs):
+        shrink_shapes(run)  # the dims that were dynamic could not go below 2 before
     return Minimized(run.sample, prober.calls, run.steps, run.matters)
 
 
@@ -271,29 +274,26 @@ def _ddmin(run: _Run, reserve: int) -> None:
 
 
 def shrink_shapes(run: _Run) -> None:
-    """Step 2: every dim of one size made smaller at once (broadcast and contracted dims stay tied), then per
-    input dim where that does not type; sizes 1, then halves keeping parity, then size-1."""
+    """Step 2: every dim of one size made smaller at once (broadcast and contracted dims stay tied), then each dim
+    on its own where that does not type or leaves several dims of one size; sizes 1, then halves keeping parity,
+    then size-1."""
     reserve = _feature_count(run.sample)
     sizes = sorted({s for x in run.sample.graph.inputs for s in x.type.shape if s > 1}, reverse=True)
     for size in sizes:
-        if not _shrink_size(run, size, reserve):
-            for k, x in enumerate(run.sample.graph.inputs):
-                for d, s in enumerate(x.type.shape):
-                    if s == size and run.spare(reserve):
-                        _shrink_dim(run, size, reserve, k, d)
+        typed, end = _shrink(run, size, reserve, lambda k, d, s, c: s == c, "every dim of size {}")
+        dims = [(k, d) for k, x in enumerate(run.sample.graph.inputs) for d, s in enumerate(x.type.shape) if s == end]
+        if end > 1 and (not typed or len(dims) > 1):
+            for k, d in dims:
+                if run.spare(reserve):
+                    _shrink(run, end, reserve, lambda i, j, s, c, k=k, d=d: (i, j) == (k, d), f"input {k} dim {d} {{}}")
+    left = {s for x in run.sample.graph.inputs for s in x.type.shape}
+    run.matters[:] = [m for m in run.matters if not m.startswith("odd-size ") or int(m.split()[1]) in left]
 
 
-def _shrink_size(run: _Run, size: int, reserve: int) -> bool:
-    """Shrink every input dim of this size together; False when no tied candidate types."""
-    return _shrink(run, size, reserve, lambda k, d, s, c: s == c, "every dim of size {}")
-
-
-def _shrink_dim(run: _Run, size: int, reserve: int, k: int, d: int) -> None:
-    _shrink(run, size, reserve, lambda i, j, s, c: (i, j) == (k, d), f"input {k} dim {d} {{}}")
-
-
-def _shrink(run: _Run, size: int, reserve: int, which: Callable[[int, int, int, int], bool], label: str) -> bool:
-    """Try smaller sizes for the dims `which` picks until none is confirmed; True when some candidate typed."""
+def _shrink(run: _Run, size: int, reserve: int, which: Callable[[int, int, int, int], bool],
+            label: str) -> tuple[bool, int]:
+    """Smaller sizes for the dims `which` picks (input, dim, size, current size) until none is confirmed: whether
+    some candidate typed, and the size reached."""
     typed, cur = False, size
     while cur > 1 and run.spare(reserve):
         refused = set()
@@ -310,8 +310,8 @@ def _shrink(run: _Run, size: int, reserve: int, which: Callable[[int, int, int, 
         else:
             if cur % 2 and cur - 1 in refused and f"odd-size {cur}" not in run.matters:
                 run.matters.append(f"odd-size {cur}")  # its even neighbour lost the failure: the odd size matters
-            return typed
-    return typed
+            break
+    return typed, cur
 
 
 def _smaller(size: int) -> list[int]:
