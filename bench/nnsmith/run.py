@@ -19,13 +19,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-# Ops whose output moves in whole steps (or is an index): a tiny rounding difference before one of them becomes a
-# difference of 1 (or of a whole index) after it, which is a rounding flip, not a kernel bug.
-STEP_OPS = frozenset({"Round", "Floor", "Ceil", "ArgMin", "ArgMax", "Sign"})
+# Ops whose output moves in whole steps (an integer, an index, a bool) when their input is a float: a tiny rounding
+# difference before one of them becomes a difference of 1 (a whole index, a flipped bool) after it: a rounding flip.
+STEP_OPS = frozenset(
+    {"Round", "Floor", "Ceil", "ArgMin", "ArgMax", "Sign", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal"}
+)
 # ONNX TensorProto element types that hold integers: a Cast to one of them is a step (it truncates).
 INT_ELEM_TYPES = frozenset({2, 3, 4, 5, 6, 7, 12, 13})
 # ... and those that hold floats (float, float16, double, bfloat16): a Cast from one of them to an integer rounds.
 FLOAT_ELEM_TYPES = frozenset({1, 10, 11, 16})
+# NNSmith checks its time only between tests, and one test (an fp16 Conv on the CPU, seen here) can run for minutes:
+# the fuzzer is stopped this long after its time, and only tests that ended within the time are counted.
+DEADLINE_GRACE_S = 60
 MISSING_KERNEL = re.compile(r"Could not find an implementation for (\w+)\((\d+)\) node with name '([^']*)'")
 
 
@@ -68,30 +73,54 @@ def fuzz_command(args: argparse.Namespace, out: Path) -> list[str]:
     return cmd
 
 
-def run_fuzz(args: argparse.Namespace, out: Path) -> tuple[str, float]:
-    """Runs the fuzzer; its op-support probe (topset) starts from an empty cache in out/, so no stale cache counts."""
-    env = dict(os.environ, XDG_CACHE_HOME=str(out / "cache"))
+def run_fuzz(args: argparse.Namespace, out: Path) -> tuple[str, float, bool]:
+    """Runs the fuzzer, stopped at a deadline; its op probe (topset) starts from an empty cache in out/."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(out / "cache"))  # no stale topset cache from an earlier run counts
     log = out / "fuzz.stdout"
     start = time.monotonic()
     with log.open("w") as f:
-        subprocess.run(fuzz_command(args, out), stdout=f, stderr=subprocess.STDOUT, env=env, check=False)
-    return log.read_text(errors="replace"), time.monotonic() - start
+        proc = subprocess.Popen(fuzz_command(args, out), stdout=f, stderr=subprocess.STDOUT, env=env)
+        try:
+            proc.wait(timeout=args.seconds + DEADLINE_GRACE_S)
+            stopped = False
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            stopped = True
+    return log.read_text(errors="replace"), time.monotonic() - start, stopped
 
 
-def loop_seconds(out: Path) -> float | None:
-    """The fuzzing loop's own length, from its log: first line after the topset probe to the closing totals."""
+@dataclass
+class Loop:
+    """The fuzzing loop as its log tells it: when it began, and when each test ended and how long it took."""
+
+    start: datetime
+    ends: list[datetime]
+    lengths_ms: list[float]
+
+    def made_by(self, seconds: float) -> int:
+        """Tests finished within the first `seconds` of the loop."""
+        return sum((t - self.start).total_seconds() <= seconds for t in self.ends)
+
+
+def stamp(s: str) -> datetime:
+    """A timestamp of hydra's log format."""
+    return datetime.strptime(s, "%Y-%m-%d %H:%M:%S,%f")
+
+
+def read_loop(out: Path) -> Loop | None:
+    """Reads the loop from hydra's log: its first [fuzz] line follows the topset probe; one Timing line per test."""
     text = (out / "hydra" / "fuzz.log").read_text(errors="replace")
-    stamps = re.findall(r"^\[([\d\- :,]+)\]\[fuzz\]", text, flags=re.M)
-    if len(stamps) < 2:
+    first = re.search(r"^\[([\d\- :,]+)\]\[fuzz\]", text, flags=re.M)
+    if not first:
         return None
-    t0, t1 = (datetime.strptime(s, "%Y-%m-%d %H:%M:%S,%f") for s in (stamps[0], stamps[-1]))
-    return (t1 - t0).total_seconds()
-
-
-def total(text: str, what: str) -> int:
-    """One of the totals NNSmith prints at the end ("Total N testcases generated.")."""
-    m = re.search(rf"Total (\d+) {what}", text)
-    return int(m.group(1)) if m else -1
+    timing = re.findall(r"^\[([\d\- :,]+)\]\[fuzz\]\[INFO\] - Timing: (.*)$", text, flags=re.M)
+    lengths = [sum(float(v) for v in re.findall(r"([\d.]+)ms", rest)) for _, rest in timing]
+    return Loop(stamp(first.group(1)), [stamp(t) for t, _ in timing], lengths)
 
 
 def graph_facts(model_path: Path) -> tuple[list[str], dict[str, int]]:
@@ -106,16 +135,19 @@ def graph_facts(model_path: Path) -> tuple[list[str], dict[str, int]]:
 
 
 def step_ops(model_path: Path, types: dict[str, int]) -> list[str]:
-    """The graph's whole-step ops on values (STEP_OPS, and Casts from a float to an integer type), in graph order."""
+    """The graph's whole-step ops on float values (STEP_OPS, and Casts to an integer type), in graph order."""
     import onnx
 
     found = []
     for n in onnx.load(str(model_path)).graph.node:
+        # on an integer input (a shape's arithmetic, after Shape) these ops are exact: only a float input can flip
+        if not n.input or types.get(n.input[0], 0) not in FLOAT_ELEM_TYPES:
+            continue
         to = next((a.i for a in n.attribute if a.name == "to"), None)
-        # a Cast of a shape (int64 to int64, or after Shape) is index arithmetic, not a rounding of computed values
-        float_cast = n.op_type == "Cast" and to in INT_ELEM_TYPES and types.get(n.input[0], 0) in FLOAT_ELEM_TYPES
-        if n.op_type in STEP_OPS or float_cast:
-            found.append("Cast(float->int)" if float_cast else n.op_type)
+        if n.op_type == "Cast" and to in INT_ELEM_TYPES:
+            found.append("Cast(float->int)")
+        elif n.op_type in STEP_OPS:
+            found.append(n.op_type)
     return found
 
 
@@ -173,17 +205,28 @@ def bug_number(folder: Path) -> int:
     return int(folder.name.rsplit("-", 1)[-1])
 
 
-def print_summary(args: argparse.Namespace, text: str, wall: float, out: Path, reports: list[Report]) -> None:
+def print_summary(args: argparse.Namespace, run: tuple[str, float, bool], out: Path, reports: list[Report]) -> None:
     """The numbers to compare with: tests made, tests/s, reports, and the reports by kind and op."""
-    tests, loop = total(text, "testcases generated"), loop_seconds(out)
+    text, wall, stopped = run
+    loop = read_loop(out)
     print(f"output folder      {out}")
     print(f"dtypes             {args.dtypes}   seed {args.seed}")
-    print(f"fuzz.time          {args.seconds} s (loop measured {loop:.1f} s; whole run {wall:.1f} s)")
-    print(f"tests made         {tests}")
-    print(f"tests/s            {tests / args.seconds:.2f} over fuzz.time"
-          + (f", {tests / loop:.2f} over the measured loop" if loop else ""))  # fmt: skip
-    print(f"failed to make     {total(text, 'failed to make testcases')}")
-    print(f"bug reports        {len(reports)} (NNSmith's total: {total(text, 'bugs found')})")
+    print(f"whole run          {wall:.1f} s (topset probe and start-up included)"
+          + ("; the fuzzer overran its time and was stopped" if stopped else ""))  # fmt: skip
+    if loop is None:
+        print("the fuzzer's log shows no fuzzing loop: see fuzz.stdout in the output folder")
+        return
+    made = loop.made_by(args.seconds)
+    print(f"tests made         {made} in the loop's first {args.seconds} s ({len(loop.ends)} in all)")
+    print(f"tests/s            {made / args.seconds:.2f}")
+    if loop.lengths_ms:
+        slow = sorted(loop.lengths_ms)
+        print(f"one test           median {slow[len(slow) // 2]:.0f} ms, slowest {slow[-1] / 1000:.1f} s")
+    if stopped:
+        print(f"last test ended    {(loop.ends[-1] - loop.start).total_seconds():.1f} s into the loop; "
+              "the test after it had not ended at the deadline")  # fmt: skip
+    print(f"failed to make     {text.count('`make_testcase` failed')} (generator errors, not counted as tests)")
+    print(f"bug reports        {len(reports)}")
     for kind, n in Counter(r.kind for r in reports).most_common():
         print(f"  {n:4d}  {kind}")
         for key, m in Counter(r.key for r in reports if r.kind == kind).most_common():
@@ -203,9 +246,9 @@ def main(argv: list[str]) -> int:
         return 2
     out = args.out or Path(tempfile.mkdtemp(prefix="nnsmith-ort-"))
     out.mkdir(parents=True, exist_ok=True)
-    text, wall = run_fuzz(args, out)
+    run = run_fuzz(args, out)
     folders = sorted((out / "reports").glob("bug-*"), key=bug_number)
-    print_summary(args, text, wall, out, [read_report(f) for f in folders])
+    print_summary(args, run, out, [read_report(f) for f in folders])
     return 0
 
 
