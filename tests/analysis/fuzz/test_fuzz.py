@@ -13,9 +13,10 @@ from fpdiff import api
 PLANTED = str(Path(__file__).parents[2] / "plugins" / "planted_fuzz.py")
 pytestmark = pytest.mark.slow
 # ops the planted campaign draws from: softmax (the planted op) among ops that feed and follow it, so the bug must
-# be told from what surrounds it; 16 graphs of this seed hold several softmaxes over odd and even dims
+# be told from what surrounds it; 16 graphs of seed 6 hold four softmaxes over an odd dim (one masked by what
+# follows it) among others over even dims
 PLANTED_OPS = ["softmax", "add", "mul", "exp", "tanh", "transpose", "sum", "relu"]
-PLANTED_KW = dict(backends=["planted-fuzz"], precisions=["fp32"], graphs=16, seed=1, ops=PLANTED_OPS,
+PLANTED_KW = dict(backends=["planted-fuzz"], precisions=["fp32"], graphs=16, seed=6, ops=PLANTED_OPS,
                   plugins=[PLANTED], max_ops=5)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fpdiff.analysis.fuzz.campaign import BatchAnswer, FuzzConfig, GraphRecord, run_batch
 from fpdiff.analysis.fuzz.graph import FORMS, ONNX, TORCH
 from fpdiff.analysis.fuzz.result import LOST, FuzzResult
-from fpdiff.analysis.ops import _config as ops_config
+from fpdiff.analysis.ops import sweep_config
 from fpdiff.backends import registry
 from fpdiff.core.errors import UsageError
 from fpdiff.core.versions import report_versions
@@ -51,7 +51,7 @@ def fuzz(*, backends: Sequence[str] = DEFAULT_BACKENDS, precisions: Sequence[str
     from fpdiff.analysis.fuzz import campaign
     t0 = time.perf_counter()
     reg = registry(plugins)
-    sweep = ops_config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir,
+    sweep = sweep_config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir,
                        repro_dir, recheck)
     _check_sizes(graphs, time_budget, min_ops, max_ops, batch, minimize_budget)
     distribute.check_address(ray)

@@ -121,7 +121,7 @@ def _one(index: int, config: FuzzConfig, reg, work: Path, found: list[Found]) ->
     desc = generate.describe(made)
     v, _, _ = oracle.judge(made, dataclasses.replace(config.sweep, repro_dir=None, recheck=False), reg, work)
     rec = GraphRecord(index, seed, made.id, made.form, made.graph.ops(), desc, v.outcome, v.discard, v.statuses)
-    for f in v.failures:
+    for f in _distinct(v.failures):
         known = _known(found, f, made.graph.ops())
         if known is not None:
             known.matched.append(made.id)
@@ -134,6 +134,15 @@ def _one(index: int, config: FuzzConfig, reg, work: Path, found: list[Found]) ->
             found.append(new)
     rec.duration_s = time.perf_counter() - t0
     return rec
+
+
+def _distinct(failures: list[oracle.Failure]) -> list[oracle.Failure]:
+    """One failure per backend, precision and verdict class: a graph failing the same way in its static and its
+    dynamic-shape cells is one hit, minimized once."""
+    seen: dict[tuple, oracle.Failure] = {}
+    for f in failures:
+        seen.setdefault((f.backend, f.precision, f.status_class), f)
+    return list(seen.values())
 
 
 def _known(found: list[Found], f: oracle.Failure, ops: list[str]) -> Found | None:
@@ -163,15 +172,22 @@ def _finding(sample: Sample, f: oracle.Failure, config: FuzzConfig, reg, work: P
         m = minimize.minimize(sample, oracle.probe_for(f, config.sweep, reg, work), budget=config.minimize_budget)
         small, probes, steps, matters = m.sample, m.probes, list(m.steps), list(m.matters)
     seconds = time.perf_counter() - t0
-    variant = "+".join(matters) or "plain"
+    variant = variant_of(matters)
     cell, repro, report = _repro(small, f, variant, config, reg, work)
     sig = cell.signature if cell else _signature(f, small.graph.ops(), variant)
     return Found(sig, f.backend, f.precision, f.status, f.status_class, small.graph.ops(), variant,
                  cell.reason if cell else f.reason, cell.metrics if cell else f.metrics, small.form,
                  {"minimized": small.graph.as_dict(), "id": small.id, "original": sample.id},
                  {"ops_before": len(sample.graph.ops()), "ops_after": len(small.graph.ops()), "probes": probes,
-                  "seconds": round(seconds, 2), "steps": steps},
+                  "seconds": round(seconds, 2), "steps": steps, "matters": matters},
                  hits=[sample.id], repro=repro, report=report, sample=small.to_bytes())
+
+
+def variant_of(matters: list[str]) -> str:
+    """The variant a signature names: the features minimization could not remove, without their sizes ("odd-size
+    3" and "odd-size 5" of one bug are one signature; the size stays in the minimized graph)."""
+    import re
+    return "+".join(dict.fromkeys(re.sub(r"\s+\d+$", "", m) for m in matters)) or "plain"
 
 
 @dataclass

@@ -54,7 +54,7 @@ def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = 
     from fpdiff.analysis.ops import variants as variant_mod
     t0 = time.perf_counter()
     reg = registry(plugins)
-    config = _config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir,
+    config = sweep_config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir,
                      repro_dir, recheck)
     _check_budget(time_budget, samples, batch)
     distribute.check_address(ray)
@@ -72,7 +72,7 @@ def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = 
     return _result(cases, outcomes, skipped, reg, config, catalogs, time.perf_counter() - t0)
 
 
-def _config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir, repro_dir,
+def sweep_config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir, repro_dir,
             recheck) -> SweepConfig:
     """The sweep's settings, every name checked before any work."""
     if not backends:
