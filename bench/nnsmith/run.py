@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -73,7 +74,7 @@ def fuzz_command(args: argparse.Namespace, out: Path) -> list[str]:
     return cmd
 
 
-def run_fuzz(args: argparse.Namespace, out: Path) -> tuple[str, float, bool]:
+def run_fuzz(args: argparse.Namespace, out: Path) -> tuple[str, float, bool, float]:
     """Runs the fuzzer, stopped at a deadline; its op probe (topset) starts from an empty cache in out/."""
     env = dict(os.environ, XDG_CACHE_HOME=str(out / "cache"))  # no stale topset cache from an earlier run counts
     log = out / "fuzz.stdout"
@@ -91,7 +92,9 @@ def run_fuzz(args: argparse.Namespace, out: Path) -> tuple[str, float, bool]:
                 proc.kill()
                 proc.wait()
             stopped = True
-    return log.read_text(errors="replace"), time.monotonic() - start, stopped
+    # the fuzzer's CPU seconds: on a shared machine its wall-clock rate depends on the other load, its CPU time less so
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return log.read_text(errors="replace"), time.monotonic() - start, stopped, used.ru_utime + used.ru_stime
 
 
 @dataclass
@@ -205,13 +208,15 @@ def bug_number(folder: Path) -> int:
     return int(folder.name.rsplit("-", 1)[-1])
 
 
-def print_summary(args: argparse.Namespace, run: tuple[str, float, bool], out: Path, reports: list[Report]) -> None:
+def print_summary(
+    args: argparse.Namespace, run: tuple[str, float, bool, float], out: Path, reports: list[Report]
+) -> None:
     """The numbers to compare with: tests made, tests/s, reports, and the reports by kind and op."""
-    text, wall, stopped = run
+    text, wall, stopped, cpu = run
     loop = read_loop(out)
     print(f"output folder      {out}")
     print(f"dtypes             {args.dtypes}   seed {args.seed}")
-    print(f"whole run          {wall:.1f} s (topset probe and start-up included)"
+    print(f"whole run          {wall:.1f} s wall, {cpu:.1f} s CPU (topset probe and start-up included)"
           + ("; the fuzzer overran its time and was stopped" if stopped else ""))  # fmt: skip
     if loop is None:
         print("the fuzzer's log shows no fuzzing loop: see fuzz.stdout in the output folder")
@@ -223,8 +228,9 @@ def print_summary(args: argparse.Namespace, run: tuple[str, float, bool], out: P
         slow = sorted(loop.lengths_ms)
         print(f"one test           median {slow[len(slow) // 2]:.0f} ms, slowest {slow[-1] / 1000:.1f} s")
     if stopped:
-        print(f"last test ended    {(loop.ends[-1] - loop.start).total_seconds():.1f} s into the loop; "
-              "the test after it had not ended at the deadline")  # fmt: skip
+        last = (loop.ends[-1] - loop.start).total_seconds() if loop.ends else 0.0
+        print(f"last test ended    {last:.1f} s into the loop; the test after it had not ended at the deadline"
+              + (f" ({len(loop.ends) / last:.2f} tests/s until then)" if last else ""))  # fmt: skip
     print(f"failed to make     {text.count('`make_testcase` failed')} (generator errors, not counted as tests)")
     print(f"bug reports        {len(reports)}")
     for kind, n in Counter(r.kind for r in reports).most_common():
