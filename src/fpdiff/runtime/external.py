@@ -272,7 +272,11 @@ _SHARED: contextvars.ContextVar[Router | None] = contextvars.ContextVar("fpdiff_
 @contextlib.contextmanager
 def shared(env: dict[str, str] | None = None):
     """One router for every step run inside it: the op sweep runs thousands of one-op checks, and a worker started
-    per check (a fresh interpreter importing torch) would cost more than the cells it runs."""
+    per check (a fresh interpreter importing torch) would cost more than the cells it runs. Inside another shared()
+    it is that one: a campaign that keeps its workers across batches opens it once around them."""
+    if _SHARED.get() is not None:
+        yield _SHARED.get()
+        return
     router = Router(env)
     token = _SHARED.set(router)
     try:

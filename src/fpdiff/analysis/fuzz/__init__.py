@@ -5,11 +5,13 @@ cell minimized by delta debugging (minimize.py) and deduplicated by a semantic s
 and report (campaign.py). A campaign runs in batches here or on Ray (analysis/distribute.py)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from fpdiff.analysis.check.run import worker_env
 from fpdiff.analysis.fuzz.campaign import BatchAnswer, FuzzConfig, GraphRecord, run_batch
 from fpdiff.analysis.fuzz.graph import FORMS, ONNX, TORCH
 from fpdiff.analysis.fuzz.result import LOST, FuzzResult
@@ -17,7 +19,7 @@ from fpdiff.analysis.ops import sweep_config
 from fpdiff.backends import registry
 from fpdiff.core.errors import UsageError
 from fpdiff.core.versions import report_versions
-from fpdiff.runtime import rundir
+from fpdiff.runtime import external, rundir
 
 __all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "FuzzResult", "fuzz"]
 
@@ -26,9 +28,11 @@ DEFAULT_BACKENDS = ("inductor", "ort", "openvino", "iree")
 # fp32 is where a rewrite that loses digits shows against float64; fp16 is where fusions overflow and kernels get
 # substituted. bf16 is asked for by name.
 DEFAULT_PRECISIONS = ("fp32", "fp16")
-# Graphs per batch: a batch shares one set of workers (one start per backend) and is the unit Ray schedules, times
-# out and loses; 8 graphs spread a start over ~60 cells while a lost batch costs little.
-BATCH = 8
+# Graphs per batch: a batch shares one set of workers and is the unit Ray schedules, times out and loses. A worker
+# start (a fresh interpreter importing torch and the backend) costs ~2.2 s, and a warm ORT cell of a small graph
+# ~15 ms: at 8 graphs a batch the starts were 90% of an ORT campaign's time (3.3 graphs/s); 32 spreads a start
+# over enough graphs that the cells dominate, while a lost batch still costs little of a long campaign.
+BATCH = 32
 DEFAULT_GRAPHS = 50  # without --graphs or --time: a few minutes on the default backends
 # Worker starts and minimizations a batch's Ray limit allows for beyond its cells' own timeouts
 BATCH_EXTRA_S = 900.0
@@ -109,7 +113,6 @@ def _check_ops(ops: Sequence[str] | None) -> None:
 def _run(config: FuzzConfig, total: int | None, batch: int, ray: str | None,
          progress: Progress | None) -> list[BatchAnswer]:
     """Batches of graph indices, here or on Ray, until `total` graphs or the deadline."""
-    from fpdiff.analysis import distribute
     t0, seen, found = time.perf_counter(), [0], [0]
 
     def tick(rec: GraphRecord, batch_found) -> None:
@@ -118,6 +121,16 @@ def _run(config: FuzzConfig, total: int | None, batch: int, ray: str | None,
             rate = 60.0 * seen[0] / max(time.perf_counter() - t0, 1e-9)
             progress(f"{seen[0]} graphs, {rate:.1f}/min, {len(batch_found) + found[0]} findings", seen[0], total)
 
+    # here the workers stay warm from batch to batch (a batch is then only the unit of the in-batch dedup); on Ray
+    # each task starts its own
+    with external.shared(worker_env()) if ray is None else contextlib.nullcontext():
+        return _rounds(config, total, batch, ray, tick, found)
+
+
+def _rounds(config: FuzzConfig, total: int | None, batch: int, ray: str | None, tick, found: list[int]
+            ) -> list[BatchAnswer]:
+    """Rounds of batches (one here, one per CPU on Ray) until `total` graphs are made or the deadline passes."""
+    from fpdiff.analysis import distribute
     answers: list[BatchAnswer] = []
     start = 0
     per_round = 1 if ray is None else max(1, os.cpu_count() or 1)
