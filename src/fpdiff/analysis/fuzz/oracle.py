@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpdiff.analysis.fuzz.graph import ONNX, Sample
+from fpdiff.analysis.fuzz.minimize import MAGNITUDE_RANGES
 from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_case
 from fpdiff.core.status import Status
@@ -83,13 +84,14 @@ def case_of(sample: Sample, description: str = "") -> Case:
 
 
 def variant_of(sample: Sample) -> str:
-    """What makes the graph more than plain contiguous static normal-range inputs: layout, dynamic dims, ranges."""
+    """What makes the graph more than plain contiguous static inputs: layout, dynamic dims, magnitudes at a format's
+    limits (the features the minimizer tests for mattering; argument domains such as positive are not variants)."""
     parts = []
     layouts = sorted({x.layout for x in sample.graph.inputs} - {"contiguous"})
     parts += layouts
     if any(x.dynamic for x in sample.graph.inputs):
         parts.append("dynamic")
-    parts += sorted({x.range for x in sample.graph.inputs} - {"normal", "cut"})
+    parts += sorted({x.range for x in sample.graph.inputs} & set(MAGNITUDE_RANGES))
     return "+".join(parts) or "plain"
 
 
