@@ -80,6 +80,9 @@ GUARDS: dict[str, tuple[tuple[str, ...], ...]] = {
     NONZERO: (("abs", "add"), ("sigmoid",)),
     UNIT: (("tanh",), ("sigmoid",)),
 }
+# ops whose second argument is a weight that stays static: a conv's output channels must divide by its groups,
+# which a plain torch.export Dim cannot say, so declaring that dim dynamic makes export refuse every backend
+FIXED_WEIGHTS = ("conv2d",)
 COMBINERS = ("add", "mul", "sub")  # binary ops that fold a dead branch into the output
 
 
@@ -438,12 +441,14 @@ def _dynamic(rnd: random.Random, g: Graph) -> list[tuple[int, ...]]:
     """Per input, the dims exported as dynamic: one axis (counted from the end, as broadcasting aligns them) of one
     size, in every input that has that size there, so broadcast partners vary together. Sizes 1 are never
     dynamic (exporters specialize 0 and 1)."""
-    spots = sorted({(x.type.rank - i, s) for x in g.inputs for i, s in enumerate(x.type.shape) if s > 1})
+    weights = {n.args[1] for n in g.nodes if n.op in FIXED_WEIGHTS and len(n.args) > 1}
+    spots = sorted({(x.type.rank - i, s) for k, x in enumerate(g.inputs) if k not in weights
+                    for i, s in enumerate(x.type.shape) if s > 1})
     if not spots:
         return [()] * len(g.inputs)
     back, size = rnd.choice(spots)
-    return [((x.type.rank - back,) if x.type.rank >= back and x.type.shape[x.type.rank - back] == size else ())
-            for x in g.inputs]
+    return [((x.type.rank - back,) if k not in weights and x.type.rank >= back
+             and x.type.shape[x.type.rank - back] == size else ()) for k, x in enumerate(g.inputs)]
 
 
 def _with_values(graph: Graph, form: str, seed: int) -> Sample | Discard:
