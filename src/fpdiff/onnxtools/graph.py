@@ -82,11 +82,14 @@ def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
 
 def float64_ops() -> list:
     """Kernels that compute in the input's dtype: the evaluator's own Erf is float32 (np.vectorize with
-    otypes "f"), and its Gelu expands into float32 constants, which would make the float64 judge a float32 one."""
+    otypes "f"), and its Gelu expands into float32 constants, which would make the float64 judge a float32 one.
+    Its LogSoftmax is log(softmax(x)): a probability that underflows to 0 gives -inf where the answer is finite
+    (log_softmax([22400, 22100, 32000]) is [-9600, -9900, 0]); here it is x - max - log(sum(exp(x - max)))."""
     import math
 
     import numpy as np
     from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.op_log_softmax import LogSoftmax as NaiveLogSoftmax
 
     erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -107,4 +110,12 @@ def float64_ops() -> list:
                 y = 0.5 * x64 * (1 + erf(x64 / math.sqrt(2)))
             return (y.astype(x.dtype),)
 
-    return [Erf, Gelu]
+    class LogSoftmax(NaiveLogSoftmax):  # the evaluator's own axis handling, the stable formula
+        def _run(self, x, axis=None):
+            if x.size == 0:
+                return (x,)
+            axis = axis or self.axis
+            shifted = x - x.max(axis=axis, keepdims=True)
+            return ((shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(x.dtype),)
+
+    return [Erf, Gelu, LogSoftmax]

@@ -26,12 +26,23 @@ ILL_CONDITIONED = "ill-conditioned: the float64 output moves under input perturb
                   "the backend departs"
 UNJUDGED = "unjudged: the float64 judge failed its cross-check on this graph"
 NO_REFERENCE = "float64 reference failed"
+JUDGE_DISAGREES = "judge disagreement: the ONNX graph's float64 judge and its torch form's float64 value part"
 
 
 @dataclass
 class GraphPayload:
     """A Case payload that writes itself: the sample as a torch program or an ONNX graph (emit.py)."""
     sample: Sample
+
+    @property
+    def expected(self) -> list | None:
+        """A second float64 opinion for an ONNX graph, whose judge is the ONNX reference evaluator: the torch form's
+        float64 value. Where they part, one of the two float64 implementations is wrong and the graph has no judge
+        (the evaluator's LogSoftmax gave -inf for -9600 so). A torch graph's judge is that torch value itself."""
+        if self.sample.form != ONNX:
+            return None
+        from fpdiff.analysis.fuzz import emit
+        return [emit.evaluate(self.sample)]
 
     def write(self, folder: Path) -> tuple[str, str | None]:
         from fpdiff.analysis.fuzz import emit
@@ -103,12 +114,16 @@ def judge(sample: Sample, config: SweepConfig, reg, work: Path) -> tuple[GraphVe
 
 
 def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
-    """Failing cells make a failing graph; without them, a cell the judge cannot stand behind or an ill-conditioned
-    output discards it (never reported as a bug); otherwise it passed."""
+    """Two float64 implementations that disagree discard the graph; failing cells make a failing graph; without
+    them, a cell the judge cannot stand behind or an ill-conditioned output discards it (never reported as a bug);
+    otherwise it passed."""
     v = GraphVerdict(sample_id, PASS, duration_s=outcome.duration_s,
                      statuses={f"{c.backend}/{c.precision}": str(c.status) for c in outcome.cells})
     if outcome.skipped:
         v.outcome, v.discard = DISCARDED, f"{NO_REFERENCE}: {outcome.skipped}"
+        return v
+    if outcome.disagreement:  # two float64 implementations part: no verdict on this graph can stand
+        v.outcome, v.discard = DISCARDED, f"{JUDGE_DISAGREES}: {outcome.disagreement.get('detail', '')}"
         return v
     v.failures = [failure_of(c) for c in outcome.cells if c.status in FINDING_STATUSES]
     if v.failures:
