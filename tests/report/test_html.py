@@ -99,10 +99,10 @@ def test_the_page_follows_the_reports_kind_and_refuses_an_unknown_one(tmp_path, 
     report = check_report()
     assert report["kind"] == "check" and "Grid, shapes: static" in html.render(report)
     src, out = tmp_path / "run.json", tmp_path / "report.html"
-    src.write_text(json.dumps({**report, "kind": "fuzz"}))
+    src.write_text(json.dumps({**report, "kind": "wobble"}))
     assert main(["report", str(src), "-o", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "kind 'fuzz'" in err and err.count("\n") == 1 and not out.exists()
+    assert "kind 'wobble'" in err and err.count("\n") == 1 and not out.exists()
 
 
 def test_a_report_written_before_kind_is_read_once_with_a_deprecation_line(tmp_path, capsys):
