@@ -402,7 +402,11 @@ def case_dynamic_shapes(path: str | Path, names: list[str]) -> dict | None:
     """torch.export dynamic_shapes of the case: the dims write_case found dynamic, named, shared where export found
     them equal, with the range export found (None when no declared dim stays dynamic)."""
     data = torch.load(path, weights_only=False)
-    declared = data.get("dims") or {}
+    return named_dims(data.get("dims") or {}, names)
+
+
+def named_dims(declared: dict, names: list[str]) -> dict | None:
+    """{input: {dim: (Dim name, min, max)}} as torch.export's dynamic_shapes (None when nothing is declared)."""
     if not declared:
         return None
     made: dict[str, Any] = {}
@@ -446,7 +450,23 @@ def declare_dims(payload: TorchSample, names: list[str]) -> dict:
                 lo, hi = (_bound(rng.lower), _bound(rng.upper)) if rng is not None else (None, None)
                 dim = named.setdefault(size.node.expr, f"{name}_d{d}")
                 out.setdefault(name, {})[d] = (dim, lo, hi)
-    return out
+    return out if _exports(payload, names, tensors, out) else {}
+
+
+def _exports(payload: TorchSample, names: list[str], tensors, declared: dict) -> bool:
+    """Whether the case exports with its dims named and ranged as declared: export's guards are not all ranges (a
+    conv's output size != 1 excludes one value inside the range it reports), and a declaration export refuses would
+    fail every cell at an export that is the declaration's fault, not the op's; such a case stays static."""
+    if not declared:
+        return True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.export.export(one_op(payload, names), tensors, dynamic_shapes=named_dims(declared, names),
+                                strict=False)
+    except Exception:  # torch.export raises UserError, ConstraintViolationError, GuardOnDataDependentSymNode...
+        return False
+    return True
 
 
 def _passed_dim(t: torch.Tensor, d: int, layout: str) -> int:
