@@ -194,9 +194,11 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("address", [f"127.0.0.1:{_closed_port()}", "10.255.255.1:6379"])
+# the closed port is picked when the test runs, not in its id: every pytest-xdist worker collects the same tests
+@pytest.mark.parametrize("address", ["127.0.0.1:{closed}", "10.255.255.1:6379"])
 def test_an_address_nobody_answers_at_is_one_line_within_seconds(address):
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'fpdiff[ray]'")
+    address = address.format(closed=_closed_port())
     start = time.monotonic()
     with pytest.raises(UsageError, match=f"^no Ray cluster answers at {address}: ") as e:
         run_batches(BATCHES, seeded_sums, address=address, timeout=60)
