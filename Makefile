@@ -22,9 +22,11 @@ install: $(STAMP)
 demo: install
 	$(BIN)/fpdiff check example:tinycnn --json fpdiff-out/demo.json
 
-# everything, real backends included: what CI runs
+# everything, real backends included: what CI runs. Two workers (pytest-xdist): a serial run keeps about one core
+# busy, so both cores of a 2-core machine halve it; each file runs whole on one worker, the Ray files together
+# (tests/conftest.py)
 test: install
-	$(BIN)/python -m pytest -q --durations=20 tests
+	$(BIN)/python -m pytest -q --durations=20 -n 2 --dist loadfile tests
 
 # pure logic only (verdict rules, metrics, casts, mixed graphs, registry, CLI bad input): run it constantly
 test-fast: install
