@@ -496,7 +496,7 @@ def _fuzz(args, console) -> int:
                           time_budget=args.time, seed=args.seed, ops=args.ops, max_ops=args.max_ops,
                           forms=args.forms, ray=args.ray, plugins=tuple(args.plugin),
                           backend_flags=_backend_flags(args), timeout=args.timeout,
-                          cache_dir=False if args.no_cache else args.cache_dir,
+                          cache_dir=False if args.no_cache or not args.cache_dir else args.cache_dir,
                           repro_dir=None if args.no_repro else args.repro_dir, progress=progress)
     return _finish(args, console, result)
 

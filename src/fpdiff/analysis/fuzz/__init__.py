@@ -45,12 +45,14 @@ def fuzz(*, backends: Sequence[str] = DEFAULT_BACKENDS, precisions: Sequence[str
          graphs: int | None = None, time_budget: float | None = None, seed: int = 0,
          ops: Sequence[str] | None = None, min_ops: int = 2, max_ops: int = 6, forms: Sequence[str] | None = None,
          ray: str | None = None, plugins: Sequence[str] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
-         iree_flags: Sequence[str] = (), timeout: float = 120.0, cache_dir: str | None | bool = None,
+         iree_flags: Sequence[str] = (), timeout: float = 120.0, cache_dir: str | None | bool = False,
          repro_dir: str | None = "fpdiff-out/fuzz", recheck: bool = True, batch: int = BATCH,
          minimize_budget: int | None = None, progress: Progress | None = None) -> FuzzResult:
     """A fuzz campaign: `graphs` graphs from `seed` (or as many as `time_budget` seconds allow), each judged on
     every backend at every precision; `ops`: case-insensitive globs over the vocabulary's op names and catalog
-    names; `forms`: torch and/or onnx (None: those the backends take); `ray`: a Ray address ("local" starts one)."""
+    names; `forms`: torch and/or onnx (None: those the backends take); `ray`: a Ray address ("local" starts one).
+    No compile cache unless `cache_dir` names one: every graph is new, so a cache is only written, never read, and
+    an hour's campaign on four backends wrote gigabytes of artifacts into it."""
     from fpdiff.analysis import distribute
     from fpdiff.analysis.fuzz import campaign
     t0 = time.perf_counter()

@@ -36,7 +36,7 @@ class SweepConfig:
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     timeout: float = 120.0
     seed: int = 0
-    cache_dir: str | None = None
+    cache_dir: str | None = None  # None: no compile cache (sweep_config turns the default into the cache root)
     repro_dir: str | None = None  # where failing cells' repro bundles go (None: none written)
     recheck: bool = True  # rerun every repro in a fresh process and record whether it re-triggers
     deadline: float | None = None  # wall-clock time (time.time()) after which no case starts: --time's budget
@@ -114,7 +114,7 @@ def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
         raise UsageError(f"no backend of {', '.join(config.backends)} takes {kind} models")
     return make_grid(model, reg, backends=backends, precisions=config.precisions, devices=("cpu",),
                      shape_variants=None, allow_nonfinite=False, repeat=1, plugins=config.plugins,
-                     flags=config.flags, cache_dir=config.cache_dir, seed=config.seed,
+                     flags=config.flags, cache_dir=config.cache_dir or False, seed=config.seed,
                      load_args={"inputs": inputs, "shapes": None, "seed": config.seed, "keep_opset": True})
 
 
