@@ -174,7 +174,7 @@ def _finding(sample: Sample, f: oracle.Failure, config: FuzzConfig, reg, work: P
     seconds = time.perf_counter() - t0
     variant = variant_of(matters)
     cell, repro, report = _repro(small, f, variant, config, reg, work)
-    sig = cell.signature if cell else _signature(f, small.graph.ops(), variant)
+    sig = _signature(f, small.graph.ops(), variant)
     return Found(sig, f.backend, f.precision, f.status, f.status_class, small.graph.ops(), variant,
                  cell.reason if cell else f.reason, cell.metrics if cell else f.metrics, small.form,
                  {"minimized": small.graph.as_dict(), "id": small.id, "original": sample.id},
@@ -192,7 +192,7 @@ def variant_of(matters: list[str]) -> str:
 
 @dataclass
 class _Judged:
-    signature: str
+    """The minimized graph's failing cell as judged again: what the finding reports of it."""
     reason: str
     metrics: dict | None
 
@@ -218,9 +218,8 @@ def _repro(small: Sample, f: oracle.Failure, variant: str, config: FuzzConfig, r
     if not cells:
         return None, {"path": None, "retriggers": None, "error": "the minimized graph passed when judged again"}, None
     cell = cells[0]
-    sig = _signature(f, small.graph.ops(), variant)
     if not root:
-        return _Judged(sig, cell.reason, cell.metrics), None, None
+        return _Judged(cell.reason, cell.metrics), None, None
     mine = [r for r in requests if r[2] is cell]
     ops_verdict.write_repros(mine, Path(root))
     if config.sweep.recheck:
@@ -235,4 +234,4 @@ def _repro(small: Sample, f: oracle.Failure, variant: str, config: FuzzConfig, r
         (bundle / "graph.npz").write_bytes(small.to_bytes())
         report = str(bundle / "REPORT.md")
         Path(report).write_text(repro.upstream_report(cell, bundle, versions))
-    return _Judged(sig, cell.reason, cell.metrics), cell.repro, report
+    return _Judged(cell.reason, cell.metrics), cell.repro, report
