@@ -273,3 +273,91 @@ def test_diff_of_two_support_tables(tmp_path):
     assert code == 1 and "native -> other-dtype" in out
     assert_usage_error(["diff", old, "3"], "not one of each")
     assert_usage_error(["diff", old, str(tmp_path / "missing.json")], "cannot read")
+
+
+def test_quiet_is_taken_before_and_after_the_subcommand():
+    from fpdiff.cli import parser
+    assert parser().parse_args(["--quiet", "check", "m.py"]).quiet
+    assert parser().parse_args(["check", "m.py", "-q"]).quiet
+    assert not parser().parse_args(["check", "m.py"]).quiet
+    assert parser().parse_args(["ops", "--quiet"]).quiet and parser().parse_args(["ranges", "m.py", "-q"]).quiet
+
+
+def run_at_a_terminal(*args, cwd=None):
+    """fpdiff with stderr on a terminal (a pty) and stdout piped: (exit code, stdout, what the terminal got)."""
+    import os
+    import pty
+    import threading
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")} | {"TERM": "xterm-256color"}
+    p = subprocess.Popen([sys.executable, "-m", "fpdiff", *args], stdout=subprocess.PIPE, stderr=slave,
+                         stdin=subprocess.DEVNULL, cwd=cwd, env=env)
+    os.close(slave)
+    chunks = []
+
+    def drain():  # read as it comes: a full pty would stall the run
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the other end closed
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+    reader = threading.Thread(target=drain)
+    reader.start()
+    out, _ = p.communicate(timeout=600)
+    reader.join()
+    os.close(master)
+    return p.returncode, out.decode(), b"".join(chunks).decode(errors="replace")
+
+
+SEGMENTING_PLUGIN = '''
+import time
+
+from fpdiff.runtime.progress import segment
+
+
+class Segmenting:
+    name = "segmenting"
+
+    def available(self):
+        return None
+
+    def prepare(self, program, precision, device):
+        module = program.module()
+
+        def run(*inputs):
+            for i in range(4):  # a long cell of four blocks, told as they are done
+                time.sleep(0.3)
+                segment(i + 1, 4, f"block.{i}")
+            return module(*inputs)
+        return run
+'''
+
+
+@pytest.mark.slow
+def test_progress_goes_to_a_terminal_stderr_with_a_cells_segments_and_quiet_turns_it_off(tmp_path):
+    plugin = write(tmp_path, "segmenting.py", SEGMENTING_PLUGIN)
+    args = ["check", "example:tinycnn", "--plugin", plugin, "--backends", "segmenting", "--precisions", "fp32",
+            "--repeat", "1", "--no-store"]
+    code, out, err = run_at_a_terminal(*args)
+    assert code == 0, (out, err)
+    import re
+    cells, segments = re.compile(r"\d/\d cells"), re.compile(r"segment \d/4 \(block\.\d\)")
+    assert cells.search(err) and segments.search(err), err  # the worker's blocks, seen by the parent
+    assert not cells.search(out) and not segments.search(out) and "pass" in out  # stdout: the table only
+    code, out, err = run_at_a_terminal(*args, "--quiet")
+    assert code == 0 and not cells.search(err) and not segments.search(err), err
+
+
+@pytest.mark.slow
+def test_json_to_stdout_is_all_stdout_holds_and_shows_no_progress(tmp_path):
+    code, out, err = run_at_a_terminal("check", "example:tinycnn", "--backends", "torch", "--precisions", "fp32",
+                                       "--no-store", "--json", "-")
+    assert code == 0, (out, err)
+    assert json.loads(out)["kind"] == "check"  # nothing but the JSON on stdout
+    assert "JSON report: stdout" in err and "pass" in err  # the table moved to stderr
+    assert "0/1 cells" not in err and "1/1 cells" not in err  # no progress beside a JSON stream
+    code, out, err = run("ranges", "example:tinycnn", "--json", "-")
+    assert code == 0 and json.loads(out)["kind"] == "ranges", err

@@ -6,6 +6,8 @@ history and the exit code, all by the result's kind)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import os
 import sys
 from collections.abc import Callable
@@ -14,6 +16,10 @@ from pathlib import Path
 from fpdiff.core.errors import UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+QUIET_HELP = "show no progress (it goes to stderr, and only when stderr is a terminal)"
+JSON_STDOUT = "-"  # --json -: the JSON report is stdout's only content
+# where `--json -` writes: the real stdout, while anything else printed during the run goes to stderr
+_JSON_OUT: contextvars.ContextVar = contextvars.ContextVar("fpdiff_json_out", default=None)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -108,7 +114,8 @@ def _routes(p: argparse.ArgumentParser) -> None:
 
 
 def _reports(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", metavar="PATH", help="write the JSON report here")
+    p.add_argument("--json", metavar="PATH", help="write the JSON report here ('-': stdout, and everything else "
+                   "to stderr)")
     p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report here")
 
 
@@ -286,12 +293,15 @@ def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="fpdiff", description="Same numbers in every precision and on every backend?")
     p.add_argument("--version", action="version", version=_version())
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     p.add_argument("--keep-temp", action="store_true",
                    help="keep the run's temporary files (exported graphs, segments, worker logs) and print where")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for build in (_check_parser, _locate_parser, _ranges_parser, _plan_parser, _ops_parser, _fuzz_parser,
                   _other_parsers):
         build(sub)
+    for command in sub.choices.values():  # before or after the subcommand; unset there, it keeps the global one's
+        command.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     return p
 
 
@@ -331,10 +341,32 @@ def _run(args) -> int:
         routes.configure(python=dict(routes.parse_assignment(a, "python") for a in args.backend_python),
                          host=dict(routes.parse_assignment(a, "host") for a in args.backend_host),
                          token_file=args.token_file)
+    if not _json_to_stdout(args):
+        return COMMANDS[args.command](args, _console(sys.stdout, stderr=False))
+    token = _JSON_OUT.set(sys.stdout)
+    try:  # a print anywhere in the run (torch's own included) must not corrupt the JSON on stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return COMMANDS[args.command](args, _console(sys.stderr, stderr=True))
+    finally:
+        _JSON_OUT.reset(token)
+
+
+def _json_to_stdout(args) -> bool:
+    return getattr(args, "json", None) == JSON_STDOUT
+
+
+def _console(stream, stderr: bool):
+    """The console the results are shown on: stdout, or stderr when stdout carries the JSON report."""
     from rich.console import Console
     # piped or logged output: wide enough for the tables; a terminal keeps its own width
-    console = Console() if sys.stdout.isatty() else Console(width=160)
-    return COMMANDS[args.command](args, console)
+    return Console(stderr=stderr) if stream.isatty() else Console(stderr=stderr, width=160)
+
+
+def _progress(args, what: str, unit: str = "cells"):
+    """The analysis's progress display (on stderr, at a terminal); none with --quiet or when the JSON report goes to
+    stdout (a script reading it wants nothing else from this run)."""
+    from fpdiff.report.progress import display
+    return display(what, unit, enabled=not args.quiet and not _json_to_stdout(args))
 
 
 def _examples(args, console) -> int:
@@ -388,15 +420,8 @@ def _runs(args) -> dict:
 
 
 def _check(args, console) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from fpdiff import api
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
-        tid = bar.add_task("loading", total=None)
-
-        def progress(what: str, i: int, n: int) -> None:
-            bar.update(tid, description=what, completed=i, total=n)
+    with _progress(args, "loading the model") as progress:
         result = api.check(args.model, backends=args.backends, precisions=args.precisions,
                            devices=args.devices or [args.device], shape_variants=args.shape_variants,
                            allow_nonfinite=args.allow_nonfinite, repeat=args.repeat, keep_opset=args.keep_opset,
@@ -407,8 +432,9 @@ def _check(args, console) -> int:
 def _locate(args, console) -> int:
     from fpdiff import api
     repro = None if args.no_repro else (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}")
-    result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
-                        mark_all=args.mark_all, shape_variant=args.shape_variant, repro=repro, **_runs(args))
+    with _progress(args, f"locate: {args.backend} {args.precision}", unit="steps"):
+        result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
+                            mark_all=args.mark_all, shape_variant=args.shape_variant, repro=repro, **_runs(args))
     return _finish(args, console, result, view={"top": args.top}, own_files=lambda: _locate_files(args, console,
                                                                                                     result))
 
@@ -430,13 +456,14 @@ def _locate_files(args, console, result) -> None:
 
 def _ranges(args, console) -> int:
     from fpdiff import api
-    result = api.ranges(args.model, precisions=args.precision, seed=args.seed)
+    with _progress(args, "ranges: every float64 intermediate"):
+        result = api.ranges(args.model, precisions=args.precision, seed=args.seed)
     return _finish(args, console, result, view={"show_all": args.all})
 
 
 def _plan(args, console) -> int:
     from fpdiff import api
-    with console.status("planning: evidence, then trials"):
+    with _progress(args, "planning: evidence, then trials", unit="evaluations"):
         result = api.plan(args.model, precision=args.precision, backend=args.backend, tolerance=args.tolerance,
                           device=args.device, load=args.load, export_onnx=args.export_onnx,
                           measure_speed=not args.no_speed, **_runs(args))
@@ -453,21 +480,13 @@ def _save_plan(args, console, result) -> None:
 
 
 def _ops(args, console) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     from fpdiff import api
     if args.list_variants:
         from fpdiff.analysis.ops.variants import DEFAULT_VARIANTS, VARIANTS
         for name, v in VARIANTS.items():
             console.print(f"{name:16s} {'(default) ' if name in DEFAULT_VARIANTS else ''}{v.doc}", highlight=False)
         return EXIT_OK
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} cases"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True,
-                  disable=not console.is_terminal) as bar:
-        tid = bar.add_task("selecting cases", total=None)
-
-        def progress(what: str, i: int, n: int) -> None:
-            bar.update(tid, description=what[:60], completed=i, total=n)
+    with _progress(args, "selecting cases", unit="cases") as progress:
         result = api.ops(catalogs=args.catalog, patterns=args.ops, variants=args.variants, backends=args.backends,
                          precisions=args.precisions, samples=args.samples, time_budget=args.time, ray=args.ray,
                          plugins=tuple(args.plugin), backend_flags=_backend_flags(args), timeout=args.timeout,
@@ -483,15 +502,8 @@ def _save_table(args, console, result) -> None:
 
 
 def _fuzz(args, console) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from fpdiff import api
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console,
-                  transient=True, disable=not console.is_terminal) as bar:
-        tid = bar.add_task("generating graphs", total=args.graphs)
-
-        def progress(what: str, i: int, n: int | None) -> None:
-            bar.update(tid, description=what[:70], completed=i, total=n)
+    with _progress(args, "generating graphs", unit="graphs") as progress:
         result = api.fuzz(backends=args.backends, precisions=args.precisions, graphs=args.graphs,
                           time_budget=args.time, seed=args.seed, ops=args.ops, max_ops=args.max_ops,
                           forms=args.forms, ray=args.ray, plugins=tuple(args.plugin),
@@ -514,7 +526,7 @@ def _finish(args, console, result, view: dict | None = None, own_files: Callable
         own_files()
     if args.json:
         _write_json(args.json, result.as_dict())
-        console.print(f"JSON report: {args.json}", highlight=False)
+        console.print(f"JSON report: {'stdout' if _json_to_stdout(args) else args.json}", highlight=False)
     if getattr(args, "junit", None):
         _write_junit(args, console, result)
     code = result.exit_code(strict=getattr(args, "strict", False))
@@ -528,7 +540,13 @@ def _finish(args, console, result, view: dict | None = None, own_files: Callable
 
 
 def _write_json(path: str, data: dict) -> None:
-    from fpdiff.report.json_report import dump
+    from fpdiff.report.json_report import cleaned, dump
+    if path == JSON_STDOUT:
+        import json
+        out = _JSON_OUT.get() or sys.stdout
+        out.write(json.dumps(cleaned(data), indent=2) + "\n")
+        out.flush()
+        return
     try:
         dump(data, path)
     except OSError as e:

@@ -11,14 +11,16 @@ from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
 from fpdiff.runtime import external
+from fpdiff.runtime import progress as segments
 from fpdiff.runtime.worker import JobResult
 
 Progress = Callable[[str, int, int], None]
 
 
 def worker_env() -> dict[str, str]:
-    """What every worker of a check gets: the threads this machine has, unless the user set them."""
-    return {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1))}
+    """What every worker of a check gets: the threads this machine has, unless the user set them, and where to tell
+    the segments done inside a long cell when progress is shown."""
+    return {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(os.cpu_count() or 1)), **segments.worker_env()}
 
 
 def run_grid(grid: Grid, timeout: float, env: dict, progress: Progress | None) -> tuple[dict, JobResult]:
@@ -26,6 +28,8 @@ def run_grid(grid: Grid, timeout: float, env: dict, progress: Progress | None) -
     order = grid.order()
     results: dict[JobKey, JobResult] = {}
     with external.pool(env) as pool:
+        if progress and grid.judge_flags:  # the judge's own reference can be the longest job of all: said first
+            progress(f"{grid.judge_backend} cpu fp64 reference", 0, len(order))
         ref = _apart_reference(grid, pool, timeout)
         for i, key in enumerate(order):
             if progress:
