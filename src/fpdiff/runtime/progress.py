@@ -10,11 +10,12 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from fpdiff.runtime import rundir
 
 # Workers (local children, --backend-python interpreters) inherit it; a remote worker has no such file and stays silent.
 ENV = "FPDIFF_PROGRESS"
@@ -80,7 +81,7 @@ def listening() -> Iterator[Path]:
     """Ask every worker started inside it for its segments: the file they write, named in the environment they
     inherit (removed, and the variable restored, at the end)."""
     outer = os.environ.get(ENV)
-    folder = Path(tempfile.mkdtemp(prefix="fpdiff-progress-"))
+    folder = rundir.mkdtemp(prefix="fpdiff-progress-")  # in the run's scratch root: kept and removed with it
     path = folder / "segment.json"
     os.environ[ENV] = str(path)
     try:
