@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import operator
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
@@ -168,12 +168,35 @@ class LocateResult(Result):
         return sorted(self.ops, key=lambda o: (-o.ratio if math.isfinite(o.ratio) else -1e300))[:n]
 
 
-def _rel_l2(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, int]:
+class _Scratch:
+    """One float64 buffer that each op's difference from float64 is written into, reused op after op: a fresh
+    tensor the size of an activation per op costs more in page faults than the subtraction itself."""
+
+    def __init__(self) -> None:
+        self.buf = torch.empty(0, dtype=torch.float64)
+
+    def diff_norm(self, out: torch.Tensor, ref: torch.Tensor) -> float:
+        """L2 norm of out - ref, the subtraction in float64 as `out.double() - ref` makes it, elementwise equal."""
+        n = ref.numel()
+        if self.buf.numel() < n:
+            self.buf = torch.empty(0, dtype=torch.float64)  # the old one freed before the larger one is made
+            self.buf = torch.empty(n, dtype=torch.float64)
+        d = self.buf[:n].view(ref.shape)
+        d.copy_(out)  # two same-dtype passes: a mixed bfloat16 - float64 subtraction is ~10x slower on the CPU
+        d.sub_(ref)
+        return float(torch.linalg.vector_norm(d))
+
+
+def _rel_l2(out: torch.Tensor, ref: torch.Tensor, scratch: _Scratch | None = None) -> tuple[float, int]:
     """Relative L2 over values finite in float64, and how many of those the output lost to NaN/Inf."""
-    out = out.double()
-    num, den = float(torch.linalg.vector_norm(out - ref)), float(torch.linalg.vector_norm(ref))
+    if scratch is not None and out.shape == ref.shape and ref.dtype == torch.float64:
+        num = scratch.diff_norm(out, ref)
+    else:
+        num = float(torch.linalg.vector_norm(out.reshape(-1).double() - ref.reshape(-1)))
+    den = float(torch.linalg.vector_norm(ref))
     if math.isfinite(num) and math.isfinite(den):  # no NaN/Inf anywhere (a norm would show it): no masks
         return (num / den if den > 0 else (0.0 if num == 0 else math.inf)), 0
+    out, ref = out.reshape(-1).double(), ref.reshape(-1)
     finite = torch.isfinite(ref)
     bad = int((finite & ~torch.isfinite(out)).sum())
     if bad:
@@ -184,7 +207,18 @@ def _rel_l2(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, int]:
     return (num / den if den > 0 else (0.0 if num == 0 else math.inf)), 0
 
 
-def _representation(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float]:
+def _max_abs(ref: torch.Tensor) -> float:
+    """The largest finite |value|: one min/max pass when every value is finite (their L2 norm is), else masked."""
+    if not ref.numel():
+        return 0.0
+    if math.isfinite(float(torch.linalg.vector_norm(ref))):
+        lo, hi = torch.aminmax(ref)
+        return max(abs(float(lo)), abs(float(hi)))
+    fin = ref[torch.isfinite(ref)]
+    return float(fin.abs().max()) if fin.numel() else 0.0
+
+
+def _representation(ref: torch.Tensor, dtype: torch.dtype, scratch: _Scratch | None = None) -> tuple[float, float]:
     """Rounding error of P on the values it holds as normals, and the share of nonzero values it flushes to zero
     (below half its smallest subnormal). Values outside the normal range are not part of the floor: losing them
     is the op's failure at P."""
@@ -192,7 +226,7 @@ def _representation(ref: torch.Tensor, dtype: torch.dtype) -> tuple[float, float
     a = ref.abs()
     smallest = float(torch.where(a > 0, a, math.inf).min()) if a.numel() else math.inf
     if float(a.max() if a.numel() else 0) <= fi.max and smallest >= fi.smallest_normal:  # all normal or zero
-        err, _ = _rel_l2(ref.to(dtype), ref)
+        err, _ = _rel_l2(ref.to(dtype), ref, scratch)
         return err, 0.0
     flush = fi.smallest_normal * fi.eps / 2
     nonzero = int(torch.count_nonzero(a))
@@ -211,6 +245,11 @@ def _cat(ts: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.detach().reshape(-1).double() for t in ts]) if ts else torch.zeros(0, dtype=torch.float64)
 
 
+def _one(ts: list[torch.Tensor]) -> torch.Tensor:
+    """An op's float outputs as one tensor: the output itself when there is one (no copy), else all flattened."""
+    return ts[0].detach() if len(ts) == 1 else _cat(ts)
+
+
 def _like(x, template):
     """x's tensors in the dtypes the same values have in `template` (the other run's), with the other run's
     non-tensor arguments (its dtypes, its subgraphs): one op's call as the other run makes it, on x's values."""
@@ -226,91 +265,120 @@ def _like(x, template):
     return torch.utils._pytree.tree_unflatten(out, spec)
 
 
+# What the streamed pass tells `progress`: ops done of the graph's ops
+Progress = Callable[[str, int, int | None], None]
+
+
 def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool = False,
-            program: torch.export.ExportedProgram | None = None) -> tuple[list[OpError], float]:
+            program: torch.export.ExportedProgram | None = None,
+            progress: Progress | None = None) -> tuple[list[OpError], float]:
     """Run float64 and P side by side op by op over ONE torch.export graph (the model at P, as a backend gets it),
     freeing values after their last use. The float64 run is that graph widened (segments.widen): every float op in
-    float64, the model's own casts included, weights from the model cast to float64. Two exports would not pair:
-    a `.to(torch.float32)` is a copy in one and the input itself in the other, and a branch on the dtype can
-    exist at one precision only."""
+    float64, the model's own casts included, weights from the model cast to float64 as each op reads them. Two
+    exports would not pair: a `.to(torch.float32)` is a copy in one and the input itself in the other, and a
+    branch on the dtype can exist at one precision only. `own` is kept for callers: the caller's module is never
+    changed (the float64 weights are cast per op from it, so no float64 copy of the model exists)."""
     gmp = (program or segments.export_at(module, inputs, p, graph.STATIC, None)).module()
-    # the float64 weights are the caller's module itself when it is ours to change: two weight sets, never three
-    weights = module.to(torch.float64) if own else graph.cast_module(module, prec.get("fp64"))
-    gm64 = segments.widen(gmp, weights)
-    # each float64 op also runs under the dispatch-level promotion (model/float64.py): what the graph's dtype
-    # arguments do not show (an op's internal narrower compute, ops with no float64 kernel such as
-    # torch._grouped_mm, computed by its float64 decomposition) is float64 too
-    f64 = float64_everywhere()
-    n64, np_ = list(gm64.graph.nodes), list(gmp.graph.nodes)
-    last_use = {}
-    for i, n in enumerate(np_):
-        for a in n.all_input_nodes:
-            last_use[a.name] = i
-    env64: dict[str, object] = {}
-    envp: dict[str, object] = {}
-    users_in = [t for t in inputs]
-    ph = 0
-    ops: list[OpError] = []
-    out_err = 0.0
-    with torch.no_grad():
-        for i, (a, b) in enumerate(zip(n64, np_)):
-            if b.op == "placeholder":
-                t = users_in[ph]
-                ph += 1
-                env64[b.name] = t.double() if t.is_floating_point() else t
-                envp[b.name] = prec.cast_tensor(t, p) if p.is_cast else (t.float() if t.is_floating_point() else t)
-            elif b.op == "get_attr":
-                env64[b.name] = segments.get_attr(gm64, a.target)
-                envp[b.name] = segments.get_attr(gmp, b.target)
-            elif b.op == "call_function":
-                args64, kw64 = tree_map(lambda x: env64[x.name] if isinstance(x, torch.fx.Node) else x,
-                                        (a.args, a.kwargs))
-                argsp, kwp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x,
-                                      (b.args, b.kwargs))
-                try:
-                    with f64:
-                        out64 = a.target(*args64, **kw64)
-                except (RuntimeError, Unsupported) as e:  # an op torch cannot compute in float64: say which
-                    path, src = graph.where(b)
-                    raise UsageError(f"locate's float64 run cannot compute {b.target} (node {b.name}, module "
-                                     f"{path or '(root)'}, {src}): {' '.join(str(e).split())[:MESSAGE_CHARS]}") from e
-                outp = b.target(*argsp, **kwp)
-                env64[b.name], envp[b.name] = out64, outp
-                r64 = _floats(out64)
-                if r64 and b.target is not operator.getitem:
-                    ref = _cat(r64)
-                    acc, _ = _rel_l2(_cat(_floats(outp)), ref)
-                    local, bad, flushed, floor = None, 0, 0.0, p.unit_roundoff
-                    if acc > LOCAL_FACTOR * floor:  # only then is the exact floor worth its passes over the data
-                        repr_err, flushed = _representation(ref, p.compute)
-                        floor = max(repr_err, p.unit_roundoff)
-                    # Examined only where something is off: an op whose accumulated error is within the floor
-                    # cannot be making much error of its own; skipping it keeps locate near one plain pass each.
-                    if acc > LOCAL_FACTOR * floor or flushed >= FLUSH_FRACTION:
-                        local_in = _like((args64, kw64), (argsp, kwp))
-                        local, bad = _rel_l2(_cat(_floats(b.target(*local_in[0], **local_in[1]))), ref)
-                        if local > LOCAL_FACTOR * floor:  # maybe ill-conditioned: what exact math on P inputs loses
-                            rounded_in = _like(local_in, (args64, kw64))  # P's inputs, float64 math
-                            with f64:
-                                exact = a.target(*rounded_in[0], **rounded_in[1])
-                            cond, _ = _rel_l2(_cat(_floats(exact)), ref)
-                            floor = max(floor, cond if math.isfinite(cond) else 0.0)
-                    path, src = graph.where(b)
-                    fin = ref[torch.isfinite(ref)]
-                    ops.append(OpError(len(ops), b.name, str(b.target), path, src, acc, local, floor, bad,
-                                       float(fin.abs().max()) if fin.numel() else 0.0, flushed))
-            elif b.op == "output":
-                outs64 = tree_map(lambda x: env64[x.name] if isinstance(x, torch.fx.Node) else x, a.args)
-                outsp = tree_map(lambda x: envp[x.name] if isinstance(x, torch.fx.Node) else x, b.args)
-                out_err, _ = _rel_l2(_cat(_floats(outsp)), _cat(_floats(outs64)))
-            elif b.op == "call_module" and str(b.target).startswith("_guards"):
-                pass  # export's input-shape guards: no arithmetic
-            else:
-                raise UsageError(f"locate cannot step through graph node {b.op} {b.target}")
-            for name in [n.name for n in b.all_input_nodes if last_use.get(n.name) == i]:
-                env64.pop(name, None)
-                envp.pop(name, None)
-    return ops, out_err
+    # two weight sets at most: the program's at P, and the caller's, read as float64 op by op (LazyCast)
+    gm64 = segments.widen(gmp, graph.cast_module(module, prec.get("fp64"), lazy=True))
+    return _Lockstep(gm64, gmp, p, progress).run(inputs)
+
+
+class _Lockstep:
+    """The two runs of one graph, node by node, with each op's error measured as it is made."""
+
+    def __init__(self, gm64: torch.fx.GraphModule, gmp: torch.fx.GraphModule, p: prec.Precision,
+                 progress: Progress | None) -> None:
+        self.gm64, self.gmp, self.p, self.progress = gm64, gmp, p, progress
+        # each float64 op also runs under the dispatch-level promotion (model/float64.py): what the graph's dtype
+        # arguments do not show (an op's internal narrower compute, ops with no float64 kernel such as
+        # torch._grouped_mm, computed by its float64 decomposition) is float64 too
+        self.f64 = float64_everywhere()
+        self.env64: dict[str, object] = {}
+        self.envp: dict[str, object] = {}
+        self.ops: list[OpError] = []
+        self.out_err = 0.0
+        self.scratch = _Scratch()
+
+    def run(self, inputs: tuple) -> tuple[list[OpError], float]:
+        n64, np_ = list(self.gm64.graph.nodes), list(self.gmp.graph.nodes)
+        last_use: dict[str, int] = {}
+        for i, n in enumerate(np_):
+            for a in n.all_input_nodes:
+                last_use[a.name] = i
+        total = sum(n.op == "call_function" for n in np_)
+        done, ph = 0, iter(inputs)
+        with torch.no_grad():
+            for i, (a, b) in enumerate(zip(n64, np_)):
+                if b.op == "placeholder":
+                    t = next(ph)
+                    self.env64[b.name] = t.double() if t.is_floating_point() else t
+                    self.envp[b.name] = (prec.cast_tensor(t, self.p) if self.p.is_cast else
+                                         (t.float() if t.is_floating_point() else t))
+                elif b.op == "get_attr":
+                    self.env64[b.name] = segments.get_attr(self.gm64, a.target)
+                    self.envp[b.name] = segments.get_attr(self.gmp, b.target)
+                elif b.op == "call_function":
+                    self.step(a, b)
+                    done += 1
+                    if self.progress is not None:
+                        self.progress("ops", done, total)
+                elif b.op == "output":
+                    outs64, outsp = self.args(a, b)
+                    self.out_err, _ = _rel_l2(_one(_floats(outsp)), _one(_floats(outs64)).double(), self.scratch)
+                elif b.op == "call_module" and str(b.target).startswith("_guards"):
+                    pass  # export's input-shape guards: no arithmetic
+                else:
+                    raise UsageError(f"locate cannot step through graph node {b.op} {b.target}")
+                for name in [n.name for n in b.all_input_nodes if last_use.get(n.name) == i]:
+                    self.env64.pop(name, None)
+                    self.envp.pop(name, None)
+        return self.ops, self.out_err
+
+    def args(self, a: torch.fx.Node, b: torch.fx.Node) -> tuple:
+        """The node's arguments in each run: its values for graph nodes, its constants otherwise."""
+        return (tree_map(lambda x: self.env64[x.name] if isinstance(x, torch.fx.Node) else x, (a.args, a.kwargs)),
+                tree_map(lambda x: self.envp[x.name] if isinstance(x, torch.fx.Node) else x, (b.args, b.kwargs)))
+
+    def step(self, a: torch.fx.Node, b: torch.fx.Node) -> None:
+        """One op in both runs, and its error when it makes floats (getitem only picks from a tuple measured)."""
+        in64, inp = self.args(a, b)
+        try:
+            with self.f64:
+                out64 = a.target(*in64[0], **in64[1])
+        except (RuntimeError, Unsupported) as e:  # an op torch cannot compute in float64: say which
+            path, src = graph.where(b)
+            raise UsageError(f"locate's float64 run cannot compute {b.target} (node {b.name}, module "
+                             f"{path or '(root)'}, {src}): {' '.join(str(e).split())[:MESSAGE_CHARS]}") from e
+        outp = b.target(*inp[0], **inp[1])
+        self.env64[b.name], self.envp[b.name] = out64, outp
+        r64 = _floats(out64)
+        if r64 and b.target is not operator.getitem:
+            self.measure(a, b, in64, inp, _one(r64).double(), _one(_floats(outp)))
+
+    def measure(self, a: torch.fx.Node, b: torch.fx.Node, in64: tuple, inp: tuple, ref: torch.Tensor,
+                out: torch.Tensor) -> None:
+        """The op's accumulated error, and where that is out of line, its own error against its floor."""
+        p = self.p
+        acc, _ = _rel_l2(out, ref, self.scratch)
+        local, bad, flushed, floor = None, 0, 0.0, p.unit_roundoff
+        if acc > LOCAL_FACTOR * floor:  # only then is the exact floor worth its passes over the data
+            repr_err, flushed = _representation(ref, p.compute, self.scratch)
+            floor = max(repr_err, p.unit_roundoff)
+        # Examined only where something is off: an op whose accumulated error is within the floor
+        # cannot be making much error of its own; skipping it keeps locate near one plain pass each.
+        if acc > LOCAL_FACTOR * floor or flushed >= FLUSH_FRACTION:
+            local_in = _like(in64, inp)
+            local, bad = _rel_l2(_one(_floats(b.target(*local_in[0], **local_in[1]))), ref, self.scratch)
+            if local > LOCAL_FACTOR * floor:  # maybe ill-conditioned: what exact math on P inputs loses
+                rounded_in = _like(local_in, in64)  # P's inputs, float64 math
+                with self.f64:
+                    exact = a.target(*rounded_in[0], **rounded_in[1])
+                cond, _ = _rel_l2(_one(_floats(exact)), ref, self.scratch)
+                floor = max(floor, cond if math.isfinite(cond) else 0.0)
+        path, src = graph.where(b)
+        self.ops.append(OpError(len(self.ops), b.name, str(b.target), path, src, acc, local, floor, bad,
+                                _max_abs(ref), flushed))
 
 
 @rundir.scoped
