@@ -46,3 +46,30 @@ def test_unknown_backend_and_onnx_models_are_refused_clearly(tmp_path):
     bad.write_bytes(b"")
     with pytest.raises(UsageError):
         fpdiff.locate(str(bad))
+
+
+def test_progress_tells_the_export_and_every_op_of_the_streamed_pass():
+    told = []
+    r = fpdiff.locate("example:tinyformer", precision="fp16", progress=lambda *a: told.append(a))
+    assert told[:2] == [("export", 0, 1), ("export", 1, 1)]
+    ops = [t for t in told if t[0] == "ops"]
+    total = ops[-1][2]
+    assert [t[1] for t in ops] == list(range(1, total + 1)) and {t[2] for t in ops} == {total}
+    assert total >= len(r.ops)  # every op is told, including those that make no floats (getitem, shape ops)
+
+
+def test_the_callers_model_is_left_as_it_was_and_the_numbers_do_not_depend_on_it():
+    """The float64 run reads the caller's weights cast as each op needs them: the model keeps its dtype and
+    values, and a second analysis of the same model gives the same numbers bit for bit."""
+    import torch
+
+    from fpdiff.analysis.locate import analyse
+    from fpdiff.core import precision as prec
+    from fpdiff.sources import load
+    src = load(str(SPECS / "demod_underflow.py"))
+    before = {k: v.clone() for k, v in src.module.state_dict().items()}
+    first = analyse(src.module, src.inputs, prec.get("fp16"), own=True)
+    after = src.module.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
+    second = analyse(src.module, src.inputs, prec.get("fp16"), own=True)
+    assert [o.as_dict() for o in first[0]] == [o.as_dict() for o in second[0]] and first[1] == second[1]

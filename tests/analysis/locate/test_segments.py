@@ -153,3 +153,11 @@ def test_old_ir_zoo_model_segments_are_valid_graphs_and_blame_nothing_on_a_healt
     path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
     r = fpdiff.locate(str(path), backend="ort", precision="fp32")
     assert r.segment is None, r.segment
+
+
+def test_progress_tells_each_segment_compiled():
+    told = []
+    r = fpdiff.locate("example:tinycnn", backend="perturb", precision="fp32", plugins=PLUGIN,
+                      progress=lambda *a: told.append(a))
+    segs = [t for t in told if t[0] == "segments"]
+    assert [t[1] for t in segs] == list(range(1, r.compiles + 1)) and all(t[2] is None for t in segs)

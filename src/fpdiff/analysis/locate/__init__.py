@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import operator
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
@@ -14,6 +14,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from fpdiff.analysis.base import Result, flags_by_backend
 from fpdiff.analysis.locate import markall
+from fpdiff.analysis.locate.bisection import Progress
 from fpdiff.analysis.locate.markall import MarkAll
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
@@ -208,12 +209,13 @@ def _rel_l2(out: torch.Tensor, ref: torch.Tensor, scratch: _Scratch | None = Non
 
 
 def _max_abs(ref: torch.Tensor) -> float:
-    """The largest finite |value|: one min/max pass when every value is finite (their L2 norm is), else masked."""
+    """The largest finite |value|: one min/max pass when every value is finite (a NaN or Inf would be the min or
+    max), else masked."""
     if not ref.numel():
         return 0.0
-    if math.isfinite(float(torch.linalg.vector_norm(ref))):
-        lo, hi = torch.aminmax(ref)
-        return max(abs(float(lo)), abs(float(hi)))
+    lo, hi = (float(v) for v in torch.aminmax(ref))
+    if math.isfinite(lo) and math.isfinite(hi):
+        return max(abs(lo), abs(hi))
     fin = ref[torch.isfinite(ref)]
     return float(fin.abs().max()) if fin.numel() else 0.0
 
@@ -265,8 +267,6 @@ def _like(x, template):
     return torch.utils._pytree.tree_unflatten(out, spec)
 
 
-# What the streamed pass tells `progress`: ops done of the graph's ops
-Progress = Callable[[str, int, int | None], None]
 
 
 def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool = False,
@@ -321,8 +321,7 @@ class _Lockstep:
                 elif b.op == "call_function":
                     self.step(a, b)
                     done += 1
-                    if self.progress is not None:
-                        self.progress("ops", done, total)
+                    _tell(self.progress, "ops", done, total)
                 elif b.op == "output":
                     outs64, outsp = self.args(a, b)
                     self.out_err, _ = _rel_l2(_one(_floats(outsp)), _one(_floats(outs64)).double(), self.scratch)
@@ -387,10 +386,10 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
            iree_flags: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT,
            cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
            shapes: dict[str, list[int]] | None = None, mark_all: bool = False,
-           shape_variant: str | None = None) -> LocateResult:
+           shape_variant: str | None = None, progress: Progress | None = None) -> LocateResult:
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
     segment of ops that the backend computes wrongly, by bisection over standalone segments. `backend_flags`: each
-    backend's own flags by name (`iree_flags` is `{"iree": flags}`)."""
+    backend's own flags by name (`iree_flags` is `{"iree": flags}`). `progress` is told each step (see Progress)."""
     p = prec.get(precision)
     from fpdiff.backends import judge_for, registry
     from fpdiff.core.paths import cache_root
@@ -410,7 +409,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     cache = cache_dir or str(cache_root())
     if mark_all:
         return _mark_all(source, Job(source.ref, "", backend, p.name, device, graph.STATIC, tuple(plugins), flags,
-                                     cache), timeout)
+                                     cache), timeout, progress)
     from fpdiff.analysis.locate.bisection import Bisector, OnnxBisector
     # the torch judge is torch eager itself: its culprit is the lockstep analysis's, computed here
     reference = source.ref.kind == "torch" and backend == judge_for("torch")
@@ -421,21 +420,23 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     if source.ref.kind == "onnx":
         result = LocateResult(source.ref.label, backend, p.name)
         b = OnnxBisector(source.module, dict(zip(source.input_names, source.inputs)), p, backend, device,
-                         tuple(plugins), flags, timeout, cache)
+                         tuple(plugins), flags, timeout, cache, progress)
     else:
+        _tell(progress, "export", 0, 1)
         try:  # the one graph both runs step through, and the one the segments are cut from
             static = segments.export_at(source.module, source.inputs, p, graph.STATIC, None)
             program = static if variant is graph.STATIC else segments.export_at(
                 source.module, source.inputs, p, variant, source.dynamic_shapes)
         except StageError as e:
             return _export_failed(source.ref.label, backend, p, e)
-        ops, out_err = analyse(source.module, source.inputs, p, own=reference, program=static)
+        _tell(progress, "export", 1, 1)
+        ops, out_err = analyse(source.module, source.inputs, p, own=reference, program=static, progress=progress)
         result = LocateResult(source.ref.label, backend, p.name, ops, out_err, eager_output_error=out_err)
         culprit = result.culprit
         if reference and not (repro and culprit and p.is_cast):
             return result
         b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache,
-                     variant, source.dynamic_shapes, program=program)
+                     variant, source.dynamic_shapes, program=program, progress=progress)
     try:
         if reference:  # the repro of a precision culprit: the op alone at P on float64-run inputs
             u = b.unit_of(culprit.node)
@@ -462,6 +463,11 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     finally:
         b.close()
     return _said(result, repro)
+
+
+def _tell(progress: Progress | None, what: str, done: int, total: int | None) -> None:
+    if progress is not None:
+        progress(what, done, total)
 
 
 def _said(result: LocateResult, repro: str | None) -> LocateResult:
@@ -501,7 +507,7 @@ def _export_failed(model: str, backend: str, p: prec.Precision, e: StageError) -
     return result
 
 
-def _mark_all(source, job: Job, timeout: float) -> LocateResult:
+def _mark_all(source, job: Job, timeout: float, progress: Progress | None = None) -> LocateResult:
     """The backend with every tensor marked as an output: one run in a worker, fusion possibly changed (see
     locate/markall.py). A torch model runs as its ONNX graph exported at fp32, cast to the precision by the backend,
     so the judge and the backend mark the same tensors under the same names."""
@@ -528,9 +534,11 @@ def _mark_all(source, job: Job, timeout: float) -> LocateResult:
     job = replace(job, source=ref, data_path=data)
     p = prec.get(job.precision)
     result = LocateResult(source.ref.label, job.backend, p.name)
+    _tell(progress, "mark-all", 0, 1)
     with Router() as pool:
         result.mark_all = markall.mark_all(lambda j: pool.run(j, timeout), job, judge_for(ONNX), p,
                                            markall.producers(model, own))
+    _tell(progress, "mark-all", 1, 1)
     found = result.mark_all
     first = found.first_departure
     if found.refused is not None:

@@ -2,6 +2,7 @@
 compiled and run by the backend on float64-run inputs, judged like a check cell against torch eager."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,11 @@ class SegmentVerdict:
 # (LOCAL_FACTOR in locate/__init__.py, the same bound for one op's own error).
 DEPART_ULPS = 8.0
 
+# What locate tells its `progress` callback as each step is done: (what, done, total or None when not known
+# ahead). "export": the graph traced; "ops": ops of torch eager's streamed pass done; "segments": segments the
+# bisection has compiled (how many it needs is known only at its end); "mark-all": the backend's one marked run.
+Progress = Callable[[str, int, "int | None"], None]
+
 
 def _signature(reason: str) -> str:
     """A failure message without paths, numbers and names of temporary files: what kind of failure it is."""
@@ -58,10 +64,10 @@ class Bisector:
     def __init__(self, module: torch.nn.Module, inputs: tuple, p: prec.Precision, backend: str, device: str,
                  plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float, cache: str | None,
                  variant: graph.ShapeVariant = graph.STATIC, declared=None,
-                 program: torch.export.ExportedProgram | None = None) -> None:
+                 program: torch.export.ExportedProgram | None = None, progress: Progress | None = None) -> None:
         if not p.is_cast:
             raise UsageError("locate on compiled backends takes whole-model precisions (fp32, fp16, bf16, fp64)")
-        self._setup(p, backend, device, plugins, flags, timeout, cache)
+        self._setup(p, backend, device, plugins, flags, timeout, cache, progress)
         # one export at P under the shape variant (segments keep its symbolic dims); the float64 values are that
         # same graph widened, so every node has its float64 value under its own name (segments.widen)
         self.gmp = (program or segments.export_at(module, inputs, p, variant, declared)).module()
@@ -69,8 +75,8 @@ class Bisector:
         self.units = segments.units(self.gmp)
 
     def _setup(self, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
-               flags: tuple[str, ...], timeout: float, cache: str | None) -> None:
-        self.p, self.backend, self.device = p, backend, device
+               flags: tuple[str, ...], timeout: float, cache: str | None, progress: Progress | None = None) -> None:
+        self.p, self.backend, self.device, self.progress = p, backend, device, progress
         self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
         self.asked: dict[tuple[int, int], SegmentVerdict] = {}
         self.dir = rundir.mkdtemp(prefix="fpdiff-locate-")
@@ -129,6 +135,8 @@ class Bisector:
             v = SegmentVerdict(start, end, j.status, j.reason, ops, r.outputs if end - start <= 4 else None,
                                base.rel_l2, m.rel_l2)
         self.asked[(start, end)] = v
+        if self.progress is not None:  # segments compiled so far; how many the search needs is known only after
+            self.progress("segments", len(self.asked), None)
         return v
 
     def fails(self, start: int, end: int) -> bool:
@@ -231,7 +239,8 @@ class OnnxBisector(Bisector):
     the baseline the evaluator on the segment cast to P."""
 
     def __init__(self, model, feeds: dict, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
-                 flags: tuple[str, ...], timeout: float, cache: str | None) -> None:
+                 flags: tuple[str, ...], timeout: float, cache: str | None,
+                 progress: Progress | None = None) -> None:
         import onnx
 
         from fpdiff.onnxtools.export import ONNX_TYPE, cast_model
@@ -243,7 +252,7 @@ class OnnxBisector(Bisector):
         self.v64 = float64_values(self.model64, feeds)  # the model or its inputs are at fault if this fails
         self.nodes = list(self.modelp.graph.node)
         self.inits = {t.name for t in self.modelp.graph.initializer}
-        self._setup(p, backend, device, plugins, flags, timeout, cache)
+        self._setup(p, backend, device, plugins, flags, timeout, cache, progress)
 
     def count(self) -> int:
         return len(self.nodes)
