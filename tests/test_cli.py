@@ -361,3 +361,10 @@ def test_json_to_stdout_is_all_stdout_holds_and_shows_no_progress(tmp_path):
     assert "0/1 cells" not in err and "1/1 cells" not in err  # no progress beside a JSON stream
     code, out, err = run("ranges", "example:tinycnn", "--json", "-")
     assert code == 0 and json.loads(out)["kind"] == "ranges", err
+
+
+@pytest.mark.slow
+def test_locate_shows_its_steps_at_a_terminal_and_not_on_stdout():
+    code, out, err = run_at_a_terminal("locate", "example:tinycnn", "--no-repro", "--no-store")
+    assert code in (0, 1), (out, err)
+    assert "locate torch fp16: ops" in err and "locate torch" not in out

@@ -432,9 +432,12 @@ def _check(args, console) -> int:
 def _locate(args, console) -> int:
     from fpdiff import api
     repro = None if args.no_repro else (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}")
-    with _progress(args, f"locate: {args.backend} {args.precision}", unit="steps"):
+    with _progress(args, f"locate {args.backend} {args.precision}", unit="") as progress:
+        def step(what: str, done: int, total: int | None) -> None:  # locate names its step: ops, segments, ...
+            progress(f"locate {args.backend} {args.precision}: {what}", done, total)
         result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
-                            mark_all=args.mark_all, shape_variant=args.shape_variant, repro=repro, **_runs(args))
+                            mark_all=args.mark_all, shape_variant=args.shape_variant, repro=repro, progress=step,
+                            **_runs(args))
     return _finish(args, console, result, view={"top": args.top}, own_files=lambda: _locate_files(args, console,
                                                                                                     result))
 

@@ -79,7 +79,7 @@ class _Shown:
                 segments.clear(self.path)
                 self.seen = None
                 self.bar.reset(self.inner, total=None, visible=False)  # its clock and ETA start again too
-            count = f"{done}/{'?' if total is None else total} {self.unit}"
+            count = f"{done}/{'?' if total is None else total}" + (f" {self.unit}" if self.unit else "")
             self.bar.update(self.main, description=what[:WIDTH], completed=done, total=total, count=count)
 
     def poll(self) -> None:
