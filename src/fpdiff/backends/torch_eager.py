@@ -63,7 +63,8 @@ class TorchBackend(Backend):
     def prepare_task(self, task: Task) -> Prepared:
         if not task.is_torch:
             raise Unsupported("torch eager runs torch models; this model is ONNX")
-        module = task.module().to(task.device)
+        module = task.module(lazy=_lazy(task)).to(task.device)
+        watch_blocks(module)
         if task.precision.is_cast and task.precision.dtype == torch.float64:
             return float64_prepared(module, task.device, judge=FLOAT64_JUDGE in task.flags)
         return Prepared(device_runner(module, task.precision, task.device), computed_dtype(task.precision))
@@ -78,6 +79,47 @@ class TorchBackend(Backend):
         return TORCH_INPUTS + """with torch.no_grad():
     outs = program.module()(*xt)
 """
+
+
+# A cast copy of weights over this size (a 128M-parameter model at bf16) is not made: each op casts the weights it
+# reads (model/weights.py LazyCast), bit for bit the same numbers. Under it the copy is cheaper than a Python dispatch
+# per weight read (a 1024-row MLP ran 1.5x slower lazily at fp16); over it the copy is what keeps a real-size model
+# from fitting (a 4B model's bf16 copy is 8 GB beside its 16 GB of fp32 weights).
+LAZY_CAST_BYTES = 256 << 20
+
+
+def _lazy(task: Task) -> bool:
+    """Cast weights per op: always for float64 (the judge, twice the fp32 weights whole), and for a cast copy that
+    would be large; only on the CPU (a device copy is made whole anyway)."""
+    p = task.precision
+    if not p.is_cast or task.device != "cpu" or task.is_program:
+        return False
+    if p.dtype == torch.float64:
+        return True
+    size = sum(t.numel() for _, t in _tensors(task.source.module) if t.is_floating_point())
+    return size * torch.tensor([], dtype=p.dtype).element_size() > LAZY_CAST_BYTES
+
+
+def watch_blocks(module: torch.nn.Module) -> None:
+    """Tell a watching parent each block of the model's largest block list done (a decoder's layers): the segments
+    of a long cell (runtime/progress.py). Nothing is hooked when nobody watches."""
+    import os
+
+    from fpdiff.runtime import progress
+    if not os.environ.get(progress.ENV):
+        return
+    lists = [(n, m) for n, m in module.named_modules() if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential))
+             and len(m) > 1]
+    if not lists:
+        return
+    name, blocks = max(lists, key=lambda nm: sum(p.numel() for p in nm[1].parameters()))
+    for i, block in enumerate(blocks):
+        block.register_forward_hook(lambda *_, i=i: progress.segment(i + 1, len(blocks), f"{name}.{i}"))
+
+
+def _tensors(module: torch.nn.Module):
+    from fpdiff.model.weights import named_tensors
+    return {id(t): (n, t) for n, t in named_tensors(module)}.values()
 
 
 def float64_prepared(module: torch.nn.Module, device: str, judge: bool) -> Prepared:

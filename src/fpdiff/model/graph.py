@@ -71,11 +71,12 @@ def find_variant(spec, name: str) -> ShapeVariant:
     raise UsageError(f"unknown shape variant {name!r}; this model has: {', '.join(v.name for v in variants(spec))}")
 
 
-def cast_module(module: torch.nn.Module, precision: Precision) -> torch.nn.Module:
-    """Whole-model cast for cast precisions (like .half()); autocast precisions keep fp32 weights."""
-    import copy
-    m = copy.deepcopy(module)
-    return m.to(precision.dtype) if precision.is_cast else m.float()
+def cast_module(module: torch.nn.Module, precision: Precision, lazy: bool = False) -> torch.nn.Module:
+    """Whole-model cast for cast precisions (like .half()); autocast precisions keep fp32 weights. The copy shares
+    the model's weights where the dtype is the same and makes each cast weight once (model/weights.py); `lazy` casts
+    each weight when an op reads it."""
+    from fpdiff.model.weights import cast_copy
+    return cast_copy(module, precision.dtype if precision.is_cast else torch.float32, lazy)
 
 
 def export(module: torch.nn.Module, inputs: tuple, precision: Precision, variant: ShapeVariant,

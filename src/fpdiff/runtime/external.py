@@ -16,7 +16,7 @@ from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.runtime import protocol, rundir
 from fpdiff.runtime.protocol import PROTOCOL, AuthenticationError, ConnectionClosed, PeerError, ProtocolError
-from fpdiff.runtime.worker import JobResult, WorkerPool, exit_text, log_tail, read_result, reap
+from fpdiff.runtime.worker import JobResult, WorkerPool, exit_text, log_tail, oom_kills, read_result, reap
 
 NETWORK_GRACE = 30.0  # seconds a remote answer may take beyond the cell's timeout (the worker enforces the timeout)
 CONNECT_TIMEOUT = 10.0
@@ -69,7 +69,7 @@ class ExternalPool:
     def run(self, job, timeout: float) -> JobResult:
         if self._refused:
             return self._unsupported(self._refused)
-        t0 = time.perf_counter()
+        t0, oom_before = time.perf_counter(), oom_kills()
         try:
             if self._channel is None:
                 self._connect(plugins=bool(job.plugins))
@@ -92,7 +92,8 @@ class ExternalPool:
         except (ProtocolError, OSError) as e:
             code = self._exit_code()
             self.close(kill=True)
-            died = f"the worker process died ({exit_text(code)})" if code is not None else f"connection lost ({e})"
+            died = (f"the worker process died ({exit_text(code, oom_before)})" if code is not None
+                    else f"connection lost ({e})")
             return JobResult(Status.CRASH, message=f"{self.route.where}: {died}", run_s=time.perf_counter() - t0,
                              log_tail=self._tail(), stage="run", component=self.route.where)
 

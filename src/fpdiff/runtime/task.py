@@ -53,10 +53,10 @@ class LoadedSource:
             from fpdiff.sources.onnx_file import read_model
             self.onnx = read_model(Path(ref.path))
         elif ref.kind == TORCH:
-            from fpdiff.sources.spec import build, import_spec
+            from fpdiff.model import weights
+            from fpdiff.sources.spec import build_model, import_spec
             mod = import_spec(Path(ref.path))
-            self.module, _ = build(mod, Path(ref.path), seed)
-            self.module.load_state_dict(data["state"])
+            self.module = weights.skeleton(lambda: build_model(mod, Path(ref.path), seed), data["state"])
             self.declared = mod.dynamic_shapes() if callable(getattr(mod, "dynamic_shapes", None)) else None
         elif ref.kind == PROGRAM:  # a torch.export program already at its precision (a segment, a plan trial)
             self.fixed_program = torch.export.load(ref.path)
@@ -138,13 +138,13 @@ class Task:
             return self.source.autocast_program(self.precision, self.device, self.variant)
         return self.source.program(self.precision, self.variant)
 
-    def module(self) -> torch.nn.Module:
+    def module(self, lazy: bool = False) -> torch.nn.Module:
         if self.source.module is None:
             raise TypeError(f"a {self.kind} model has no torch module")  # a backend's bug: it did not ask is_torch
         if self.is_program:  # fixed dtypes already (a segment at P, a mixed-precision plan)
             import copy
             return copy.deepcopy(self.source.module)
-        return graph.cast_module(self.source.module, self.precision)
+        return graph.cast_module(self.source.module, self.precision, lazy)
 
     def dynamic_dims(self) -> list[list[int]]:
         return graph.dynamic_dims(self.source.declared, list(self.source.input_names), self.variant)

@@ -339,7 +339,7 @@ class WorkerPool:
     def run(self, job: Job, timeout: float) -> JobResult:
         if not self._alive():
             self._start()
-        t0 = time.perf_counter()
+        t0, oom_before = time.perf_counter(), oom_kills()
         try:
             self._conn.send(job)
             if self._conn.poll(timeout):
@@ -351,8 +351,8 @@ class WorkerPool:
                 self._proc.kill()
                 code = self._proc.wait()
             self._proc = None
-            return JobResult(CRASH, message=f"backend process died ({exit_text(code)})", log_tail=self._tail(),
-                             run_s=time.perf_counter() - t0)
+            return JobResult(CRASH, message=f"backend process died ({exit_text(code, oom_before)})",
+                             log_tail=self._tail(), run_s=time.perf_counter() - t0)
         self.close(kill=True)
         return JobResult(TIMEOUT, message=f"no answer within {timeout:g} s; the process was killed",
                          log_tail=self._tail(), run_s=time.perf_counter() - t0)
@@ -398,7 +398,20 @@ def log_tail(path, n: int = 2000) -> str:
         return ""
 
 
-def exit_text(code: int | None) -> str:
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has ended since boot (None where it does not say)."""
+    try:
+        for line in open("/proc/vmstat"):
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def exit_text(code: int | None, oom_before: int | None = None) -> str:
+    """How a worker ended; a SIGKILL while the kernel's out-of-memory count rose (`oom_before`: the count when the
+    job was sent) is named as the memory it ran out of."""
     if code is None:
         return "no exit code"
     if code < 0:
@@ -407,8 +420,13 @@ def exit_text(code: int | None) -> str:
             name = signal.Signals(-code).name
         except ValueError:
             name = str(-code)
-        hint = " (out of memory?)" if name == "SIGKILL" else ""
-        return f"killed by {name}{hint}"
+        if name != "SIGKILL":
+            return f"killed by {name}"
+        now = oom_kills()
+        if oom_before is not None and now is not None and now > oom_before:
+            return ("killed by the kernel for memory (its out-of-memory killer ended a process during this cell): "
+                    "the model at this precision needs more memory than was free")
+        return "killed by SIGKILL (the likely cause is memory: the kernel's out-of-memory killer sends it)"
     return f"exit code {code}"
 
 

@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import importlib.util
-import io
 import sys
 from pathlib import Path
 
 import torch
 
 from fpdiff.core.errors import UsageError
+from fpdiff.model import weights
 from fpdiff.sources.base import Source, SourceRef, digest
 
 
@@ -27,8 +27,8 @@ def import_spec(path: Path):
     return mod
 
 
-def build(mod, path: Path, seed: int) -> tuple[torch.nn.Module, tuple]:
-    """Call model() and inputs() under a fixed seed, so every process builds the same weights and inputs."""
+def build_model(mod, path: Path, seed: int) -> torch.nn.Module:
+    """Call model() under a fixed seed, so every process builds the same weights."""
     for fn in ("model", "inputs"):
         if not callable(getattr(mod, fn, None)):
             raise UsageError(f"spec {path} does not define {fn}()")
@@ -36,6 +36,12 @@ def build(mod, path: Path, seed: int) -> tuple[torch.nn.Module, tuple]:
     model = _call(mod.model, "model", path)
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"spec {path}: model() must return a torch.nn.Module, got {type(model).__name__}")
+    return model.eval()
+
+
+def build(mod, path: Path, seed: int) -> tuple[torch.nn.Module, tuple]:
+    """Call model() and inputs() under a fixed seed, so every process builds the same weights and inputs."""
+    model = build_model(mod, path, seed)
     torch.manual_seed(seed + 1)
     inputs = _call(mod.inputs, "inputs", path)
     if isinstance(inputs, torch.Tensor):
@@ -44,7 +50,7 @@ def build(mod, path: Path, seed: int) -> tuple[torch.nn.Module, tuple]:
         inputs = tuple(inputs)
     if not isinstance(inputs, tuple) or not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise UsageError(f"spec {path}: inputs() must return a non-empty tuple of tensors")
-    return model.eval(), tuple(t.detach().cpu() for t in inputs)
+    return model, tuple(t.detach().cpu() for t in inputs)
 
 
 def _call(fn, name: str, path: Path):
@@ -56,6 +62,7 @@ def _call(fn, name: str, path: Path):
 
 def load_spec(path: Path, label: str, seed: int) -> Source:
     mod = import_spec(path)
+    _refuse_unfit(mod, path, seed)
     model, inputs = build(mod, path, seed)
     dyn = None
     if callable(getattr(mod, "dynamic_shapes", None)):
@@ -64,10 +71,18 @@ def load_spec(path: Path, label: str, seed: int) -> Source:
     if not isinstance(tol, dict) or not all(isinstance(v, (int, float)) and v > 0 for v in tol.values()):
         raise UsageError(f"spec {path}: tolerance must be a dict of precision name -> positive number")
     names = _input_names(model, len(inputs))
-    buf = io.BytesIO()
-    torch.save(model.state_dict(), buf)
-    fp = digest(path.read_bytes(), buf.getvalue())
+    fp = weights.fingerprint(model, path.read_bytes())
     return Source(SourceRef("torch", str(path.resolve()), label), inputs, names, dyn, dict(tol), model, fp)
+
+
+def _refuse_unfit(mod, path: Path, seed: int) -> None:
+    """A model too big for this machine is refused before it is built: sized on the meta device (no memory)."""
+    try:
+        with torch.device("meta"):
+            skeleton = build_model(mod, path, seed)
+    except Exception:  # noqa: BLE001 - a model that cannot be built on meta is sized by its real build
+        return
+    weights.refuse_unfit(skeleton, f"the model of {path.name}")
 
 
 def _input_names(model: torch.nn.Module, n: int) -> list[str]:

@@ -129,6 +129,4 @@ def _check_inputs(source: Source, allow_nonfinite: bool) -> None:
 
 def _write_data(source: Source, run_dir: Path) -> str:
     """The job data every worker loads: inputs, their names, the fingerprint, and a torch model's weights."""
-    state = source.module.state_dict() if source.ref.kind == "torch" else None
-    return jobdata.write(run_dir / "source.pt", inputs=source.inputs, input_names=source.input_names,
-                         fingerprint=source.fingerprint, state=state)
+    return jobdata.of_source(run_dir / "source.pt", source)

@@ -1,0 +1,226 @@
+"""A torch model's weights written once per run and memory-mapped by every process that needs them.
+
+The run's process writes every parameter and buffer (non-persistent buffers too: rotary `inv_freq` is one) to one
+file in torch's zip format, then maps its own model onto that file, so its private copy is freed. Each worker builds
+the model's skeleton on the meta device (no memory, no random init) and maps the same file: N processes share the
+page cache's one physical copy. Pages are mapped private (copy on write): a process that writes into a weight gets
+its own page, the file and the others are untouched.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import torch
+
+# The module attribute that remembers which file a module was mapped onto, and the tensors it was mapped with:
+# a module whose tensors were replaced since (locate casting in place) is written again.
+_MARK = "_fpdiff_weights"
+
+
+def named_tensors(module: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """Every parameter and buffer under every name it has (a tied weight under each of its names)."""
+    yield from module.named_parameters(remove_duplicate=False)
+    yield from module.named_buffers(remove_duplicate=False)
+
+
+def fingerprint(module: torch.nn.Module, *parts: bytes) -> str:
+    """A digest of the weights' names, dtypes, shapes and bytes, read in place (no serialized copy of the model)."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p)
+        h.update(b"\0")
+    for name, t in named_tensors(module):
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}\0".encode())
+        if t.device.type != "meta" and t.numel():
+            h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().data)
+    return h.hexdigest()[:20]
+
+
+def share(module: torch.nn.Module, folder: str | os.PathLike) -> str:
+    """Write `module`'s weights to `folder` once and map the module onto the file; returns the file. A module already
+    mapped onto a file that still exists, with the same tensors, is not written again."""
+    mark = getattr(module, _MARK, None)
+    if mark is not None and Path(mark[0]).exists() and mark[1] == _ids(module):
+        return mark[0]
+    path = Path(folder) / "weights.pt"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(_by_object(module), tmp)
+    os.replace(tmp, path)
+    assign(module, load(path))
+    object.__setattr__(module, _MARK, (str(path), _ids(module)))
+    return str(path)
+
+
+def load(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The weights at `path`, memory-mapped (nothing read until used)."""
+    return torch.load(path, mmap=True, weights_only=True, map_location="cpu")
+
+
+def _by_object(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Name -> detached tensor, a tensor shared by several names saved under each (torch.save keeps one storage)."""
+    return {name: t.detach() for name, t in named_tensors(module)}
+
+
+def _ids(module: torch.nn.Module) -> tuple[int, ...]:
+    return tuple(id(t) for _, t in named_tensors(module))
+
+
+def assign(module: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> list[str]:
+    """Point each parameter and buffer of `module` named in `state` at `state`'s tensor (no copy); a tensor that
+    several names share in the module stays one tensor. Returns the names `state` lacks."""
+    made: dict[int, torch.Tensor] = {}
+    missing = []
+    olds = list(named_tensors(module))  # alive until the attributes are rebound: their ids are the keys
+    for name, old in olds:
+        new = state.get(name)
+        if new is None:
+            missing.append(name)
+            continue
+        if id(old) not in made:
+            made[id(old)] = (torch.nn.Parameter(new, requires_grad=False) if isinstance(old, torch.nn.Parameter)
+                             else new)
+        _set(module, name, made[id(old)])
+    _rebind_attributes(module, made)
+    del olds
+    return missing
+
+
+def _set(module: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+    owner_name, _, leaf = name.rpartition(".")
+    owner = module.get_submodule(owner_name) if owner_name else module
+    if leaf in owner._parameters:
+        owner._parameters[leaf] = value
+    else:
+        owner._buffers[leaf] = value
+
+
+def _rebind_attributes(module: torch.nn.Module, made: Mapping[int, torch.Tensor]) -> None:
+    """A plain attribute holding a parameter or buffer (transformers keeps `original_inv_freq = inv_freq`) follows
+    the tensor it held."""
+    for sub in module.modules():
+        for k, v in list(vars(sub).items()):
+            if isinstance(v, torch.Tensor) and id(v) in made:
+                object.__setattr__(sub, k, made[id(v)])
+
+
+def skeleton(build: Callable[[], torch.nn.Module], state: Mapping[str, torch.Tensor]) -> torch.nn.Module:
+    """The model `build` makes, its tensors `state`'s: built on the meta device (no memory, no init) when every meta
+    tensor it holds is then replaced; otherwise built for real and mapped after (its own weights then freed)."""
+    try:
+        with torch.device("meta"):
+            module = build()
+        if not assign(module, state) and not _meta_left(module):
+            return module
+    except Exception:  # noqa: BLE001 - a model that cannot be built on meta is built for real below
+        pass
+    module = build()
+    missing = assign(module, state)
+    if missing:
+        raise ValueError(f"the weights file lacks {', '.join(missing[:5])}")
+    return module
+
+
+def _meta_left(module: torch.nn.Module) -> bool:
+    """A tensor still on the meta device: a parameter or buffer `state` lacked, or a plain tensor attribute."""
+    if any(t.device.type == "meta" for _, t in named_tensors(module)):
+        return True
+    return any(isinstance(v, torch.Tensor) and v.device.type == "meta"
+               for sub in module.modules() for v in vars(sub).values())
+
+
+aten = torch.ops.aten
+
+
+class LazyCast(torch.Tensor):
+    """A weight kept in its stored dtype and seen in another: each op that reads it gets it cast at that moment, so a
+    model at float64 (or fp16) holds one op's cast weights at a time instead of a whole cast copy. The values an op
+    sees are the whole-model cast's bit for bit (a cast is elementwise); Python code reading `.dtype` sees the cast
+    dtype, as it would after `model.to(dtype)`."""
+
+    inner: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor, dtype: torch.dtype) -> LazyCast:
+        t = torch.Tensor._make_wrapper_subclass(cls, inner.shape, strides=inner.stride(), dtype=dtype,
+                                                device=inner.device, requires_grad=False)
+        t.inner = inner
+        return t
+
+    def __repr__(self) -> str:
+        return f"LazyCast({tuple(self.shape)}, {self.inner.dtype} seen as {self.dtype})"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is aten.embedding.default and isinstance(args[0], LazyCast):  # gather, then cast: the rows only
+            return func(args[0].inner, *args[1:], **kwargs).to(args[0].dtype)
+        if func._schema.is_mutable:  # a write must last: the tensor written becomes a real cast copy for good
+            for a in (*args, *kwargs.values()):
+                if isinstance(a, LazyCast):
+                    a.inner = a.inner.to(a.dtype)
+        unwrap = lambda x: x.inner.to(x.dtype) if isinstance(x, LazyCast) else x  # noqa: E731
+        return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
+
+
+def cast_copy(module: torch.nn.Module, dtype: torch.dtype, lazy: bool = False) -> torch.nn.Module:
+    """`module` with its floating tensors at `dtype`, sharing everything it can: a tensor already at `dtype` is
+    shared (buffers are copied: a forward may write them), a cast one is made once (`lazy`: LazyCast, made per op).
+    Unlike deepcopy + `.to()`, the model's weights never exist twice at their stored dtype."""
+    import copy
+    memo: dict = {}
+    for _, t in named_tensors(module):
+        if id(t) not in memo:
+            memo[id(t)] = _cast(t, dtype, lazy)
+    return copy.deepcopy(module, memo)
+
+
+def _cast(t: torch.Tensor, dtype: torch.dtype, lazy: bool) -> torch.Tensor:
+    param = isinstance(t, torch.nn.Parameter)
+    t = t.detach()
+    if t.is_floating_point() and t.dtype != dtype:
+        t = LazyCast(t, dtype) if lazy else t.to(dtype)
+    elif not param:
+        t = t.clone()
+    if param and not isinstance(t, LazyCast):
+        return torch.nn.Parameter(t, requires_grad=False)
+    return t
+
+
+# What one fpdiff process holds before any model (torch and the backends imported): measured at 0.3-0.4 GB here.
+PROCESS_BYTES = 400 << 20
+
+
+def estimated_peak(module: torch.nn.Module) -> int:
+    """The least memory a run of `module` needs, in bytes: its fp32 weights in memory once (built, then mapped and
+    shared by every worker), plus the largest weight at float64 (the judge casts one op's weights at a time), plus
+    two processes' own size. Activations are not counted (they depend on the inputs; small against real-size
+    weights at the short sequences a precision check uses)."""
+    sizes = [t.numel() for t in {id(t): t for _, t in named_tensors(module)}.values() if t.is_floating_point()]
+    if not sizes:
+        return 2 * PROCESS_BYTES
+    return 4 * sum(sizes) + 8 * max(sizes) + 2 * PROCESS_BYTES
+
+
+def available() -> int | None:
+    """Memory the kernel can give without swapping (MemAvailable), or None where it does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def refuse_unfit(module: torch.nn.Module, what: str) -> None:
+    """Say before any work when even the streamed run cannot fit (UsageError: one line, exit 2)."""
+    need, have = estimated_peak(module), available()
+    if have is not None and need > have:
+        from fpdiff.core.errors import UsageError
+        gb = 1 << 30
+        raise UsageError(f"{what} cannot fit in memory even streamed: it needs about {need / gb:.1f} GB (its fp32 "
+                         f"weights once, the largest weight at float64, two processes) and {have / gb:.1f} GB is "
+                         "available")

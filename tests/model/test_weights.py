@@ -1,0 +1,130 @@
+"""Weights written once and mapped (model/weights.py): the same numbers as the whole-model copies they replace."""
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fpdiff.core.errors import UsageError
+from fpdiff.model import weights
+from fpdiff.model.float64 import float64_everywhere
+from fpdiff.sources import load
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "bench" / "specs" / "corpus"
+TRANSFORMERS = pytest.importorskip("transformers")
+
+
+class Tied(torch.nn.Module):
+    """A tied weight, a non-persistent buffer, and a plain attribute holding that buffer (transformers' rotary)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(11, 6)
+        self.head = torch.nn.Linear(6, 11, bias=False)
+        self.head.weight = self.emb.weight
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, 6), persistent=False)
+        self.original_scale = self.scale
+
+    def forward(self, ids):
+        return self.head(self.emb(ids) * self.scale)
+
+
+def _mapped(t: torch.Tensor, path) -> bool:
+    """The tensor's memory lies in a mapping of the file at `path` (/proc/self/maps)."""
+    ptr = t.data_ptr()
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        span, *rest = line.split()
+        lo, hi = (int(v, 16) for v in span.split("-"))
+        if lo <= ptr < hi:
+            return rest[-1] == str(path)
+    return False
+
+
+def test_share_maps_the_model_onto_one_file(tmp_path):
+    torch.manual_seed(0)
+    m = Tied().eval()
+    ids = torch.tensor([[1, 2, 3, 10]])
+    want = m(ids)
+    path = weights.share(m, tmp_path)
+    assert _mapped(m.emb.weight, path) and _mapped(m.scale, path)
+    assert m.head.weight is m.emb.weight and m.original_scale is m.scale  # ties and attributes follow
+    assert torch.equal(m(ids), want)
+    assert weights.share(m, tmp_path) == path  # once per run: the same tensors are not written again
+
+
+def test_skeleton_builds_on_meta_and_maps(tmp_path):
+    torch.manual_seed(0)
+    m = Tied().eval()
+    ids = torch.tensor([[4, 5]])
+    want = m(ids)
+    state = weights.load(weights.share(m, tmp_path))
+    built = weights.skeleton(Tied, state)
+    assert all(t.device.type == "cpu" for _, t in weights.named_tensors(built))
+    assert built.head.weight is built.emb.weight and built.original_scale is built.scale
+    assert torch.equal(built.eval()(ids), want)
+
+
+def test_skeleton_refuses_a_file_missing_a_weight(tmp_path):
+    state = dict(weights.load(weights.share(Tied(), tmp_path)))
+    state.pop("head.weight")
+    state.pop("emb.weight")
+    with pytest.raises(ValueError, match="lacks"):
+        weights.skeleton(Tied, state)
+
+
+def test_cast_copy_shares_same_dtype_weights_and_copies_buffers():
+    m = Tied()
+    same = weights.cast_copy(m, torch.float32)
+    assert same.emb.weight.data_ptr() == m.emb.weight.data_ptr()
+    assert same.scale.data_ptr() != m.scale.data_ptr()  # a forward may write a buffer
+    half = weights.cast_copy(m, torch.float16)
+    assert half.emb.weight.dtype == torch.float16 and half.head.weight is half.emb.weight
+    assert m.emb.weight.dtype == torch.float32
+
+
+@pytest.mark.parametrize("spec", ["llama", "gemma2", "t5", "mixtral"])
+def test_lazy_cast_is_the_whole_cast_bit_for_bit(spec):
+    """The float64 judge and an fp16 run with weights cast per op equal the whole-model casts, on real
+    architectures (rotary buffers, tied heads, soft-capping, relative attention, MoE routing)."""
+    src = load(str(CORPUS / f"{spec}.py"))
+    m, x = src.module, src.inputs
+    for dtype in (torch.float64, torch.float16):
+        xs = tuple(t.to(dtype) if t.is_floating_point() else t for t in x)
+        whole, lazy = copy.deepcopy(m).to(dtype), weights.cast_copy(m, dtype, lazy=True)
+        assert any(isinstance(t, weights.LazyCast) for _, t in weights.named_tensors(lazy))
+        with torch.no_grad(), float64_everywhere(promote=dtype == torch.float64):
+            a, b = whole(*xs), lazy(*xs)
+        for u, v in zip(torch.utils._pytree.tree_leaves(a), torch.utils._pytree.tree_leaves(b)):
+            assert u.dtype == v.dtype and torch.equal(u, v)
+
+
+def test_lazy_cast_keeps_a_write():
+    buf = weights.LazyCast(torch.zeros(3), torch.float64)
+    buf.add_(1.0)
+    assert buf.inner.dtype == torch.float64 and torch.equal(buf.inner, torch.ones(3, dtype=torch.float64))
+
+
+def test_a_model_too_big_is_refused_before_it_is_built(tmp_path):
+    spec = tmp_path / "huge.py"
+    spec.write_text("import torch\ndef model():\n    return torch.nn.Linear(200000, 200000)\n"
+                    "def inputs():\n    return (torch.randn(1, 200000),)\n")
+    out = subprocess.run([sys.executable, "-m", "fpdiff", "check", str(spec)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "cannot fit in memory even streamed" in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_estimate_counts_weights_once_and_the_largest_at_float64():
+    with torch.device("meta"):
+        m = Tied()
+    n = 11 * 6 + 6  # the tied weight once, the buffer
+    assert weights.estimated_peak(m) == 4 * n + 8 * 66 + 2 * weights.PROCESS_BYTES
+    with pytest.raises(UsageError):
+        with torch.device("meta"):
+            weights.refuse_unfit(torch.nn.Linear(1 << 20, 1 << 20), "a model")
