@@ -3,7 +3,7 @@ number it reports is the named backend's own, from jobs in a worker (analysis/pl
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from fpdiff.analysis.base import flags_by_backend
 from fpdiff.analysis.plan.jobs import SPEED_RUNS, Jobs, ProgramTrials, autocast_remedy, median_ms, speed, verify_export
@@ -24,10 +24,12 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
          backend_flags: Mapping[str, Sequence[str]] | None = None, iree_flags: Sequence[str] = (),
          timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None = None, inputs: str | None = None,
          shapes: dict[str, list[int]] | None = None, load: str | None = None, save: str | None = None,
-         export_onnx: str | None = None, measure_speed: bool = True) -> Plan:
+         export_onnx: str | None = None, measure_speed: bool = True,
+         progress: Callable[[str, int, int | None], None] | None = None) -> Plan:
     """Find (or load and re-verify) the ops to keep in fp32 so `model` at `precision` meets `tolerance` on
     `backend`; try the backend's autocast when the pure precision fails; optionally save, export to ONNX and time
-    it. Trials, timings and the autocast remedy all run on `backend`."""
+    it. Trials, timings and the autocast remedy all run on `backend`. `progress(what, evaluations so far, None)`
+    is called after each end-to-end evaluation."""
     from fpdiff.backends import registry
     from fpdiff.sources import load as load_source
     p = prec.get(precision)
@@ -54,7 +56,8 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
             from fpdiff.analysis.plan.onnx_models import plan_onnx as planner
         else:
             from fpdiff.analysis.plan.torch_models import plan_torch as planner
-        result, trials = planner(source, p, jobs=jobs, backend=backend, tolerance=tol, load=loaded)
+        result, trials = planner(source, p, jobs=jobs, backend=backend, tolerance=tol, load=loaded,
+                                 progress=progress)
         if result.passed and measure_speed:
             result.speed = speed(trials, result.kept, p.name)
         if result.pure_error is None or not result.pure_error <= tol:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from fpdiff.analysis.plan.jobs import Jobs, ProgramTrials
-from fpdiff.analysis.plan.search import PRIOR, Plan, Search, Unit, finish, graph_digest, settle
+from fpdiff.analysis.plan.search import PRIOR, Plan, Progress, Search, Unit, finish, graph_digest, settle
 from fpdiff.core import precision as prec
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, PASS_THROUGH, float64_values
 from fpdiff.onnxtools.mixed import named
@@ -191,7 +191,7 @@ class OnnxTrials(ProgramTrials):
 
 
 def plan_onnx(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance: float,
-              load: Plan | None) -> tuple[Plan, OnnxTrials]:
+              load: Plan | None, progress: Progress | None = None) -> tuple[Plan, OnnxTrials]:
     """Search (or re-verify a loaded plan) over the ONNX graph's nodes, with trials on `backend`; the trials hold
     the planned graphs for the speed figure and the export."""
     t0 = time.perf_counter()
@@ -206,7 +206,7 @@ def plan_onnx(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance:
     if trials.clamped:
         units.append(Unit(CLAMP, "clamp constants"))
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
-    search = Search(units, trials, tolerance)
+    search = Search(units, trials, tolerance, progress)
 
     def gather():
         ranked, strong, sources, why = evidence(model, values, p, names)

@@ -205,91 +205,139 @@ def check_matches(plan: Plan, units: list[Unit], label: str) -> None:
 
 
 Evaluate = Callable[[frozenset[str]], Trial]
+Progress = Callable[[str, int, int | None], None]  # (what, evaluations so far, total when known)
 
 
 class Search:
     """Keep-sets tried end to end; each answer remembered, so no set is evaluated twice."""
 
-    def __init__(self, units: list[Unit], evaluate: Evaluate, tolerance: float) -> None:
+    def __init__(self, units: list[Unit], evaluate: Evaluate, tolerance: float,
+                 progress: Progress | None = None) -> None:
         self.units = units
         self.names = [u.node for u in units]
         self._evaluate = evaluate
         self.tolerance = tolerance
+        self.progress = progress
         self.trials: dict[frozenset[str], Trial] = {}
 
     def trial(self, keep) -> Trial:
         key = frozenset(keep)
         if key not in self.trials:
             self.trials[key] = self._evaluate(key)
+            if self.progress is not None:
+                t = self.trials[key]
+                self.progress(f"trial {len(key)} of {len(self.names)} ops in fp32: "
+                              + ("passes" if t.passed else "fails"), len(self.trials), None)
         return self.trials[key]
 
     def passes(self, keep) -> bool:
         return self.trial(keep).passed
 
-    def run(self, ranked: list[str], strong: list[str], sources: list[str] = ()) -> frozenset[str] | None:
+    def known_to_fail(self, keep) -> bool:
+        """A subset of a keep-set that ran and failed: keeping fewer ops in fp32 does not lower the error (the
+        search's working assumption; where it is wrong the plan keeps an op more, and still verifies)."""
+        key = frozenset(keep)
+        return any(not t.passed and t.status == Status.OK and key <= k for k, t in self.trials.items())
+
+    def run(self, ranked: list[str], strong: list[str], sources: list[str] = (),
+            share: dict[str, float] | None = None) -> frozenset[str] | None:
         """The strongest evidence first (the ops where a problem starts, then every op with evidence); grow along
-        the ranking until it passes; then drop what is not needed. Any subset can come out (not only a prefix
-        of the graph). None: even all-fp32 fails."""
+        the ranking until it passes; then drop what is not needed. With each op's first-order share of the
+        error (`share`), the ranking is by share and the first prefix tried is the one the shares predict.
+        Any subset can come out (not only a prefix of the graph). None: even all-fp32 fails."""
         if self.passes(()):
             return frozenset()
         for first in (frozenset(sources), frozenset(strong)):
             if first and self.passes(first):
-                return self._shrink(first, ranked)
+                return self._prune(first, ranked)
         if not self.passes(frozenset(self.names)):
             return None
-        keep = frozenset(strong)
+        if share:
+            ranked = by_share(share, ranked + self.names)
+            keep, start = frozenset(), self._predicted(ranked, share)
+        else:
+            keep, start = frozenset(strong), 1
         order = [n for n in ranked if n not in keep] + [n for n in self.names if n not in keep and n not in ranked]
-        return self._shrink(self._grow(keep, order), ranked)
+        return self._prune(self._grow(keep, order, start), ranked)
 
-    def _grow(self, base: frozenset[str], order: list[str]) -> frozenset[str]:
-        """Doubling steps along the ranking to a passing prefix, then halving back to the shortest one."""
-        m, last_fail = 1, 0
-        while m < len(order) and not self.passes(base | frozenset(order[:m])):
-            last_fail, m = m, m * 2
-        m = min(m, len(order))
-        lo, hi = last_fail + 1, m  # shortest passing prefix is in (last_fail, m]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.passes(base | frozenset(order[:mid])):
-                hi = mid
+    def _predicted(self, order: list[str], share: dict[str, float]) -> int:
+        """The shortest prefix of `order` whose shares, to first order, bring the pure error within the
+        tolerance; the shares are scaled to remove the whole error when every op is kept (they overlap: an op's
+        rounding includes its inputs')."""
+        pure = self.trials[frozenset()].error
+        finite = [max(share.get(n, 0.0), 0.0) for n in order]
+        must = sum(1 for x in finite if math.isinf(x))  # ops that alone go non-finite: kept before any other
+        total = sum(x for x in finite if math.isfinite(x))
+        if not math.isfinite(pure) or total <= 0:
+            return max(must, 1)
+        need = 1.0 - self.tolerance / pure  # the fraction of the error to take away
+        acc = 0.0
+        for k, x in enumerate(finite, 1):
+            acc += x if math.isfinite(x) else 0.0
+            if k >= must and acc / total >= need:
+                return k
+        return len(order)
+
+    def _grow(self, base: frozenset[str], order: list[str], start: int = 1) -> frozenset[str]:
+        """The shortest passing prefix of `order` (kept with `base`), by galloping from `start`: steps that
+        double away from it until the answer turns, then halving between the last fail and the first pass.
+        `base` alone fails and `base` with all of `order` passes: both were tried."""
+        lo, hi = 0, len(order)  # prefix lo fails, prefix hi passes
+        k = min(max(start, lo + 1), hi)
+        step = 1
+        while hi - lo > 1:
+            if self.passes(base | frozenset(order[:k])):
+                hi = k
+                k = max(hi - step, lo + 1) if lo == 0 else (lo + hi) // 2
             else:
-                lo = mid + 1
+                lo = k
+                k = min(lo + step, hi - 1) if hi == len(order) else (lo + hi) // 2
+            step *= 2
+            k = min(max(k, lo + 1), hi - 1) if hi - lo > 1 else k
         return base | frozenset(order[:hi])
 
-    def _shrink(self, keep: frozenset[str], ranked: list[str]) -> frozenset[str]:
-        """Drop kept ops that are not needed: halves first (cheap when many are spare), then one by one from
-        the weakest evidence up."""
+    def _prune(self, keep: frozenset[str], ranked: list[str]) -> frozenset[str]:
+        """Drop kept ops that are not needed, weakest evidence first, in groups whose size doubles after each
+        group dropped and halves after each group needed (group testing for an unknown share of needed ops:
+        a spare set goes in a few trials, a set of needed ops in about one trial per op). A removal that only
+        leaves a subset of a failed keep-set is not tried."""
         rank = {n: i for i, n in enumerate(ranked)}
-        items = sorted(keep, key=lambda n: -rank.get(n, len(rank) + self.names.index(n)))
-        chunk = len(items) // 2
-        while chunk >= 2:
-            i = 0
-            while i < len(items):
-                rest = items[:i] + items[i + chunk:]
-                if rest and self.passes(rest):
-                    items = rest
-                else:
-                    i += chunk
-            chunk //= 2
-        for n in list(items):
-            rest = [x for x in items if x != n]
-            if self.passes(rest):
-                items = rest
+        items = sorted(keep, key=lambda n: rank.get(n, len(rank) + self.names.index(n)))
+        todo = items[::-1]  # weakest first
+        size = 1
+        while todo:
+            group = set(todo[:size])
+            rest = [n for n in items if n not in group]
+            if rest and not self.known_to_fail(rest) and self.passes(rest):
+                items, todo, size = rest, todo[size:], size * 2
+            elif size > 1:
+                size //= 2
+            else:
+                todo = todo[1:]  # needed: stays
         return frozenset(items)
+
+
+def by_share(share: dict[str, float], ranked: list[str]) -> list[str]:
+    """Ops that reduce the error when kept, largest share first (the other evidence breaking ties), then the rest
+    as ranked."""
+    pos = {n: i for i, n in enumerate(dict.fromkeys(ranked))}
+    helps = sorted((n for n in pos if share.get(n, 0.0) > 0), key=lambda n: (-share[n], pos[n]))
+    return list(dict.fromkeys(helps + list(pos)))
 
 
 def settle(plan: Plan, search: Search, load: Plan | None, label: str,
            evidence: Callable[[], tuple]) -> tuple[frozenset[str] | None, dict[str, list[str]]]:
     """The keep-set and its reasons: a loaded plan as it is (re-verified by `finish`); no evidence gathered
-    when the pure precision passes; else `evidence()` -> (ranked, strong, sources, why, analyses) and a search."""
+    when the pure precision passes; else `evidence()` -> (ranked, strong, sources, why, analyses[, share]) and a
+    search."""
     if load is not None:
         check_matches(load, search.units, label)
         search.trial(())  # the pure precision, for the report
         return frozenset(load.kept), {k.node: k.why for k in load.keep}
     if search.passes(()):
         return frozenset(), {}
-    ranked, strong, sources, why, plan.analyses = evidence()
-    return search.run(ranked, strong, sources), why
+    ranked, strong, sources, why, plan.analyses, *share = evidence()
+    return search.run(ranked, strong, sources, share[0] if share else None), why
 
 
 def low_fraction(units: list[Unit], keep) -> float:

@@ -5,6 +5,7 @@ import copy
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -18,6 +19,9 @@ from fpdiff.core.status import Status
 from fpdiff.model import graph, mixed
 from fpdiff.model.mixed import program_module
 from fpdiff.runtime.worker import INTERNAL, JobResult, failure
+
+if TYPE_CHECKING:
+    from fpdiff.analysis.plan.search import Progress
 
 FP32 = prec.get("fp32")
 _CONTRACT = {"mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "conv1d", "conv2d", "conv3d", "convolution",
@@ -112,11 +116,13 @@ def _run_here(prepared: Prepared, inputs: tuple, backend: str) -> JobResult:
     return JobResult(Status.OK, outputs=_outputs(out))
 
 
-def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
-             units: list[Unit]) -> tuple[list[str], list[str], list[str], dict[str, list[str]], list[str]]:
+def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision, units: list[Unit],
+             gm: torch.fx.GraphModule | None = None) -> tuple:
     """Candidates ranked by evidence: ranges' risks and locate's culprits first (strong), then ops by their own
     error at P, then ranges' notes and the field's prior (autocast's fp32 list), then the rest in graph order.
-    Also the analyses run; one that refuses the model (in one line) leaves the search its other evidence."""
+    Also the analyses run; one that refuses the model (in one line) leaves the search its other evidence. With
+    the program `gm`, each op's first-order share of the pure error too (attribution.py), which the search ranks
+    by: -> (ranked, strong, sources, why, analyses, share or None)."""
     from fpdiff.analysis.locate import analyse
     from fpdiff.analysis.ranges import measure
     why: dict[str, list[str]] = {}
@@ -142,11 +148,25 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
     noted = [o.origin for o in r.ops if o.dtypes[p.name].notes and o.origin in valid]
     prior = [u.node for u in units if u.op.split(".")[1 if u.op.startswith("aten.") else 0] in PRIOR]
     ranked = list(dict.fromkeys(strong + by_ratio + noted + prior + names))
-    return ranked, strong, sources, {n: v for n, v in why.items() if n in valid}, analyses
+    share = _shares(gm, inputs, p, analyses) if gm is not None else None
+    return ranked, strong, sources, {n: v for n, v in why.items() if n in valid}, analyses, share
+
+
+def _shares(gm: torch.fx.GraphModule, inputs: tuple, p: prec.Precision, analyses: list[str]) -> dict | None:
+    """Each op's first-order share of the pure error, the analysis named in `analyses`; None (and why) when it
+    cannot be computed for this program (the search then ranks by the other evidence)."""
+    from fpdiff.analysis.plan.attribution import shares
+    try:
+        share = shares(gm, inputs, p.dtype)
+    except UsageError as e:
+        analyses.append(f"attribution refused: {e}")
+        return None
+    analyses.append("attribution (one float64 pass and its gradient)")
+    return share
 
 
 def plan_torch(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance: float,
-               load: Plan | None = None) -> tuple[Plan, TorchTrials]:
+               load: Plan | None = None, progress: Progress | None = None) -> tuple[Plan, TorchTrials]:
     """Search (or re-verify a loaded plan) with trials on `backend`; return it with its trials, which hold the
     float64 outputs it was judged against and the programs it ran."""
     t0 = time.perf_counter()
@@ -158,8 +178,9 @@ def plan_torch(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance
     reg = registry(jobs.plugins)
     here = reg.create(backend) if reg.cls(backend).implements("prepare_module") else None
     trials = TorchTrials(jobs, backend, gm, source.inputs, source.input_names, expected, p, tolerance, here)
-    search = Search(units, trials, tolerance)
-    found, why = settle(plan, search, load, source.ref.label, lambda: evidence(source.module, source.inputs, p, units))
+    search = Search(units, trials, tolerance, progress)
+    found, why = settle(plan, search, load, source.ref.label,
+                        lambda: evidence(source.module, source.inputs, p, units, gm))
     return finish(plan, search, found, why, t0), trials
 
 
