@@ -127,6 +127,9 @@ def test_integer_valued_output():
     lost = Graph(x, (Node("round", (0,)), Node("exp", (1,))), 2)
     assert emit.integer_valued(kept) and not emit.integer_valued(lost)
     assert emit.torch_case(Sample(kept, (np.ones((3, 4)) * 0.3,))).integer_valued
+    from fpdiff.analysis.fuzz.oracle import case_of  # the ONNX form's case: the same test
+    assert case_of(Sample(kept, (np.ones((3, 4)) * 0.3,))).integer_valued
+    assert not case_of(Sample(lost, (np.ones((3, 4)) * 0.3,))).integer_valued
 
 
 def test_bad_graph_is_one_line():

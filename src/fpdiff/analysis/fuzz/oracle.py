@@ -85,13 +85,12 @@ class GraphVerdict:
 
 def case_of(sample: Sample, description: str = "") -> Case:
     """The sample as an ops Case: its op sequence for a name, its id for a case id; integer-valued when its output
-    op makes integers (round, floor, sign), so ops' flip rule judges it."""
-    from fpdiff.analysis.fuzz.vocab import VOCAB
+    holds integers by construction (round, floor, sign, then only ops that move values), so ops' flip rule judges
+    it: the same test as the torch form's case (emit.integer_valued)."""
+    from fpdiff.analysis.fuzz.emit import integer_valued
     g = sample.graph
-    last = g.nodes[g.output - len(g.inputs)].op if g.output >= len(g.inputs) else None
-    integer = bool(last and VOCAB[last].integer_valued)
     return Case(FUZZ_CATALOG, ">".join(g.ops()), sample.id, variant=variant_of(sample), description=description,
-                integer_valued=integer, payload=GraphPayload(sample))
+                integer_valued=integer_valued(g), payload=GraphPayload(sample))
 
 
 def variant_of(sample: Sample) -> str:
