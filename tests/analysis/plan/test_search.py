@@ -55,3 +55,40 @@ def test_every_pair_of_needed_ops_is_found_exactly():
     for pair in itertools.combinations(NAMES[::5], 2):
         found, _ = search(set(pair))
         assert found == set(pair), pair
+
+
+def test_shares_rank_the_needed_ops_first_and_cost_few_evaluations():
+    needed = {"op7", "op19"}
+    blind, blind_log = search(needed)
+    log: list = []
+    s = Search([Unit(n, "mul") for n in NAMES], fake(needed, log), tolerance=0.5)
+    share = {n: (0.4 if n in needed else 0.01) for n in NAMES}
+    found = s.run([], [], [], share)
+    assert found == needed == blind
+    assert len(log) < len(blind_log) and len(log) == len(set(log))
+
+
+def test_misleading_shares_still_find_the_needed_set():
+    needed = {"op2", "op20"}
+    log: list = []
+    s = Search([Unit(n, "mul") for n in NAMES], fake(needed, log), tolerance=0.5)
+    share = {n: (0.0 if n in needed else 0.3) for n in NAMES}  # the evidence points everywhere else
+    assert s.run([], [], [], share) == needed
+
+
+def test_progress_is_called_once_per_evaluation():
+    calls: list = []
+    log: list = []
+    s = Search([Unit(n, "mul") for n in NAMES], fake({"op3", "op11"}, log), tolerance=0.5,
+               progress=lambda what, done, total: calls.append((what, done, total)))
+    s.run([], [])
+    assert [c[1] for c in calls] == list(range(1, len(log) + 1)) and all(c[2] is None for c in calls)
+    assert all(c[0].startswith("trial ") for c in calls)
+
+
+def test_pruning_skips_a_set_inside_a_failed_one():
+    log: list = []
+    s = Search([Unit(n, "mul") for n in NAMES], fake({"op1"}, log), tolerance=0.5)
+    s.trial(frozenset(NAMES[1:]))  # passes
+    s.trial(frozenset(NAMES[2:]))  # fails: every subset of it is taken to fail
+    assert s.known_to_fail(NAMES[5:]) and not s.known_to_fail(NAMES[:3])
