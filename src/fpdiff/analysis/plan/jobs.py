@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from fpdiff.analysis.plan.search import AutocastRemedy, OnnxExport, Speed, Trial, rel_l2
-from fpdiff.backends.base import PROGRAM, TORCH
+from fpdiff.backends.base import PROGRAM
 from fpdiff.core.status import Status
 from fpdiff.model import graph
 from fpdiff.runtime import jobdata, rundir
@@ -59,10 +59,8 @@ class Jobs:
                              self.flags.get(backend, ()), self.cache, repeat=repeat))
 
     def source_data(self, source) -> str:
-        """The model's job data (its weights too, for a torch model), written once."""
-        state = source.module.state_dict() if source.ref.kind == TORCH else None
-        return jobdata.write(self.dir / "source.data.pt", inputs=source.inputs, input_names=source.input_names,
-                             fingerprint=source.fingerprint, state=state)
+        """The model's job data; a torch model's weights written once per run and mapped by every worker."""
+        return jobdata.of_source(self.dir / "source.data.pt", source)
 
     def _run(self, job: Job) -> JobResult:
         if self._router is None:
