@@ -466,10 +466,10 @@ def _ranges(args, console) -> int:
 
 def _plan(args, console) -> int:
     from fpdiff import api
-    with _progress(args, "planning: evidence, then trials", unit="evaluations"):
+    with _progress(args, "planning: evidence, then trials", unit="evaluations") as progress:
         result = api.plan(args.model, precision=args.precision, backend=args.backend, tolerance=args.tolerance,
                           device=args.device, load=args.load, export_onnx=args.export_onnx,
-                          measure_speed=not args.no_speed, **_runs(args))
+                          measure_speed=not args.no_speed, progress=progress, **_runs(args))
     return _finish(args, console, result, own_files=lambda: _save_plan(args, console, result))
 
 
