@@ -14,6 +14,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -93,13 +94,15 @@ def main() -> None:
     env = dict(os.environ, FPDIFF_BENCH_SIZE=a.size)
     if a.plant is not None:
         env["FPDIFF_BENCH_PLANT"] = a.plant
+    report = Path(tempfile.mkdtemp(prefix="bench-scale-")) / "report.json"
     cmd = shlex.split(a.fpdiff) + [a.analysis, str(SPEC)]
     if a.analysis == "check":
-        cmd += ["--backends", "torch", "--precisions", a.precisions, "--json", "-"]
+        cmd += ["--backends", "torch", "--precisions", a.precisions, "--json", str(report)]
     else:
-        cmd += ["--backend", "torch", "--precision", a.precisions.split(",")[-1], "--json", "-"]
+        cmd += ["--backend", "torch", "--precision", a.precisions.split(",")[-1], "--json", str(report)]
     cmd += shlex.split(a.extra)
     r = run(cmd, env)
+    r["report"] = json.loads(report.read_text()) if report.exists() else None
     gb = 1024 ** 3
     row = {"size": a.size, "params": n, "fp32_weights_gb": weights / gb, "analysis": a.analysis,
            "precisions": a.precisions, "wall_s": round(r["wall_s"], 1), "rc": r["rc"],
@@ -113,7 +116,8 @@ def main() -> None:
     if r["rc"] not in (0, 1):
         print(r["stderr"][-2000:], file=sys.stderr)
     if a.json:
-        Path(a.json).write_text(json.dumps({**row, "stdout": r["stdout"], "stderr": r["stderr"]}, indent=1))
+        Path(a.json).write_text(json.dumps({**row, "report": r["report"], "stdout": r["stdout"],
+                                            "stderr": r["stderr"]}, indent=1))
 
 
 if __name__ == "__main__":

@@ -69,6 +69,14 @@ def test_skeleton_builds_on_meta_and_maps(tmp_path):
     assert torch.equal(built.eval()(ids), want)
 
 
+def test_skeleton_takes_a_state_dict_without_non_persistent_buffers():
+    """Inline weights (a state_dict) lack non-persistent buffers: the real build supplies them."""
+    torch.manual_seed(0)
+    m = Tied().eval()
+    built = weights.skeleton(Tied, m.state_dict())
+    assert torch.equal(built.eval()(torch.tensor([[3]])), m(torch.tensor([[3]])))
+
+
 def test_skeleton_refuses_a_file_missing_a_weight(tmp_path):
     state = dict(weights.load(weights.share(Tied(), tmp_path)))
     state.pop("head.weight")

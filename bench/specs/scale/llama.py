@@ -1,7 +1,7 @@
 """A Llama-shaped decoder of a chosen size (transformers LlamaModel from a config, random init, no download), for
 the memory and time of every analysis at real sizes. FPDIFF_BENCH_SIZE picks it: 0.4b, 1.2b or 4b parameters
 (or `tiny`, for tests). A short sequence keeps activations small: the weights are what is measured. FPDIFF_BENCH_PLANT
-names a layer whose MLP output is multiplied by 2**12 on its way back into the residual stream: finite at fp32 and
+names a layer whose MLP output is multiplied by 2**16 on its way back into the residual stream: finite at fp32 and
 bf16, past fp16's 65504, a planted fp16 overflow that locate must name."""
 import os
 
@@ -42,7 +42,7 @@ class Decoder(torch.nn.Module):
         self.m = transformers.LlamaModel(cfg)
         if PLANT is not None:
             layer = self.m.layers[int(PLANT)]
-            layer.mlp = Scaled(layer.mlp, 2.0 ** 12)
+            layer.mlp = Scaled(layer.mlp, 2.0 ** 16)
 
     def forward(self, input_ids):
         return self.m(input_ids=input_ids, use_cache=False, return_dict=False)[0]

@@ -81,23 +81,14 @@ class TorchBackend(Backend):
 """
 
 
-# A cast copy of weights over this size (a 128M-parameter model at bf16) is not made: each op casts the weights it
-# reads (model/weights.py LazyCast), bit for bit the same numbers. Under it the copy is cheaper than a Python dispatch
-# per weight read (a 1024-row MLP ran 1.5x slower lazily at fp16); over it the copy is what keeps a real-size model
-# from fitting (a 4B model's bf16 copy is 8 GB beside its 16 GB of fp32 weights).
-LAZY_CAST_BYTES = 256 << 20
-
-
 def _lazy(task: Task) -> bool:
     """Cast weights per op: always for float64 (the judge, twice the fp32 weights whole), and for a cast copy that
-    would be large; only on the CPU (a device copy is made whole anyway)."""
+    would be large (model/weights.py LAZY_CAST_BYTES); only on the CPU (a device copy is made whole anyway)."""
+    from fpdiff.model.weights import cast_is_large
     p = task.precision
     if not p.is_cast or task.device != "cpu" or task.is_program:
         return False
-    if p.dtype == torch.float64:
-        return True
-    size = sum(t.numel() for _, t in _tensors(task.source.module) if t.is_floating_point())
-    return size * torch.tensor([], dtype=p.dtype).element_size() > LAZY_CAST_BYTES
+    return p.dtype == torch.float64 or cast_is_large(task.source.module, p.dtype)
 
 
 def watch_blocks(module: torch.nn.Module) -> None:
@@ -115,11 +106,6 @@ def watch_blocks(module: torch.nn.Module) -> None:
     name, blocks = max(lists, key=lambda nm: sum(p.numel() for p in nm[1].parameters()))
     for i, block in enumerate(blocks):
         block.register_forward_hook(lambda *_, i=i: progress.segment(i + 1, len(blocks), f"{name}.{i}"))
-
-
-def _tensors(module: torch.nn.Module):
-    from fpdiff.model.weights import named_tensors
-    return {id(t): (n, t) for n, t in named_tensors(module)}.values()
 
 
 def float64_prepared(module: torch.nn.Module, device: str, judge: bool) -> Prepared:

@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_map
 from fpdiff.core.errors import MESSAGE_CHARS, TORCH_EXPORT, StageError, plain
 from fpdiff.core.precision import Precision
 from fpdiff.model import graph
+from fpdiff.model.weights import real
 
 
 @contextlib.contextmanager
@@ -117,8 +118,8 @@ def cut(gm: fx.GraphModule, nodes: list[fx.Node]) -> tuple[fx.GraphModule, list[
     def bring(a: fx.Node) -> None:
         if a in inside or a in env:
             return
-        if a.op == "get_attr":
-            _set_attr(root, a.target, get_attr(gm, a.target))
+        if a.op == "get_attr":  # a weight cast per op (model/weights.py) is made real: segments are saved
+            _set_attr(root, a.target, real(get_attr(gm, a.target)))
             env[a] = g.get_attr(a.target)
         elif a.op == "call_function" and not isinstance(a.meta.get("val"), torch.Tensor) and a.all_input_nodes:
             for b in a.all_input_nodes:  # a size read off a tensor (sym_size): recompute it inside

@@ -117,7 +117,8 @@ def skeleton(build: Callable[[], torch.nn.Module], state: Mapping[str, torch.Ten
     except Exception:  # noqa: BLE001 - a model that cannot be built on meta is built for real below
         pass
     module = build()
-    missing = assign(module, state)
+    persistent = set(module.state_dict())  # a non-persistent buffer the state lacks is the real build's own
+    missing = [n for n in assign(module, state) if n in persistent]
     if missing:
         raise ValueError(f"the weights file lacks {', '.join(missing[:5])}")
     return module
@@ -155,6 +156,8 @@ class LazyCast(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in _SAME_TENSOR and isinstance(args[0], LazyCast):  # nn.Parameter(x) detaches: stay lazy
+            return LazyCast(func(args[0].inner), args[0].dtype)
         if func is aten.embedding.default and isinstance(args[0], LazyCast):  # gather, then cast: the rows only
             return func(args[0].inner, *args[1:], **kwargs).to(args[0].dtype)
         if func._schema.is_mutable:  # a write must last: the tensor written becomes a real cast copy for good
@@ -163,6 +166,46 @@ class LazyCast(torch.Tensor):
                     a.inner = a.inner.to(a.dtype)
         unwrap = lambda x: x.inner.to(x.dtype) if isinstance(x, LazyCast) else x  # noqa: E731
         return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
+
+
+# Ops that hand back the same values as another tensor object: the wrapper stays lazy through them.
+_SAME_TENSOR = {aten.detach.default, aten.alias.default}
+
+
+def real(t):
+    """`t` as a plain tensor (a LazyCast cast now), anything else as it is: for code that saves or traces weights."""
+    return t.inner.to(t.dtype) if isinstance(t, LazyCast) else t
+
+
+# A cast copy of weights over this size (a 128M-parameter model at bf16) is not made where an op can cast what it
+# reads (LazyCast), bit for bit the same numbers. Under it the copy is cheaper than a Python dispatch per weight read
+# (a 1024-row MLP ran 1.5x slower cast per op at fp16); over it the copy is what keeps a real-size model from
+# fitting (a 4B model's bf16 copy is 8 GB beside its 16 GB of fp32 weights).
+LAZY_CAST_BYTES = 256 << 20
+
+
+def cast_is_large(module: torch.nn.Module, dtype: torch.dtype) -> bool:
+    """Whether `module`'s floating weights at `dtype` would pass LAZY_CAST_BYTES."""
+    n = sum(t.numel() for t in {id(t): t for _, t in named_tensors(module)}.values() if t.is_floating_point())
+    return n * torch.tensor([], dtype=dtype).element_size() > LAZY_CAST_BYTES
+
+
+def lazy_program(program: torch.export.ExportedProgram, module: torch.nn.Module, dtype: torch.dtype) -> int:
+    """Replace the weights of `program` (exported from `module` cast to `dtype`) by `module`'s own, cast as each op
+    reads them: the program's cast copy is freed. Only entries that are `module`'s tensor at `dtype` under the same
+    name and shape; returns how many were replaced. Code that saves or traces the program must take real() weights
+    (segments.cut does)."""
+    own = dict(named_tensors(module))
+    n = 0
+    for name, t in list(program.state_dict.items()):
+        src = own.get(name)
+        if (src is not None and t.dtype == dtype and src.is_floating_point() and src.dtype != dtype
+                and src.shape == t.shape and not isinstance(t, LazyCast)):
+            lazy = LazyCast(src.detach(), dtype)
+            program.state_dict[name] = torch.nn.Parameter(lazy, requires_grad=False) if isinstance(
+                t, torch.nn.Parameter) else lazy
+            n += 1
+    return n
 
 
 def cast_copy(module: torch.nn.Module, dtype: torch.dtype, lazy: bool = False) -> torch.nn.Module:
