@@ -169,51 +169,74 @@ class LocateResult(Result):
         return sorted(self.ops, key=lambda o: (-o.ratio if math.isfinite(o.ratio) else -1e300))[:n]
 
 
+# Elements per chunk of the per-op metrics: 512 KB of float64, which stays in a core's L2 cache across the five
+# passes made over it (copy, subtract, two norms, min/max), so the activation itself is read from memory once.
+CHUNK = 1 << 16
+
+
 class _Scratch:
-    """One float64 buffer that each op's difference from float64 is written into, reused op after op: a fresh
-    tensor the size of an activation per op costs more in page faults than the subtraction itself."""
+    """One float64 buffer that each op's difference from float64 is written into, chunk by chunk, reused op after
+    op: a fresh tensor the size of an activation per op costs more in page faults than the subtraction itself."""
 
     def __init__(self) -> None:
-        self.buf = torch.empty(0, dtype=torch.float64)
+        self.buf = torch.empty(CHUNK, dtype=torch.float64)
 
-    def diff_norm(self, out: torch.Tensor, ref: torch.Tensor) -> float:
-        """L2 norm of out - ref, the subtraction in float64 as `out.double() - ref` makes it, elementwise equal."""
+    def stats(self, out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float, float]:
+        """(||out - ref||, ||ref||, min(ref), max(ref)), the subtraction in float64 as `out.double() - ref` makes
+        it, elementwise equal; the norms summed per chunk (they differ from one whole-tensor sum in the last ulp).
+        On one thread: memory-bound passes over a chunk gain little from a second one, and on a busy machine every
+        parallel region waits for a core that another process holds (5-20x slower, measured)."""
         n = ref.numel()
-        if self.buf.numel() < n:
-            self.buf = torch.empty(0, dtype=torch.float64)  # the old one freed before the larger one is made
-            self.buf = torch.empty(n, dtype=torch.float64)
-        d = self.buf[:n].view(ref.shape)
-        d.copy_(out)  # two same-dtype passes: a mixed bfloat16 - float64 subtraction is ~10x slower on the CPU
-        d.sub_(ref)
-        return float(torch.linalg.vector_norm(d))
+        r1, o1 = ref.reshape(-1), out.reshape(-1)
+        acc = torch.empty(4, -(-n // CHUNK), dtype=torch.float64)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            for j, i in enumerate(range(0, n, CHUNK)):
+                r = r1[i:i + CHUNK]
+                d = self.buf[:r.numel()]
+                d.copy_(o1[i:i + CHUNK])  # two same-dtype passes: a mixed-dtype subtraction is ~10x slower
+                d.sub_(r)
+                torch.linalg.vector_norm(d, out=acc[0, j])
+                torch.linalg.vector_norm(r, out=acc[1, j])
+                torch.aminmax(r, out=(acc[2, j], acc[3, j]))
+            return (float(torch.linalg.vector_norm(acc[0])), float(torch.linalg.vector_norm(acc[1])),
+                    float(acc[2].min()) if n else 0.0, float(acc[3].max()) if n else 0.0)
+        finally:
+            torch.set_num_threads(threads)
 
 
-def _rel_l2(out: torch.Tensor, ref: torch.Tensor, scratch: _Scratch | None = None) -> tuple[float, int]:
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else (0.0 if num == 0 else math.inf)
+
+
+def _rel_l2(out: torch.Tensor, ref: torch.Tensor, scratch: _Scratch | None = None,
+            stats: tuple[float, float, float, float] | None = None) -> tuple[float, int]:
     """Relative L2 over values finite in float64, and how many of those the output lost to NaN/Inf."""
-    if scratch is not None and out.shape == ref.shape and ref.dtype == torch.float64:
-        num = scratch.diff_norm(out, ref)
+    if stats is None and scratch is not None and out.shape == ref.shape and ref.dtype == torch.float64:
+        stats = scratch.stats(out, ref)
+    if stats is not None:
+        num, den = stats[:2]
     else:
         num = float(torch.linalg.vector_norm(out.reshape(-1).double() - ref.reshape(-1)))
-    den = float(torch.linalg.vector_norm(ref))
+        den = float(torch.linalg.vector_norm(ref))
     if math.isfinite(num) and math.isfinite(den):  # no NaN/Inf anywhere (a norm would show it): no masks
-        return (num / den if den > 0 else (0.0 if num == 0 else math.inf)), 0
+        return _ratio(num, den), 0
     out, ref = out.reshape(-1).double(), ref.reshape(-1)
     finite = torch.isfinite(ref)
     bad = int((finite & ~torch.isfinite(out)).sum())
     if bad:
         return math.inf, bad
     o, r = out[finite], ref[finite]
-    den = float(torch.linalg.vector_norm(r))
-    num = float(torch.linalg.vector_norm(o - r))
-    return (num / den if den > 0 else (0.0 if num == 0 else math.inf)), 0
+    return _ratio(float(torch.linalg.vector_norm(o - r)), float(torch.linalg.vector_norm(r))), 0
 
 
-def _max_abs(ref: torch.Tensor) -> float:
-    """The largest finite |value|: one min/max pass when every value is finite (a NaN or Inf would be the min or
-    max), else masked."""
+def _max_abs(ref: torch.Tensor, stats: tuple[float, float, float, float] | None = None) -> float:
+    """The largest finite |value|: from the min and max when every value is finite (a NaN or Inf would be the min
+    or max), else masked."""
     if not ref.numel():
         return 0.0
-    lo, hi = (float(v) for v in torch.aminmax(ref))
+    lo, hi = stats[2:] if stats is not None else (float(v) for v in torch.aminmax(ref))
     if math.isfinite(lo) and math.isfinite(hi):
         return max(abs(lo), abs(hi))
     fin = ref[torch.isfinite(ref)]
@@ -359,7 +382,9 @@ class _Lockstep:
                 out: torch.Tensor) -> None:
         """The op's accumulated error, and where that is out of line, its own error against its floor."""
         p = self.p
-        acc, _ = _rel_l2(out, ref, self.scratch)
+        same = out.shape == ref.shape and ref.dtype == torch.float64
+        stats = self.scratch.stats(out, ref) if same else None
+        acc, _ = _rel_l2(out, ref, self.scratch, stats)
         local, bad, flushed, floor = None, 0, 0.0, p.unit_roundoff
         if acc > LOCAL_FACTOR * floor:  # only then is the exact floor worth its passes over the data
             repr_err, flushed = _representation(ref, p.compute, self.scratch)
@@ -377,7 +402,7 @@ class _Lockstep:
                 floor = max(floor, cond if math.isfinite(cond) else 0.0)
         path, src = graph.where(b)
         self.ops.append(OpError(len(self.ops), b.name, str(b.target), path, src, acc, local, floor, bad,
-                                _max_abs(ref), flushed))
+                                _max_abs(ref, stats), flushed))
 
 
 @rundir.scoped
