@@ -37,3 +37,30 @@ def test_a_pure_program_without_error_is_refused_in_one_line():
     gm = program_module(torch.nn.ReLU(), (x,), FP16)
     with pytest.raises(UsageError, match="not finite|exact"):
         shares(gm, (x,), FP16.dtype)
+
+
+class Attention(torch.nn.Module):
+    """Multi-head attention with a learned position bias as its mask (as T5 writes it): the traced kernel lays its
+    output out so that `.transpose(1, 2).contiguous()` is no copy, while with the bias needing a gradient (the
+    float64 pass) torch runs the math kernel, which lays it out otherwise."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(32, 96), torch.nn.Linear(32, 32)
+        self.bias = torch.nn.Parameter(torch.randn(1, 4, 16, 16))
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = (t.view(b, s, 4, 8).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=self.bias * 1.0)
+        return self.out(o.transpose(1, 2).contiguous().view(b, s, -1))
+
+
+def test_attention_whose_float64_layout_differs_from_the_traced_one_is_attributed():
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 32)
+    model = Attention()
+    gm = program_module(model, (x,), FP16)
+    share = shares(gm, (x,), FP16.dtype)
+    assert set(share) == {u.node for u in units_of(gm)}
+    assert max(abs(v) for v in share.values()) > 0.01  # the fp16 rounding is attributed to some op

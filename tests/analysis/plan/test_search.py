@@ -92,3 +92,21 @@ def test_pruning_skips_a_set_inside_a_failed_one():
     s.trial(frozenset(NAMES[1:]))  # passes
     s.trial(frozenset(NAMES[2:]))  # fails: every subset of it is taken to fail
     assert s.known_to_fail(NAMES[5:]) and not s.known_to_fail(NAMES[:3])
+
+
+def test_shares_rank_by_size_so_an_op_whose_rounding_cancels_is_still_first():
+    from fpdiff.analysis.plan.search import by_share
+    share = {"op0": 0.01, "op1": -0.3, "op2": 0.2, "op3": 0.0}
+    assert by_share(share, ["op3", "op0", "op2", "op1"]) == ["op1", "op2", "op0", "op3"]
+
+
+def test_a_needed_op_with_a_negative_share_costs_no_more_than_a_positive_one():
+    needed = {"op7", "op19"}
+    counts = []
+    for sign in (1.0, -1.0):
+        log: list = []
+        s = Search([Unit(n, "mul") for n in NAMES], fake(needed, log), tolerance=0.5)
+        share = {n: (sign * 0.4 if n == "op19" else 0.4 if n == "op7" else 0.01) for n in NAMES}
+        assert s.run([], [], [], share) == needed
+        counts.append(len(log))
+    assert counts[0] == counts[1]

@@ -14,6 +14,10 @@ from fpdiff.core.errors import UsageError
 from fpdiff.model import mixed
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)  # dtypes the float64 pass widens, named or held
+# A program's views were traced on its own dtypes' kernels; a float64 kernel may lay its output out otherwise (CPU
+# attention's math path against the fused one), where view refuses the strides and reshape gives the same values.
+_RESHAPE = {torch.ops.aten.view.default: torch.ops.aten.reshape.default,
+            torch.ops.aten._unsafe_view.default: torch.ops.aten.reshape.default}
 
 
 def shares(gm: torch.fx.GraphModule, inputs: tuple, low: torch.dtype) -> dict[str, float]:
@@ -68,7 +72,7 @@ def _float64_pass(gm: torch.fx.GraphModule, inputs: tuple):
             elif n.op == "call_function":
                 args, kwargs = tree_map(lambda a: env[a.name] if isinstance(a, torch.fx.Node) else _wide(a),
                                         (n.args, n.kwargs))
-                env[n.name] = n.target(*args, **kwargs)
+                env[n.name] = _call(n, args, kwargs)
                 if n.name in units:
                     env[n.name] = tree_map(_tracked, env[n.name])
                     rounding[n.name] = _own_rounding(n, env)
@@ -79,6 +83,11 @@ def _float64_pass(gm: torch.fx.GraphModule, inputs: tuple):
             elif not (n.op == "call_module" and str(n.target).startswith("_guards")):  # guards: no arithmetic
                 raise UsageError(f"attribution cannot step through graph node {n.op} {n.target}")
     return out64, rounding
+
+
+def _call(n: torch.fx.Node, args, kwargs):
+    """A graph node's op on these arguments, a view as a reshape (the float64 layout may differ from the traced)."""
+    return _RESHAPE.get(n.target, n.target)(*args, **kwargs)
 
 
 def _attr(gm: torch.fx.GraphModule, target: str):
@@ -120,7 +129,7 @@ def _own_rounding(n: torch.fx.Node, env: dict) -> list[tuple[torch.Tensor, torch
     args, kwargs = tree_map(lambda a: _held(a, env) if isinstance(a, torch.fx.Node) else a, (n.args, n.kwargs))
     try:
         with torch.no_grad():
-            low = n.target(*args, **kwargs)
+            low = _call(n, args, kwargs)
     except (RuntimeError, NotImplementedError):  # no low kernel on this device: no evidence for this op
         return []
     pairs = []

@@ -243,7 +243,8 @@ class Search:
             share: dict[str, float] | None = None) -> frozenset[str] | None:
         """The strongest evidence first (the ops where a problem starts, then every op with evidence); grow along
         the ranking until it passes; then drop what is not needed. With each op's first-order share of the
-        error (`share`), the ranking is by share and the first prefix tried is the one the shares predict.
+        error (`share`), the ranking is by the share's size and the first prefix tried is the one the shares
+        predict.
         Any subset can come out (not only a prefix of the graph). None: even all-fp32 fails."""
         if self.passes(()):
             return frozenset()
@@ -261,16 +262,16 @@ class Search:
         return self._prune(self._grow(keep, order, start), ranked)
 
     def _predicted(self, order: list[str], share: dict[str, float]) -> int:
-        """The shortest prefix of `order` whose shares, to first order, bring the pure error within the
-        tolerance; the shares are scaled to remove the whole error when every op is kept (they overlap: an op's
-        rounding includes its inputs')."""
+        """The shortest prefix of `order` whose shares' sizes, to first order, bring the pure error within the
+        tolerance; the sizes are scaled to remove the whole error when every op is kept (they overlap: an op's
+        rounding includes its inputs', and signed shares cancel where the sizes add)."""
         pure = self.trials[frozenset()].error
-        finite = [max(share.get(n, 0.0), 0.0) for n in order]
+        finite = [abs(share.get(n, 0.0)) for n in order]
         must = sum(1 for x in finite if math.isinf(x))  # ops that alone go non-finite: kept before any other
         total = sum(x for x in finite if math.isfinite(x))
         if not math.isfinite(pure) or total <= 0:
             return max(must, 1)
-        need = 1.0 - self.tolerance / pure  # the fraction of the error to take away
+        need = 1.0 - (self.tolerance / pure) ** 2  # the fraction of the squared error to take away (shares are of it)
         acc = 0.0
         for k, x in enumerate(finite, 1):
             acc += x if math.isfinite(x) else 0.0
@@ -318,11 +319,13 @@ class Search:
 
 
 def by_share(share: dict[str, float], ranked: list[str]) -> list[str]:
-    """Ops that reduce the error when kept, largest share first (the other evidence breaking ties), then the rest
-    as ranked."""
+    """Ops whose rounding moves the outputs, largest share first by size (the other evidence breaking ties), then
+    the rest as ranked. By size, not sign: a share is an op's rounding projected on the pure error, and a negative
+    one (it cancels part of that error) is still rounding the outputs carry once the other ops are kept; near a
+    plan, where most ops are fp32, what dropping an op costs is that rounding's size, whatever its sign was."""
     pos = {n: i for i, n in enumerate(dict.fromkeys(ranked))}
-    helps = sorted((n for n in pos if share.get(n, 0.0) > 0), key=lambda n: (-share[n], pos[n]))
-    return list(dict.fromkeys(helps + list(pos)))
+    moves = sorted((n for n in pos if share.get(n, 0.0) != 0), key=lambda n: (-abs(share[n]), pos[n]))
+    return list(dict.fromkeys(moves + list(pos)))
 
 
 def settle(plan: Plan, search: Search, load: Plan | None, label: str,
