@@ -58,3 +58,17 @@ def test_a_declared_refusal_inside_a_stage_stays_unsupported_and_names_the_stage
     except Exception as e:
         r = failure(e, "prepare", "iree")
     assert (r.status, r.stage, r.component, r.op) == (Status.UNSUPPORTED, "compile", "iree-compile", "math.erf")
+
+
+def test_a_sigkill_names_memory():
+    """A worker killed while the kernel's out-of-memory count rose is said to have run out of memory; any other
+    SIGKILL names memory as the likely cause; other signals are named as they are."""
+    import signal
+
+    from fpdiff.runtime.worker import exit_text, oom_kills
+    now = oom_kills()
+    if now is not None:
+        assert "killed by the kernel for memory" in exit_text(-signal.SIGKILL, now - 1)
+        assert "likely cause is memory" in exit_text(-signal.SIGKILL, now)
+    assert "likely cause is memory" in exit_text(-signal.SIGKILL)
+    assert exit_text(-signal.SIGSEGV) == "killed by SIGSEGV" and exit_text(3) == "exit code 3"

@@ -23,6 +23,7 @@ import torch
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.model import graph
+from fpdiff.model.weights import LazyCast, cast_copy
 
 _to = torch.ops.aten.to.dtype  # returns its input itself when the dtype already matches: free in eager
 WORKING = "fpdiff_working_dtype"  # GraphModule.meta key: the dtype whose ops are the program's units
@@ -82,11 +83,13 @@ def units(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
             and n.target is not torch.ops.aten.view.dtype and w in _dtypes(n.meta.get("val"))]
 
 
-def apply(gm: torch.fx.GraphModule, keep: set[str] | frozenset[str], low: torch.dtype) -> torch.fx.GraphModule:
+def apply(gm: torch.fx.GraphModule, keep: set[str] | frozenset[str], low: torch.dtype,
+          lazy: bool = False) -> torch.fx.GraphModule:
     """A copy of a program (`program_module`, `fp32_module`) whose units compute at `low` except `keep`, in fp32.
     Float inputs are taken and outputs given in fp32 (float64 ones stay float64); weights are stored in the dtype
-    their users compute in."""
-    gm = copy.deepcopy(gm)
+    their users compute in. The copy shares the program's weights until it stores one in another dtype (`lazy`: cast
+    as each op reads it, for eager runs of real-size models; such a program cannot be exported)."""
+    gm = copy.deepcopy(gm, {id(t): t for t in (*gm.parameters(), *gm.buffers())})  # replaced below, never written
     g = gm.graph
     w = working(gm)
     names = {n.name for n in units(gm)}
@@ -97,7 +100,7 @@ def apply(gm: torch.fx.GraphModule, keep: set[str] | frozenset[str], low: torch.
     for n in list(g.nodes):  # the program's dtype asserts (after .float(), .to()): dtypes change here on purpose
         if n.op == "call_function" and n.target is torch.ops.aten._assert_tensor_metadata.default:
             g.erase_node(n)
-    cur = _store_weights(gm, want, low)  # known dtype of each float value in the new graph
+    cur = _store_weights(gm, want, low, lazy)  # known dtype of each float value in the new graph
     casts: dict[tuple[torch.fx.Node, torch.dtype], torch.fx.Node] = {}
 
     def cast(a, t: torch.dtype | None, before: torch.fx.Node):
@@ -147,8 +150,8 @@ def _compute_at(n: torch.fx.Node, t: torch.dtype, w: torch.dtype, cast) -> None:
     n.kwargs = dict(torch.fx.node.map_aggregate(n.kwargs, arg))
 
 
-def _store_weights(gm: torch.fx.GraphModule, want: dict[str, torch.dtype],
-                   low: torch.dtype) -> dict[torch.fx.Node, torch.dtype | None]:
+def _store_weights(gm: torch.fx.GraphModule, want: dict[str, torch.dtype], low: torch.dtype,
+                   lazy: bool = False) -> dict[torch.fx.Node, torch.dtype | None]:
     """Each float weight of the working dtype stored in the dtype its readers compute in (through moves): `low`
     when all read it at `low`, else fp32. The dtype of each weight as stored."""
     w = working(gm)
@@ -174,7 +177,8 @@ def _store_weights(gm: torch.fx.GraphModule, want: dict[str, torch.dtype],
             continue
         dts = readers(n)
         if _pd(n) == w and dts:
-            new = t.detach().to(low if dts == {low} else torch.float32)
+            dtype = low if dts == {low} else torch.float32
+            new = LazyCast(t.detach(), dtype) if lazy and t.dtype != dtype else t.detach().to(dtype)
             if isinstance(t, torch.nn.Parameter):
                 new = torch.nn.Parameter(new, requires_grad=False)
             setattr(owner, leaf, new)
@@ -232,7 +236,7 @@ def program_module(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
     gm = graph.functional(ep).module()
     _inline_mode_wrappers(gm)
     gm.meta[WORKING] = p.dtype
-    master = copy.deepcopy(module).float()
+    master = cast_copy(module, torch.float32)  # the model's own fp32 tensors, shared
     held: dict[int, torch.Tensor] = {}  # one fp32 tensor per weight of the model: tied weights stay tied
     for name, t in list(gm.named_parameters(remove_duplicate=False)) + list(gm.named_buffers(remove_duplicate=False)):
         try:
@@ -277,7 +281,7 @@ def _quiet_export() -> Iterator[None]:
 def fp32_module(module: torch.nn.Module, inputs: tuple, dynamic_shapes=None) -> torch.fx.GraphModule:
     """The model's fp32 export as a graph module (autocast's starting point: its units are the fp32 ops), with
     in-place ops made functional (casts cannot follow a mutation into a copy) and mode subgraphs inlined."""
-    m = copy.deepcopy(module).float()
+    m = cast_copy(module, torch.float32)
     ep = torch.export.export(m, prec.cast_inputs(inputs, prec.get("fp32")), dynamic_shapes=dynamic_shapes, strict=False)
     gm = graph.functional(ep).module()
     _inline_mode_wrappers(gm)

@@ -196,14 +196,16 @@ def _has_attr(root: torch.nn.Module, target: str) -> bool:
     return _find(root, target) is not None
 
 
-def values(gm: fx.GraphModule, inputs: tuple) -> dict[str, object]:
-    """Every node's value from one eager run (what segments are fed; small models only hold them all)."""
+def values(gm: fx.GraphModule, inputs: tuple, keep: set[str] | None = None) -> dict[str, object]:
+    """Every node's value from one eager run (what segments are fed; small models only hold them all), or only
+    those named in `keep` (one segment of a real-size model: the rest is freed after its last use)."""
     vals: dict[str, object] = {}
 
     class Rec(fx.Interpreter):
         def run_node(self, n):
             r = super().run_node(n)
-            vals[n.name] = r
+            if keep is None or n.name in keep:
+                vals[n.name] = r
             return r
 
     with torch.no_grad():
@@ -211,13 +213,15 @@ def values(gm: fx.GraphModule, inputs: tuple) -> dict[str, object]:
     return vals
 
 
-def values64(gm: fx.GraphModule, weights: torch.nn.Module, inputs: tuple) -> dict[str, object]:
-    """Every node's float64 value, keyed by the node names of `gm` itself: `gm` widened (its dtype arguments and
-    weights), run under the dispatch-level promotion (ops with no float64 kernel by their float64 decomposition)."""
+def values64(gm: fx.GraphModule, weights: torch.nn.Module, inputs: tuple,
+             keep: set[str] | None = None) -> dict[str, object]:
+    """Every node's float64 value (or those named in `keep`), keyed by the node names of `gm` itself: `gm` widened
+    (its dtype arguments and weights), run under the dispatch-level promotion (ops with no float64 kernel by their
+    float64 decomposition)."""
     from fpdiff.model.float64 import float64_everywhere
     xs = tuple(t.double() if t.is_floating_point() else t for t in inputs)
     with float64_everywhere():
-        return values(widen(gm, weights), xs)
+        return values(widen(gm, weights), xs, keep)
 
 
 def dynamic_dims(gm: fx.GraphModule, names: list[str]) -> dict[str, dict[int, object]] | None:

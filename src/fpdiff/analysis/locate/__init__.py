@@ -23,6 +23,7 @@ from fpdiff.core.status import Status
 from fpdiff.core.task import ONNX
 from fpdiff.model import graph, segments
 from fpdiff.model.float64 import float64_everywhere
+from fpdiff.model.weights import cast_is_large, lazy_program
 from fpdiff.runtime import rundir
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT
@@ -455,13 +456,16 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
         except StageError as e:
             return _export_failed(source.ref.label, backend, p, e)
         _tell(progress, "export", 1, 1)
+        if reference and p.is_cast and cast_is_large(source.module, p.dtype):
+            lazy_program(static, source.module, p.dtype)  # its weights: the model's own, cast per op (one set)
         ops, out_err = analyse(source.module, source.inputs, p, own=reference, program=static, progress=progress)
         result = LocateResult(source.ref.label, backend, p.name, ops, out_err, eager_output_error=out_err)
         culprit = result.culprit
         if reference and not (repro and culprit and p.is_cast):
             return result
         b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache,
-                     variant, source.dynamic_shapes, program=program, progress=progress)
+                     variant, source.dynamic_shapes, program=program, progress=progress,
+                     only=culprit.node if reference else None)
     try:
         if reference:  # the repro of a precision culprit: the op alone at P on float64-run inputs
             u = b.unit_of(culprit.node)

@@ -64,15 +64,21 @@ class Bisector:
     def __init__(self, module: torch.nn.Module, inputs: tuple, p: prec.Precision, backend: str, device: str,
                  plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float, cache: str | None,
                  variant: graph.ShapeVariant = graph.STATIC, declared=None,
-                 program: torch.export.ExportedProgram | None = None, progress: Progress | None = None) -> None:
+                 program: torch.export.ExportedProgram | None = None, progress: Progress | None = None,
+                 only: str | None = None) -> None:
         if not p.is_cast:
             raise UsageError("locate on compiled backends takes whole-model precisions (fp32, fp16, bf16, fp64)")
         self._setup(p, backend, device, plugins, flags, timeout, cache, progress)
         # one export at P under the shape variant (segments keep its symbolic dims); the float64 values are that
         # same graph widened, so every node has its float64 value under its own name (segments.widen)
         self.gmp = (program or segments.export_at(module, inputs, p, variant, declared)).module()
-        self.v64 = segments.values64(self.gmp, graph.cast_module(module, prec.get("fp64")), inputs)
         self.units = segments.units(self.gmp)
+        keep = None  # `only`: the one unit holding that node is all that will be asked (a culprit's repro)
+        if only is not None:
+            _, ins, outs = segments.cut(self.gmp, list(self.units[self.unit_of(only)]))
+            keep = set(ins) | set(outs)
+        # float64 weights cast as each op reads them: no float64 copy of the model
+        self.v64 = segments.values64(self.gmp, graph.cast_module(module, prec.get("fp64"), lazy=True), inputs, keep)
 
     def _setup(self, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
                flags: tuple[str, ...], timeout: float, cache: str | None, progress: Progress | None = None) -> None:

@@ -1,7 +1,6 @@
 """plan for torch models: evidence from ranges and locate, trials of mixed programs on the named backend."""
 from __future__ import annotations
 
-import copy
 import math
 import time
 from pathlib import Path
@@ -59,7 +58,7 @@ def units_of(gm: torch.fx.GraphModule) -> list[Unit]:
 def _float64_outputs(module: torch.nn.Module, inputs: tuple) -> list[np.ndarray]:
     """The float64 judge check uses: every float op in float64, the model's own casts to fp32 promoted too."""
     from fpdiff.model.float64 import run_float64
-    out, _ = run_float64(copy.deepcopy(module).double(), *inputs)
+    out, _ = run_float64(graph.cast_module(module, prec.get("fp64"), lazy=True), *inputs)  # weights cast per op
     return _outputs(out)
 
 
@@ -79,12 +78,14 @@ class TorchTrials(ProgramTrials):
         super().__init__(jobs, backend, prec.cast_inputs(inputs, FP32), input_names, expected, tolerance,
                          [u.node for u in units_of(gm)])
         self.gm, self.p, self.here = gm, p, here
+        from fpdiff.model.weights import cast_is_large
+        self.lazy = here is not None and jobs.device == "cpu" and cast_is_large(gm, p.dtype)  # eager trials here
 
     def __call__(self, keep: frozenset[str]) -> Trial:
         if self.here is None:
             return super().__call__(keep)
         t0 = time.perf_counter()
-        prepared = self.here.prepare_module(mixed.apply(self.gm, keep, self.p.dtype), self.jobs.device,
+        prepared = self.here.prepare_module(mixed.apply(self.gm, keep, self.p.dtype, lazy=self.lazy), self.jobs.device,
                                             self.jobs.flags.get(self.backend, ()))
         try:
             r = _run_here(prepared, self.inputs, self.backend)
@@ -127,7 +128,8 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision, units: l
     from fpdiff.analysis.ranges import measure
     why: dict[str, list[str]] = {}
     analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]
-    r = measure(copy.deepcopy(module), inputs, [p.name])
+    # ranges exports the module it is given: its float64 weights must be real (one copy, no fp32 copy before it)
+    r = measure(graph.cast_module(module, prec.get("fp64")), inputs, [p.name])
     for node, reasons in r.origins(p.name).items():
         why.setdefault(node, []).extend(f"ranges: {x}" for x in reasons)
     try:
@@ -155,7 +157,19 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision, units: l
 def _shares(gm: torch.fx.GraphModule, inputs: tuple, p: prec.Precision, analyses: list[str]) -> dict | None:
     """Each op's first-order share of the pure error, the analysis named in `analyses`; None (and why) when it
     cannot be computed for this program (the search then ranks by the other evidence)."""
+    import os
+
     from fpdiff.analysis.plan.attribution import shares
+    # The attribution holds the program's weights in float64 with a gradient each: 4x their fp32 size. Over half the
+    # machine's memory (the model and its trials need the rest) it is skipped and the search ranks by the other
+    # evidence. The machine's total, not what is free now: a plan must not change with the machine's load.
+    need = 4 * sum(4 * t.numel() for t in {id(t): t for t in gm.state_dict().values()}.values()
+                   if t.is_floating_point())
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if need > total / 2:
+        analyses.append(f"attribution skipped: its float64 weights and their gradients need {need / 2**30:.1f} GB, "
+                        f"over half of this machine's {total / 2**30:.1f} GB")
+        return None
     try:
         share = shares(gm, inputs, p.dtype)
     except UsageError as e:
