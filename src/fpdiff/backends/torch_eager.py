@@ -63,7 +63,9 @@ class TorchBackend(Backend):
     def prepare_task(self, task: Task) -> Prepared:
         if not task.is_torch:
             raise Unsupported("torch eager runs torch models; this model is ONNX")
-        module = task.module(lazy=_lazy(task)).to(task.device)
+        # on the CPU the weights are cast as each op reads them where a cast copy would be large (the same
+        # numbers); a device copy is made whole anyway
+        module = task.module(streamed=task.device == "cpu").to(task.device)
         watch_blocks(module)
         if task.precision.is_cast and task.precision.dtype == torch.float64:
             return float64_prepared(module, task.device, judge=FLOAT64_JUDGE in task.flags)
@@ -79,16 +81,6 @@ class TorchBackend(Backend):
         return TORCH_INPUTS + """with torch.no_grad():
     outs = program.module()(*xt)
 """
-
-
-def _lazy(task: Task) -> bool:
-    """Cast weights per op: always for float64 (the judge, twice the fp32 weights whole), and for a cast copy that
-    would be large (model/weights.py LAZY_CAST_BYTES); only on the CPU (a device copy is made whole anyway)."""
-    from fpdiff.model.weights import cast_is_large
-    p = task.precision
-    if not p.is_cast or task.device != "cpu" or task.is_program:
-        return False
-    return p.dtype == torch.float64 or cast_is_large(task.source.module, p.dtype)
 
 
 def watch_blocks(module: torch.nn.Module) -> None:

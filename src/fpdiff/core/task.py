@@ -69,10 +69,11 @@ class Task(Protocol):
         """The torch program to compile: cast to the precision, the autocast graph under amp-*, a `.pt2` as is."""
         ...
 
-    def module(self, lazy: bool = False) -> torch.nn.Module:
+    def module(self, streamed: bool = False) -> torch.nn.Module:
         """A fresh copy of the nn.Module at the precision (for backends that run the module or enter autocast); it
-        shares the model's weights where their dtype is the precision's. `lazy`: each weight cast when an op reads it
-        (no whole cast copy: what eager runs of real-size models want), the same numbers."""
+        shares the model's weights where their dtype is the precision's. `streamed`: each weight cast when an op
+        reads it wherever a whole cast copy would be large, and always at float64 (what eager CPU runs of real-size
+        models want); the same numbers."""
         ...
 
     def onnx_file(self, judge: bool = False) -> Path:
