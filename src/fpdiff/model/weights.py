@@ -79,9 +79,9 @@ def assign(module: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> list[s
         if new is None:
             missing.append(name)
             continue
-        if id(old) not in made:
-            made[id(old)] = (torch.nn.Parameter(new, requires_grad=False) if isinstance(old, torch.nn.Parameter)
-                             else new)
+        if id(old) not in made:  # requires_grad as the model had it: exporters trace a grad-requiring
+            made[id(old)] = (torch.nn.Parameter(new, requires_grad=old.requires_grad)  # weight otherwise
+                             if isinstance(old, torch.nn.Parameter) else new)
         _set(module, name, made[id(old)])
     _rebind_attributes(module, made)
     del olds
@@ -221,14 +221,14 @@ def cast_copy(module: torch.nn.Module, dtype: torch.dtype, lazy: bool = False) -
 
 
 def _cast(t: torch.Tensor, dtype: torch.dtype, lazy: bool) -> torch.Tensor:
-    param = isinstance(t, torch.nn.Parameter)
+    param, grad = isinstance(t, torch.nn.Parameter), t.requires_grad
     t = t.detach()
     if t.is_floating_point() and t.dtype != dtype:
         t = LazyCast(t, dtype) if lazy else t.to(dtype)
     elif not param:
         t = t.clone()
-    if param and not isinstance(t, LazyCast):
-        return torch.nn.Parameter(t, requires_grad=False)
+    if param and not isinstance(t, LazyCast):  # requires_grad kept: what torch.export traces depends on it (an
+        return torch.nn.Parameter(t, requires_grad=grad)  # attention kernel with a grad-requiring bias differs)
     return t
 
 
