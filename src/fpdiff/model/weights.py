@@ -26,6 +26,11 @@ def named_tensors(module: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]
     yield from module.named_buffers(remove_duplicate=False)
 
 
+def float_sizes(module: torch.nn.Module) -> list[int]:
+    """Elements of each floating parameter and buffer, a tensor shared by several names counted once."""
+    return [t.numel() for t in {id(t): t for _, t in named_tensors(module)}.values() if t.is_floating_point()]
+
+
 def fingerprint(module: torch.nn.Module, *parts: bytes) -> str:
     """A digest of the weights' names, dtypes, shapes and bytes, read in place (no serialized copy of the model)."""
     h = hashlib.sha256()
@@ -186,8 +191,7 @@ LAZY_CAST_BYTES = 256 << 20
 
 def cast_is_large(module: torch.nn.Module, dtype: torch.dtype) -> bool:
     """Whether `module`'s floating weights at `dtype` would pass LAZY_CAST_BYTES."""
-    n = sum(t.numel() for t in {id(t): t for _, t in named_tensors(module)}.values() if t.is_floating_point())
-    return n * torch.tensor([], dtype=dtype).element_size() > LAZY_CAST_BYTES
+    return sum(float_sizes(module)) * torch.tensor([], dtype=dtype).element_size() > LAZY_CAST_BYTES
 
 
 def lazy_program(program: torch.export.ExportedProgram, module: torch.nn.Module, dtype: torch.dtype) -> int:
@@ -241,7 +245,7 @@ def estimated_peak(module: torch.nn.Module) -> int:
     shared by every worker), plus the largest weight at float64 (the judge casts one op's weights at a time), plus
     two processes' own size. Activations are not counted (they depend on the inputs; small against real-size
     weights at the short sequences a precision check uses)."""
-    sizes = [t.numel() for t in {id(t): t for _, t in named_tensors(module)}.values() if t.is_floating_point()]
+    sizes = float_sizes(module)
     if not sizes:
         return 2 * PROCESS_BYTES
     return 4 * sum(sizes) + 8 * max(sizes) + 2 * PROCESS_BYTES

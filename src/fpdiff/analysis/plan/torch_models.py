@@ -160,11 +160,11 @@ def _shares(gm: torch.fx.GraphModule, inputs: tuple, p: prec.Precision, analyses
     import os
 
     from fpdiff.analysis.plan.attribution import shares
+    from fpdiff.model.weights import float_sizes
     # The attribution holds the program's weights in float64 with a gradient each: 4x their fp32 size. Over half the
     # machine's memory (the model and its trials need the rest) it is skipped and the search ranks by the other
     # evidence. The machine's total, not what is free now: a plan must not change with the machine's load.
-    need = 4 * sum(4 * t.numel() for t in {id(t): t for t in gm.state_dict().values()}.values()
-                   if t.is_floating_point())
+    need = 4 * 4 * sum(float_sizes(gm))
     total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if need > total / 2:
         analyses.append(f"attribution skipped: its float64 weights and their gradients need {need / 2**30:.1f} GB, "
