@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
-from fpdiff.model import weights
+from fpdiff.model import graph, weights
 from fpdiff.model.float64 import float64_everywhere
 from fpdiff.sources import load
 
@@ -109,6 +110,42 @@ def test_lazy_cast_is_the_whole_cast_bit_for_bit(spec):
             a, b = whole(*xs), lazy(*xs)
         for u, v in zip(torch.utils._pytree.tree_leaves(a), torch.utils._pytree.tree_leaves(b)):
             assert u.dtype == v.dtype and torch.equal(u, v)
+
+
+@pytest.mark.parametrize("spec", ["llama", "t5", "swin", "whisper"])
+def test_lazy_export_traces_fake_weights_and_equals_the_cast_copy(spec):
+    """The program exported from fake weights (no cast copy) is the cast copy's program, node for node, and with
+    the model's own weights cast per op it computes the same outputs bit for bit (rotary buffers, relative
+    attention bias, windowed attention, an encoder-decoder)."""
+    src = load(str(CORPUS / f"{spec}.py"))
+    p = prec.get("fp16")
+    fake, origin = weights.fake_copy(src.module, p.dtype)
+    assert origin and all(t.dtype == torch.float32 for t in origin.values())
+    real = graph.export(src.module, src.inputs, p, graph.STATIC, None)
+    lazy = graph.export(src.module, src.inputs, p, graph.STATIC, None, lazy=True)
+    assert str(lazy.graph) == str(real.graph)
+    held = [*lazy.state_dict.values(), *lazy.constants.values()]
+    assert any(isinstance(t, weights.LazyCast) for t in held)
+    assert not any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype == torch.float16
+                   and not isinstance(t, weights.LazyCast) for t in held)  # no cast copy of any weight
+    x = graph.cast_inputs(src.inputs, p)
+    with torch.no_grad():
+        a, b = real.module()(*x), lazy.module()(*x)
+    for u, v in zip(torch.utils._pytree.tree_leaves(a), torch.utils._pytree.tree_leaves(b)):
+        assert torch.equal(u, v)
+
+
+def test_lazy_program_says_when_a_fake_weight_is_left():
+    """A fake weight nothing stands for would fail at the first run: lazy_program says so, and graph.export then
+    exports the cast copy instead."""
+    m, x, p = Tied().eval(), (torch.tensor([[1, 2, 3]]),), prec.get("fp16")
+    fake, origin = weights.fake_copy(m, p.dtype)
+    program = torch.export.export(fake, x, strict=False)
+    assert not weights.lazy_program(program, {})
+    assert weights.lazy_program(program, origin)
+    lazy = graph.export(m, x, p, graph.STATIC, None, lazy=True)
+    with torch.no_grad():
+        assert torch.equal(lazy.module()(*x), copy.deepcopy(m).half()(*x))
 
 
 def test_lazy_cast_keeps_a_write():

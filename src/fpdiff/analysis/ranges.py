@@ -250,11 +250,15 @@ class _Walk(torch.fx.Interpreter):
 
 
 def decomposed(module: torch.nn.Module, inputs: tuple) -> torch.export.ExportedProgram:
-    """The float64 program in core ATen, with the composite ops that hide intermediates opened as well."""
-    from torch._decomp import core_aten_decompositions, get_decompositions
-    m = module.double()
+    """The float64 program in core ATen, with the composite ops that hide intermediates opened as well; its weights
+    are `module`'s own, cast to float64 as each op reads them (no float64 copy of the model: graph.lazy_export)."""
     args = tuple(t.double() if t.is_floating_point() else t for t in inputs)
-    ep = torch.export.export(m, args, strict=False)
+    return graph.lazy_export(module, args, torch.float64, then=_open)
+
+
+def _open(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
+    """Core ATen plus the composite ops ranges opens."""
+    from torch._decomp import core_aten_decompositions, get_decompositions
     table = core_aten_decompositions()
     table.update(get_decompositions(_OPEN))
     try:
@@ -304,7 +308,7 @@ def ranges(model: str, *, precisions: str | list[str] = ("fp16", "bf16"), seed: 
 
 
 def measure(module: torch.nn.Module, inputs: tuple, names: list[str], label: str = "") -> RangesResult:
-    """ranges() on a module and its inputs (the module is cast to float64 in place)."""
+    """ranges() on a module and its inputs (the module is left as it is: its weights are read at float64 op by op)."""
     result = RangesResult(label, names)
     ep = decomposed(module, inputs)
     _weights(ep, names, result)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -80,16 +81,41 @@ def cast_module(module: torch.nn.Module, precision: Precision, lazy: bool = Fals
 
 
 def export(module: torch.nn.Module, inputs: tuple, precision: Precision, variant: ShapeVariant,
-           declared, in_place: bool = False) -> torch.export.ExportedProgram:
+           declared, in_place: bool = False, lazy: bool = False) -> torch.export.ExportedProgram:
     """torch.export of the model as the backend gets it: cast to the precision, with the variant's dynamic dims.
-    `in_place` casts the caller's module itself instead of a copy (saves one copy of the weights)."""
+    `in_place` casts the caller's module itself instead of a copy (saves one copy of the weights). `lazy`: the
+    program's weights are `module`'s own, cast as each op reads them (weights.LazyCast), and no cast copy is made,
+    not even to trace: the export traces fake weights (weights.fake_copy)."""
+    args = cast_inputs(inputs, precision) if precision.is_cast else tuple(
+        t.float() if t.is_floating_point() else t for t in inputs)
+    dynamic = variant.as_dynamic_shapes(declared)
+    if lazy and precision.is_cast:
+        return lazy_export(module, args, precision.dtype, dynamic)
     if in_place:
         m = module.to(precision.dtype) if precision.is_cast else module.float()
     else:
         m = cast_module(module, precision)
-    args = cast_inputs(inputs, precision) if precision.is_cast else tuple(
-        t.float() if t.is_floating_point() else t for t in inputs)
-    return torch.export.export(m, args, dynamic_shapes=variant.as_dynamic_shapes(declared), strict=False)
+    return torch.export.export(m, args, dynamic_shapes=dynamic, strict=False)
+
+
+def lazy_export(module: torch.nn.Module, args: tuple, dtype: torch.dtype, dynamic=None,
+                then: Callable[[torch.export.ExportedProgram], torch.export.ExportedProgram] | None = None,
+                ) -> torch.export.ExportedProgram:
+    """`module` at `dtype` exported from fake weights (no cast copy), `then` applied to the program (a decomposition
+    retraces it: fake weights cost nothing there either), then given `module`'s own weights cast per op. Where the
+    fake trace fails or leaves a fake, the export of a real cast copy, given the same (its copy then freed)."""
+    from fpdiff.model import weights
+    then = then or (lambda program: program)
+    try:
+        fake, origin = weights.fake_copy(module, dtype)
+        program = then(torch.export.export(fake, args, dynamic_shapes=dynamic, strict=False))
+        if weights.lazy_program(program, origin):
+            return program
+    except Exception:  # noqa: BLE001 - any failure of the fake trace: the plain export below decides
+        pass
+    program = then(torch.export.export(weights.cast_copy(module, dtype), args, dynamic_shapes=dynamic, strict=False))
+    weights.lazy_program(program, weights.origin_by_name(program, module))
+    return program
 
 
 def functional(program: torch.export.ExportedProgram) -> torch.export.ExportedProgram:

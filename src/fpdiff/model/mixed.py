@@ -227,13 +227,15 @@ def program_module(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
     """The program check runs at `p`: the model cast to p, exported (its dtype-dependent branches taken for p),
     in-place ops made functional, mode subgraphs inlined; its weights held in fp32 (the model's own values), so a
     kept op reads them unrounded. Raises UsageError when the model at p cannot be exported."""
-    m = graph.cast_module(module, p)
+    args = prec.cast_inputs(inputs, p)
     try:
-        with _quiet_export():
-            ep = torch.export.export(m, prec.cast_inputs(inputs, p), dynamic_shapes=dynamic_shapes, strict=False)
+        with _quiet_export():  # traced from fake weights at p: no cast copy of the model is made
+            ep = (graph.lazy_export(module, args, p.dtype, dynamic_shapes, then=graph.functional) if p.is_cast else
+                  graph.functional(torch.export.export(graph.cast_module(module, p), args,
+                                                       dynamic_shapes=dynamic_shapes, strict=False)))
     except Exception as e:  # the exporter's refusal of the user's model (data-dependent branches and the like)
         raise UsageError(_export_refusal(e, p)) from e
-    gm = graph.functional(ep).module()
+    gm = ep.module()
     _inline_mode_wrappers(gm)
     gm.meta[WORKING] = p.dtype
     master = cast_copy(module, torch.float32)  # the model's own fp32 tensors, shared

@@ -47,12 +47,13 @@ def _quiet() -> Iterator[list[str]]:
 
 
 def export_at(module: torch.nn.Module, inputs: tuple, p: Precision, variant: graph.ShapeVariant,
-              declared) -> torch.export.ExportedProgram:
-    """The model exported at P as a backend gets it; a failure is torch.export's, charged to that stage in one
-    line naming the user's source line where export stopped (check reports the same cell as an `error` there)."""
+              declared, lazy: bool = False) -> torch.export.ExportedProgram:
+    """The model exported at P as a backend gets it (`lazy`: graph.export's); a failure is torch.export's, charged
+    to that stage in one line naming the user's source line where export stopped (check reports the same cell as
+    an `error` there)."""
     with _quiet():
         try:
-            return graph.export(module, inputs, p, variant, declared)
+            return graph.export(module, inputs, p, variant, declared, lazy=lazy)
         except Exception as e:  # any exporter failure: a data-dependent branch, an op it cannot trace
             text = plain(str(e))
             where = graph.source_line(text)

@@ -194,33 +194,76 @@ def cast_is_large(module: torch.nn.Module, dtype: torch.dtype) -> bool:
     return sum(float_sizes(module)) * torch.tensor([], dtype=dtype).element_size() > LAZY_CAST_BYTES
 
 
-def lazy_program(program: torch.export.ExportedProgram, module: torch.nn.Module, dtype: torch.dtype) -> int:
-    """Replace the weights of `program` (exported from `module` cast to `dtype`) by `module`'s own, cast as each op
-    reads them: the program's cast copy is freed. Only entries that are `module`'s tensor at `dtype` under the same
-    name and shape; returns how many were replaced. Code that saves or traces the program must take real() weights
-    (segments.cut does)."""
-    own = dict(named_tensors(module))
-    n = 0
-    for name, t in list(program.state_dict.items()):
-        src = own.get(name)
-        if (src is not None and t.dtype == dtype and src.is_floating_point() and src.dtype != dtype
-                and src.shape == t.shape and not isinstance(t, LazyCast)):
-            lazy = LazyCast(src.detach(), dtype)
-            program.state_dict[name] = torch.nn.Parameter(lazy, requires_grad=False) if isinstance(
+def lazy_program(program: torch.export.ExportedProgram, origin: Mapping[int, torch.Tensor]) -> bool:
+    """Replace each weight and constant of `program` that `origin` names (by the id of the program's tensor) by the
+    tensor it stands for, cast as each op reads it: the program holds no cast copy of its own. True when no fake
+    tensor is left in it (a fake one `origin` missed would fail at the first run). Code that saves or traces the
+    program must take real() weights (segments.cut does)."""
+    for table in (program.state_dict, program.constants):
+        for name, t in list(table.items()):
+            src = origin.get(id(t))
+            if src is None:
+                continue
+            lazy = LazyCast(src.detach(), t.dtype) if src.dtype != t.dtype else src.detach()
+            table[name] = torch.nn.Parameter(lazy, requires_grad=False) if isinstance(
                 t, torch.nn.Parameter) else lazy
-            n += 1
-    return n
+    held = [*program.state_dict.values(), *program.constants.values(),
+            *(t for _, t in named_tensors(program.graph_module))]
+    return not any(_is_fake(t) for t in held)
+
+
+def origin_by_name(program: torch.export.ExportedProgram, module: torch.nn.Module) -> dict[int, torch.Tensor]:
+    """For a program exported from a cast copy of `module`: each of its weights that is `module`'s under the same
+    name and shape at another floating dtype, by the id of the program's tensor."""
+    own = dict(named_tensors(module))
+    out = {}
+    for name, t in program.state_dict.items():
+        src = own.get(name)
+        if (src is not None and src.is_floating_point() and t.is_floating_point() and src.dtype != t.dtype
+                and src.shape == t.shape and not isinstance(t, LazyCast)):
+            out[id(t)] = src
+    return out
+
+
+def fake_copy(module: torch.nn.Module, dtype: torch.dtype) -> tuple[torch.nn.Module, dict[int, torch.Tensor]]:
+    """`module` with each floating tensor a cast to `dtype` would copy replaced by a fake tensor at `dtype` (shape,
+    strides and device, no memory), and the map from each fake's id to the tensor it stands for. torch.export traces
+    a module's weights as fake tensors anyway: exporting this copy makes the same program without the cast copy."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    origin: dict[int, torch.Tensor] = {}
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        if not (t.is_floating_point() and t.dtype != dtype):
+            return _cast(t, dtype, False)
+        with mode:
+            f = torch.empty_strided(t.shape, t.stride(), dtype=dtype, device=t.device)
+        made = torch.nn.Parameter(f, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else f
+        origin[id(made)] = t
+        return made
+    return _copy_with(module, fake), origin
+
+
+def _is_fake(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(t, FakeTensor) or isinstance(getattr(t, "data", None), FakeTensor)
 
 
 def cast_copy(module: torch.nn.Module, dtype: torch.dtype, lazy: bool = False) -> torch.nn.Module:
     """`module` with its floating tensors at `dtype`, sharing everything it can: a tensor already at `dtype` is
     shared (buffers are copied: a forward may write them), a cast one is made once (`lazy`: LazyCast, made per op).
     Unlike deepcopy + `.to()`, the model's weights never exist twice at their stored dtype."""
+    return _copy_with(module, lambda t: _cast(t, dtype, lazy))
+
+
+def _copy_with(module: torch.nn.Module, make: Callable[[torch.Tensor], torch.Tensor]) -> torch.nn.Module:
+    """A deep copy of `module` whose every parameter and buffer `t` is `make(t)`, made once per tensor (ties and
+    plain attributes holding it follow)."""
     import copy
     memo: dict = {}
     for _, t in named_tensors(module):
         if id(t) not in memo:
-            memo[id(t)] = _cast(t, dtype, lazy)
+            memo[id(t)] = make(t)
     return copy.deepcopy(module, memo)
 
 

@@ -23,7 +23,7 @@ from fpdiff.core.status import Status
 from fpdiff.core.task import ONNX
 from fpdiff.model import graph, segments
 from fpdiff.model.float64 import float64_everywhere
-from fpdiff.model.weights import cast_is_large, lazy_program
+from fpdiff.model.weights import cast_is_large
 from fpdiff.runtime import rundir
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT
@@ -302,7 +302,10 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool
     exports would not pair: a `.to(torch.float32)` is a copy in one and the input itself in the other, and a
     branch on the dtype can exist at one precision only. `own` is kept for callers: the caller's module is never
     changed (the float64 weights are cast per op from it, so no float64 copy of the model exists)."""
-    gmp = (program or segments.export_at(module, inputs, p, graph.STATIC, None)).module()
+    if program is None:  # a large model's program at P takes the model's own weights, cast per op
+        lazy = p.is_cast and cast_is_large(module, p.dtype)
+        program = segments.export_at(module, inputs, p, graph.STATIC, None, lazy=lazy)
+    gmp = program.module()
     # two weight sets at most: the program's at P, and the caller's, read as float64 op by op (LazyCast)
     gm64 = segments.widen(gmp, graph.cast_module(module, prec.get("fp64"), lazy=True))
     return _Lockstep(gm64, gmp, p, progress).run(inputs)
@@ -449,15 +452,15 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                          tuple(plugins), flags, timeout, cache, progress)
     else:
         _tell(progress, "export", 0, 1)
+        # the torch judge's program at P: the model's own weights, cast per op, when a cast copy is large (one set)
+        lazy = reference and p.is_cast and cast_is_large(source.module, p.dtype)
         try:  # the one graph both runs step through, and the one the segments are cut from
-            static = segments.export_at(source.module, source.inputs, p, graph.STATIC, None)
+            static = segments.export_at(source.module, source.inputs, p, graph.STATIC, None, lazy=lazy)
             program = static if variant is graph.STATIC else segments.export_at(
                 source.module, source.inputs, p, variant, source.dynamic_shapes)
         except StageError as e:
             return _export_failed(source.ref.label, backend, p, e)
         _tell(progress, "export", 1, 1)
-        if reference and p.is_cast and cast_is_large(source.module, p.dtype):
-            lazy_program(static, source.module, p.dtype)  # its weights: the model's own, cast per op (one set)
         ops, out_err = analyse(source.module, source.inputs, p, own=reference, program=static, progress=progress)
         result = LocateResult(source.ref.label, backend, p.name, ops, out_err, eager_output_error=out_err)
         culprit = result.culprit
