@@ -161,8 +161,8 @@ class LazyCast(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _SAME_TENSOR and isinstance(args[0], LazyCast):  # nn.Parameter(x) detaches: stay lazy
-            return LazyCast(func(args[0].inner), args[0].dtype)
+        if func in _LAYOUT and isinstance(args[0], LazyCast):  # nn.Parameter(x) detaches, linear transposes:
+            return LazyCast(func(args[0].inner, *args[1:], **kwargs), args[0].dtype)  # the view stays lazy
         if func is aten.embedding.default and isinstance(args[0], LazyCast):  # gather, then cast: the rows only
             return func(args[0].inner, *args[1:], **kwargs).to(args[0].dtype)
         if func._schema.is_mutable:  # a write must last: the tensor written becomes a real cast copy for good
@@ -173,8 +173,12 @@ class LazyCast(torch.Tensor):
         return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
 
 
-# Ops that hand back the same values as another tensor object: the wrapper stays lazy through them.
-_SAME_TENSOR = {aten.detach.default, aten.alias.default}
+# Ops that hand back the same values as another tensor object, or a dense view of them (no element dropped or
+# repeated): an elementwise cast commutes with them, and `.to()` keeps a dense view's strides, so the wrapper stays
+# lazy through them and the op that reads the view sees what it would of the cast copy's view, strides included.
+# Autograd saves what a backward needs: linear's transposed weight stays a wrapper, not a cast copy held until then.
+_LAYOUT = {aten.detach.default, aten.alias.default, aten.t.default, aten.transpose.int, aten.permute.default,
+           aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.view.default}
 
 
 def real(t):

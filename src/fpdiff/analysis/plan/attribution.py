@@ -12,6 +12,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from fpdiff.core.errors import UsageError
 from fpdiff.model import mixed
+from fpdiff.model.weights import LazyCast, cast_is_large, real
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)  # dtypes the float64 pass widens, named or held
 # A program's views were traced on its own dtypes' kernels; a float64 kernel may lay its output out otherwise (CPU
@@ -103,8 +104,12 @@ def _leaf(t):
 
 
 def _wide_value(t):
-    """A weight or constant in float64, no gradient (batch norm's running statistics must not ask for one)."""
-    return t.detach().to(torch.float64) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+    """A weight or constant seen in float64, no gradient (batch norm's running statistics must not ask for one):
+    cast as each op reads it (LazyCast), so the pass holds no float64 copy of the model, nor does its backward."""
+    if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+        return t
+    t = real(t.detach())
+    return LazyCast(t, torch.float64) if t.dtype != torch.float64 else t
 
 
 def _tracked(t):
@@ -144,7 +149,7 @@ def _own_rounding(n: torch.fx.Node, env: dict) -> list[tuple[torch.Tensor, torch
 def _pure_error(gm: torch.fx.GraphModule, inputs: tuple, low: torch.dtype,
                 out64: list[torch.Tensor]) -> list[torch.Tensor]:
     """The pure program's outputs (every unit at the low dtype, as its trial runs it) minus the float64 outputs."""
-    pure = mixed.apply(gm, frozenset(), low)
+    pure = mixed.apply(gm, frozenset(), low, lazy=cast_is_large(gm, low))  # no low copy of a large model
     with torch.no_grad():
         flat = tree_flatten(pure(*[t.float() if t.is_floating_point() else t for t in inputs]))[0]
     outs = [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point()]

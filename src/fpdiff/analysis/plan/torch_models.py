@@ -160,13 +160,15 @@ def _shares(gm: torch.fx.GraphModule, inputs: tuple, p: prec.Precision, analyses
 
     from fpdiff.analysis.plan.attribution import shares
     from fpdiff.model.weights import float_sizes
-    # The attribution holds the program's weights in float64 with a gradient each: 4x their fp32 size. Over half the
-    # machine's memory (the model and its trials need the rest) it is skipped and the search ranks by the other
-    # evidence. The machine's total, not what is free now: a plan must not change with the machine's load.
-    need = 4 * 4 * sum(float_sizes(gm))
+    # The attribution reads the program's weights in float64 one op at a time (LazyCast): it holds the float64
+    # activations with their gradients and, at once, one op's float64 weights and the gradient through them. Over half
+    # the machine's memory it is skipped and the search ranks by the other evidence. The machine's total, not what
+    # is free now: a plan must not change with the machine's load.
+    sizes = float_sizes(gm)
+    need = 8 * 2 * max(sizes, default=0)
     total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if need > total / 2:
-        analyses.append(f"attribution skipped: its float64 weights and their gradients need {need / 2**30:.1f} GB, "
+        analyses.append(f"attribution skipped: one weight in float64 with its gradient needs {need / 2**30:.1f} GB, "
                         f"over half of this machine's {total / 2**30:.1f} GB")
         return None
     try:
