@@ -1,5 +1,6 @@
 """Every number plan reports is a job on the named backend, in a worker: trials of mixed programs, the speed
-figure, the autocast remedy and the exported graph's verification. A refusal, crash or timeout is that job's
+figure, the autocast remedy and the exported graph's verification (a backend that runs modules in process, torch
+eager, runs its trials and speed figure here: torch_models.TorchTrials). A refusal, crash or timeout is that job's
 status; an error of fpdiff's own code in the worker raises here."""
 from __future__ import annotations
 

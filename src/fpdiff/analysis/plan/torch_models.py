@@ -93,6 +93,30 @@ class TorchTrials(ProgramTrials):
             prepared.close()
         return trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0)
 
+    def run(self, keep, repeat: int) -> JobResult:
+        """The speed figure: where trials run here, here too, with real weights at their stored dtypes (a weight
+        cast per op would time the casts), one keep-set's copy at a time beside the mapped fp32 weights; a program
+        file in a worker would load its own copy of every weight."""
+        if self.here is None:
+            return super().run(keep, repeat)
+        prepared = self.here.prepare_module(mixed.apply(self.gm, frozenset(keep), self.p.dtype), self.jobs.device,
+                                            self.jobs.flags.get(self.backend, ()))
+        try:
+            t0 = time.perf_counter()
+            r = _run_here(prepared, self.inputs, self.backend, self.jobs.device)  # the warm-up, and the outputs
+            times = [time.perf_counter() - t0]
+            for _ in range(repeat - 1):
+                if r.status != Status.OK:
+                    break
+                t0 = time.perf_counter()
+                r2 = _run_here(prepared, self.inputs, self.backend, self.jobs.device, outputs=False)
+                times.append(time.perf_counter() - t0)
+                r = r if r2.status == Status.OK else r2
+            r.run_times, r.run_s = times, times[0]
+            return r
+        finally:
+            prepared.close()
+
     def write(self, keep: frozenset[str], path: Path) -> None:
         program = torch.export.export(mixed.apply(self.gm, keep, self.p.dtype), self.inputs, strict=False)
         torch.export.save(program, str(path))
@@ -104,17 +128,21 @@ class TorchTrials(ProgramTrials):
                                            strict=False), path)
 
 
-def _run_here(prepared: Prepared, inputs: tuple, backend: str) -> JobResult:
+def _run_here(prepared: Prepared, inputs: tuple, backend: str, device: str = "cpu",
+              outputs: bool = True) -> JobResult:
     """The backend's in-process run as a job result: a refusal or a component's error is the trial's answer, as in
-    a worker; an error of fpdiff's own code raises."""
+    a worker; an error of fpdiff's own code raises. A CUDA run is waited for (its time is the run's); `outputs`
+    False leaves them out (a timed repeat)."""
     try:
         out = prepared.run(*inputs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
     except Exception as e:  # classified as the worker classifies a run; our own bugs re-raised below
         r = failure(e, "run", backend)
         if r.component == INTERNAL:
             raise
         return r
-    return JobResult(Status.OK, outputs=_outputs(out))
+    return JobResult(Status.OK, outputs=_outputs(out) if outputs else [])
 
 
 def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision, units: list[Unit],
