@@ -148,6 +148,19 @@ def test_lazy_program_says_when_a_fake_weight_is_left():
         assert torch.equal(lazy.module()(*x), copy.deepcopy(m).half()(*x))
 
 
+def test_lazy_cast_stays_lazy_through_a_transpose():
+    """linear transposes its weight before the matmul: the view stays a wrapper (what autograd saves for a backward
+    is then no float64 copy), and the matmul sees the cast copy's transposed view, values and strides."""
+    torch.manual_seed(0)
+    w, x = torch.randn(5, 3), torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    lazy = weights.LazyCast(w, torch.float64)
+    assert isinstance(lazy.t(), weights.LazyCast) and lazy.t().stride() == w.double().t().stride()
+    y = torch.nn.functional.linear(x, lazy)
+    assert torch.equal(y, torch.nn.functional.linear(x, w.double()))
+    y.sum().backward()
+    assert torch.equal(x.grad, w.double().sum(0).expand(4, 3))
+
+
 def test_lazy_cast_keeps_a_write():
     buf = weights.LazyCast(torch.zeros(3), torch.float64)
     buf.add_(1.0)

@@ -11,6 +11,7 @@ from fpdiff.analysis.base import Result
 from fpdiff.core.errors import UsageError
 from fpdiff.model import graph
 from fpdiff.model.mixed import MOVES, op_name
+from fpdiff.model.weights import stored
 from fpdiff.runtime import rundir
 from fpdiff.sources import load
 
@@ -140,24 +141,37 @@ def _g(x: float) -> str:
     return f"{x:.3g}"
 
 
+# Elements per pass of dtype_range: a real-size model's embedding (65M values) is judged 4M at a time, so its float64
+# value, its rounding and their masks never exist whole at once (several copies of it were gigabytes).
+RANGE_CHUNK = 1 << 22
+
+
 def dtype_range(x: torch.Tensor, dt: torch.dtype, tag: str, depth: int | None) -> DtypeRange:
     fi = torch.finfo(dt)
     u = float(fi.eps) / 2
-    finite = x[torch.isfinite(x)]
-    a = finite.abs()
-    n = max(a.numel(), 1)
-    r = finite.to(dt)
-    over = int(torch.isinf(r).sum())
-    nonzero = a > 0
-    nz = max(int(nonzero.sum()), 1)
-    flushed = int(((r == 0) & nonzero).sum())
-    sub = int(((a < fi.smallest_normal) & nonzero).sum()) - flushed
-    kept = ~torch.isinf(r)
-    num = float(torch.linalg.vector_norm(r[kept].double() - finite[kept])) if a.numel() else 0.0
-    den = float(torch.linalg.vector_norm(finite[kept])) if a.numel() else 0.0
+    flat = x.reshape(-1)
+    over = count = nz = flushed = sub = 0
+    nums, dens, mx = [], [], 0.0
+    for i in range(0, flat.numel(), RANGE_CHUNK):
+        c = flat[i:i + RANGE_CHUNK].double()
+        finite = c[torch.isfinite(c)]
+        a = finite.abs()
+        r = finite.to(dt)
+        over += int(torch.isinf(r).sum())
+        count += a.numel()
+        nonzero = a > 0
+        nz += int(nonzero.sum())
+        zeroed = int(((r == 0) & nonzero).sum())
+        flushed += zeroed
+        sub += int(((a < fi.smallest_normal) & nonzero).sum()) - zeroed
+        kept = ~torch.isinf(r)
+        nums.append(float(torch.linalg.vector_norm(r[kept].double() - finite[kept])))
+        dens.append(float(torch.linalg.vector_norm(finite[kept])))
+        mx = max(mx, float(a.max()) if a.numel() else 0.0)
+    n, nz = max(count, 1), max(nz, 1)
+    num, den = math.hypot(*nums), math.hypot(*dens)  # one chunk: its norms as they are
     rounding = num / den if den > 0 else 0.0
     dr = DtypeRange(over / n, flushed / nz, sub / nz, rounding)
-    mx = float(a.max()) if a.numel() else 0.0
     if over:
         dr.risks.append(f"{dr.overflow:.1%} of values overflow {tag} (max |x| {_g(mx)} > {_g(fi.max)})")
     if rounding > RISK_ROUNDING * u:
@@ -281,7 +295,7 @@ def _weights(ep: torch.export.ExportedProgram, dtypes: list[str], result: Ranges
         w = state.get(by_input[n.name])
         if not isinstance(w, torch.Tensor) or not w.is_floating_point() or w.numel() == 0:
             continue
-        x = w.detach().double().reshape(-1)
+        x = stored(w.detach()).reshape(-1)  # its stored values (the float64 cast of them is exact): judged by chunk
         users = sorted({_origin(u)[0] for u in n.users})
         reasons = {}
         for tag in dtypes:
@@ -289,7 +303,8 @@ def _weights(ep: torch.export.ExportedProgram, dtypes: list[str], result: Ranges
             if dr.risks:
                 reasons[tag] = dr.risks
         if reasons:
-            result.constants.append(ConstantRange(by_input[n.name], "weight", users, float(x.abs().max()), reasons))
+            big = max(abs(float(v)) for v in torch.aminmax(x))  # no |x| copy of the weight
+            result.constants.append(ConstantRange(by_input[n.name], "weight", users, big, reasons))
 
 
 @rundir.scoped

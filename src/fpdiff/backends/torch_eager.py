@@ -13,12 +13,16 @@ from fpdiff.core.precision import Precision, dtype_name, get
 
 
 def precision_context(precision: Precision, device: str, autocast: bool = True) -> contextlib.ExitStack:
-    """Autocast for amp-*, and TF32 on or off explicitly (cuDNN convs default to TF32 on CUDA: fp32 must not)."""
+    """Autocast for amp-*, and TF32 on or off explicitly (cuDNN convs default to TF32 on CUDA: fp32 must not).
+    Autocast's cast cache is off: it keeps every grad-requiring weight's low copy for the whole forward (half the
+    fp32 weights beside them, on a real-size model); without it each op casts the weight it reads, the same values
+    (a cast is deterministic), and a weight read once per forward, as most are, costs no more."""
     stack = contextlib.ExitStack()
     if device.startswith("cuda"):
         stack.enter_context(_tf32(precision.name == "tf32"))
     if autocast and precision.autocast is not None:
-        stack.enter_context(torch.autocast(device_type=device.split(":")[0], dtype=precision.autocast))
+        stack.enter_context(torch.autocast(device_type=device.split(":")[0], dtype=precision.autocast,
+                                           cache_enabled=False))
     return stack
 
 

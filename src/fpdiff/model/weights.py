@@ -181,6 +181,11 @@ _LAYOUT = {aten.detach.default, aten.alias.default, aten.t.default, aten.transpo
            aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.view.default}
 
 
+def stored(t):
+    """`t`'s values as stored: a LazyCast's uncast tensor (exact where the cast widens), anything else as it is."""
+    return t.inner if isinstance(t, LazyCast) else t
+
+
 def real(t):
     """`t` as a plain tensor (a LazyCast cast now), anything else as it is: for code that saves or traces weights."""
     return t.inner.to(t.dtype) if isinstance(t, LazyCast) else t

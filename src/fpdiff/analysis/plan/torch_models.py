@@ -213,6 +213,7 @@ def plan_torch(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance
     """Search (or re-verify a loaded plan) with trials on `backend`; return it with its trials, which hold the
     float64 outputs it was judged against and the programs it ran."""
     t0 = time.perf_counter()
+    jobs.source_data(source)  # the weights written once and mapped here first: what follows shares them with workers
     gm = program_module(source.module, source.inputs, p)  # the model as cast to p: check's program at p
     units = units_of(gm)
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
