@@ -25,11 +25,11 @@ m, x = src.module, src.inputs
 t0, cpu0 = time.perf_counter(), sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 with torch.no_grad():
     if what == "fp64":
-        m.double()(*(t.double() for t in x))
+        m.double()(*(t.double() if t.is_floating_point() else t for t in x))
     elif what == "floor":
         import copy
-        copy.deepcopy(m).double()(*(t.double() for t in x))
-        m.to(p.dtype)(*(t.to(p.dtype) for t in x))
+        copy.deepcopy(m).double()(*(t.double() if t.is_floating_point() else t for t in x))
+        m.to(p.dtype)(*(t.to(p.dtype) if t.is_floating_point() else t for t in x))
     elif what == "locate":
         from fpdiff.analysis.locate import analyse
         ops, err = analyse(m, x, p, own=True)
