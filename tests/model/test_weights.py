@@ -149,11 +149,12 @@ def test_lazy_program_says_when_a_fake_weight_is_left():
 
 
 def test_lazy_cast_stays_lazy_through_a_transpose():
-    """linear transposes its weight before the matmul: the view stays a wrapper (what autograd saves for a backward
-    is then no float64 copy), and the matmul sees the cast copy's transposed view, values and strides."""
+    """linear transposes its weight before the matmul: with `views`, the view stays a wrapper (what autograd saves for
+    a backward is then no float64 copy), and the matmul sees the cast copy's transposed view, values and strides."""
     torch.manual_seed(0)
     w, x = torch.randn(5, 3), torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
-    lazy = weights.LazyCast(w, torch.float64)
+    lazy = weights.LazyCast(w, torch.float64, views=True)
+    assert not isinstance(weights.LazyCast(w, torch.float64).t(), weights.LazyCast)  # views: only when asked
     assert isinstance(lazy.t(), weights.LazyCast) and lazy.t().stride() == w.double().t().stride()
     y = torch.nn.functional.linear(x, lazy)
     assert torch.equal(y, torch.nn.functional.linear(x, w.double()))

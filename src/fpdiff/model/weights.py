@@ -147,12 +147,13 @@ class LazyCast(torch.Tensor):
     dtype, as it would after `model.to(dtype)`."""
 
     inner: torch.Tensor
+    views: bool  # dense views of it stay lazy too (for autograd's saved tensors; their consumers must take real())
 
     @staticmethod
-    def __new__(cls, inner: torch.Tensor, dtype: torch.dtype) -> LazyCast:
+    def __new__(cls, inner: torch.Tensor, dtype: torch.dtype, views: bool = False) -> LazyCast:
         t = torch.Tensor._make_wrapper_subclass(cls, inner.shape, strides=inner.stride(), dtype=dtype,
                                                 device=inner.device, requires_grad=False)
-        t.inner = inner
+        t.inner, t.views = inner, views
         return t
 
     def __repr__(self) -> str:
@@ -161,8 +162,9 @@ class LazyCast(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _LAYOUT and isinstance(args[0], LazyCast):  # nn.Parameter(x) detaches, linear transposes:
-            return LazyCast(func(args[0].inner, *args[1:], **kwargs), args[0].dtype)  # the view stays lazy
+        if isinstance(args[0], LazyCast) and (func in _SAME_TENSOR or (args[0].views and func in _VIEWS)):
+            a = args[0]  # nn.Parameter(x) detaches: stay lazy; with `views`, linear's transpose stays lazy too
+            return LazyCast(func(a.inner, *args[1:], **kwargs), a.dtype, a.views)
         if func is aten.embedding.default and isinstance(args[0], LazyCast):  # gather, then cast: the rows only
             return func(args[0].inner, *args[1:], **kwargs).to(args[0].dtype)
         if func._schema.is_mutable:  # a write must last: the tensor written becomes a real cast copy for good
@@ -173,12 +175,15 @@ class LazyCast(torch.Tensor):
         return func(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
 
 
-# Ops that hand back the same values as another tensor object, or a dense view of them (no element dropped or
-# repeated): an elementwise cast commutes with them, and `.to()` keeps a dense view's strides, so the wrapper stays
-# lazy through them and the op that reads the view sees what it would of the cast copy's view, strides included.
-# Autograd saves what a backward needs: linear's transposed weight stays a wrapper, not a cast copy held until then.
-_LAYOUT = {aten.detach.default, aten.alias.default, aten.t.default, aten.transpose.int, aten.permute.default,
-           aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims, aten.view.default}
+# Ops that hand back the same values as another tensor object: the wrapper stays lazy through them.
+_SAME_TENSOR = {aten.detach.default, aten.alias.default}
+# Dense views (no element dropped or repeated): an elementwise cast commutes with them, and `.to()` keeps a dense
+# view's strides, so an op reading the view sees what it would of the cast copy's view, strides included. Only for
+# wrappers made with `views`: a value that is a view of a weight then stays a wrapper in the graph's values, which
+# autograd saves for a backward without a cast copy (plan's attribution); code that hands values on (to numpy, to
+# a file) would have to take real() of each.
+_VIEWS = {aten.t.default, aten.transpose.int, aten.permute.default, aten.unsqueeze.default, aten.squeeze.dim,
+          aten.squeeze.dims, aten.view.default}
 
 
 def stored(t):

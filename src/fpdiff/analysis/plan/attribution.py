@@ -109,7 +109,7 @@ def _wide_value(t):
     if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
         return t
     t = real(t.detach())
-    return LazyCast(t, torch.float64) if t.dtype != torch.float64 else t
+    return LazyCast(t, torch.float64, views=True) if t.dtype != torch.float64 else t
 
 
 def _tracked(t):
