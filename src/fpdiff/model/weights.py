@@ -162,11 +162,12 @@ class LazyCast(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if isinstance(args[0], LazyCast) and (func in _SAME_TENSOR or (args[0].views and func in _VIEWS)):
-            a = args[0]  # nn.Parameter(x) detaches: stay lazy; with `views`, linear's transpose stays lazy too
+        a = args[0] if args else None
+        if isinstance(a, LazyCast) and (func in _SAME_TENSOR or (a.views and func in _VIEWS)):
+            # nn.Parameter(x) detaches: stay lazy; with `views`, linear's transpose stays lazy too
             return LazyCast(func(a.inner, *args[1:], **kwargs), a.dtype, a.views)
-        if func is aten.embedding.default and isinstance(args[0], LazyCast):  # gather, then cast: the rows only
-            return func(args[0].inner, *args[1:], **kwargs).to(args[0].dtype)
+        if func is aten.embedding.default and isinstance(a, LazyCast):  # gather, then cast: the rows only
+            return func(a.inner, *args[1:], **kwargs).to(a.dtype)
         if func._schema.is_mutable:  # a write must last: the tensor written becomes a real cast copy for good
             for a in (*args, *kwargs.values()):
                 if isinstance(a, LazyCast):

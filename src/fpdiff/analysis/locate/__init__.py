@@ -302,13 +302,18 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool
     exports would not pair: a `.to(torch.float32)` is a copy in one and the input itself in the other, and a
     branch on the dtype can exist at one precision only. `own` is kept for callers: the caller's module is never
     changed (the float64 weights are cast per op from it, so no float64 copy of the model exists)."""
-    if program is None:  # a large model's program at P takes the model's own weights, cast per op
-        lazy = p.is_cast and cast_is_large(module, p.dtype)
-        program = segments.export_at(module, inputs, p, graph.STATIC, None, lazy=lazy)
+    if program is None:
+        program = segments.export_at(module, inputs, p, graph.STATIC, None, lazy=_streamed(module, p))
     gmp = program.module()
     # two weight sets at most: the program's at P, and the caller's, read as float64 op by op (LazyCast)
     gm64 = segments.widen(gmp, graph.cast_module(module, prec.get("fp64"), lazy=True))
     return _Lockstep(gm64, gmp, p, progress).run(inputs)
+
+
+def _streamed(module: torch.nn.Module, p: prec.Precision) -> bool:
+    """Whether the lockstep's program at P takes the model's own weights, cast as each op reads them: when a cast copy
+    would be large (weights.LAZY_CAST_BYTES), so the run holds one set of weights."""
+    return p.is_cast and cast_is_large(module, p.dtype)
 
 
 class _Lockstep:
@@ -452,8 +457,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
                          tuple(plugins), flags, timeout, cache, progress)
     else:
         _tell(progress, "export", 0, 1)
-        # the torch judge's program at P: the model's own weights, cast per op, when a cast copy is large (one set)
-        lazy = reference and p.is_cast and cast_is_large(source.module, p.dtype)
+        lazy = reference and _streamed(source.module, p)  # other backends' segments are cut from real weights
         try:  # the one graph both runs step through, and the one the segments are cut from
             static = segments.export_at(source.module, source.inputs, p, graph.STATIC, None, lazy=lazy)
             program = static if variant is graph.STATIC else segments.export_at(

@@ -39,6 +39,7 @@ class Jobs:
         self.dir = rundir.mkdtemp(prefix="fpdiff-plan-")
         self.count = 0
         self._router = None
+        self._source_data: str | None = None
 
     def path(self, name: str, suffix: str) -> Path:
         """A fresh file name in the plan's scratch folder."""
@@ -60,8 +61,11 @@ class Jobs:
                              self.flags.get(backend, ()), self.cache, repeat=repeat))
 
     def source_data(self, source) -> str:
-        """The model's job data; a torch model's weights written once per run and mapped by every worker."""
-        return jobdata.of_source(self.dir / "source.data.pt", source)
+        """The model's job data, written once; a torch model's weights written once per run and mapped by every
+        worker (and by this process's model)."""
+        if self._source_data is None:
+            self._source_data = jobdata.of_source(self.dir / "source.data.pt", source)
+        return self._source_data
 
     def _run(self, job: Job) -> JobResult:
         if self._router is None:

@@ -1,8 +1,10 @@
 """plan for torch models: evidence from ranges and locate, trials of mixed programs on the named backend."""
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -85,12 +87,8 @@ class TorchTrials(ProgramTrials):
         if self.here is None:
             return super().__call__(keep)
         t0 = time.perf_counter()
-        prepared = self.here.prepare_module(mixed.apply(self.gm, keep, self.p.dtype, lazy=self.lazy), self.jobs.device,
-                                            self.jobs.flags.get(self.backend, ()))
-        try:
-            r = _run_here(prepared, self.inputs, self.backend)
-        finally:
-            prepared.close()
+        with self._prepared(keep, self.lazy) as prepared:
+            r = _run_here(prepared, self.inputs, self.backend, self.jobs.device)
         return trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0)
 
     def run(self, keep, repeat: int) -> JobResult:
@@ -99,21 +97,25 @@ class TorchTrials(ProgramTrials):
         file in a worker would load its own copy of every weight."""
         if self.here is None:
             return super().run(keep, repeat)
-        prepared = self.here.prepare_module(mixed.apply(self.gm, frozenset(keep), self.p.dtype), self.jobs.device,
-                                            self.jobs.flags.get(self.backend, ()))
-        try:
-            t0 = time.perf_counter()
-            r = _run_here(prepared, self.inputs, self.backend, self.jobs.device)  # the warm-up, and the outputs
-            times = [time.perf_counter() - t0]
-            for _ in range(repeat - 1):
-                if r.status != Status.OK:
-                    break
+        times, first = [], None
+        with self._prepared(keep, False) as prepared:
+            for i in range(max(1, repeat)):  # the first run warms up and gives the outputs
                 t0 = time.perf_counter()
-                r2 = _run_here(prepared, self.inputs, self.backend, self.jobs.device, outputs=False)
+                r = _run_here(prepared, self.inputs, self.backend, self.jobs.device, outputs=i == 0)
                 times.append(time.perf_counter() - t0)
-                r = r if r2.status == Status.OK else r2
-            r.run_times, r.run_s = times, times[0]
-            return r
+                if r.status != Status.OK:
+                    return r
+                first = first or r
+        first.run_times, first.run_s = times, times[0]
+        return first
+
+    @contextlib.contextmanager
+    def _prepared(self, keep, lazy: bool) -> Iterator[Prepared]:
+        """The keep-set's mixed module, prepared by the backend in this process, closed after."""
+        prepared = self.here.prepare_module(mixed.apply(self.gm, frozenset(keep), self.p.dtype, lazy=lazy),
+                                            self.jobs.device, self.jobs.flags.get(self.backend, ()))
+        try:
+            yield prepared
         finally:
             prepared.close()
 
@@ -128,8 +130,7 @@ class TorchTrials(ProgramTrials):
                                            strict=False), path)
 
 
-def _run_here(prepared: Prepared, inputs: tuple, backend: str, device: str = "cpu",
-              outputs: bool = True) -> JobResult:
+def _run_here(prepared: Prepared, inputs: tuple, backend: str, device: str, outputs: bool = True) -> JobResult:
     """The backend's in-process run as a job result: a refusal or a component's error is the trial's answer, as in
     a worker; an error of fpdiff's own code raises. A CUDA run is waited for (its time is the run's); `outputs`
     False leaves them out (a timed repeat)."""
