@@ -96,3 +96,27 @@ OLD_OPSET = {"softmax-9": lambda: softmax(9), "softmax-11": lambda: softmax(11),
 def save(model, path: Path) -> str:
     onnx.save(model, str(path))
     return str(path)
+
+
+def symbolic_conv():
+    """Conv + ReduceMean on [N, 2, L] with N, L symbolic (annotated inside too), and an unnamed dim on a second
+    input: the dims exporters leave for a static cell to pin."""
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1]),
+             h.make_node("ReduceMean", ["c"], ["y"], axes=[2], keepdims=0),
+             h.make_node("Add", ["y", "b"], ["z"])]
+    g = h.make_graph(nodes, "g", [_vi("x", ["N", 2, "L"]), _vi("b", [None, 3])], [_vi("z", ["N", 3])],
+                     initializer=[_c("w", np.linspace(-1, 1, 18, dtype=np.float32).reshape(3, 2, 3))],
+                     value_info=[_vi("c", ["N", 3, "L"])])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def bias_gelu():
+    """MatMul then ONNX Runtime's com.microsoft.BiasGelu: an op ORT and OpenVINO run and the reference evaluator has
+    no kernel for."""
+    rng = np.random.default_rng(0)
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"]),
+             h.make_node("BiasGelu", ["m", "b"], ["y"], domain="com.microsoft", name="gelu0")]
+    g = h.make_graph(nodes, "g", [_vi("x", [4, 16])], [_vi("y", [4, 8])],
+                     initializer=[_c("w", rng.standard_normal((16, 8)).astype(np.float32)),
+                                  _c("b", np.linspace(-1, 1, 8, dtype=np.float32))])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])

@@ -1,4 +1,5 @@
 """The grid on real backends: the seed scenarios of the check command."""
+import numpy as np
 import pytest
 
 import fpdiff
@@ -268,3 +269,20 @@ def test_ort_runs_bfloat16_inputs_and_outputs():
     c = one(r, backend="ort", precision="bf16")
     assert c.status == "pass", c.reason
     assert c.output_dtypes == ["bfloat16"]
+
+
+def test_an_onnx_graph_with_symbolic_dims_runs_static_pinned_and_dynamic_as_written(tmp_path):
+    """The exporter's symbolic dims are two shape variants: the static cell hands each backend the graph with every
+    dim pinned (OpenVINO and IREE convert it with all shapes known), the dynamic cell the graph as written."""
+    import onnx
+
+    import onnx_models as om
+    path = tmp_path / "sym.onnx"
+    onnx.save(om.symbolic_conv(), str(path))
+    np.savez(tmp_path / "in.npz", x=np.random.default_rng(0).standard_normal((3, 2, 9)).astype(np.float32),
+             b=np.ones((3, 3), np.float32))
+    r = fpdiff.check(str(path), backends=["ort", "openvino"], precisions=["fp32"], inputs=str(tmp_path / "in.npz"))
+    assert sorted((c.backend, c.shape_variant) for c in r.cells) == [
+        ("openvino", "dynamic"), ("openvino", "static"), ("ort", "dynamic"), ("ort", "static")]
+    for c in r.cells:
+        assert c.status == "pass", (c.backend, c.shape_variant, c.reason)

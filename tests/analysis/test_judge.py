@@ -150,3 +150,42 @@ def test_conversion_that_changes_numbers_is_refused(tmp_path, monkeypatch):
     src = fpdiff.sources.load(path)
     conv = src.notes["conversion"]
     assert conv["status"] == "kept original" and "departs" in conv["reason"], conv
+
+
+def test_a_judge_that_fails_on_an_op_does_not_end_the_check_and_a_majority_stands_in(tmp_path):
+    """The reference evaluator has no kernel for ONNX Runtime's com.microsoft.BiasGelu (in graphs ORT's optimizer
+    writes): the cells still run, ORT and OpenVINO agree and stand in for the judge, and the op is named and written
+    as a one-node repro that exits 1 while the evaluator fails on it."""
+    import subprocess
+    import sys
+    path = om.save(om.bias_gelu(), tmp_path / "bias_gelu.onnx")
+    r = fpdiff.check(path, backends=["ort", "openvino"], precisions=["fp32", "fp16"], repro_dir=str(tmp_path / "out"))
+    j = r.judge
+    assert j["status"] == "failed" and j["failed_op"] == "BiasGelu", j
+    assert sorted(j["majority"]) == ["openvino", "ort"], j
+    assert {c.status for c in r.cells} <= {"pass", "precision-loss"}, [(c.backend, c.status, c.reason) for c in r.cells]
+    assert all(any(f.kind == "judged-by-majority" for f in c.findings) for c in r.cells)
+    run = subprocess.run([sys.executable, j["repro"]], capture_output=True, text=True)
+    assert run.returncode == 1 and "BiasGelu" in run.stderr
+
+
+@pytest.mark.parametrize("sides, majority", [(["a", "a"], ["ort", "openvino"]), (["a", "b"], None), (["a"], None)])
+def test_a_failed_judge_is_stood_in_for_only_by_two_agreeing_witnesses(sides, majority):
+    from fpdiff.analysis.check import Cell
+    from fpdiff.analysis.check.judge import FAILED, JudgeCheck, stand_in_majority, unjudged_without_judge
+    from fpdiff.core.precision import get
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(500)
+    readings = {"a": a, "b": a[::-1].copy()}
+    keys = [(b, "cpu", "fp32", "s") for b in ("ort", "openvino")[:len(sides)]]
+    results = {k: _ok(readings[s] * (1 + i * 1e-7)) for i, (k, s) in enumerate(zip(keys, sides))}
+    check = JudgeCheck("evaluator", status=FAILED, message="the float64 judge failed: X")
+    stand_in_majority(check, results, keys, get("fp32"))
+    cells = [Cell("ort", "cpu", "fp32", "s", Status.PASS, "rel L2 1e-8")]
+    unjudged_without_judge(check, cells)
+    if majority:
+        assert check.majority == majority and check.reading is not None
+        assert cells[0].status == Status.PASS
+    else:
+        assert check.reading is None and "no two independent fp32 implementations agree" in check.message
+        assert cells[0].status == Status.UNJUDGED and "no float64 reference" in cells[0].reason

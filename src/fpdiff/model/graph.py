@@ -49,14 +49,17 @@ def declared_dims(spec) -> list[str]:
     return sorted(set(names))
 
 
-def variants(spec) -> list[ShapeVariant]:
-    """static, dynamic, and mixed: every proper subset of dims kept static for <= 3 dims, else each dim alone."""
+def variants(spec, mixed: bool = True) -> list[ShapeVariant]:
+    """static, dynamic, and (with `mixed`) mixed: every proper subset of dims kept static for <= 3 dims, else each
+    dim alone."""
     if spec is None:
         return [STATIC]
     dims = declared_dims(spec)
     if not dims:
         raise UsageError("dynamic_shapes() declares no dynamic dims")
     out = [STATIC, ShapeVariant("dynamic", frozenset())]
+    if not mixed:
+        return out
     if len(dims) <= 3:
         subsets = [c for r in range(1, len(dims)) for c in itertools.combinations(dims, r)]
     else:

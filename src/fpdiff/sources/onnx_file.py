@@ -67,8 +67,21 @@ def load_onnx(path: Path, *, inputs: str | None, shapes: dict[str, list[int]], s
     if converted:  # another graph: its compiled artifacts must not be taken for the original's
         fp = digest(fp, converted.name)
     ref = SourceRef("onnx", str(run_path), str(path), original=str(path.resolve()) if converted else "")
-    return Source(ref, tuple(arrays[n] for n in names), names,
+    return Source(ref, tuple(arrays[n] for n in names), names, dynamic_shapes=declared_dims(model),
                   module=model, fingerprint=fp, notes={"conversion": conversion, "inputs": how})
+
+
+def declared_dims(model) -> dict | None:
+    """The graph's symbolic input dims in torch.export's dynamic_shapes form ({input: {axis: Dim}}, one Dim per
+    dim_param, shared where inputs share it): the shape variants a check runs (static pins them all, dynamic keeps
+    the graph as written). None when every input dim is fixed."""
+    import torch
+
+    from fpdiff.onnxtools.shapes import symbolic_dims
+    found = symbolic_dims(model)
+    made: dict[str, object] = {}
+    return {name: {axis: made.setdefault(d, torch.export.Dim(d)) for axis, d in dims.items()}
+            for name, dims in found.items()} or None
 
 
 def _from_npz(path: Path, sig: dict) -> dict[str, np.ndarray]:

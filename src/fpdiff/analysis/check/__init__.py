@@ -15,6 +15,7 @@ from fpdiff.analysis.check.result import Cell, CheckResult
 from fpdiff.analysis.check.run import run_grid, worker_env
 from fpdiff.backends import registry
 from fpdiff.core import precision as prec
+from fpdiff.core.status import Status
 from fpdiff.core.versions import report_versions
 from fpdiff.runtime import rundir
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT, JobResult
@@ -48,7 +49,8 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
                      seed=seed)
     env = worker_env()
     results, ref = run_grid(grid, timeout, env, progress)
-    verdict = question_judge(grid, results, ref.outputs, env, timeout, repro_dir)
+    verdict = question_judge(grid, results, ref, env, timeout, repro_dir)
+    ref = _stood_in(ref, verdict)
     cells = judge_cells(grid, results, ref, env, timeout)
     rejudge(grid, verdict, cells, results, ref.outputs, env, timeout)
     modules = [m for b in dict.fromkeys(k[0] for k in results) for m in reg.cls(b).requires]  # all that ran
@@ -57,9 +59,21 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
                        fingerprint=grid.source.fingerprint, next=next_commands(grid, cells, inputs, shapes))
 
 
+def _stood_in(ref: JobResult, verdict) -> JobResult:
+    """The reference the cells are measured against: the judge's run, or where it failed the reading of the witnesses
+    that stand in for it (judge.stand_in_majority); None when nothing stands in (every cell that ran is unjudged,
+    judge.unjudged_without_judge)."""
+    from dataclasses import replace
+
+    from fpdiff.analysis.check.judge import FAILED
+    if verdict.status != FAILED:
+        return ref
+    return replace(ref, status=Status.OK, outputs=list(verdict.reading) if verdict.reading is not None else None)
+
+
 def _reference(grid: Grid, ref: JobResult) -> dict:
     """The float64 reference as the report shows it, with its findings (the model's own casts, fpdiff's
     decompositions)."""
     return {"backend": grid.judge_backend, "device": "cpu", "dtype": "float64",
-            "outputs": [list(a.shape) for a in ref.outputs], "duration_s": round(ref.prepare_s + ref.run_s, 3),
+            "outputs": [list(a.shape) for a in ref.outputs or []], "duration_s": round(ref.prepare_s + ref.run_s, 3),
             "findings": [f.as_dict() for f in ref.notes]}

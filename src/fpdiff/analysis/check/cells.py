@@ -39,11 +39,15 @@ def judge_cells(grid: Grid, results: dict[JobKey, JobResult], ref: JobResult, en
 
 
 def baseline_metrics(grid: Grid, results: dict[JobKey, JobResult], ref_out) -> dict[str, Metrics | None]:
-    """Each precision's baseline error against the reference; None where the baseline did not run."""
+    """Each precision's baseline error against the reference; None where the baseline did not run (or there is no
+    reference). A baseline shaped unlike the reference has no metrics either."""
     out: dict[str, Metrics | None] = {}
     for name, key in grid.baselines.items():
         r = results[job_key(key)]
-        out[name] = measure(ref_out, r, key[2]) if r.status == Status.OK else None
+        try:
+            out[name] = measure(ref_out, r, key[2]) if r.status == Status.OK and ref_out is not None else None
+        except ShapeMismatch:
+            out[name] = None
     return out
 
 
@@ -124,6 +128,9 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
                 planned_op_dtypes=r.planned_op_dtypes)
     if r.status != Status.OK:
         _failed(cell, p, r, fp32_ok, torch_source)
+        return cell
+    if ref_out is None:  # the judge failed and nothing stands in for it (judge.unjudged_without_judge says why)
+        cell.status, cell.reason = Status.UNJUDGED, "no float64 reference"
         return cell
     try:
         m = measure(ref_out, r, p)

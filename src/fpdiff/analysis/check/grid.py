@@ -93,7 +93,9 @@ def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions:
     _check_inputs(source, allow_nonfinite)
     for name in source.tolerance:
         prec.get(name)
-    variants = graph.variants(source.dynamic_shapes)
+    # an ONNX graph's symbolic dims are its exporter's default, not a declaration: static and dynamic by default
+    # (the mixed variants on request, --shape-variants); a spec's dynamic_shapes() asks for every variant
+    variants = graph.variants(source.dynamic_shapes, mixed=source.ref.kind != "onnx")
     if shape_variants:
         variants = [graph.find_variant(source.dynamic_shapes, v) for v in shape_variants]
     cells = [(b, d, p, v) for b in backends for d in devices for p in ps

@@ -24,6 +24,10 @@ AGREES, SUSPECT, UNCHECKED, SAME_CODE = "agrees", "suspect", "unchecked", "same-
 # the majority's reading. UPHELD: at least two witnesses agree with the judge, more than agree against it: the
 # first independent implementation is the odd one out, and the judge stands. Anything else stays SUSPECT.
 OVERRULED, UPHELD = "overruled", "upheld"
+# The judge's float64 run itself failed (an op of the reference evaluator raised): no cell can be judged against it.
+# When at least two independent fp32 implementations agree with each other, their reading stands in (as for an
+# overruled judge); otherwise every cell that ran is `unjudged`, with the judge's failure as its reason.
+FAILED = "failed"
 # A witness that is not in the grid is run for the cross-check when the graph has at most this many nodes: one fp32
 # compile and run, of the order of one grid cell for a graph this size; beyond it the message names the backends
 # to add with --backends instead.
@@ -49,6 +53,7 @@ class JudgeCheck:
     stand_in: tuple | None = field(default=None, repr=False)  # results key of the independent run
     reading: list | None = field(default=None, repr=False)  # OVERRULED: the majority's outputs (elementwise median)
     spread: compare.Metrics | None = field(default=None, repr=False)  # OVERRULED: the worst witness vs the reading
+    failed_op: str | None = None  # FAILED: the op type the reference evaluator raised on, when it says
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k not in ("stand_in", "reading", "spread")}
@@ -173,13 +178,22 @@ def _agree(a: list, b: list, fp32: prec.Precision, own: compare.Metrics | None) 
     return compare.judge(compare.measure(a, b, fp32.compute), fp32, own).status != Status.MISMATCH
 
 
-def _largest_agreeing(readings: dict, fp32: prec.Precision, own: compare.Metrics | None) -> list:
+def _within_tolerance(a: list, b: list, fp32: prec.Precision) -> bool:
+    """Two fp32 readings agree within fp32's tolerance (no judge's own fp32 error to size rounding by)."""
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return False
+    return compare.judge(compare.measure(a, b, fp32.compute), fp32, None).status == Status.PASS
+
+
+def _largest_agreeing(readings: dict, fp32: prec.Precision, own: compare.Metrics | None,
+                      agree: Callable[[list, list], bool] | None = None) -> list:
     """The largest group of readings that agree pairwise (a handful of witnesses: greedy from each one)."""
+    agree = agree or (lambda a, b: _agree(a, b, fp32, own))
     best: list = []
     for start in readings:
         group = [start]
         for k in readings:
-            if k not in group and all(_agree(readings[g], readings[k], fp32, own) for g in group):
+            if k not in group and all(agree(readings[g], readings[k]) for g in group):
                 group.append(k)
         best = group if len(group) > len(best) else best
     return best
@@ -236,16 +250,45 @@ def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: tup
         check.message += f"; {check.cross_check} first parts from the judge at {fd['op']} node {fd['node']!r}"
 
 
+def stand_in_majority(check: JudgeCheck, results: dict, witness_keys: list[tuple], fp32: prec.Precision,
+                      not_asked: list[str] = ()) -> None:
+    """A failed judge: the independent fp32 runs that agree with each other (at least two) stand in for it, their
+    reading the cells' reference; without such a pair nothing stands in and check.reading stays None."""
+    readings = {}
+    for key in witness_keys:
+        r = results.get(key)
+        w = {"backend": key[0], "status": r.status if r is not None else "not run"}
+        if r is not None and r.status == Status.OK:
+            readings[key] = r.outputs
+        else:
+            w["message"] = (r.message if r is not None else "not run")[:300]
+        check.witnesses.append(w)
+    group = _largest_agreeing(readings, fp32, None, lambda a, b: _within_tolerance(a, b, fp32))
+    names = ", ".join(f"{k[0]} fp32" for k in group)
+    if len(group) < 2:
+        more = f"; add --backends {','.join(not_asked)} to ask more" if not_asked else ""
+        check.message += (f"; no two independent fp32 implementations agree to stand in for it "
+                          f"({len(readings)} ran{more}): every cell that ran is unjudged")
+        return
+    check.majority = [k[0] for k in group]
+    check.reading = median_reading([readings[k] for k in group])
+    check.spread = max((compare.measure(check.reading, readings[k], fp32.compute) for k in group),
+                       key=lambda m: m.rel_l2)
+    check.message += f"; {names} agree with each other and stand in for it (judged-by-majority)"
+
+
 def judge_by_majority(check: JudgeCheck, cells: list, keys: list[tuple],
                       rejudge: Callable[[tuple], Judgement | None]) -> None:
-    """With an overruled judge, every cell that ran is judged again against the majority's reading, and marked."""
-    if check.status != OVERRULED:
+    """With an overruled judge (or a failed one a majority stands in for), every cell that ran is judged again
+    against the majority's reading, and marked."""
+    if check.status not in (OVERRULED, FAILED) or check.reading is None:
         return
     for cell, key in zip(cells, keys):
         if cell.status not in (Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH):
             continue
         j = rejudge(key)
-        was = f"{cell.status} against the overruled float64 judge"
+        was = (f"{cell.status} against the overruled float64 judge" if check.status == OVERRULED else
+               "the float64 judge failed")
         if j is None:
             cell.status = Status.UNJUDGED
             cell.reason = (f"{was}; not measurable against the majority's fp32 reading (a precision finer than "
@@ -253,9 +296,23 @@ def judge_by_majority(check: JudgeCheck, cells: list, keys: list[tuple],
         else:
             cell.status, cell.reason = j.status, f"{j.reason} (against {', '.join(check.majority)} fp32; {was})"
             cell.findings += j.findings
-        cell.findings.append(Finding("judged-by-majority", check.message,
-                                     remedy="report the judge's error upstream (the repro in judge.repro); the "
-                                     "verdicts here rest on the agreeing independent implementations"))
+        cell.findings.append(Finding("judged-by-majority", check.message, remedy=(
+            "report the judge's error upstream (the repro in judge.repro); the verdicts here rest on the agreeing "
+            "independent implementations" if check.status == OVERRULED else "the verdicts here rest on the agreeing "
+            "independent implementations (fp32 readings: a cell finer than fp32 is unjudged); the judge's failure and "
+            "its repro are in judge.message and judge.repro")))
+
+
+def unjudged_without_judge(check: JudgeCheck, cells: list) -> None:
+    """A failed judge nothing stands in for: every cell that ran says so instead of a verdict."""
+    if check.status != FAILED or check.reading is not None:
+        return
+    for cell in cells:
+        if cell.status in (Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH, Status.UNJUDGED):
+            cell.status, cell.reason = Status.UNJUDGED, f"no float64 reference to judge against: {check.message}"
+            cell.findings.append(Finding("judge-failed", check.message, op=check.failed_op,
+                                         remedy="report the judge's error upstream (the repro in judge.repro); "
+                                         "add independent backends (ort, openvino) so a majority can stand in"))
 
 
 REPRO_SCRIPT = '''"""{op} (opset {opset}): the ONNX reference evaluator and ONNX Runtime disagree on this one node,
@@ -327,3 +384,91 @@ def write_repro(source, check: JudgeCheck, out_dir: str) -> None:
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60] or "node"
+
+
+FAILED_REPRO_SCRIPT = '''"""{op} (opset {opset}): the ONNX reference evaluator fails on this one node.
+Found by fpdiff check on {model}: {message}. Exits 1 while the evaluator raises (or disagrees with ONNX Runtime), 0 once it runs and agrees."""
+import pathlib
+import sys
+import traceback
+
+import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
+
+here = pathlib.Path(__file__).parent
+model = onnx.load(str(here / "op.onnx"))
+feeds = dict(np.load(here / "inputs.npz"))
+try:
+    evaluator = ReferenceEvaluator(model).run(None, feeds)
+except Exception:
+    traceback.print_exc()
+    sys.exit(1)
+try:
+    import onnxruntime as ort
+except ImportError:
+    print("the evaluator ran; onnxruntime is not installed to compare with")
+    sys.exit(0)
+runtime = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+for a, b in zip(evaluator, runtime):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-6):
+        print(f"reference evaluator {{list(a.shape)}} vs onnxruntime {{list(b.shape)}} differ")
+        sys.exit(1)
+print("the evaluator runs this node and agrees with onnxruntime")
+'''
+
+
+def failed_node(model, op: str | None, message: str):
+    """The node the judge failed at: named in its message (node 'NAME'), else the first node of that op type."""
+    import re
+    named = re.search(r"node '([^']*)'", message)
+    typed = re.search(r"Node type '(\w+)'", message)  # the evaluator's own words for an op it has no kernel for
+    op = op or (typed.group(1) if typed else None)
+    nodes = list(model.graph.node)
+    return next((n for n in nodes if named and n.name == named.group(1)), None) or next(
+        (n for n in nodes if op and n.op_type == op), None)
+
+
+def write_failed_repro(source, check: JudgeCheck, ref, out_dir: str) -> None:
+    """The node the judge failed at, as a one-node float32 graph fed the judge's own values up to it (the graph
+    before it, evaluated in float64), with a script that exits 1 while the evaluator fails on it. Sets check.repro;
+    the verdicts stand without it."""
+    import onnx
+    from onnx import helper
+
+    from fpdiff.onnxtools.graph import float64_values
+    model = source.module
+    node = failed_node(model, ref.op, ref.message)
+    if node is None or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        return
+    try:
+        before = onnx.ModelProto()
+        before.CopyFrom(model)
+        cut = list(model.graph.node).index(node)
+        del before.graph.node[cut:]
+        feeds = dict(zip(source.input_names, [np.asarray(x) for x in source.inputs]))
+        values = {**float64_values(before, feeds), **feeds,
+                  **{t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}}
+        names = [i for i in node.input if i]
+        inputs = {i: np.asarray(values[i]).astype(np.float32) if np.asarray(values[i]).dtype.kind == "f"
+                  else np.asarray(values[i]) for i in names}
+        one = helper.make_model(helper.make_graph(
+            [node], f"judge_failed_{node.op_type}",
+            [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+             for i, a in inputs.items()],
+            [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in node.output if o]),
+            opset_imports=list(model.opset_import), ir_version=model.ir_version)
+        out = Path(out_dir) / f"judge-failed-{_safe(Path(source.ref.label).stem)}-{node.op_type}-{_safe(node.name)}"
+        out.mkdir(parents=True, exist_ok=True)
+        onnx.save(one, str(out / "op.onnx"))
+        np.savez(out / "inputs.npz", **inputs)
+    except Exception as e:  # noqa: BLE001 - the verdicts stand without the repro; the report says why it is missing
+        check.message += f"; the repro could not be written ({type(e).__name__}: {str(e)[:200]})"
+        return
+    opset = next((x.version for x in model.opset_import if x.domain in ("", "ai.onnx")), "?")
+    (out / "repro.py").write_text(FAILED_REPRO_SCRIPT.format(op=node.op_type, opset=opset, model=source.ref.label,
+                                                             message=ref.message[:300].replace('"', "'")))
+    check.failed_op = check.failed_op or node.op_type
+    check.repro = str(out / "repro.py")
+    check.message += f"; repro: python {check.repro}"

@@ -17,9 +17,13 @@ from fpdiff.runtime import external
 from fpdiff.runtime.worker import JobResult
 
 
-def question_judge(grid: Grid, results: dict[JobKey, JobResult], ref_out, env: dict, timeout: float,
+def question_judge(grid: Grid, results: dict[JobKey, JobResult], ref: JobResult, env: dict, timeout: float,
                    repro_dir: str | None) -> judge_mod.JudgeCheck:
-    """The judge's cross-check against an independent fp32 run; when suspect, the witnesses' verdict."""
+    """The judge's cross-check against an independent fp32 run; when suspect, the witnesses' verdict; when the
+    judge's own run failed, whether a majority of witnesses can stand in for it."""
+    if ref.status != Status.OK:
+        return _failed_judge(grid, results, ref, env, timeout, repro_dir)
+    ref_out = ref.outputs
     verdict = judge_mod.cross_check(grid.source, results, ref_out, grid.judge_backend, prec.get("fp32"), STATIC,
                                     job=grid.job, env=env, timeout=timeout)
     if verdict.status == judge_mod.SUSPECT:
@@ -32,10 +36,13 @@ def rejudge(grid: Grid, verdict: judge_mod.JudgeCheck, cells: list[Cell], result
     """Cells judged again where the judge is in doubt (held, or by the majority) and where the model is
     ill-conditioned at this input."""
     keys = [job_key(k) for k in grid.cells]
+    judge_mod.unjudged_without_judge(verdict, cells)
     stand_in = results.get(verdict.stand_in) if verdict.stand_in else None
     judge_mod.hold_unconfirmed(verdict, cells, keys, lambda key: _against(stand_in, grid, results, key))
     judge_mod.judge_by_majority(verdict, cells, keys, lambda key: _by_majority(verdict, grid, results, key))
     blame_exporter(grid, cells, results, env, timeout)
+    if verdict.status == judge_mod.FAILED:  # the model's sensitivity is measured by the judge that failed
+        return
     # a mismatch no larger than the float64 reference's own movement under rounding-sized perturbations is the model's
     conditioning.reconsider(grid.source, cells, [results[k] for k in keys], ref_out, grid.judge_backend,
                             grid.data_path, timeout=timeout, env=env, seed=grid.seed)
@@ -96,14 +103,26 @@ def _against(stand_in: JobResult | None, grid: Grid, results: dict, key: JobKey)
     return compare.judge(m, p, bm)
 
 
-def _consult_witnesses(check: judge_mod.JudgeCheck, grid: Grid, results: dict, ref_out, env: dict, timeout: float,
-                       repro_dir: str | None) -> None:
-    """A suspect judge asks every independent implementation (declared `independent`) at fp32: those in the grid,
-    and the others available here when the graph is small enough for one more compile (judge.WITNESS_MAX_NODES)."""
+def _failed_judge(grid: Grid, results: dict, ref: JobResult, env: dict, timeout: float,
+                  repro_dir: str | None) -> judge_mod.JudgeCheck:
+    """The judge's float64 run failed: said with the op it failed at, and the witnesses asked to stand in."""
+    check = judge_mod.JudgeCheck("ONNX reference evaluator float64", status=judge_mod.FAILED, failed_op=ref.op,
+                                 message=f"the float64 judge failed: {ref.message}")
+    keys = _witnesses(grid, results, [], env, timeout)
+    judge_mod.stand_in_majority(check, results, [k for k in keys if k in results], prec.get("fp32"),
+                                [k[0] for k in keys if k not in results])
+    if repro_dir:
+        judge_mod.write_failed_repro(grid.source, check, ref, repro_dir)
+    return check
+
+
+def _witnesses(grid: Grid, results: dict, first: list, env: dict, timeout: float) -> list[JobKey]:
+    """Every independent implementation (declared `independent`) at fp32, `first` first: those in the grid, and the
+    others available here run now when the graph is small enough for one more compile (judge.WITNESS_MAX_NODES)."""
     reg, source = grid.reg, grid.source
     independent = [b for b in reg.names() if reg.cls(b).independent and source.ref.kind in reg.cls(b).kinds
                    and b != grid.judge_backend]
-    keys = [check.stand_in] + [(b, "cpu", "fp32", STATIC) for b in independent]
+    keys = [*first] + [(b, "cpu", "fp32", STATIC) for b in independent]
     keys = [k for k in dict.fromkeys(keys) if k is not None]
     nodes = len(source.module.graph.node) if source.ref.kind == "onnx" else 0
     runnable = [k for k in keys if k not in results and reg.cls(k[0]).route is None
@@ -112,12 +131,19 @@ def _consult_witnesses(check: judge_mod.JudgeCheck, grid: Grid, results: dict, r
         with external.pool(env) as pool:
             for k in runnable:
                 results[k] = pool.run(grid.job(k), timeout)
+    return keys
+
+
+def _consult_witnesses(check: judge_mod.JudgeCheck, grid: Grid, results: dict, ref_out, env: dict, timeout: float,
+                       repro_dir: str | None) -> None:
+    """A suspect judge asks every independent implementation at fp32 (_witnesses)."""
+    keys = _witnesses(grid, results, [check.stand_in], env, timeout)
     asked = [k for k in keys if k in results]
     judge_mod.ask_witnesses(check, results, ref_out, (grid.judge_backend, "cpu", "fp32", STATIC), asked,
                             prec.get("fp32"), [k[0] for k in keys if k not in results])
     if check.status == judge_mod.OVERRULED and repro_dir and check.first_divergence:
         try:
-            judge_mod.write_repro(source, check, repro_dir)
+            judge_mod.write_repro(grid.source, check, repro_dir)
         except Exception as e:  # the verdicts stand without the repro; the report says why it is missing
             check.message += f"; the repro could not be written ({type(e).__name__}: {str(e)[:200]})"
 
