@@ -215,8 +215,9 @@ def _onnx_for(task: Task, own: bool = False) -> Path:
         if made:
             save_export_info(path, made)
         return path
-    model = task.source_onnx(judge=not own)[0]
+    model = _pinned(task, task.source_onnx(judge=not own)[0])
     graph = ("own-graph",) if own else ()
+    graph += ("pinned-dims",)  # static cells of a graph with symbolic dims: artifacts from before pinning differ
     if not task.precision.is_cast:  # autocast: the source graph with autocast's float32 ops kept (model/autocast.py)
         from fpdiff.model.autocast import mixed_onnx
 
@@ -228,6 +229,20 @@ def _onnx_for(task: Task, own: bool = False) -> Path:
     target = ONNX_TYPE[task.requested_dtype]
     return task.cache.get_or_build(*task.key("onnx-cast", "typed", *graph), suffix=".onnx",
                                    build=lambda p: onnx.save(cast_checked(model, target), str(p)))[0]
+
+
+def _pinned(task: Task, model):
+    """The ONNX graph with the dims the cell's shape variant holds static pinned to the inputs' sizes: a static cell
+    hands every backend a graph whose dims are all known (as a user deploying fixed shapes does), a dynamic cell the
+    graph as written."""
+    from fpdiff.onnxtools.shapes import pin_dims, symbolic_dims
+    found = symbolic_dims(model)
+    if not found:
+        return model
+    static = task.variant.static
+    keep = set() if static is None else {d for dims in found.values() for d in dims.values() if d not in static}
+    shapes = {n: tuple(t.shape) for n, t in zip(task.source.input_names, task.source.inputs)}
+    return pin_dims(model, shapes, keep)
 
 
 def cast_checked(model, target: int):
