@@ -189,3 +189,27 @@ def test_a_failed_judge_is_stood_in_for_only_by_two_agreeing_witnesses(sides, ma
     else:
         assert check.reading is None and "no two independent fp32 implementations agree" in check.message
         assert cells[0].status == Status.UNJUDGED and "no float64 reference" in cells[0].reason
+
+
+@pytest.mark.parametrize("rc, own, spread, status", [
+    (1, 1e-7, 1e-7, "overruled"),  # the judge's op computes otherwise fed its own values: evidence
+    (0, 1e-6, 1e-9, "upheld"),  # the op is right: witnesses that agree share the model's fp32 rounding loss
+    (None, 1e-5, 1e-8, "overruled"),  # no repro, but the witnesses agree far more closely than the judge with itself
+    (None, 1e-7, 1e-8, "suspect"),  # no repro, no such margin: nothing shows the judge wrong
+])
+def test_a_judge_is_overruled_only_on_evidence_that_an_op_of_it_is_wrong(rc, own, spread, status):
+    import torch
+
+    from fpdiff.analysis.check.judge import OVERRULED, JudgeCheck, require_evidence
+    from fpdiff.core.compare import measure
+    a = np.linspace(1, 2, 100)
+    check = JudgeCheck("evaluator", "ort fp32", OVERRULED, "overruled", own_fp32_rel_l2=own,
+                       majority=["ort", "openvino"],
+                       reading=[a], spread=measure([a], [a * (1 + spread)], torch.float32),
+                       first_divergence={"op": "Log", "node": "log0", "tensor": "l", "rel_l2": 1e-4})
+    require_evidence(check, rc)
+    assert check.status == status, check.message
+    if status != "overruled":
+        assert check.reading is None and check.majority == []
+    if status == "upheld":
+        assert "Log node 'log0'" in check.message and "repro exits 0" in check.message

@@ -141,11 +141,34 @@ def _consult_witnesses(check: judge_mod.JudgeCheck, grid: Grid, results: dict, r
     asked = [k for k in keys if k in results]
     judge_mod.ask_witnesses(check, results, ref_out, (grid.judge_backend, "cpu", "fp32", STATIC), asked,
                             prec.get("fp32"), [k[0] for k in keys if k not in results])
-    if check.status == judge_mod.OVERRULED and repro_dir and check.first_divergence:
-        try:
-            judge_mod.write_repro(grid.source, check, repro_dir)
-        except Exception as e:  # the verdicts stand without the repro; the report says why it is missing
-            check.message += f"; the repro could not be written ({type(e).__name__}: {str(e)[:200]})"
+    if check.status == judge_mod.OVERRULED:
+        judge_mod.require_evidence(check, _run_repro(grid, check, repro_dir, timeout))
+
+
+def _run_repro(grid: Grid, check: judge_mod.JudgeCheck, repro_dir: str | None, timeout: float) -> int | None:
+    """Write the overruled judge's one-node repro (in the run's scratch folder when no repro_dir is kept) and run it:
+    its exit code (1: it reproduces, 0: the judge's op is right), or None when it could not be made or run."""
+    import subprocess
+    import sys
+
+    from fpdiff.runtime import rundir
+    if not check.first_divergence:
+        return None
+    out = repro_dir or str(rundir.mkdtemp(prefix="fpdiff-judge-repro-"))
+    try:
+        judge_mod.write_repro(grid.source, check, out)
+    except Exception as e:  # noqa: BLE001 - the verdicts stand without the repro; the report says why it is missing
+        check.message += f"; the repro could not be written ({type(e).__name__}: {str(e)[:200]})"
+    if not check.repro:
+        return None
+    try:
+        rc = subprocess.run([sys.executable, check.repro], capture_output=True, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        rc = None
+    if not repro_dir:  # a scratch repro is not the user's to keep
+        check.message = check.message.replace(f"; repro: python {check.repro}", "")
+        check.repro = None
+    return rc if rc in (0, 1) else None
 
 
 def _by_majority(check: judge_mod.JudgeCheck, grid: Grid, results: dict, key: JobKey) -> compare.Judgement | None:
