@@ -120,3 +120,18 @@ def bias_gelu():
                      initializer=[_c("w", rng.standard_normal((16, 8)).astype(np.float32)),
                                   _c("b", np.linspace(-1, 1, 8, dtype=np.float32))])
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.microsoft", 1)])
+
+
+def overflowing_norm():
+    """A layer norm written out (as older exporters do) on activations near 400: its variance (~1.6e5) overflows
+    fp16, so computed in fp16 the output is garbage, while a backend computing fp32 is right."""
+    rng = np.random.default_rng(0)
+    nodes = [h.make_node("ReduceMean", ["x"], ["mu"], axes=[-1]), h.make_node("Sub", ["x", "mu"], ["d"]),
+             h.make_node("Mul", ["d", "d"], ["d2"]), h.make_node("ReduceMean", ["d2"], ["var"], axes=[-1]),
+             h.make_node("Add", ["var", "eps"], ["ve"]), h.make_node("Sqrt", ["ve"], ["sd"]),
+             h.make_node("Div", ["d", "sd"], ["n"]), h.make_node("MatMul", ["n", "w"], ["z"]),
+             h.make_node("Sigmoid", ["z"], ["p"])]
+    g = h.make_graph(nodes, "g", [_vi("x", [2, 64])], [_vi("p", [2, 4])],
+                     initializer=[_c("eps", np.float32(1e-5)),
+                                  _c("w", (rng.standard_normal((64, 4)) * 0.2).astype(np.float32))])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])

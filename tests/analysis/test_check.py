@@ -286,3 +286,17 @@ def test_an_onnx_graph_with_symbolic_dims_runs_static_pinned_and_dynamic_as_writ
         ("openvino", "dynamic"), ("openvino", "static"), ("ort", "dynamic"), ("ort", "static")]
     for c in r.cells:
         assert c.status == "pass", (c.backend, c.shape_variant, c.reason)
+
+
+def test_a_cell_that_computed_wider_says_whether_the_model_survives_the_precision_itself(tmp_path):
+    """ORT's CPU runs this fp16 graph in fp32 and is right; the model's variance overflows in real fp16 arithmetic.
+    The cell keeps its verdict (ORT computed what it computed) and says the model does not survive fp16."""
+    import onnx_models as om
+    path = om.save(om.overflowing_norm(), tmp_path / "ln.onnx")
+    np.savez(tmp_path / "in.npz", x=(np.random.default_rng(1).standard_normal((2, 64)) * 400).astype(np.float32))
+    r = fpdiff.check(path, backends=["ort"], precisions=["fp16", "fp32"], inputs=str(tmp_path / "in.npz"))
+    fp16, fp32 = one(r, backend="ort", precision="fp16"), one(r, backend="ort", precision="fp32")
+    assert fp16.status == "pass" and any(f.kind == "dtype-changed" for f in fp16.findings), fp16.reason
+    unsafe = [f for f in fp16.findings if f.kind == "precision-unsafe"]
+    assert unsafe and "does not survive" in fp16.reason, fp16.reason
+    assert not any(f.kind == "precision-unsafe" for f in fp32.findings)

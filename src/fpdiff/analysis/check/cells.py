@@ -35,7 +35,39 @@ def judge_cells(grid: Grid, results: dict[JobKey, JobResult], ref: JobResult, en
                                  loss_cause=casts_cause if p.name == "fp64" else None))
     _variant_findings(cells)
     _narrower_formats(grid, cells, results, ref.outputs, base, env, timeout)
+    for cell, key in zip(cells, grid.cells):
+        _survives_precision(cell, results[job_key(key)], grid.tolerance(key[2]), base.get(key[2].name), grid)
     return cells
+
+
+def _survives_precision(cell: Cell, r: JobResult, p: prec.Precision, baseline: Metrics | None, grid: Grid) -> None:
+    """A cell that computed wider than asked (ORT's CPU runs fp16 nodes in fp32) says nothing of the precision
+    itself: the model is judged at it too, by the baseline (the judge's own code computing in that format), and the
+    cell says whether the model survives it, so a model that is not fp16-safe is not waved through by a backend that
+    never computed fp16."""
+    wider = _dominant_bits(r)
+    if cell.status not in (Status.PASS, Status.PRECISION_LOSS) or not p.is_cast or wider is None \
+            or wider <= compare.mantissa_bits(p.compute) or baseline is None:
+        return
+    j = compare.judge(baseline, p, None)
+    why = j.reason.removesuffix("; no baseline")
+    who = f"{grid.judge_backend} at {p.name}"
+    if j.status == Status.PASS:
+        cell.reason += f"; computed wider than {p.name}, and the model itself in {p.name} ({who}) passes too"
+        return
+    cell.reason += (f"; computed wider than {p.name}: the model itself in {p.name} ({who}) does not survive it "
+                    f"({why})")
+    cell.findings.append(Finding("precision-unsafe", f"{cell.backend} computed wider than {p.name} here, but the model "
+                                 f"computed in {p.name} ({who}) gives {j.status}: {why}", remedy=(
+                                     f"a target that computes {p.name} (a GPU, an NPU, a CPU with native {p.name}) "
+                                     f"will see that error: run fpdiff locate and plan at {p.name} before deploying "
+                                     "there")))
+
+
+def _dominant_bits(r: JobResult) -> int | None:
+    """Mantissa bits of the float dtype most of the backend's counted ops computed in (None: it counts none)."""
+    counts = {d: n for d, n in (r.op_dtypes or {}).items() if n and hasattr(torch, d)}
+    return compare.mantissa_bits(getattr(torch, max(counts, key=counts.get))) if counts else None
 
 
 def baseline_metrics(grid: Grid, results: dict[JobKey, JobResult], ref_out) -> dict[str, Metrics | None]:
