@@ -60,9 +60,53 @@ def open_session(model: Path | Any, device: str, optimized: Path | None = None) 
     except Exception as e:
         said = " ".join(str(e).split())
         refused = _REFUSED.search(said)
+        expanded = _EXPANDED.search(said)
+        if expanded and refused is None:
+            op = _expanded_from(model, expanded["op"], device)
+            if op is not None:
+                raise Unsupported(f"{op}: {said}", op=op.split(" ")[0]) from e
         if refused is None:
             raise
         raise Unsupported(said, op=refused["op"]) from e
+
+
+# ONNX Runtime's type error on a node it made itself (an empty node name): an op of the model with no kernel for the
+# dtype was expanded as its ONNX function, and an op of that body refuses the type (bf16 Clip becomes Where).
+_EXPANDED = re.compile(r"Type '(?P<type>[^']*)' of input parameter \([^)]*\) of operator \((?P<op>\w+)\) in node \(\)")
+
+
+def _expanded_from(model: Path | Any, op: str, device: str) -> str | None:
+    """Which op of the model ONNX Runtime expanded into `op`, when `op` is not in the model: the model's ops that
+    have an ONNX function body and no kernel here for the graph's float type (one name, or several joined)."""
+    import onnx
+    m = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
+    opsets = {_domain(o.domain): o.version for o in m.opset_import}
+    present = {n.op_type for n in _all_nodes(m.graph)}
+    if op in present:
+        return None
+    types = value_types(m)
+    found = []
+    for node in _all_nodes(m.graph):
+        schema, fi = _schema(node, opsets), _float_input(node, types)
+        if schema is None or fi is None or not (schema.has_function or schema.has_context_dependent_function):
+            continue
+        version = schema.since_version
+        if fi[1] not in kernel_types(provider(device), node.domain, node.op_type, version, _type_param(schema, fi[0])):
+            found.append(node.op_type)
+    names = list(dict.fromkeys(found))
+    return (f"{' or '.join(names)} (no kernel here for its type: ONNX Runtime expands it as its ONNX "
+            f"function, whose {op} refuses the type)") if names else None
+
+
+def _all_nodes(g: Any) -> list:
+    """The graph's nodes and its subgraphs' nodes."""
+    out = []
+    for n in g.node:
+        out.append(n)
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                out += _all_nodes(sub)
+    return out
 
 
 def exported_graph_checked(path: Path, info: dict[str, Any]) -> None:

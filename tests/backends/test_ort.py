@@ -1,0 +1,29 @@
+"""ONNX Runtime's refusals name the model's op, not one it made."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+import fpdiff
+
+pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
+
+def test_a_refusal_inside_an_expanded_function_names_the_models_op(tmp_path):
+    """ORT has no bfloat16 Clip on the CPU: it expands Clip as its ONNX function, whose Where then refuses
+    bfloat16, in a node it named ''. The cell names Clip, which the model holds, not Where, which it does not."""
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Clip", ["r", "lo", "hi"], ["y"])],
+                          "g", [helper.make_tensor_value_info("x", TP.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [2, 8])],
+                          initializer=[numpy_helper.from_array(np.float32(0), "lo"),
+                                       numpy_helper.from_array(np.float32(6), "hi")])
+    path = tmp_path / "clip.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    r = fpdiff.check(str(path), backends=["ort"], precisions=["bf16", "fp32"])
+    bf16 = next(c for c in r.cells if c.precision == "bf16")
+    if bf16.status == "pass":
+        pytest.skip("this ONNX Runtime has a bfloat16 Clip kernel on the CPU")
+    assert bf16.status == "unsupported", bf16.reason
+    assert [f.op for f in bf16.findings if f.kind == "unsupported"] == ["Clip"], bf16.findings
+    assert next(c for c in r.cells if c.precision == "fp32").status == "pass"
