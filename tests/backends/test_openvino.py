@@ -171,3 +171,23 @@ def test_a_graph_with_no_float_arithmetic_is_not_dtype_changed(tmp_path):
     for c in r.cells:
         assert c.status == Status.PASS and not [f for f in c.findings if f.kind == "dtype-changed"], (c.precision,
                                                                                                    c.findings)
+
+
+
+# OpenVINO 2026.4's converter report for a Conv whose input rank it cannot know (a graph with dynamic dims)
+REPORT = ("Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:\n"
+          "FrontEnd API failed with OpConversionFailure:\nModel wasn't fully converted. Failed operations detailed "
+          "log:\n-- Conv-15 with a message:\n[ONNX Frontend] Conversion failed for Conv-15\n"
+          "While validating ONNX node '<Node(Conv): y>': Check 'data.get_partial_shape().rank().is_static()' failed at "
+          "src/frontends/onnx/frontend/src/op/conv.cpp:38:\nFrontEnd API failed with GeneralFailure:\n"
+          "The input data tensor's rank has to be known (static)\n\nSummary:\n-- Conversion is failed for: Conv-15\n")
+
+
+@pytest.mark.parametrize("text, expected", [
+    (REPORT, {"Conv-15": "The input data tensor's rank has to be known (static)"}),
+    ("Model wasn't fully converted.\nSummary:\n-- No conversion rule found for operations: my.Foo, my.Bar\n",
+     {"my.Foo": "", "my.Bar": ""}),
+])
+def test_the_converters_refusal_keeps_its_own_reason(text, expected):
+    from fpdiff.backends.openvino import unconverted
+    assert unconverted(" ".join(text.split())) == expected

@@ -75,10 +75,26 @@ def _converted(ov: Any, source: Any) -> Any:
         text = " ".join(str(e).split())
         if "wasn't fully converted" not in text:
             raise
-        ops = re.findall(r"-- (\S+) with a message", text)
-        why = re.findall(r"OpConversionFailure: (\[[^\]]*\][^.]*\.)", text)
-        raise Unsupported(f"OpenVINO's converter has no translation for {', '.join(dict.fromkeys(ops)) or 'an op'}"
-                          f"{': ' + why[-1] if why else ''}", op=ops[0] if ops else None) from e
+        reasons = unconverted(text)
+        ops = list(reasons)
+        said = "; ".join(f"{op}: {why}" for op, why in reasons.items() if why)
+        raise Unsupported(f"OpenVINO's converter has no translation for {', '.join(ops) or 'an op'}"
+                          f"{' (' + said + ')' if said else ''}", op=ops[0] if ops else None) from e
+
+
+def unconverted(text: str) -> dict[str, str]:
+    """Each op the converter's report lists as not converted, with its own reason (the last "failed with KIND:
+    reason" of its section; older releases wrote "OpConversionFailure: [...] reason."), or "" where it gives none
+    ("No conversion rule found for operations: a, b")."""
+    out: dict[str, str] = {}
+    for op, body in re.findall(r"-- (\S+) with a message: (.*?)(?= -- \S+ with a message:| Summary:|$)", text):
+        why = re.findall(r"failed with \w+: (.*?)(?= While validating|$)", body) or re.findall(
+            r"OpConversionFailure: (\[[^\]]*\][^.]*\.)", body)
+        out.setdefault(op, why[-1].strip() if why else "")
+    for names in re.findall(r"No conversion rule found for operations: (.*?)(?= --| Summary:|$)", text):
+        for op in names.split(","):
+            out.setdefault(op.strip(), "")
+    return out
 
 
 class OpenVinoBackend(Backend):
