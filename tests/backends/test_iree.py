@@ -11,7 +11,7 @@ import torch
 import fpdiff
 from fpdiff.backends import iree
 from fpdiff.backends.iree import compile_failure
-from fpdiff.core.errors import StageError, Unsupported
+from fpdiff.core.errors import Crashed, StageError, Unsupported
 from fpdiff.core.status import Status
 
 
@@ -37,7 +37,18 @@ def test_a_crash_is_an_error_even_when_it_mentions_legalization():
     e = compile_failure("error: failed to legalize operation 'torch.aten.mm'\nLLVM ERROR: out of range", 1, "fp32")
     assert isinstance(e, StageError)
     e = compile_failure("Stack dump:\n0. Program arguments", -11, "fp32")
-    assert isinstance(e, StageError) and "signal 11" in str(e)
+    assert isinstance(e, Crashed) and "SIGSEGV" in str(e)
+
+
+@pytest.mark.parametrize("code", [-9, 247, 137])
+def test_a_compiler_killed_for_memory_is_a_crash_naming_memory(code):
+    """iree-compile's Python wrapper passes on its binary's death by SIGKILL as exit code 247 (sys.exit(-9)), with
+    nothing on stderr: a crash (the cell's status), said as the memory it most likely ran out of."""
+    from fpdiff.runtime.worker import classify_exception
+    e = compile_failure("", code, "bf16")
+    assert isinstance(e, Crashed) and "SIGKILL" in str(e) and "memory" in str(e) and "(no output)" not in str(e)
+    assert classify_exception(e)[0] == "crash"
+    assert not isinstance(compile_failure("error: bad", 1, "fp32"), Crashed)
 
 
 def test_color_codes_never_reach_the_message():

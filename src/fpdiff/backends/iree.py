@@ -16,7 +16,19 @@ from typing import Any
 from fpdiff.backends import to_numpy as _to_numpy
 from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro, Task
 from fpdiff.core.dtypes import mixed_dtype
-from fpdiff.core.errors import COMPILE, IMPORT, LOAD, MESSAGE_CHARS, TORCH_EXPORT, StageError, Unsupported, plain, stage
+from fpdiff.core.errors import (
+    COMPILE,
+    IMPORT,
+    LOAD,
+    MESSAGE_CHARS,
+    TORCH_EXPORT,
+    Crashed,
+    StageError,
+    Unsupported,
+    died_by,
+    plain,
+    stage,
+)
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 # sm_80 compiles and runs on H100/H200 with iree-base-compiler 3.13; sm_90 fails with "missing GPU target".
@@ -274,8 +286,13 @@ def compile_failure(stderr: str, returncode: int, precision: str) -> Exception:
         if m:
             return Unsupported(f"iree-compile has no {m.group(1)} for {precision}: {first}", op=m.group(1),
                                dtype=precision, stage=COMPILE, component="iree-compile")
-    how = f"crashed (signal {-returncode})" if returncode < 0 else "failed"
-    return StageError(COMPILE, "iree-compile", f"iree-compile {how}: {first}")
+    signal_number = died_by(returncode)
+    if signal_number is not None:
+        from fpdiff.runtime.worker import exit_text
+        said = "" if first == "(no output)" else f": {first}"
+        return Crashed(COMPILE, "iree-compile", f"iree-compile was {exit_text(-signal_number)} (exit code "
+                       f"{returncode}){said}")
+    return StageError(COMPILE, "iree-compile", f"iree-compile failed: {first}")
 
 
 # Support in iree-compile's own words: it names each dispatch after its root op, its shape and its element types

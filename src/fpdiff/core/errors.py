@@ -50,6 +50,22 @@ class StageError(Exception):
         self.op = op
 
 
+class Crashed(StageError):
+    """A component's own process died by a signal (said by its exit code): a crash, never a refusal or a plain
+    failure; a SIGKILL is most often the kernel ending it for memory."""
+
+
+# Signals a compiler or runtime dies by on its own (SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGKILL, SIGSEGV): an exit code
+# that reports one of them is a death, not a failure the tool chose to report.
+CRASH_SIGNALS = (4, 6, 7, 8, 9, 11)
+
+
+def died_by(returncode: int) -> int | None:
+    """The signal a tool's exit code reports: negative (Python's subprocess), 128+N (a shell), or 256-N (a Python
+    wrapper passing on its child's negative code: sys.exit(-9) exits 247); None for an ordinary exit code."""
+    return next((n for n in (-returncode, returncode - 128, 256 - returncode) if n in CRASH_SIGNALS), None)
+
+
 @contextlib.contextmanager
 def stage(name: str, component: str) -> Iterator[None]:
     """Charge what fails inside to (stage, component): a refusal keeps its kind, anything else becomes a StageError.

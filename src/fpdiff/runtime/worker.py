@@ -67,9 +67,11 @@ _UNSUPPORTED_PATTERNS = [
 
 def classify_exception(exc: BaseException) -> tuple[str, str | None, str | None]:
     """(status, op, dtype): a missing kernel is `unsupported`, anything else raised while running is `error`."""
-    from fpdiff.core.errors import Unsupported
+    from fpdiff.core.errors import Crashed, Unsupported
     if isinstance(exc, Unsupported):
         return UNSUPPORTED, exc.op, exc.dtype
+    if isinstance(exc, Crashed):
+        return CRASH, exc.op, None
     text = str(exc)  # a StageError keeps the component's message, so its missing-kernel refusals are still seen
     for pat in _UNSUPPORTED_PATTERNS:
         m = pat.search(text)
