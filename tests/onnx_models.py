@@ -135,3 +135,11 @@ def overflowing_norm():
                      initializer=[_c("eps", np.float32(1e-5)),
                                   _c("w", (rng.standard_normal((64, 4)) * 0.2).astype(np.float32))])
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def overflowing_variance():
+    """overflowing_norm's variance as the output: infinite in fp16 on every backend that computes fp16."""
+    m = overflowing_norm()
+    del m.graph.output[:]
+    m.graph.output.append(_vi("var", [2, 1]))
+    return m

@@ -115,7 +115,10 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
                           f"{escape(first.reason)}", highlight=False)
     elif result.bisected:
         seg = result.segment
-        if seg is None:
+        if seg is None and any(f.kind == "baseline-nonfinite" for f in result.findings):
+            console.print(f"[bold red]{result.backend} at {result.precision}: no verdict[/]: the baseline at the same "
+                          f"precision is not finite ({result.compiles} compile)", highlight=False)
+        elif seg is None:
             console.print(f"{result.backend} at {result.precision}: the whole graph agrees with the baseline at "
                           f"the same precision within the check rules ({result.compiles} compile)", highlight=False)
         else:
@@ -126,8 +129,9 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
     elif result.segment is not None:  # no graph to cut: the stage that failed before any backend (torch.export)
         console.print(f"[bold red]{result.backend} gets no graph[/]: {escape(result.segment.reason)}", highlight=False)
     for f in result.findings:
-        if f.kind == "note":
-            console.print(f"note: {f.message}" + (f" ({f.remedy})" if f.remedy else ""), highlight=False, markup=False)
+        if f.kind in ("note", "baseline-nonfinite"):
+            console.print(f"{f.kind}: {f.message}" + (f" ({f.remedy})" if f.remedy else ""), highlight=False,
+                          markup=False)
     if not result.ops:
         return
     t = Table(title="torch eager: worst ops by own error / floor", show_lines=False)
@@ -195,12 +199,32 @@ def _err(v) -> str:
     return "inf/NaN" if v is None or v == float("inf") else f"{v:.2e}"
 
 
+def _within(err, tolerance: float) -> bool:
+    return err is not None and err <= tolerance
+
+
+def _errs(plan, err, real) -> str:
+    """An error of the plan's backend; where it computes wider, named so, and beside the error where the precision
+    is really computed (`real`, when that ran)."""
+    v = plan.verification
+    if v is None:
+        return _err(err)
+    there = f", {_err(real)} in real {v.precision} on {v.backend}" if real is not None else ""
+    return f"{_err(err)} on {plan.backend}{there}"
+
+
 def render_plan(plan, console: Console | None = None) -> None:
     console = console or Console()
     console.print(f"[bold]fpdiff plan {plan.model} --precision {plan.precision} --backend {plan.backend}[/] "
                   f"(tolerance {plan.tolerance:g}, rel L2 vs float64)", highlight=False)
-    pure = "[green]passes[/]" if plan.pure_error is not None and plan.pure_error <= plan.tolerance else "[red]fails[/]"
-    line = f"pure {plan.precision}: {_err(plan.pure_error)} {pure}"
+    v = plan.verification
+    if v is not None:
+        console.print(f"[yellow]{plan.backend} computes {plan.precision} wider[/] ({escape(v.wider)}): each keep-set "
+                      f"that passes on {plan.backend} runs again in real {plan.precision} on {v.backend} and passes "
+                      "only if it passes there too", highlight=False)
+    pure = "[green]passes[/]" if _within(plan.pure_error, plan.tolerance) and (
+        v is None or v.pure_error is None or _within(v.pure_error, plan.tolerance)) else "[red]fails[/]"
+    line = f"pure {plan.precision}: {_errs(plan, plan.pure_error, v and v.pure_error)} {pure}"
     if plan.pure_status != Status.OK:
         line = f"pure {plan.precision}: [red]{plan.pure_status}: {escape(plan.pure_reason[:200])}[/]"
     if plan.fp32_error is not None:
@@ -210,14 +234,17 @@ def render_plan(plan, console: Console | None = None) -> None:
     console.print(f"search: {plan.evaluations} end-to-end evaluations{extra}, {plan.seconds:.1f} s", highlight=False)
     if not plan.passed:
         console.print(f"[bold red]no plan[/]: {escape(plan.message or 'the plan fails its verification')} "
-                      f"(error {_err(plan.error)})", highlight=False)
+                      f"({'error' if v is None else f'on {plan.backend}:'} {_err(plan.error)})", highlight=False)
     elif not plan.keep:
-        console.print(f"[green]empty plan[/]: the whole model meets the tolerance at {plan.precision}", highlight=False)
+        where = f" (on {plan.backend}, and in real {plan.precision} on {v.backend})" if v is not None else ""
+        console.print(f"[green]empty plan[/]: the whole model meets the tolerance at {plan.precision}{where}",
+                      highlight=False)
     else:
         ops = [k for k in plan.keep if k.op != "clamp constants"]  # the clamp is a remedy, not an op
         clamp = " (and small constants clamped into its range, below)" if len(ops) < len(plan.keep) else ""
-        console.print(f"[green]verified plan[/]: keep {len(ops)} ops in fp32{clamp} -> error {_err(plan.error)}; "
-                      f"{plan.low_fraction:.1%} of the flops stay {plan.precision}", highlight=False)
+        console.print(f"[green]verified plan[/]: keep {len(ops)} ops in fp32{clamp} -> error "
+                      f"{_errs(plan, plan.error, v and v.error)}; {plan.low_fraction:.1%} of the flops stay "
+                      f"{plan.precision}", highlight=False)
         if plan.message:
             console.print(f"[yellow]{escape(plan.message)}[/]", highlight=False)
         t = Table(show_lines=False)

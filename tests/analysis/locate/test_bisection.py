@@ -2,6 +2,8 @@
 2*log2(ops) verdicts, and follows only failures of the same kind as the whole graph's."""
 import math
 
+import pytest
+
 from fpdiff.analysis.locate.bisection import Bisector, SegmentVerdict
 from fpdiff.core.status import Status
 
@@ -62,3 +64,18 @@ def test_the_same_failure_with_other_paths_and_line_numbers_is_followed():
         return Status.PASS, "ok"
     found = FakeBisector(20, judge).bisect()
     assert (found.start, found.end) == (12, 13)
+
+
+@pytest.mark.slow
+def test_agreeing_with_a_baseline_that_is_not_finite_is_no_verdict(tmp_path):
+    """IREE at fp16 overflows where the reference evaluator at fp16 does: both infinite. That shows nothing about
+    IREE's ops; locate says the precision overflows on the model instead of "the whole graph agrees"."""
+    import numpy as np
+
+    import fpdiff
+    import onnx_models as om
+    path = om.save(om.overflowing_variance(), tmp_path / "var.onnx")
+    np.savez(tmp_path / "in.npz", x=(np.random.default_rng(1).standard_normal((2, 64)) * 400).astype(np.float32))
+    r = fpdiff.locate(path, backend="iree", precision="fp16", inputs=str(tmp_path / "in.npz"))
+    assert r.segment is None
+    assert [f.kind for f in r.findings][:1] == ["baseline-nonfinite"], r.findings

@@ -483,7 +483,10 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
         result.bisected = True
         result.compiles = len(b.asked)
         if b.count():
-            result.output_error = b.verdict(0, b.count()).rel_l2  # the requested backend's, not eager's
+            whole = b.verdict(0, b.count())
+            result.output_error = whole.rel_l2  # the requested backend's, not eager's
+            if found is None:
+                _nonfinite_baseline(result, whole.baseline_rel_l2)
         if found is not None:
             found, k, alone = b.narrow(found)
             result.compiles = len(b.asked)
@@ -499,6 +502,19 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     finally:
         b.close()
     return _said(result, repro)
+
+
+def _nonfinite_baseline(result: LocateResult, baseline_rel_l2: float | None) -> None:
+    """No segment departs from the baseline, but the baseline itself (the reference code at this precision) is not
+    finite: nothing was shown right. The precision overflows on this model, whatever the backend does."""
+    if baseline_rel_l2 is None or math.isfinite(baseline_rel_l2):
+        return
+    result.findings.insert(0, compare.Finding(
+        "baseline-nonfinite", f"{result.backend} agrees with the baseline at {result.precision} only in that both "
+        f"are not finite: the model itself overflows (or makes NaN) in {result.precision}, so agreeing with the "
+        "baseline shows nothing and no op of the backend was judged", op=None,
+        remedy=f"fpdiff plan MODEL --precision {result.precision} keeps the overflowing ops in fp32 (on a torch model "
+        f"fpdiff ranges MODEL shows where values leave {result.precision}'s range)"))
 
 
 def _tell(progress: Progress | None, what: str, done: int, total: int | None) -> None:
