@@ -158,3 +158,25 @@ def test_rare_sigmoid_outputs_on_ort_are_relative_mismatch_absolute_noise_naming
     assert f and f[0].op == "sigmoid", c.findings
     assert "absolute" in f[0].message and "relative" in f[0].message
     assert one(r, backend="torch").status == Status.PASS
+
+
+def test_a_tiny_probability_beside_an_output_that_passes_still_gets_both_readings():
+    """A voice detector's outputs: a probability of 7e-6 that ORT's fp32 Sigmoid gets 9e-4 off relative (6e-9
+    absolute), and a recurrent state that agrees. The finding is read on the output that departs."""
+    from types import SimpleNamespace
+
+    from fpdiff.analysis.check import Cell
+    TP = TensorProto
+    g = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["p"]), helper.make_node("Relu", ["s"], ["state"])], "g",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, [1]),
+                           helper.make_tensor_value_info("s", TP.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("p", TP.FLOAT, [1]),
+                           helper.make_tensor_value_info("state", TP.FLOAT, [2, 8])])
+    source = SimpleNamespace(ref=SimpleNamespace(kind="onnx"), module=helper.make_model(g), tolerance={})
+    state = np.linspace(0, 3, 16).reshape(2, 8)
+    ref = [np.array([7e-6]), state]
+    out = [np.array([7e-6 * (1 + 8.8e-4)]), state * (1 + 1e-8)]
+    cell = Cell("ort", "cpu", "fp32", "static", Status.UNJUDGED, "held")
+    cond._relative_only(source, [cell], [SimpleNamespace(status="ok", outputs=out)], ref)
+    f = [f for f in cell.findings if f.kind == "relative-vs-absolute"]
+    assert f and f[0].op == "Sigmoid" and "Sigmoid" in cell.reason, cell.findings
