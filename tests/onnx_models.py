@@ -143,3 +143,14 @@ def overflowing_variance():
     del m.graph.output[:]
     m.graph.output.append(_vi("var", [2, 1]))
     return m
+
+
+def rare_sigmoid():
+    """A detector's probability from logits near -14: values 1e-7 to 1e-5, tiny against the Sigmoid's [0, 1]."""
+    rng = np.random.default_rng(0)
+    nodes = [h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("Add", ["m", "b"], ["z"]),
+             h.make_node("Sigmoid", ["z"], ["p"])]
+    g = h.make_graph(nodes, "g", [_vi("x", [64, 16])], [_vi("p", [64, 8])],
+                     initializer=[_c("w", (rng.standard_normal((16, 8)) * 0.1).astype(np.float32)),
+                                  _c("b", np.full(8, -14.0, np.float32))])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])

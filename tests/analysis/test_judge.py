@@ -213,3 +213,20 @@ def test_a_judge_is_overruled_only_on_evidence_that_an_op_of_it_is_wrong(rc, own
         assert check.reading is None and check.majority == []
     if status == "upheld":
         assert "Log node 'log0'" in check.message and "repro exits 0" in check.message
+
+
+def test_a_relative_departure_on_tiny_probabilities_does_not_make_the_judge_suspect():
+    """ORT fp32 departs from the judge by 9e-4 relative to probabilities of 7e-6 (6e-9 absolute on their [0, 1]
+    range): no wrong judge op errs like that, so the judge agrees, and says why."""
+    from types import SimpleNamespace
+
+    from fpdiff.analysis.check.judge import AGREES, cross_check
+    from fpdiff.core.precision import get
+    from fpdiff.model.graph import STATIC
+    source = SimpleNamespace(ref=SimpleNamespace(kind="onnx"), module=om.rare_sigmoid(), tolerance={})
+    p = np.geomspace(1e-7, 1e-5, 512).reshape(64, 8)
+    results = {("onnxref", "cpu", "fp32", STATIC): _ok(p * (1 + 1e-7)),
+               ("ort", "cpu", "fp32", STATIC): _ok(p * (1 + 8.8e-4))}
+    check = cross_check(source, results, [p], "onnxref", get("fp32"), STATIC, job=None, env={}, timeout=1)
+    assert check.status == AGREES, check.message
+    assert "bounded outputs" in check.message and "Sigmoid" in check.message

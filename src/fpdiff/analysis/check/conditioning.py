@@ -340,25 +340,27 @@ def _precision(source, name: str) -> prec.Precision:
 
 
 def _relative_only(source, cells: list, results: Sequence, ref_out) -> None:
-    """The relative-versus-absolute finding on cells that fail on relative error (see bounded_reading), read on the
-    outputs that depart (a voice detector's tiny probability beside its recurrent state: the state passes)."""
-    ops: list | None = None
+    """The relative-versus-absolute finding on cells that fail on relative error (see bounded_reading)."""
     for c, r in zip(cells, results):
         if c.status not in (compare.MISMATCH, compare.UNJUDGED, compare.PRECISION_LOSS) or r.status != OK:
             continue
-        tol = _precision(source, c.precision).tolerance
-        which = _departing(ref_out, r.outputs, tol)
-        if not which or not _small_absolute([ref_out[i] for i in which], [r.outputs[i] for i in which], tol):
-            continue
-        if ops is None:
-            ops = output_ops(source)
-        if len(ops) != len(ref_out):
-            continue
-        f = bounded_reading([ref_out[i] for i in which], [r.outputs[i] for i in which], [ops[i] for i in which],
-                            tol, c.precision)
+        f = relative_only(source, ref_out, r.outputs, _precision(source, c.precision).tolerance, c.precision)
         if f:
             c.findings.append(f)
             c.reason += f"; {f.message}"
+
+
+def relative_only(source, ref_out, outs, tol: float, precision: str) -> Finding | None:
+    """bounded_reading on the outputs that depart (a voice detector's tiny probability beside its recurrent state,
+    which passes), when each of them is tiny against its op's range and off by little in absolute terms."""
+    which = _departing(ref_out, outs, tol)
+    if not which or not _small_absolute([ref_out[i] for i in which], [outs[i] for i in which], tol):
+        return None
+    ops = output_ops(source)
+    if len(ops) != len(ref_out):
+        return None
+    return bounded_reading([ref_out[i] for i in which], [outs[i] for i in which], [ops[i] for i in which], tol,
+                           precision)
 
 
 def _departing(ref_out, outs, tol: float) -> list[int]:
