@@ -290,5 +290,15 @@ def _variant_findings(cells: list[Cell]) -> None:
                 c.findings.append(Finding("variant-disagreement",
                                           f"shape variant {c.shape_variant} is {c.status} while "
                                           f"{', '.join(g.shape_variant for g in good)} of the same backend are not",
-                                          remedy="a dynamic-shape bug in the backend: try fpdiff locate with "
-                                          f"--shape-variant {c.shape_variant}"))
+                                          remedy=_variant_remedy(c, good)))
+
+
+def _variant_remedy(c: Cell, good: list[Cell]) -> str:
+    """What to try when one shape variant fails where others pass: a failed compile or load of the static graph
+    (every dim pinned) beside a dynamic one that runs is the model's graph refusing those shapes (an If whose
+    branches are each typed for one input size) as often as the backend's; a wrong number is a dynamic-shape bug."""
+    if c.shape_variant == STATIC.name and c.status in (Status.ERROR, Status.UNSUPPORTED):
+        return ("the graph with every dim pinned to these inputs is refused where the graph as written runs: read the "
+                "message for the node (control flow typed for other shapes is the model's own), or deploy with "
+                "dynamic dims")
+    return f"a dynamic-shape bug in the backend: try fpdiff locate with --shape-variant {c.shape_variant}"
