@@ -154,3 +154,26 @@ def rare_sigmoid():
                      initializer=[_c("w", (rng.standard_normal((16, 8)) * 0.1).astype(np.float32)),
                                   _c("b", np.full(8, -14.0, np.float32))])
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+
+
+def _conv_branch(name: str, scale: float):
+    """Conv + Relu + Mul by an outer-scope scalar, its intermediates annotated (value_info) as torch writes them."""
+    w = _c(f"{name}_w", np.random.default_rng(0).standard_normal((4, 2, 3)).astype(np.float32) * scale)
+    nodes = [h.make_node("Conv", ["x", f"{name}_w"], [f"{name}_c"], f"{name}_conv", pads=[1, 1]),
+             h.make_node("Relu", [f"{name}_c"], [f"{name}_r"], f"{name}_relu"),
+             h.make_node("Mul", [f"{name}_r", "s"], [f"{name}_out"], f"{name}_mul")]
+    g = h.make_graph(nodes, name, [], [_vi(f"{name}_out", [1, 4, 8])], [w])
+    g.value_info.extend([_vi(f"{name}_c", [1, 4, 8]), _vi(f"{name}_r", [1, 4, 8])])
+    return g
+
+
+def if_conv(opset: int = 17):
+    """A top-level If on a bool input whose branches hold a Conv each, as silero VAD's If on its sample rate."""
+    nodes = [h.make_node("If", ["cond"], ["y"], "if", then_branch=_conv_branch("then", 1.0),
+                         else_branch=_conv_branch("else", 2.0)),
+             h.make_node("Tanh", ["y"], ["z"], "tanh")]
+    g = h.make_graph(nodes, "g", [_vi("cond", [], T.BOOL), _vi("x", [1, 2, 8])], [_vi("z", [1, 4, 8])],
+                     initializer=[_c("s", np.array(0.5, np.float32))])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    onnx.checker.check_model(m, full_check=True)
+    return m

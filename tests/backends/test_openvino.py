@@ -191,3 +191,18 @@ REPORT = ("Check 'false' failed at src/frontends/common_translators/src/unconver
 def test_the_converters_refusal_keeps_its_own_reason(text, expected):
     from fpdiff.backends.openvino import unconverted
     assert unconverted(" ".join(text.split())) == expected
+
+
+def test_an_if_layer_hides_its_bodies_so_no_dtype_changed_is_read_from_the_count(tmp_path):
+    """OpenVINO's runtime model shows an If as one layer (precision u8, its condition's) and hides its branches:
+    counting that would call every such cell dtype-changed ("0 of 1 float ops"); the count is said incomplete."""
+    import onnx_models as om
+    path = tmp_path / "if.onnx"
+    onnx.save(om.if_conv(), str(path))
+    np.savez(tmp_path / "in.npz", cond=np.array(True),
+             x=np.random.default_rng(0).standard_normal((1, 2, 8)).astype(np.float32))
+    r = fpdiff.check(str(path), backends=["openvino"], precisions=["fp32", "bf16"], inputs=str(tmp_path / "in.npz"))
+    for c in r.cells:
+        assert c.status in ("pass", "precision-loss"), (c.precision, c.reason)
+        assert not any(f.kind == "dtype-changed" for f in c.findings), c.findings
+        assert "If" in c.info.get("runtime_layers_incomplete", ""), c.info

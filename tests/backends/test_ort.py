@@ -27,3 +27,15 @@ def test_a_refusal_inside_an_expanded_function_names_the_models_op(tmp_path):
     assert bf16.status == "unsupported", bf16.reason
     assert [f.op for f in bf16.findings if f.kind == "unsupported"] == ["Clip"], bf16.findings
     assert next(c for c in r.cells if c.precision == "fp32").status == "pass"
+
+
+def test_ops_inside_if_branches_are_counted_by_the_dtype_they_ran_in(tmp_path):
+    """ORT's CPU runs the fp16 Convs inside an If's branches in fp32: the count sees the branches' ops, so the cell
+    says how much of the model ran wider (before, only the top graph's Tanh was counted)."""
+    import onnx_models as om
+    from fpdiff.backends.ort import op_dtypes
+    from fpdiff.onnxtools.mixed import cast_model
+    path = tmp_path / "if16.onnx"
+    onnx.save(cast_model(om.if_conv(), TP.FLOAT16), str(path))
+    counts = op_dtypes(path)
+    assert sum(counts.values()) >= 7, counts  # Conv, Relu, Mul in each branch, and the Tanh

@@ -8,6 +8,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+import onnx_models as om
 from fpdiff.core.errors import UsageError
 from fpdiff.onnxtools.export import cast_model
 from fpdiff.onnxtools.mixed import to_mixed
@@ -197,7 +198,12 @@ def test_int_inputs_and_resize_geometry_are_untouched():
     np.testing.assert_allclose(_ort(mixed, {"x": x}), _ort(model, {"x": x}), rtol=1e-3)
 
 
-def test_if_subgraph_keeps_its_types_and_reads_outer_tensors_in_them():
+def _then_mul(model: onnx.ModelProto) -> onnx.NodeProto:
+    branch = next(n for n in model.graph.node if n.op_type == "If")
+    return next(a.g.node[0] for a in branch.attribute if a.name == "then_branch")
+
+
+def test_if_kept_keeps_its_types_and_not_kept_computes_low_as_the_cast_does():
     then = helper.make_graph([helper.make_node("Mul", ["h", "w"], ["t_out"])], "then", [], [_f32("t_out", [4])])
     other = helper.make_graph([helper.make_node("Sub", ["h", "w"], ["e_out"])], "else", [], [_f32("e_out", [4])])
     nodes = [helper.make_node("Add", ["x", "w"], ["h"], "add"),
@@ -206,15 +212,19 @@ def test_if_subgraph_keeps_its_types_and_reads_outer_tensors_in_them():
     inputs = [_f32("x", [4]), helper.make_tensor_value_info("cond", TP.BOOL, [])]
     w = np.array([0.5, 1.5, 2.5, 3.5], np.float32)
     model = _model(nodes, inputs, [_f32("y", [4])], [numpy_helper.from_array(w, "w")])
-    mixed = to_mixed(model, TP.FLOAT16)
-    types = _valid(mixed)
-    branch = next(n for n in mixed.graph.node if n.op_type == "If")
-    mul = branch.attribute[0].g.node[0] if branch.attribute[0].name == "then_branch" else branch.attribute[1].g.node[0]
+    kept = to_mixed(model, TP.FLOAT16, keep={"branch"})
+    types = _valid(kept)
+    mul = _then_mul(kept)
     assert types[mul.input[0]] == TP.FLOAT and types[mul.input[1]] == TP.FLOAT  # h cast back, w a float32 copy
+    low = to_mixed(model, TP.FLOAT16)  # plan's pure trial: the branch in float16, as check's cast cell has it
+    types = _valid(low)
+    mul = _then_mul(low)
+    assert types[mul.input[0]] == TP.FLOAT16 and types[mul.input[1]] == TP.FLOAT16
     x = np.array([1, 2, 3, 4], np.float32)
     for c in (True, False):
         feeds = {"x": x, "cond": np.array(c)}
-        np.testing.assert_allclose(_ort(mixed, feeds), _ort(model, feeds), rtol=1e-3)
+        for mixed in (kept, low):
+            np.testing.assert_allclose(_ort(mixed, feeds), _ort(model, feeds), rtol=1e-3)
 
 
 def test_bfloat16_model_is_valid(net):
@@ -351,3 +361,85 @@ def test_conv_in_bfloat16_before_opset_22_computes_in_float32():
     cast = cast_model(m, TP.BFLOAT16)
     types = _valid(cast)
     assert types["x"] == TP.BFLOAT16 and types["y"] == TP.BFLOAT16 and types["w"] == TP.FLOAT
+
+
+def _if_conv(opset: int = 17) -> onnx.ModelProto:
+    return om.if_conv(opset)
+
+
+XC = np.random.default_rng(1).standard_normal((1, 2, 8)).astype(np.float32)
+
+
+def _branches(model: onnx.ModelProto) -> list[onnx.GraphProto]:
+    node = next(n for n in model.graph.node if n.op_type == "If")
+    return [a.g for a in node.attribute]
+
+
+def _inner_types(g: onnx.GraphProto) -> dict[str, int]:
+    """Elem type of every value a branch reads or makes, its outer names' from the model's own inference."""
+    return {vi.name: vi.type.tensor_type.elem_type for vi in list(g.value_info) + list(g.output)}
+
+
+@pytest.mark.parametrize("target", [TP.FLOAT16, TP.BFLOAT16])
+def test_cast_types_if_branches_as_the_top_graph_and_keeps_their_shapes(target):
+    from fpdiff.onnxtools.mixed import type_error
+    m = _if_conv()
+    cast = cast_model(m, target)
+    assert type_error(cast) is None  # bf16 Conv (no bf16 Conv before opset 22) no longer inside a branch
+    for g in _branches(cast):
+        conv = next(n for n in g.node if n.op_type == "Conv")
+        shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in g.value_info}
+        assert shapes[conv.output[0]] == [1, 4, 8]  # the branch's shapes survive the cast
+        relu = next(n for n in g.node if n.op_type == "Relu")
+        assert _inner_types(g)[relu.output[0]] == target
+        # Conv computes in float32 where opset 17 has no bfloat16 Conv, in float16 where it has one
+        assert _inner_types(g)[conv.output[0]] == (TP.FLOAT if target == TP.BFLOAT16 else TP.FLOAT16)
+    exact = ReferenceEvaluator(m)
+    for c in (True, False):
+        want = exact.run(None, {"cond": np.array(c), "x": XC})[0]
+        feeds = {"cond": np.array(c), "x": XC.astype(helper.tensor_dtype_to_np_dtype(target))}
+        got = ReferenceEvaluator(cast).run(None, feeds)[0]
+        assert 0 < _rel(np.asarray(got, np.float32), want) < 2e-2
+        if target == TP.FLOAT16:  # ONNX Runtime's CPU provider has no bfloat16 Relu to run the other
+            assert _rel(_ort(cast, feeds), want) < 2e-3
+
+
+def test_branch_reads_an_outer_value_in_each_type_through_one_cast():
+    m = _if_conv()
+    cast = cast_model(m, TP.BFLOAT16)
+    casts = [n for n in cast.graph.node if n.op_type == "Cast"]
+    assert [(n.input[0], n.attribute[0].i) for n in casts] == [("x", TP.FLOAT)]  # both Convs read x__fp32
+    assert {next(n for n in g.node if n.op_type == "Conv").input[0] for g in _branches(cast)} == {casts[0].output[0]}
+
+
+def test_to_mixed_computes_an_if_not_kept_as_the_cast_does_and_a_kept_one_in_float32():
+    """plan's pure trial (keep nothing) is check's cast cell, with float32 inputs and outputs; keeping the If node
+    keeps its branches whole in float32, as plan's every-op-in-fp32 bound has them."""
+    m = _if_conv()
+    low = to_mixed(m, TP.FLOAT16)
+    _valid(low)
+    cast = cast_model(m, TP.FLOAT16)
+    for c in (True, False):
+        feeds = {"cond": np.array(c), "x": XC}
+        want = ReferenceEvaluator(cast).run(None, {"cond": np.array(c), "x": XC.astype(np.float16)})[0]
+        np.testing.assert_array_equal(ReferenceEvaluator(low).run(None, feeds)[0], want.astype(np.float32))
+        kept = to_mixed(m, TP.FLOAT16, keep=["if", "tanh"])
+        np.testing.assert_allclose(_ort(kept, feeds), _ort(m, feeds), rtol=1e-6)
+    assert all(_inner_types(g)[g.output[0].name] == TP.FLOAT for g in _branches(kept))
+
+
+def test_clamp_moves_only_the_copy_a_low_op_reads():
+    """An eps of 1e-10 flushes to zero in float16: clamping stores the float16 copy as float16's smallest
+    subnormal, while a node kept in float32 reads the model's own 1e-10."""
+    eps = numpy_helper.from_array(np.array(1e-10, np.float32), "eps")
+    nodes = [helper.make_node("Add", ["x", "eps"], ["a"], "kept_add"),
+             helper.make_node("Add", ["a", "eps"], ["y"], "low_add")]
+    m = _model(nodes, [_f32("x", [2])], [_f32("y", [2])], [eps])
+    mixed = to_mixed(m, TP.FLOAT16, keep={"kept_add"}, clamp=True)
+    _valid(mixed)
+    inits = {t.name: numpy_helper.to_array(t) for t in mixed.graph.initializer}
+    by_name = {n.name: n for n in mixed.graph.node}
+    assert inits[by_name["kept_add"].input[1]] == np.float32(1e-10)
+    assert inits[by_name["low_add"].input[1]] == np.float16(2 ** -24)
+    unclamped = to_mixed(m, TP.FLOAT16, keep={"kept_add"})
+    assert {float(numpy_helper.to_array(t)) for t in unclamped.graph.initializer} == {np.float32(1e-10), 0.0}

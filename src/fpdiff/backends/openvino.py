@@ -59,6 +59,17 @@ def executed_dtypes(compiled: Any) -> Counter[str]:
     return counts
 
 
+# Runtime layers whose bodies the plugin's runtime model does not list (their precision is "u8", the condition's)
+CONTROL_FLOW = frozenset({"If", "Loop", "TensorIterator"})
+
+
+def control_flow(compiled: Any) -> list[str]:
+    """The control-flow layer types of the compiled model (their bodies' arithmetic is not counted)."""
+    found = [op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ordered_ops()
+             if "layerType" in op.get_rt_info()]
+    return sorted({t for t in found if t in CONTROL_FLOW})
+
+
 def float_arithmetic(model: Any) -> int:
     """Ops of the graph handed to the plugin that compute a float value (not moves, not integer or boolean)."""
     return sum(1 for op in model.get_ordered_ops() if op.get_type_name() not in GRAPH_MOVES
@@ -146,6 +157,12 @@ class OpenVinoBackend(Backend):
         info["support"] = plugin_support(core, model, compiled, hint, used)
         if not sum(counts.values()) or not float_arithmetic(model):  # nothing could run in another dtype: what the
             info["runtime_layers"] = dict(counts)  # plugin counts is its own conversions, not the model's arithmetic
+            return Prepared(self._runner(compiled, task), want, notes, info)
+        hidden = control_flow(compiled)
+        if hidden:  # the runtime model shows an If or a loop as one layer and hides its bodies' precisions
+            info["runtime_layers"] = dict(counts)
+            info["runtime_layers_incomplete"] = (f"{', '.join(hidden)} layers hide their bodies' precisions: the "
+                                                 "count cannot say what ran, so no dtype-changed is read from it")
             return Prepared(self._runner(compiled, task), want, notes, info)
         ran = OV_DTYPES.get(used, used)
         if ran != want:

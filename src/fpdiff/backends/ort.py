@@ -19,15 +19,20 @@ from fpdiff.onnxtools.marked import marked
 
 
 def op_dtypes(model_path: Path) -> Counter:
-    """Count arithmetic nodes of an (ORT-optimized) graph by the float type they compute in."""
+    """Count arithmetic nodes of an (ORT-optimized) graph by the float type they compute in, the nodes inside If,
+    Loop and Scan bodies included (the control-flow node itself computes nothing)."""
     import onnx
     m = onnx.load(str(model_path))
     types = value_types(m)
+    inferred = _inferred(m)
+    for g in _subgraphs(inferred.graph):
+        types.update({vi.name: vi.type.tensor_type.elem_type for vi in [*g.value_info, *g.input, *g.output]})
+        types.update({t.name: t.data_type for t in g.initializer})
     names: dict[int, str] = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
              onnx.TensorProto.BFLOAT16: "bfloat16", onnx.TensorProto.DOUBLE: "float64"}
     counts: Counter = Counter()
-    for node in m.graph.node:
-        if node.op_type in DATA_MOVEMENT:
+    for node in _all_nodes(m.graph):
+        if node.op_type in DATA_MOVEMENT or any(a.type in (a.GRAPH, a.GRAPHS) for a in node.attribute):
             continue
         float_types = [names[types[n]] for n in node.input if types.get(n) in names]
         if float_types:
@@ -96,6 +101,25 @@ def _expanded_from(model: Path | Any, op: str, device: str) -> str | None:
     names = list(dict.fromkeys(found))
     return (f"{' or '.join(names)} (no kernel here for its type: ONNX Runtime expands it as its ONNX "
             f"function, whose {op} refuses the type)") if names else None
+
+
+def _inferred(m: Any) -> Any:
+    """The model with onnx's shape inference (subgraph value types included), or as it is where inference fails."""
+    import onnx
+    try:
+        return onnx.shape_inference.infer_shapes(m)
+    except Exception:  # ops onnx does not know (ORT's fused contrib ops): the types written into the graph
+        return m
+
+
+def _subgraphs(g: Any) -> list:
+    """Every subgraph below `g` (If branches, Loop and Scan bodies), nested ones included."""
+    out = []
+    for n in g.node:
+        for a in n.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                out += [sub, *_subgraphs(sub)]
+    return out
 
 
 def _all_nodes(g: Any) -> list:

@@ -280,7 +280,10 @@ def onnx_keep(model, device: str) -> list[str]:
             users = [u for o in node.output if o for u in readers.get(o, [])]
             low = users and not outputs & set(node.output) and all(decided.get(u) == "low" for u in users)
             decided[node.name] = "low" if low else "fp32"
-    floats = {n.name for n in m.graph.node if any(elem.get(v) in FLOATS for v in [*n.input, *n.output] if v)}
+    # a node with subgraphs is kept whatever its own inputs and outputs are: to_mixed computes an unkept one's
+    # subgraphs in the low dtype, and autocast leaves control flow in the model's own types
+    floats = {n.name for n in m.graph.node if any(elem.get(v) in FLOATS for v in [*n.input, *n.output] if v)
+              or any(a.type in (a.GRAPH, a.GRAPHS) for a in n.attribute)}
     return [n.name for n in m.graph.node if decided.get(n.name) == "fp32" and n.name in floats]
 
 

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.defs import OpSchema
 
 from fpdiff.core.errors import UsageError
-from fpdiff.onnxtools.dtypes import FLOATS, np_cast
+from fpdiff.onnxtools.dtypes import FLOATS, clamp_into, np_cast
 
 HIGH = TensorProto.FLOAT  # what a kept node computes in
 LOWS = (TensorProto.FLOAT16, TensorProto.BFLOAT16)
@@ -32,16 +32,20 @@ KEEP_TYPE = {
 }
 
 
-def to_mixed(model: onnx.ModelProto, low: int, keep: Iterable[str] = ()) -> onnx.ModelProto:
+def to_mixed(model: onnx.ModelProto, low: int, keep: Iterable[str] = (), clamp: bool = False) -> onnx.ModelProto:
     """A copy of a float32/float64 model whose float math runs in `low` (TensorProto.FLOAT16 or BFLOAT16),
     except in the nodes named in `keep`, which run in float32; Casts are inserted at the borders.
 
     The graph's inputs and outputs keep their types, so the same feeds work for every keep set.
     Float initializers and float Constant nodes hold no math: each is stored in the type its consumers
     compute in (one copy per type, the second under a new name), rounded without clamping, so a value that
-    overflows or flushes in `low` does. Nodes with subgraphs (If, Loop, Scan), nodes outside the standard
-    domain, and nodes whose ONNX schema does not accept the compute type at all (Range in float16, Conv in
-    bfloat16 before opset 22) compute in the model's own types, as if kept; subgraphs are not descended.
+    overflows or flushes in `low` does; with `clamp`, the small ones read in `low` are moved into its range
+    first (clamp_into), those read in float32 stay the model's own. A node with subgraphs (If, Loop, Scan) in
+    `keep`, or passing sequences or optionals, computes whole in the model's own types; one not kept has its
+    subgraphs computed in `low` as cast_model does (so keep=() is the check's cast cell with the model's own
+    inputs and outputs). Nodes
+    outside the standard domain and nodes whose ONNX schema does not accept the compute type at all (Range in
+    float16, Conv in bfloat16 before opset 22) compute in the model's own types, as if kept.
     Inputs that are geometry rather than data (KEEP_TYPE) and "tensor(float)"-only inputs keep their type.
     Attributes (epsilon, LayerNormalization's stash_type) stay as the op defines them; sequences are not cast.
     """
@@ -54,7 +58,7 @@ def to_mixed(model: onnx.ModelProto, low: int, keep: Iterable[str] = ()) -> onnx
         raise UsageError(f"keep: no node named {unknown[0]!r} in the model's graph")
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    _Mixer(m, low, set(keep)).run()
+    _Mixer(m, low, set(keep), clamp=clamp).run()
     return m
 
 
@@ -65,8 +69,10 @@ def cast_model(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     schema allows only another type keeps the model's own (Resize's scales, NonMaxSuppression's boxes), a node
     whose schema refuses `target` (Conv in bfloat16 before opset 22) computes in the model's own type with Casts
     at its borders, the subgraphs of If, Loop and Scan are cast the same way (their float inputs and outputs in
-    `target`), and SequenceEmpty makes a sequence of `target`. Attributes such as epsilon stay as the op defines
-    them. `type_error` says whether the result passes."""
+    `target`, each node inside typed as its schema allows), and SequenceEmpty makes a sequence of `target`.
+    The subgraphs keep the shapes of their values (value_info) with the new element types; the top graph's are
+    left to shape inference, which types them from the inputs down. Attributes such as epsilon stay as the op
+    defines them. `type_error` says whether the result passes."""
     if target not in FLOATS:
         raise UsageError(f"target must be an ONNX float type, not {target!r}")
     m = onnx.ModelProto()
@@ -86,23 +92,31 @@ def type_error(model: onnx.ModelProto) -> str | None:
 
 class _Mixer:
     """One pass over a graph in order; `versions` holds each float tensor's name per type. With `io`, the graph's
-    float inputs and outputs take the compute type too (a cast model, or a subgraph of one)."""
+    float inputs and outputs take the compute type too (a cast model, or a subgraph of one). `orig` holds the
+    model's own type of every value (an outer name's too, in a subgraph), `new_type` the type each name has now.
+    `shapes` is this graph as onnx's shape inference typed it (subgraphs included), where it could."""
 
     def __init__(self, m: onnx.ModelProto, low: int, keep: set[str], io: bool = False,
-                 graph: onnx.GraphProto | None = None, parent: _Mixer | None = None):
-        self.m, self.low, self.keep, self.io = m, low, keep, io
+                 graph: onnx.GraphProto | None = None, parent: _Mixer | None = None,
+                 shapes: onnx.GraphProto | None = None, clamp: bool = False):
+        self.m, self.low, self.keep, self.io, self.clamp, self.parent = m, low, keep, io, clamp, parent
         self.g = m.graph if graph is None else graph
         if parent is None:
             try:
-                self.orig = _known_types(onnx.shape_inference.infer_shapes(m).graph)
+                shapes = onnx.shape_inference.infer_shapes(m).graph
             except Exception:  # an op onnx does not know: the types the producer wrote, then node by node
-                self.orig = _known_types(m.graph)
+                shapes = None
+            self.orig = _known_types(shapes if shapes is not None else m.graph)
             self.taken = _all_names(m.graph)
+            self.outer: set[str] = set()
             self.new_type = dict(self.orig)
-        else:  # a subgraph: outer names as the parent has them now, its own values as declared
-            self.orig = {**parent.new_type, **_known_types(self.g)}
+        else:  # a subgraph: outer names in the model's own types (the parent hands out their versions), and as
+            own = _known_types(shapes if shapes is not None else self.g)  # they are now (a sequence the cast
+            self.orig = {**parent.orig, **own}  # retyped)
+            self.new_type = {**parent.new_type, **own}
             self.taken = parent.taken
-            self.new_type = dict(self.orig)
+            self.outer = _outer_refs(self.g)
+        self.shaped = {tuple(n.output): n for n in shapes.node if _subgraphs(n)} if shapes is not None else {}
         self.opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in m.opset_import}
         inputs = {i.name for i in self.g.input} | {s.values.name for s in self.g.sparse_initializer}
         self.weights_as_inputs = {t.name for t in self.g.initializer if t.name in inputs}
@@ -112,10 +126,6 @@ class _Mixer:
         self.outputs = {o.name for o in self.g.output}
         self.nodes: list[onnx.NodeProto] = []
         self.extra_inits: list[onnx.TensorProto] = []
-        if parent is not None and io:  # outer float names the parent renamed to their `low` versions
-            for name in _outer_refs(self.g):
-                if self._elem(name) == low:
-                    self.versions[name] = {low: name}
 
     def run(self) -> None:
         if self.io:
@@ -124,15 +134,34 @@ class _Mixer:
             self._get(name, self._want(name))  # an initializer that is a graph output keeps its name
         for node in self.g.node:
             self._node(node)
+        for vi in self.g.output:  # a subgraph output read from an outer scope: its version in the wanted type
+            if vi.name in self.outer:
+                vi.name = self._get(vi.name, self._want(vi.name))
         self.nodes += [n for out, n in self.consts.items() if out not in self.versions]  # unused: as they were
         del self.g.node[:]
         self.g.node.extend(self.nodes)
         inits = [self.inits.get(t.name, t) for t in self.g.initializer] + self.extra_inits
         del self.g.initializer[:]
         self.g.initializer.extend(inits)
-        del self.g.value_info[:]  # stale types: shape inference redoes them
+        if self.parent is None:
+            del self.g.value_info[:]  # stale types: shape inference redoes them from the inputs down
+        else:
+            self._value_info()
         if self.io:
             self._io_outputs()
+
+    def _value_info(self) -> None:
+        """A subgraph's values, each typed as it is now with the shape onnx's inference (or the model) gave it:
+        dropped, they leave an importer that does not infer shapes inside branches every value of unknown shape,
+        which it then compiles for any shape."""
+        declared = {o.name for o in self.g.output}
+        infos = []
+        for name in dict.fromkeys(o for n in self.nodes for o in n.output if o and o not in declared):
+            tp = self.new_type.get(name)
+            if tp is not None and tp.WhichOneof("value") is not None:
+                infos.append(helper.make_value_info(name, tp))
+        del self.g.value_info[:]
+        self.g.value_info.extend(infos)
 
     def _io_inputs(self) -> None:
         """Float graph inputs declared in the compute type; weights listed as inputs (IR 3) stored in it."""
@@ -141,11 +170,12 @@ class _Mixer:
             if seq is not None and seq.HasField("tensor_type") and seq.tensor_type.elem_type in FLOATS:
                 seq.tensor_type.elem_type = self.low  # a sequence of float tensors: of `low` ones
                 self.new_type[vi.name] = vi.type
-            tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-            if tt is None or tt.elem_type not in FLOATS:
+            if self._elem(vi.name) not in FLOATS:  # declared, or inferred for a Loop body's untyped input
                 continue
             self.versions[vi.name] = {self.low: vi.name}
-            tt.elem_type = self.low
+            self.new_type[vi.name] = _with_elem(self.orig[vi.name], self.low)
+            if vi.type.HasField("tensor_type"):
+                vi.type.tensor_type.elem_type = self.low
         for t in self.g.initializer:
             if t.name in self.weights_as_inputs and t.data_type in FLOATS and t.data_type != self.low:
                 t.CopyFrom(_round(numpy_helper.to_array(t), self.low, t.name))
@@ -185,7 +215,7 @@ class _Mixer:
                 self._get(node.output[0], self._want(node.output[0]))
             return
         self._fill_orig(node)
-        if self.io and _subgraphs(node) and node.domain in STANDARD:
+        if _subgraphs(node) and node.domain in STANDARD and (self.io or self._descends(node)):
             new, in_types, out_types = self._cast_subgraphs(node)
         else:
             t = self._compute_type(node)
@@ -195,9 +225,19 @@ class _Mixer:
             new.input[i] = self._get(new.input[i], e)
         self._emit(new, out_types)
 
+    def _descends(self, node: onnx.NodeProto) -> bool:
+        """Whether to_mixed computes a node's subgraphs in `low`: not when kept, nor when the node passes sequences
+        or optionals (which to_mixed leaves in the model's own types, and which its subgraphs would then disagree
+        with)."""
+        if node.name in self.keep:
+            return False
+        values = [self.orig.get(n) for n in [*node.input, *node.output] if n]
+        values += [vi.type for g in _subgraphs(node) for vi in [*g.input, *g.output]]
+        return all(tp is None or tp.WhichOneof("value") in (None, "tensor_type") for tp in values)
+
     def _fill_orig(self, node: onnx.NodeProto) -> None:
-        """The model's own types of a node's outputs where no value_info says them (subgraphs: shape inference
-        does not write theirs), from the op's type inference on its inputs' own types."""
+        """The model's own types of a node's outputs where neither shape inference nor a value_info says them (a
+        graph with an op onnx does not know), from the op's type inference on its inputs' own types."""
         missing = [o for o in node.output if o and o not in self.orig]
         if not missing:
             return
@@ -217,20 +257,24 @@ class _Mixer:
                 self.orig[o] = self.new_type[o] = out[o]
 
     def _cast_subgraphs(self, node: onnx.NodeProto):
-        """If, Loop, Scan in a cast graph: float inputs, outer names and subgraphs all in the compute type, so the
-        subgraphs' outputs match what the node and its consumers expect."""
+        """If, Loop, Scan computing in the compute type: float inputs and subgraph outputs in it, each node inside
+        typed as its schema allows (Conv stays float32 in a bfloat16 branch before opset 22, as at the top); the
+        outer names a subgraph reads come in the type its node there computes in."""
         new = onnx.NodeProto()
         new.CopyFrom(node)
         floats = {i: self.low for i, n in enumerate(node.input) if n and self._elem(n) in FLOATS}
-        for sub in _subgraphs(new):
-            for name in _outer_refs(sub):
-                if self._elem(name) in FLOATS:
-                    _rename(sub, name, self._get(name, self.low))
-            _Mixer(self.m, self.low, set(), io=True, graph=sub, parent=self).run()
+        shaped = self.shaped.get(tuple(node.output))
+        shaped_subs = _subgraphs(shaped) if shaped is not None else []
+        for k, sub in enumerate(_subgraphs(new)):
+            shapes = shaped_subs[k] if k < len(shaped_subs) else None
+            _Mixer(self.m, self.low, set(), io=True, graph=sub, parent=self, shapes=shapes).run()
         outs = {}
         for o, tp in zip(new.output, _subgraph_out_types(new)):
             if o and tp is not None:
                 outs[o] = tp
+        for o in new.output:  # an untyped subgraph output: a float one came out in the compute type
+            if o and o not in outs and self._elem(o) in FLOATS:
+                outs[o] = _with_elem(self.orig[o], self.low)
         return new, floats, outs
 
     def _compute_type(self, node: onnx.NodeProto) -> int | None:
@@ -310,8 +354,11 @@ class _Mixer:
         self.nodes += [node] + back
 
     def _get(self, name: str, t: int) -> str:
-        """The name of `name` in type `t`: the tensor itself, a stored copy, or a new Cast of it."""
+        """The name of `name` in type `t`: the tensor itself, a stored copy, or a new Cast of it (an outer name's
+        from the scope that has it, so one Cast serves every branch and the node reading it)."""
         have = self.versions.get(name)
+        if have is None and name in self.outer and self.parent is not None:
+            return self.parent._get(name, t)
         if have is None and (name in self.inits or name in self.consts):
             return self._store(name, t, name)  # first use: keeps its name
         if have is None:
@@ -338,7 +385,7 @@ class _Mixer:
         self._typed(name, new_name, t)
         if name in self.inits:
             old = self.inits[name]
-            tensor = old if t == old.data_type else _round(numpy_helper.to_array(old), t, new_name)
+            tensor = old if t == old.data_type else _round(self._clamped(numpy_helper.to_array(old), t), t, new_name)
             if new_name == name:
                 self.inits[name] = tensor
             else:
@@ -346,18 +393,26 @@ class _Mixer:
             return new_name
         node = self.consts[name]
         if t != self._elem(name) or new_name != name:
-            value = _round(_const_value(node), t, new_name)
+            value = _round(self._clamped(const_value(node), t), t, new_name)
             node_name = node.name if new_name == name else self._fresh(f"{node.name or 'Constant'}__{SHORT[t]}")
             node = helper.make_node("Constant", [], [new_name], node_name, value=value)
         self.nodes.append(node)
         return new_name
 
+    def _clamped(self, arr: np.ndarray, t: int) -> np.ndarray:
+        """A stored value as `t` will hold it: moved into its range when clamping and read in a low type (a
+        float32 reader gets the model's own value, so every op kept gives the model's own numbers)."""
+        return clamp_into(arr, t) if self.clamp and t in LOWS else arr
+
 
 def _known_types(g: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    """Copies: a cast rewrites the graph's own declarations, and these must stay the model's own types."""
     types = {t.name: helper.make_tensor_type_proto(t.data_type, list(t.dims)) for t in g.initializer}
     for vi in list(g.input) + list(g.value_info) + list(g.output):
         if vi.type.WhichOneof("value") is not None:
-            types[vi.name] = vi.type
+            tp = onnx.TypeProto()
+            tp.CopyFrom(vi.type)
+            types[vi.name] = tp
     return types
 
 
@@ -458,7 +513,8 @@ def _const_type(node: onnx.NodeProto) -> int:
     return a.t.data_type if a.name == "value" else TensorProto.FLOAT
 
 
-def _const_value(node: onnx.NodeProto) -> np.ndarray:
+def const_value(node: onnx.NodeProto) -> np.ndarray:
+    """The value a float Constant node holds, whichever attribute holds it."""
     a = node.attribute[0]
     if a.name == "value":
         return numpy_helper.to_array(a.t)

@@ -238,13 +238,20 @@ class State:
                 arrays, dtypes = _to_numpy(runs[0])
                 repeats = [_to_numpy(o)[0] for o in runs[1:]]
         except Exception as e:
-            r = failure(e, errors.RUN, job.backend, notes=list(prepared.notes), info=dict(prepared.info),
+            r = failure(e, errors.RUN, job.backend, notes=list(prepared.notes), info=_info(task, prepared),
                         prepare_s=t1 - t0, run_s=time.perf_counter() - t1, **_ran(prepared))
             r.dtype = r.dtype or (p.name if r.op else None)
             return r
-        return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes), dict(prepared.info),
+        return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes),
+                         _info(task, prepared),
                          prepare_s=t1 - t0, run_s=t_first, repeats=repeats, run_times=times,
                          output_names=list(getattr(prepared, "output_names", None) or []), **_ran(prepared))
+
+
+def _info(task, prepared) -> dict:
+    """The cell's info: what fpdiff did making its graph (task.made: a bf16 graph kept at its own opset, and why),
+    then the backend's own record."""
+    return {**getattr(task, "made", {}), **prepared.info}
 
 
 def _ran(prepared) -> dict:
