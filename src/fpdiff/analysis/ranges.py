@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from fpdiff.analysis.base import Result
@@ -28,6 +30,8 @@ from fpdiff.sources import load
 #  note   reduction: more than 1/(2u) terms summed per output (fp16: 1024, bf16: 128); the worst-case error bound
 #         of accumulating in the format reaches 1/2. torch's CPU kernels and most GPU matmuls accumulate in fp32,
 #         so this only bites on a backend that accumulates in the format itself.
+#  keep   (plan, overflows()): an op that reads or makes a finite value beyond the format's max computes wider: the
+#         value is inf in the format, and a backend that computes the format wider (ORT's CPU provider) hides it.
 RISK_ROUNDING = 8.0  # the same factor as locate's: a correct op at P lands within a few u
 FLUSH_NOTE = 0.01
 HEADROOM = 4.0
@@ -216,6 +220,81 @@ def scalar_reasons(v: float, dtypes: list[str]) -> dict[str, list[str]]:
         elif v != 0 and math.isfinite(v) and abs(c - v) / abs(v) > RISK_ROUNDING * u:
             out[tag] = [f"{_g(v)} becomes {_g(c)} in {tag} ({abs(c - v) / abs(v):.1%} off: subnormal)"]
     return out
+
+
+def overflows(nodes: Iterable[tuple[str, Sequence[str], Sequence[str]]], values: Mapping[str, Any],
+              tag: str) -> dict[str, list[str]]:
+    """Ops that must not compute in `tag` (the keep rule above), from a float64 run's `values`: each reads a finite
+    value `tag` rounds to inf, or makes one. `nodes`: (op, its inputs, its outputs), named as in `values`."""
+    dt = LOW_DTYPES[tag]
+    seen: dict[str, float] = {}
+
+    def beyond(name: str) -> float:
+        if name not in seen:
+            seen[name] = _beyond(values.get(name), dt)
+        return seen[name]
+    out = {}
+    for node, ins, outs in nodes:
+        why = [f"reads {i} up to {_g(beyond(i))} (inf in {tag})" for i in dict.fromkeys(ins) if i and beyond(i)]
+        why += [f"makes {o} up to {_g(beyond(o))} (inf in {tag})" for o in outs if o and beyond(o)]
+        if why:
+            out[node] = why
+    return out
+
+
+def _beyond(v: Any, dt: torch.dtype) -> float:
+    """The largest finite |x| of a float array when `dt` rounds it to inf, else 0 (an inf the array holds is one
+    the format holds too: a -inf mask fill is no overflow)."""
+    if not isinstance(v, np.ndarray) or v.dtype.kind != "f" or not v.size:
+        return 0.0
+    a = np.abs(v[np.isfinite(v)])
+    m = float(a.max()) if a.size else 0.0
+    return m if math.isinf(float(torch.tensor(m, dtype=torch.float64).to(dt))) else 0.0
+
+
+def onnx_overflows(model: Any, feeds: Mapping[str, Any], values: Mapping[str, Any], tag: str,
+                   units: Sequence[str]) -> dict[str, list[str]]:
+    """overflows() on an ONNX graph's `units`. Its small stored constants count as the format holds them: clamped
+    into its range (plan's clamp-constants) or lost to inf or 0 (a -3.4e38 fill is -inf in fp16, as a -inf fill
+    is); either way no finite value beyond the range, and what a lost constant does is the lost-constant evidence's
+    to say. So the values are the float64 run's with those constants clamped: `values` when none moves, else a
+    second run."""
+    from onnx import numpy_helper
+
+    from fpdiff.core.precision import dtype_name
+    from fpdiff.onnxtools.dtypes import ONNX_TYPE
+    from fpdiff.onnxtools.graph import float64_values
+    clamped = _clamped(model, ONNX_TYPE[dtype_name(LOW_DTYPES[tag])])
+    held = values
+    if clamped is not None:  # the weights as stored: their magnitude is what a low-type reader gets
+        held = {**float64_values(clamped, dict(feeds)),
+                **{t.name: numpy_helper.to_array(t) for t in clamped.graph.initializer}}
+    want = set(units)
+    found = overflows([(n.name, n.input, n.output) for n in model.graph.node if n.name in want], held, tag)
+    return {n: [f"ranges: {w}" for w in why] for n, why in found.items()}
+
+
+def _clamped(model: Any, low: int) -> Any:
+    """A copy of an ONNX model with its small float constants moved into `low`'s range, or None when none moves."""
+    import onnx
+    from onnx import numpy_helper
+
+    from fpdiff.onnxtools.dtypes import clamp_into
+    from fpdiff.onnxtools.mixed import const_value, is_float_constant
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    moved = False
+    for t in m.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if (new := clamp_into(a, low)) is not a:
+            t.CopyFrom(numpy_helper.from_array(new, t.name))
+            moved = True
+    for n in m.graph.node:
+        if is_float_constant(n) and (new := clamp_into(a := const_value(n), low)) is not a:
+            del n.attribute[:]
+            n.attribute.append(onnx.helper.make_attribute("value", numpy_helper.from_array(new)))
+            moved = True
+    return m if moved else None
 
 
 def _origin(node) -> tuple[str, str]:

@@ -219,9 +219,8 @@ def render_plan(plan, console: Console | None = None) -> None:
                   f"(tolerance {plan.tolerance:g}, rel L2 vs float64)", highlight=False)
     v = plan.verification
     if v is not None:
-        console.print(f"[yellow]{plan.backend} computes {plan.precision} wider[/] ({escape(v.wider)}): each keep-set "
-                      f"that passes on {plan.backend} runs again in real {plan.precision} on {v.backend} and passes "
-                      "only if it passes there too", highlight=False)
+        console.print(f"[yellow]{escape(v.wider)}[/]; each keep-set that passes on {plan.backend} runs again in real "
+                      f"{plan.precision} on {v.backend} and passes only if it passes there too", highlight=False)
     pure = "[green]passes[/]" if _within(plan.pure_error, plan.tolerance) and (
         v is None or v.pure_error is None or _within(v.pure_error, plan.tolerance)) else "[red]fails[/]"
     line = f"pure {plan.precision}: {_errs(plan, plan.pure_error, v and v.pure_error)} {pure}"
@@ -261,7 +260,9 @@ def render_plan(plan, console: Console | None = None) -> None:
             ok = "[green]meets the tolerance[/]" if a.passed else "[red]misses the tolerance[/]"
             fp32 = f" vs fp32 {a.fp32_ms:.2f} ms" if a.fp32_ms is not None else ""
             ms = f", {a.ms:.2f} ms{fp32}" if a.ms is not None else ""
-            console.print(f"autocast ({a.precision} on {a.backend}): {_err(a.error)} {ok}{ms}", highlight=False)
+            wider = f", not real {plan.precision}" if v is not None and a.backend == plan.backend else ""
+            console.print(f"autocast ({a.precision} on {a.backend}{wider}): {_err(a.error)} {ok}{ms}",
+                          highlight=False)
     if plan.speed:
         s = plan.speed
         ms = ", ".join(f"{k} {v:.2f} ms" for k, v in s.ms.items())

@@ -110,3 +110,14 @@ def test_a_needed_op_with_a_negative_share_costs_no_more_than_a_positive_one():
         assert s.run([], [], [], share) == needed
         counts.append(len(log))
     assert counts[0] == counts[1]
+
+
+def test_ops_the_ranges_forbid_are_in_every_keep_set_after_the_pure_one_and_never_pruned():
+    """`base` (ops reading or making values the format turns to inf) is kept before the search: every set tried
+    after the pure one holds it, and the plan holds it even where the fake passes without it."""
+    log: list = []
+    s = Search([Unit(n, "mul") for n in NAMES], fake({"op7"}, log), tolerance=0.5)
+    found = s.run(["op7"], ["op7", "op9"], base=frozenset({"op2", "op3"}))
+    assert found == {"op2", "op3", "op7"}
+    assert log[0] == frozenset() and all({"op2", "op3"} <= k for k in log[1:])
+    assert len(log) == len(set(log))

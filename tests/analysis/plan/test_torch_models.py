@@ -24,6 +24,7 @@ def test_underflow_gets_a_few_ops_that_pass():
     p = fpdiff.plan(DEMOD, precision="fp16", measure_speed=False)
     assert p.pure_error == float("inf")  # fp16 alone: w*w flushes, rsqrt(0) = inf
     assert p.passed and p.error <= p.tolerance
+    assert p.verification is None  # torch eager computes fp16 itself: its trials verify
     kept = [k.node for k in p.keep]
     assert "mul" in kept and len(kept) <= 3  # the square that underflows, and what reads its tiny results
     assert p.low_fraction > 0.8 and p.evaluations <= 8
@@ -235,9 +236,14 @@ def test_a_backend_whose_trials_all_fail_is_said_plainly(capsys):
 
 
 def test_speed_on_onnx_runtime_is_labelled_with_it():
+    """ORT's CPU provider computes fp16 in float32: every keep-set that passes on it runs again in torch eager at
+    fp16 (the judge), which the plan names; the speed figure stays ORT's own."""
     p = fpdiff.plan(DEMOD, precision="fp16", backend="ort")
     assert p.passed and p.speed.where == "ort cpu" and set(p.speed.ms) == {"fp32", "fp16", "plan"}
     assert all(v > 0 for v in p.speed.ms.values()) and p.speed.plan_vs_fp32 > 0
+    v = p.verification
+    assert v.backend == "torch" and v.wider.startswith("ort computes fp16 wider: ort ran ")
+    assert v.error <= p.tolerance and (v.pure_error is None or v.pure_error > p.tolerance)  # pure fp16 fails
 
 
 def test_old_saved_statuses_still_load(tmp_path):

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from fpdiff.analysis.base import flags_by_backend
 from fpdiff.analysis.plan.jobs import SPEED_RUNS, Jobs, ProgramTrials, autocast_remedy, median_ms, speed, verify_export
-from fpdiff.analysis.plan.search import OnnxExport, Plan
+from fpdiff.analysis.plan.search import OnnxExport, Plan, Verification
 from fpdiff.backends.base import ONNX
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
@@ -56,11 +56,14 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
             from fpdiff.analysis.plan.onnx_models import plan_onnx as planner
         else:
             from fpdiff.analysis.plan.torch_models import plan_torch as planner
+        # a backend that computes the precision wider cannot verify a plan for it: its trials run again where it is
+        jobs.verification = jobs.where_computed(reg, backend, source, p)
         result, trials = planner(source, p, jobs=jobs, backend=backend, tolerance=tol, load=loaded,
                                  progress=progress)
+        result.verification = _verified(jobs.verification, result)
         if result.passed and measure_speed:
             result.speed = speed(trials, result.kept, p.name)
-        if result.pure_error is None or not result.pure_error <= tol:
+        if not any(t.passed for t in result.trials if not t.keep):  # the pure precision failed (where computed)
             fp32_ms = _fp32_ms(result, trials) if measure_speed else None
             result.autocast = autocast_remedy(jobs, backend, source, trials.expected, p.name, tol, fp32_ms,
                                               timed=measure_speed)
@@ -71,6 +74,17 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
     if save and result.passed:
         result.save(save)
     return result
+
+
+def _verified(v: Verification | None, result: Plan) -> Verification | None:
+    """Where the precision was really computed, with the pure precision's and the plan's errors there."""
+    if v is None:
+        return None
+    by_keep = {frozenset(t.keep): t for t in result.trials}
+    pure, final = by_keep.get(frozenset()), by_keep.get(frozenset(result.kept))
+    v.pure_error = pure.verifier_error if pure is not None else None
+    v.error = final.verifier_error if final is not None else None
+    return v
 
 
 def _fp32_ms(result: Plan, trials: ProgramTrials) -> float | None:

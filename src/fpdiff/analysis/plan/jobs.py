@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.analysis.plan.search import AutocastRemedy, OnnxExport, Speed, Trial, rel_l2
-from fpdiff.backends.base import PROGRAM
+from fpdiff.analysis.plan.search import AutocastRemedy, OnnxExport, Speed, Trial, Verification, rel_l2
+from fpdiff.backends.base import ONNX, PROGRAM
+from fpdiff.core import precision as prec
+from fpdiff.core.compare import Finding
 from fpdiff.core.status import Status
 from fpdiff.model import graph
 from fpdiff.runtime import jobdata, rundir
@@ -23,6 +25,9 @@ from fpdiff.runtime.worker import INTERNAL, JobResult
 from fpdiff.sources import SourceRef, digest
 
 SPEED_RUNS = 6  # runs of each timed program: the first warms up, the median of the others is reported
+# Where a keep-set is run again when the plan's backend computes the precision wider: the judge runs on the CPU, where
+# the ONNX reference evaluator runs at all and torch eager rounds every op to the precision as on any device.
+VERIFY_DEVICE = "cpu"
 
 
 class InternalError(RuntimeError):
@@ -38,6 +43,7 @@ class Jobs:
         self.device, self.plugins, self.flags, self.timeout, self.cache = device, plugins, flags, timeout, cache
         self.dir = rundir.mkdtemp(prefix="fpdiff-plan-")
         self.count = 0
+        self.verification: Verification | None = None  # where_computed()'s: trials then pass only there too
         self._router = None
         self._source_data: str | None = None
 
@@ -47,13 +53,13 @@ class Jobs:
         return self.dir / f"{name}-{self.count}{suffix}"
 
     def program(self, backend: str, path: Path, inputs: Sequence, input_names: Sequence[str],
-                repeat: int = 1) -> JobResult:
+                repeat: int = 1, device: str | None = None) -> JobResult:
         """A program file run as written on `backend` (fp32 in and out; its own casts inside)."""
         data = jobdata.write(self.path(path.stem, ".data.pt"), inputs=inputs, input_names=input_names,
                              fingerprint=digest(path.read_bytes()))
         return self._run(Job(SourceRef(PROGRAM, str(path), f"plan program {path.stem}"), data, backend, "fp32",
-                             self.device, graph.STATIC, self.plugins, self.flags.get(backend, ()), self.cache,
-                             repeat=repeat))
+                             device or self.device, graph.STATIC, self.plugins, self.flags.get(backend, ()),
+                             self.cache, repeat=repeat))
 
     def cell(self, backend: str, source, data: str, precision: str, repeat: int = 1) -> JobResult:
         """The model itself at `precision` on `backend`: the job check sends for that cell."""
@@ -66,6 +72,25 @@ class Jobs:
         if self._source_data is None:
             self._source_data = jobdata.of_source(self.dir / "source.data.pt", source)
         return self._source_data
+
+    def where_computed(self, reg, backend: str, source, p: prec.Precision) -> Verification | None:
+        """Where `p` is really computed, when not on `backend`: the model kind's judge at `p` (check's per-precision
+        baseline: torch eager, or the ONNX reference evaluator, whose numpy rounds each elementwise op to `p` and
+        MatMul, Conv and reductions once after a float32 sum, as GPU kernels do). None: `backend` computes `p`
+        itself: its own cell at `p` is not dtype-changed as check judges it, or it is the judge, or it runs a torch
+        model's keep-sets here (eager: each op in the dtype the program gives it). A cell that did not run shows
+        nothing of its dtype: the judge verifies then too."""
+        from fpdiff.backends import judge_for
+        judge = judge_for(source.ref.kind)
+        if backend == judge or (source.ref.kind != ONNX and reg.cls(backend).implements("prepare_module")):
+            return None
+        r = self.cell(backend, source, self.source_data(source), p.name)
+        if r.status != Status.OK:
+            return Verification(judge, p.name, f"nothing shows {backend} computes {p.name}: its own {p.name} cell "
+                                               f"did not run ({r.status}: {failure(r)[:200]})")
+        found = dtype_finding(backend, p, r)
+        return None if found is None else Verification(judge, p.name,
+                                                       f"{backend} computes {p.name} wider: {found.message}")
 
     def _run(self, job: Job) -> JobResult:
         if self._router is None:
@@ -81,6 +106,18 @@ class Jobs:
         if self._router is not None:
             self._router.close()
             self._router = None
+
+
+def dtype_finding(backend: str, p: prec.Precision, r: JobResult) -> Finding | None:
+    """check's dtype-changed rule (analysis/check/cells.py) on a cell's job: a plugin's own finding, or most of its
+    counted float ops in other dtypes, or other float dtypes returned where it records nothing of what it ran."""
+    from fpdiff.core.dtypes import DTYPE_CHANGED, dtype_changed
+    own = next((f for f in r.notes if getattr(f, "kind", None) == DTYPE_CHANGED), None)
+    if own is not None:
+        return own
+    want = prec.dtype_name(p.dtype)
+    returned = r.output_dtypes if r.computed_dtype != want else []
+    return dtype_changed(backend, want, r.op_dtypes, r.planned_op_dtypes, returned, r.dtype_remedy)
 
 
 def trial(keep, r: JobResult, expected: list, tolerance: float, seconds: float) -> Trial:
@@ -134,7 +171,29 @@ class ProgramTrials:
     def __call__(self, keep: frozenset[str]) -> Trial:
         t0 = time.perf_counter()
         r = self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names)
-        return trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0)
+        return self.verified(trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0), keep, t0)
+
+    def verified(self, t: Trial, keep, t0: float) -> Trial:
+        """A keep-set that passed on the plan's backend, run again where the precision is really computed when that
+        backend computes it wider (jobs.verification): it passes only if it meets the tolerance there too."""
+        v = self.jobs.verification
+        if v is None or not t.passed:
+            return t
+        r = self.verify_run(keep, v.backend)
+        if r.status != Status.OK:
+            t.passed, t.verifier_error = False, math.inf
+            t.reason = f"not verified in real {v.precision} on {v.backend}: {r.status}: {failure(r)}"
+        else:
+            t.verifier_error = error(self.expected, r)
+            t.passed = t.verifier_error <= self.tolerance
+            if not t.passed:
+                t.reason = f"fails in real {v.precision} on {v.backend}: error {t.verifier_error:.3g}"
+        t.seconds = time.perf_counter() - t0
+        return t
+
+    def verify_run(self, keep, backend: str) -> JobResult:
+        """The keep-set's program on `backend`, the judge, on the CPU (VERIFY_DEVICE)."""
+        return self.jobs.program(backend, self.program(keep), self.inputs, self.input_names, device=VERIFY_DEVICE)
 
     def run(self, keep, repeat: int) -> JobResult:
         """The keep-set's program again, `repeat` times (the speed figure)."""

@@ -10,56 +10,43 @@ import numpy as np
 from fpdiff.analysis.plan.jobs import Jobs, ProgramTrials
 from fpdiff.analysis.plan.search import PRIOR, Plan, Progress, Search, Unit, finish, graph_digest, settle
 from fpdiff.core import precision as prec
+from fpdiff.onnxtools.dtypes import CLAMP_MAX_SIZE, clamp_into
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, PASS_THROUGH, float64_values
 from fpdiff.onnxtools.mixed import named
 
 # A pseudo-op the search can "keep": small float constants the format cannot hold (a -3.4e38 mask fill, an eps of
 # 1e-8) replaced by the format's nearest nonzero finite value, as onnxconverter-common and coremltools do by
 # default. fpdiff does it only as a named, verified plan entry, never silently; the judge stays the original model.
+# Only the copies read by ops computing in the low type move (to_mixed's clamp): a kept op reads the model's own
+# value, so the plan's every-op-in-fp32 bound is the model's own fp32 numbers.
 CLAMP = "clamp-constants"
-CLAMP_MAX_SIZE = 16  # scalars and tiny tables (eps, fills, scales); weights are never touched
 
 
-def clamp_constants(model, low: int):
-    """A copy with small float constants moved into the format's range, and what moved."""
-    import onnx
-    import torch
-    from onnx import TensorProto, numpy_helper
-    fi = torch.finfo(torch.float16 if low == TensorProto.FLOAT16 else torch.bfloat16)
-    big, tiny = float(fi.max), float(fi.smallest_normal) * float(fi.eps)  # largest finite, smallest subnormal
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+def clamp_constants(model, low: int) -> list[str]:
+    """What clamping may move: each small stored float constant `low` cannot hold (onnxtools.dtypes), old -> new;
+    a trial moves only the copies its ops computing in `low` read."""
+    from onnx import numpy_helper
+
+    from fpdiff.onnxtools.mixed import const_value, is_float_constant
+    stored = [(t.name, numpy_helper.to_array(t)) for t in model.graph.initializer]
+    stored += [(n.output[0], const_value(n)) for n in model.graph.node if is_float_constant(n)]
     changes: list[str] = []
-
-    def fix(t, where: str) -> None:
-        if t.data_type not in (TensorProto.FLOAT, TensorProto.DOUBLE):
-            return
-        a = numpy_helper.to_array(t)
-        if not 0 < a.size <= CLAMP_MAX_SIZE:
-            return
-        v = a.astype(np.float64)
-        new = np.where(np.abs(v) > big, np.sign(v) * big, v)
-        new = np.where((v != 0) & (np.abs(v) < tiny / 2), np.sign(v) * tiny, new)
-        if np.array_equal(new, v):
-            return
-        for old, nv in zip(v.reshape(-1), new.reshape(-1)):
-            if old != nv:
-                changes.append(f"{where}: {old:.3g} -> {nv:.3g}")
-        t.CopyFrom(numpy_helper.from_array(new.astype(a.dtype), t.name))
-    for t in m.graph.initializer:
-        fix(t, t.name)
-    for n in m.graph.node:
-        if n.op_type == "Constant":
-            for a in n.attribute:
-                if a.name == "value":
-                    fix(a.t, n.output[0])
-    return m, list(dict.fromkeys(changes))
+    for name, a in stored:
+        new = clamp_into(a, low)
+        if new is a:
+            continue
+        changes += [f"{name}: {old:.3g} -> {nv:.3g}" for old, nv in zip(a.reshape(-1).astype(np.float64),
+                                                                         new.reshape(-1).astype(np.float64))
+                    if old != nv]
+    return list(dict.fromkeys(changes))
 
 
 def unit_names(model, values: dict) -> list[str]:
-    """Nodes a plan can keep in fp32: those computing floats, not moving them (subgraph nodes never)."""
+    """Nodes a plan can keep in fp32: those computing floats, not moving them. An If, Loop or Scan is one unit: kept,
+    its subgraphs compute whole in fp32; not kept, in the low type, as the check's cast cell computes them (nodes
+    inside a subgraph are no units of their own: the float64 run's values stop at the top graph)."""
     return [n.name for n in model.graph.node
-            if n.op_type not in DATA_MOVEMENT and n.op_type not in ("Loop", "If", "Scan")
+            if n.op_type not in DATA_MOVEMENT
             and any(isinstance(values.get(o), np.ndarray) and values[o].dtype.kind == "f" for o in n.output)]
 
 
@@ -173,13 +160,11 @@ class OnnxTrials(ProgramTrials):
         super().__init__(jobs, backend, list(feeds.values()), list(feeds), expected, tolerance, units)
         self.model = model
         self.low = ONNX_TYPE[prec.dtype_name(p.dtype)]
-        self.clamped_model, self.clamped = clamp_constants(model, self.low)  # what `clamp-constants` changes
+        self.clamped = clamp_constants(model, self.low)  # what `clamp-constants` may move
 
     def build(self, keep) -> object:
         from fpdiff.onnxtools.mixed import to_mixed
-        model = self.clamped_model if CLAMP in keep else self.model
-        keep = set(keep) - {CLAMP}
-        return to_mixed(model, self.low, follow_moves(model, keep))
+        return to_mixed(self.model, self.low, follow_moves(self.model, set(keep) - {CLAMP}), clamp=CLAMP in keep)
 
     def write(self, keep: frozenset[str], path: Path) -> None:
         import onnx
@@ -195,8 +180,12 @@ def plan_onnx(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance:
     """Search (or re-verify a loaded plan) over the ONNX graph's nodes, with trials on `backend`; the trials hold
     the planned graphs for the speed figure and the export."""
     t0 = time.perf_counter()
-    model = named(source.module)
     feeds = dict(zip(source.input_names, source.inputs))
+    model = source.module
+    if prec.dtype_name(p.dtype) == "bfloat16":  # the graph check's bf16 cells cast: at opset 22, or the model's
+        from fpdiff.sources.opset import for_bfloat16  # own where that conversion fails (sources/opset.py)
+        model = for_bfloat16(model, feeds)[0]
+    model = named(model)
     values = float64_run(model, feeds)
     expected = [np.asarray(values[o.name], dtype=np.float64) for o in model.graph.output]
     names = unit_names(model, values)
@@ -213,6 +202,8 @@ def plan_onnx(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance:
         if trials.clamped:  # the cheapest remedy first: no op in fp32, the lost constants moved into range
             why[CLAMP] = [f"constant {c}" for c in trials.clamped]
             sources, strong, ranked = [CLAMP], list(dict.fromkeys(sources + strong)), ranked + [CLAMP]
-        return ranked, strong, sources, why, ["ranges (the float64 reference run's values)"]
+        from fpdiff.analysis.ranges import onnx_overflows
+        forced = onnx_overflows(model, feeds, values, p.name, names)  # what the value ranges forbid the low type
+        return ranked, strong, sources, why, ["ranges (the float64 reference run's values)"], None, forced
     found, why = settle(plan, search, load, source.ref.label, gather)
     return finish(plan, search, found, why, t0), trials

@@ -45,7 +45,10 @@ class Trial:
     passed: bool
     status: Status = Status.OK  # ok, or the job's failure on the backend (unsupported, error, crash, timeout)
     seconds: float = 0.0
-    reason: str = ""  # what the backend said when it did not run the keep-set
+    reason: str = ""  # what the backend said when it did not run the keep-set, or why the verifier failed it
+    # the keep-set's error where the precision is really computed (Verification), when the plan's backend computes
+    # it wider and passed the set (inf: the verifier did not run it); None: not run there
+    verifier_error: float | None = None
 
     def __post_init__(self) -> None:
         self.status, said = job_status(self.status)  # plans saved before the reason had its own field
@@ -60,6 +63,18 @@ class KeptOp:
     module: str = ""
     source: str = ""
     why: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Verification:
+    """Where the plan's precision was really computed: the plan's backend computes it wider (its own cell at that
+    precision is dtype-changed, as check judges it, or did not run; `wider` says which), so each keep-set that
+    passed there ran again on `backend` at the precision and passed only if it met the tolerance there too."""
+    backend: str
+    precision: str
+    wider: str
+    pure_error: float | None = None  # the pure precision there (None: it failed on the plan's backend first)
+    error: float | None = None  # the plan there
 
 
 @dataclass
@@ -127,6 +142,7 @@ class Plan(Result):
     autocast: AutocastRemedy | None = None  # when the pure precision fails
     speed: Speed | None = None
     export: OnnxExport | None = None
+    verification: Verification | None = None  # None: the plan's backend computes the precision; its trials verify
     message: str = ""
 
     @property
@@ -140,7 +156,7 @@ class Plan(Result):
     def as_dict(self) -> dict:
         d = {"kind": self.kind, **asdict(self)}
         d.update(autocast=_compact(self.autocast), speed=_compact(self.speed), export=_compact(self.export),
-                 fpdiff_plan=PLAN_FORMAT)
+                 verification=_compact(self.verification), fpdiff_plan=PLAN_FORMAT)
         return d
 
     def save(self, path: str | Path) -> None:
@@ -165,7 +181,8 @@ class Plan(Result):
             plan.pure_reason = plan.pure_reason or said
             plan.keep = [KeptOp(**k) for k in plan.keep]
             plan.trials = [_known(Trial, t) for t in plan.trials]
-            for name, part in (("autocast", AutocastRemedy), ("speed", Speed), ("export", OnnxExport)):
+            for name, part in (("autocast", AutocastRemedy), ("speed", Speed), ("export", OnnxExport),
+                               ("verification", Verification)):
                 if getattr(plan, name) is not None:
                     setattr(plan, name, _known(part, getattr(plan, name)))
         except (TypeError, ValueError) as e:  # a field missing or foreign: the file was edited or written elsewhere
@@ -240,26 +257,27 @@ class Search:
         return any(not t.passed and t.status == Status.OK and key <= k for k, t in self.trials.items())
 
     def run(self, ranked: list[str], strong: list[str], sources: list[str] = (),
-            share: dict[str, float] | None = None) -> frozenset[str] | None:
+            share: dict[str, float] | None = None, base: frozenset[str] = frozenset()) -> frozenset[str] | None:
         """The strongest evidence first (the ops where a problem starts, then every op with evidence); grow along
         the ranking until it passes; then drop what is not needed. With each op's first-order share of the
         error (`share`), the ranking is by the share's size and the first prefix tried is the one the shares
-        predict.
+        predict. `base`: ops every keep-set after the pure one holds and no pruning drops (the value ranges
+        forbid them the low precision).
         Any subset can come out (not only a prefix of the graph). None: even all-fp32 fails."""
         if self.passes(()):
             return frozenset()
-        for first in (frozenset(sources), frozenset(strong)):
+        for first in (base, frozenset(sources) | base, frozenset(strong) | base):
             if first and self.passes(first):
-                return self._prune(first, ranked)
+                return self._prune(first, ranked, base)
         if not self.passes(frozenset(self.names)):
             return None
         if share:
             ranked = by_share(share, ranked + self.names)
-            keep, start = frozenset(), self._predicted(ranked, share)
+            keep, start = base, self._predicted(ranked, share)
         else:
-            keep, start = frozenset(strong), 1
+            keep, start = frozenset(strong) | base, 1
         order = [n for n in ranked if n not in keep] + [n for n in self.names if n not in keep and n not in ranked]
-        return self._prune(self._grow(keep, order, start), ranked)
+        return self._prune(self._grow(keep, order, start), ranked, base)
 
     def _predicted(self, order: list[str], share: dict[str, float]) -> int:
         """The shortest prefix of `order` whose shares' sizes, to first order, bring the pure error within the
@@ -297,14 +315,14 @@ class Search:
             k = min(max(k, lo + 1), hi - 1) if hi - lo > 1 else k
         return base | frozenset(order[:hi])
 
-    def _prune(self, keep: frozenset[str], ranked: list[str]) -> frozenset[str]:
-        """Drop kept ops that are not needed, weakest evidence first, in groups whose size doubles after each
-        group dropped and halves after each group needed (group testing for an unknown share of needed ops:
-        a spare set goes in a few trials, a set of needed ops in about one trial per op). A removal that only
-        leaves a subset of a failed keep-set is not tried."""
+    def _prune(self, keep: frozenset[str], ranked: list[str], fixed: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Drop kept ops that are not needed (never one of `fixed`), weakest evidence first, in groups whose size
+        doubles after each group dropped and halves after each group needed (group testing for an unknown share
+        of needed ops: a spare set goes in a few trials, a set of needed ops in about one trial per op). A removal
+        that only leaves a subset of a failed keep-set is not tried."""
         rank = {n: i for i, n in enumerate(ranked)}
         items = sorted(keep, key=lambda n: rank.get(n, len(rank) + self.names.index(n)))
-        todo = items[::-1]  # weakest first
+        todo = [n for n in items[::-1] if n not in fixed]  # weakest first
         size = 1
         while todo:
             group = set(todo[:size])
@@ -331,16 +349,26 @@ def by_share(share: dict[str, float], ranked: list[str]) -> list[str]:
 def settle(plan: Plan, search: Search, load: Plan | None, label: str,
            evidence: Callable[[], tuple]) -> tuple[frozenset[str] | None, dict[str, list[str]]]:
     """The keep-set and its reasons: a loaded plan as it is (re-verified by `finish`); no evidence gathered
-    when the pure precision passes; else `evidence()` -> (ranked, strong, sources, why, analyses[, share]) and a
-    search."""
+    when the pure precision passes; else `evidence()` -> (ranked, strong, sources, why, analyses[, share[,
+    forced]]) and a search, every keep-set of which holds the `forced` ops ({op: why}: the value ranges forbid
+    them the low precision)."""
     if load is not None:
         check_matches(load, search.units, label)
         search.trial(())  # the pure precision, for the report
         return frozenset(load.kept), {k.node: k.why for k in load.keep}
     if search.passes(()):
         return frozenset(), {}
-    ranked, strong, sources, why, plan.analyses, *share = evidence()
-    return search.run(ranked, strong, sources, share[0] if share else None), why
+    ranked, strong, sources, why, plan.analyses, *more = evidence()
+    share, forced = (more + [None, {}][len(more):])[:2]
+    forced = {n: r for n, r in forced.items() if n in search.names}
+    for n, reasons in forced.items():
+        why[n] = list(dict.fromkeys(reasons + why.get(n, [])))
+    return search.run(ranked, strong, sources, share, frozenset(forced)), why
+
+
+def worst_error(t: Trial) -> float:
+    """A trial's error where it is worst: the plan's backend, or where the precision is really computed."""
+    return max(t.error, t.verifier_error if t.verifier_error is not None else t.error)
 
 
 def low_fraction(units: list[Unit], keep) -> float:
@@ -358,16 +386,18 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
         plan.fp32_error = search.trials[everything].error
     if found is None:
         plan.passed = False
-        best = min(search.trials.values(), key=lambda t: t.error)
+        best = min(search.trials.values(), key=worst_error)
         plan.error = best.error
         plan.message = (f"no plan meets tolerance {plan.tolerance:g}: even every op in fp32 gives "
-                        f"{plan.fp32_error:.3g}; best reachable {best.error:.3g}")
+                        f"{plan.fp32_error:.3g}; best reachable {worst_error(best):.3g}")
         if all(t.status != Status.OK for t in search.trials.values()):
             plan.message = (f"no plan: {plan.backend} ran none of the {len(search.trials)} trials "
                             f"({pure.status}: {pure.reason})")
     else:
         final = search.trial(found)
         plan.passed, plan.error = final.passed, final.error
+        if not final.passed and final.reason:  # a loaded plan the verifier fails: say where and by how much
+            plan.message = final.reason
         if found and len(found) == len(search.names):
             refused = f" ({pure.status}: {pure.reason})" if pure.status != Status.OK else ""
             plan.message = (f"every op stays fp32: nothing of this model runs within the tolerance at "

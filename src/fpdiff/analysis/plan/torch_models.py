@@ -89,7 +89,7 @@ class TorchTrials(ProgramTrials):
         t0 = time.perf_counter()
         with self._prepared(keep, self.lazy) as prepared:
             r = _run_here(prepared, self.inputs, self.backend, self.jobs.device)
-        return trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0)
+        return self.verified(trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0), keep, t0)
 
     def run(self, keep, repeat: int) -> JobResult:
         """The speed figure: where trials run here, here too, with real weights at their stored dtypes (a weight
@@ -109,11 +109,24 @@ class TorchTrials(ProgramTrials):
         first.run_times, first.run_s = times, times[0]
         return first
 
+    def verify_run(self, keep, backend: str) -> JobResult:
+        """The judge (torch eager) runs the keep-set's module here, as eager trials do, on the CPU: no program file
+        loaded again in a worker."""
+        from fpdiff.analysis.plan.jobs import VERIFY_DEVICE
+        from fpdiff.backends import registry
+        from fpdiff.model.weights import cast_is_large
+        judge = registry(self.jobs.plugins).create(backend)
+        if not judge.implements("prepare_module"):
+            return super().verify_run(keep, backend)
+        with self._prepared(keep, cast_is_large(self.gm, self.p.dtype), judge, VERIFY_DEVICE) as prepared:
+            return _run_here(prepared, self.inputs, backend, VERIFY_DEVICE)
+
     @contextlib.contextmanager
-    def _prepared(self, keep, lazy: bool) -> Iterator[Prepared]:
-        """The keep-set's mixed module, prepared by the backend in this process, closed after."""
-        prepared = self.here.prepare_module(mixed.apply(self.gm, frozenset(keep), self.p.dtype, lazy=lazy),
-                                            self.jobs.device, self.jobs.flags.get(self.backend, ()))
+    def _prepared(self, keep, lazy: bool, on: Backend | None = None, device: str | None = None) -> Iterator[Prepared]:
+        """The keep-set's mixed module, prepared in this process by the plan's backend (or `on`), closed after."""
+        on, device = on or self.here, device or self.jobs.device
+        prepared = on.prepare_module(mixed.apply(self.gm, frozenset(keep), self.p.dtype, lazy=lazy), device,
+                                     self.jobs.flags.get(on.name, ()))
         try:
             yield prepared
         finally:
