@@ -449,6 +449,13 @@ def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     return [g for a in node.attribute for g in ([a.g] if a.type == a.GRAPH else a.graphs)]
 
 
+def reads(node: onnx.NodeProto) -> list[str]:
+    """Every value a node reads: its inputs, and the outer names its subgraphs read (an If branch's implicit
+    inputs), so a graph cut around the node keeps what its branches use."""
+    implicit = sorted({r for sub in _subgraphs(node) for r in _outer_refs(sub)})
+    return [i for i in node.input if i] + [r for r in implicit if r not in node.input]
+
+
 def _outer_refs(g: onnx.GraphProto) -> set[str]:
     """Names a subgraph (or its own subgraphs) reads from enclosing scopes."""
     defined = {i.name for i in g.input} | {t.name for t in g.initializer} | {o for n in g.node for o in n.output}

@@ -79,3 +79,18 @@ def test_agreeing_with_a_baseline_that_is_not_finite_is_no_verdict(tmp_path):
     r = fpdiff.locate(path, backend="iree", precision="fp16", inputs=str(tmp_path / "in.npz"))
     assert r.segment is None
     assert [f.kind for f in r.findings][:1] == ["baseline-nonfinite"], r.findings
+
+
+@pytest.mark.slow
+def test_segments_holding_an_if_keep_what_its_branches_read(tmp_path):
+    """An If's branches read x and a weight from the outer graph without listing them as inputs: a segment cut
+    around the If keeps them (the extractor, following listed inputs only, lost them and the run crashed)."""
+    import numpy as np
+
+    import fpdiff
+    import onnx_models as om
+    path = om.save(om.if_conv(), tmp_path / "if.onnx")
+    np.savez(tmp_path / "in.npz", cond=np.array(True),
+             x=np.random.default_rng(0).standard_normal((1, 2, 8)).astype(np.float32))
+    r = fpdiff.locate(path, backend="ort", precision="fp16", inputs=str(tmp_path / "in.npz"))
+    assert r.bisected and r.segment is None, (r.segment, r.findings)

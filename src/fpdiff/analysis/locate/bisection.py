@@ -265,17 +265,37 @@ class OnnxBisector(Bisector):
 
     def segment_model(self, start: int, end: int):
         import onnx.utils
+
+        from fpdiff.onnxtools.mixed import reads
         inside = self.nodes[start:end]
         produced = {o for n in inside for o in n.output}
-        inputs = list(dict.fromkeys(i for n in inside for i in n.input
-                                    if i and i not in produced and i not in self.inits))
-        used_after = {i for n in self.nodes[end:] for i in n.input} | {o.name for o in self.modelp.graph.output}
+        inputs = list(dict.fromkeys(i for n in inside for i in reads(n) if i not in produced and i not in self.inits))
+        used_after = {i for n in self.nodes[end:] for i in reads(n)} | {o.name for o in self.modelp.graph.output}
         outputs = [o for n in inside for o in n.output if o in used_after] or [inside[-1].output[0]]
-        sub = onnx.utils.Extractor(self.modelp).extract_model(inputs, outputs)
+        if any(len(reads(n)) > len([i for i in n.input if i]) for n in inside):
+            sub = self._cut(inside, inputs, outputs)  # the extractor follows explicit inputs only
+        else:
+            sub = onnx.utils.Extractor(self.modelp).extract_model(inputs, outputs)
         # IR 3 (a model kept at its old opset) wants every weight listed as a graph input; the segment lists only
         # the values it is fed, so it is written under IR 4, where weights are constants of the graph
         sub.ir_version = max(sub.ir_version, 4)
         return sub, inputs, outputs
+
+    def _cut(self, inside: list, inputs: list[str], outputs: list[str]):
+        """The segment as a graph of its nodes in order, fed `inputs`, with the weights its nodes (and their
+        subgraphs) read: for segments holding control flow, whose branches read outer values implicitly."""
+        from onnx import helper
+
+        from fpdiff.onnxtools.mixed import reads
+        g = self.modelp.graph
+        types = {vi.name: vi for vi in [*g.input, *g.value_info, *g.output]}
+        used = {i for n in inside for i in reads(n)}
+
+        def vi(name: str):
+            return types[name] if name in types else helper.make_empty_tensor_value_info(name)
+        graph = helper.make_graph(inside, "segment", [vi(i) for i in inputs], [vi(o) for o in outputs],
+                                  initializer=[t for t in g.initializer if t.name in used])
+        return helper.make_model(graph, opset_imports=list(self.modelp.opset_import), ir_version=self.modelp.ir_version)
 
     def segment_io(self, start: int, end: int):
         """The segment's sub-model, its input names, inputs (float64-run values cast to P), float64 expected."""
