@@ -76,6 +76,18 @@ def test_onnx_models_are_refused_clearly(tmp_path):
         fpdiff.ranges(str(path))
 
 
+def test_an_onnx_model_with_symbolic_dims_is_refused_as_onnx_not_for_its_dims(tmp_path):
+    """ranges takes no --shape: telling the user to give one would send them nowhere."""
+    import onnx
+
+    import onnx_models as om
+    path = tmp_path / "sym.onnx"
+    onnx.save(om.symbolic_conv(), str(path))
+    with pytest.raises(UsageError, match="torch source") as e:
+        fpdiff.ranges(str(path))
+    assert "--shape" not in str(e.value)
+
+
 @pytest.mark.slow
 def test_gpt2_whose_core_decomposition_torch_cannot_trace_still_gets_its_ranges():
     """torch 2.13's core ATen table writes a view of GPT-2's transposed attention output that fake tensors refuse;

@@ -394,10 +394,14 @@ def ranges(model: str, *, precisions: str | list[str] = ("fp16", "bf16"), seed: 
     if bad or not names:
         raise UsageError(f"ranges judges low-precision formats: give --precision from {', '.join(LOW_DTYPES)}"
                          + (f" (not {', '.join(bad)})" if bad else ""))
+    torch_only = UsageError("ranges opens composite ops through torch's decompositions: give a spec .py or "
+                            "example:NAME (for an ONNX model, use its torch source; fpdiff plan reads an ONNX "
+                            "model's ranges itself)")
+    if str(model).lower().endswith(".onnx"):  # said before loading: an ONNX model's own input errors do not apply
+        raise torch_only
     source = load(model, seed=seed)
     if source.ref.kind != "torch":
-        raise UsageError("ranges opens composite ops through torch's decompositions: give a spec .py or "
-                         "example:NAME (for an ONNX model, use its torch source)")
+        raise torch_only
     return measure(source.module, source.inputs, names, source.ref.label)
 
 
