@@ -180,3 +180,21 @@ def test_a_tiny_probability_beside_an_output_that_passes_still_gets_both_reading
     cond._relative_only(source, [cell], [SimpleNamespace(status="ok", outputs=out)], ref)
     f = [f for f in cell.findings if f.kind == "relative-vs-absolute"]
     assert f and f[0].op == "Sigmoid" and "Sigmoid" in cell.reason, cell.findings
+
+
+def test_an_output_made_by_an_if_is_read_through_its_branches():
+    """A wake-word head returns its verifier's Sigmoid or (through Identity) the main Sigmoid from an If: the
+    output is a Sigmoid's either way; branches that differ name no op."""
+    TP = TensorProto
+    then = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["p2"])], "then", [],
+                             [helper.make_tensor_value_info("p2", TP.FLOAT, [1])])
+    other = helper.make_graph([helper.make_node("Identity", ["p1"], ["p"])], "else", [],
+                              [helper.make_tensor_value_info("p", TP.FLOAT, [1])])
+    nodes = [helper.make_node("Sigmoid", ["x"], ["p1"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1]),
+                                       helper.make_tensor_value_info("c", TP.BOOL, [])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1])])
+    assert cond._onnx_output_ops(helper.make_model(g)) == ["Sigmoid"]
+    then.node[0].op_type = "Tanh"
+    assert cond._onnx_output_ops(helper.make_model(g)) == [None]

@@ -427,14 +427,28 @@ def output_ops(source) -> list[str | None]:
 
 
 def _onnx_output_ops(model) -> list[str | None]:
-    producer = {o: n for n in model.graph.node for o in n.output}
-    found = []
-    for out in model.graph.output:
-        node = producer.get(out.name)
-        while node is not None and node.op_type in PASS_THROUGH and node.input:
-            node = producer.get(node.input[0])
-        found.append(node.op_type if node is not None else None)
-    return found
+    return [_made_by(out.name, [model.graph]) for out in model.graph.output]
+
+
+def _made_by(name: str, scopes: list) -> str | None:
+    """The op type that makes value `name`, looking through reshapes and casts, and through an If into its branches
+    (a wake-word head's If returns its verifier's Sigmoid or the main one's: both Sigmoid). `scopes`: the graph and
+    the graphs enclosing it, innermost last, where an outer name is looked up."""
+    node, scope = None, scopes
+    for i in range(len(scopes), 0, -1):
+        node = next((n for n in scopes[i - 1].node if name in n.output), None)
+        if node is not None:
+            scope = scopes[:i]
+            break
+    if node is None:
+        return None
+    if node.op_type in PASS_THROUGH and node.input:
+        return _made_by(node.input[0], scope)
+    if node.op_type == "If":
+        at = list(node.output).index(name)
+        ops = {_made_by(a.g.output[at].name, [*scope, a.g]) for a in node.attribute if a.type == a.GRAPH}
+        return ops.pop() if len(ops) == 1 else None
+    return node.op_type
 
 
 def _torch_output_ops(source) -> list[str | None]:
