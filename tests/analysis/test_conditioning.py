@@ -196,5 +196,5 @@ def test_an_output_made_by_an_if_is_read_through_its_branches():
                                        helper.make_tensor_value_info("c", TP.BOOL, [])],
                           [helper.make_tensor_value_info("y", TP.FLOAT, [1])])
     assert cond._onnx_output_ops(helper.make_model(g)) == ["Sigmoid"]
-    then.node[0].op_type = "Tanh"
+    next(a for a in g.node[1].attribute if a.name == "then_branch").g.node[0].op_type = "Tanh"
     assert cond._onnx_output_ops(helper.make_model(g)) == [None]
