@@ -185,6 +185,11 @@ REPORT = ("Check 'false' failed at src/frontends/common_translators/src/unconver
 
 @pytest.mark.parametrize("text, expected", [
     (REPORT, {"Conv-15": "The input data tensor's rank has to be known (static)"}),
+    ("Model wasn't fully converted. Failed operations detailed log:\n-- If-13 with a message:\n[ONNX Frontend] "
+     "Conversion failed for If-13\nWhile validating ONNX node '<Node(If): 53>': Check 'if_condition_rank.compatible(1)"
+     "' failed at src/core/src/op/if.cpp:95:\nWhile validating node 'opset8::If If_64 (...) -> ()' with friendly_name "
+     "'If_64':\nRank of If condition input must be equal to 0 or 1\n\nSummary:\n-- Conversion is failed for: If-13\n",
+     {"If-13": "Rank of If condition input must be equal to 0 or 1"}),
     ("Model wasn't fully converted.\nSummary:\n-- No conversion rule found for operations: my.Foo, my.Bar\n",
      {"my.Foo": "", "my.Bar": ""}),
 ])

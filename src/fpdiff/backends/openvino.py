@@ -100,7 +100,7 @@ def unconverted(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for op, body in re.findall(r"-- (\S+) with a message: (.*?)(?= -- \S+ with a message:| Summary:|$)", text):
         why = re.findall(r"failed with \w+: (.*?)(?= While validating|$)", body) or re.findall(
-            r"OpConversionFailure: (\[[^\]]*\][^.]*\.)", body)
+            r"OpConversionFailure: (\[[^\]]*\][^.]*\.)", body) or re.findall(r"[:] ([^:]+?)\s*$", body)
         out.setdefault(op, why[-1].strip() if why else "")
     for names in re.findall(r"No conversion rule found for operations: (.*?)(?= --| Summary:|$)", text):
         for op in names.split(","):
