@@ -62,19 +62,25 @@ def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
     """Every value (or the outputs) of the graph computed in float64 by the ONNX reference evaluator, with kernels
     that keep float64 where its own would drop to float32 (backends/onnxref.py). The evaluator's refusal (no kernel
     for an op, an op version or a type: NotImplementedError, RuntimeTypeError) is a usage error: fpdiff has no
-    judge for this model. Anything else raised is a bug, ours or the evaluator's, and raises as it is."""
-    from onnx.reference import ReferenceEvaluator
+    judge for this model, said with the node. Any other failure of a kernel (the evaluator's or fpdiff's) is an
+    EvaluatorNodeError naming the node (onnxtools/evaluator.py)."""
     from onnx.reference.op_run import RuntimeTypeError
 
     from fpdiff.onnxtools.dtypes import ONNX_TYPE
+    from fpdiff.onnxtools.evaluator import EvaluatorNodeError, evaluator
     from fpdiff.onnxtools.mixed import cast_model
     m64 = cast_model(model, ONNX_TYPE["float64"])
     def wide(v):  # a float tensor, or a sequence of them, in float64
         return [wide(x) for x in v] if isinstance(v, list) else (v.astype(np.float64) if v.dtype.kind == "f" else v)
     feeds64 = {k: wide(v) for k, v in feeds.items()}
+    refusals = (NotImplementedError, RuntimeTypeError)
     try:
-        out = ReferenceEvaluator(m64, new_ops=float64_ops()).run(None, feeds64, intermediate=intermediate)
-    except (NotImplementedError, RuntimeTypeError) as e:
+        out = evaluator(m64, new_ops=float64_ops()).run(None, feeds64, intermediate=intermediate)
+    except EvaluatorNodeError as e:
+        if not isinstance(e.__cause__, refusals):
+            raise
+        raise UsageError(f"the float64 reference evaluator cannot run this model: {e}") from e
+    except refusals as e:
         why = " ".join(str(e).split())[:MESSAGE_CHARS]
         raise UsageError(f"the float64 reference evaluator cannot run this model: {type(e).__name__}: {why}") from e
     return out
@@ -84,12 +90,16 @@ def float64_ops() -> list:
     """Kernels that compute in the input's dtype: the evaluator's own Erf is float32 (np.vectorize with
     otypes "f"), and its Gelu expands into float32 constants, which would make the float64 judge a float32 one.
     Its LogSoftmax is log(softmax(x)): a probability that underflows to 0 gives -inf where the answer is finite
-    (log_softmax([22400, 22100, 32000]) is [-9600, -9900, 0]); here it is x - max - log(sum(exp(x - max)))."""
+    (log_softmax([22400, 22100, 32000]) is [-9600, -9900, 0]); here it is x - max - log(sum(exp(x - max))).
+    With them, refkernels.py's: the evaluator's own numbers for Conv, ConvTranspose, MaxPool and float16 MatMul
+    without its Python loops, and GlobalMaxPool and grouped ConvTranspose computed right."""
     import math
 
     import numpy as np
     from onnx.reference.op_run import OpRun
     from onnx.reference.ops.op_log_softmax import LogSoftmax as NaiveLogSoftmax
+
+    from fpdiff.onnxtools.refkernels import fast_ops
 
     erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -118,4 +128,4 @@ def float64_ops() -> list:
             shifted = x - x.max(axis=axis, keepdims=True)
             return ((shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(x.dtype),)
 
-    return [Erf, Gelu, LogSoftmax]
+    return [Erf, Gelu, LogSoftmax, *fast_ops()]
