@@ -230,3 +230,24 @@ def test_a_relative_departure_on_tiny_probabilities_does_not_make_the_judge_susp
     check = cross_check(source, results, [p], "onnxref", get("fp32"), STATIC, job=None, env={}, timeout=1)
     assert check.status == AGREES, check.message
     assert "bounded outputs" in check.message and "Sigmoid" in check.message
+
+
+def test_a_judge_op_that_raises_is_named_the_cells_run_and_its_repro_exits_1(tmp_path):
+    """onnx 1.23's evaluator raises IndexError on a stride-1 padded 1-D MaxPool (a valid graph ORT and OpenVINO run):
+    the check goes on, the node is the one the evaluator recorded, and its repro fails on the stock evaluator."""
+    import subprocess
+    import sys
+
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="act"),
+             helper.make_node("MaxPool", ["r"], ["y"], name="pool1", kernel_shape=[3], pads=[1, 1])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8])])
+    path = om.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), tmp_path / "pool.onnx")
+    r = fpdiff.check(path, backends=["ort", "openvino"], precisions=["fp32"], repro_dir=str(tmp_path / "out"))
+    j = r.judge
+    assert j["status"] == "failed" and j["failed_op"] == "MaxPool" and "pool1" in j["message"], j
+    assert {"openvino", "ort"} <= set(j["majority"]) and all(c.status == "pass" for c in r.cells)
+    assert "MaxPool-pool1" in j["repro"]
+    run = subprocess.run([sys.executable, j["repro"]], capture_output=True, text=True)
+    assert run.returncode == 1 and "IndexError" in run.stderr

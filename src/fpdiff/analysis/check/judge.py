@@ -466,9 +466,18 @@ print("the evaluator runs this node and agrees with onnxruntime")
 '''
 
 
-def failed_node(model, op: str | None, message: str):
-    """The node the judge failed at: named in its message (node 'NAME'), else the first node of that op type."""
+def failed_node(model, op: str | None, message: str, info: dict | None = None):
+    """The node the judge failed at: the one the evaluator recorded (its outputs, in the job's info), else named in
+    its message (node 'NAME'), else the first node of that op type."""
     import re
+
+    from fpdiff.onnxtools.evaluator import FAILED_NODE
+    at = (info or {}).get(FAILED_NODE) or {}
+    outputs = list(at.get("outputs") or [])
+    recorded = next((n for n in model.graph.node if outputs and list(n.output)[:len(outputs)] == outputs), None)
+    if recorded is not None:
+        return recorded
+    op = op or at.get("op_type")
     named = re.search(r"node '([^']*)'", message)
     typed = re.search(r"Node type '(\w+)'", message)  # the evaluator's own words for an op it has no kernel for
     op = op or (typed.group(1) if typed else None)
@@ -486,7 +495,7 @@ def write_failed_repro(source, check: JudgeCheck, ref, out_dir: str) -> None:
 
     from fpdiff.onnxtools.graph import float64_values
     model = source.module
-    node = failed_node(model, ref.op, ref.message)
+    node = failed_node(model, ref.op, ref.message, ref.info)
     if node is None or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
         return
     try:

@@ -106,7 +106,9 @@ def _against(stand_in: JobResult | None, grid: Grid, results: dict, key: JobKey)
 def _failed_judge(grid: Grid, results: dict, ref: JobResult, env: dict, timeout: float,
                   repro_dir: str | None) -> judge_mod.JudgeCheck:
     """The judge's float64 run failed: said with the op it failed at, and the witnesses asked to stand in."""
-    check = judge_mod.JudgeCheck("ONNX reference evaluator float64", status=judge_mod.FAILED, failed_op=ref.op,
+    from fpdiff.onnxtools.evaluator import FAILED_NODE
+    failed_op = ref.op or (ref.info.get(FAILED_NODE) or {}).get("op_type")
+    check = judge_mod.JudgeCheck("ONNX reference evaluator float64", status=judge_mod.FAILED, failed_op=failed_op,
                                  message=f"the float64 judge failed: {ref.message}")
     keys = _witnesses(grid, results, [], env, timeout)
     judge_mod.stand_in_majority(check, results, [k for k in keys if k in results], prec.get("fp32"),
