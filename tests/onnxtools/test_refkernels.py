@@ -182,3 +182,25 @@ def test_global_max_pool_reduces_every_spatial_axis(shape):
     want = x.max(axis=tuple(range(2, x.ndim)), keepdims=True)
     assert _same(fast[0], want)
     assert _same(stock[0], want) == (len(shape) == 4)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_batchnorm_in_inference_is_the_evaluators_own_test_mode(dtype):
+    """At opset 15 (training_mode 0) the stock kernel is right: fpdiff's equals it bit for bit in every dtype."""
+    np_dtype = DTYPES[dtype][0]
+    x = _rand((2, 3, 4, 5), np_dtype)
+    params = {n: (np.abs(_rand((3,), np_dtype, seed=i + 1)) + np_dtype(0.5)).astype(np_dtype)
+              for i, n in enumerate(("s", "b", "m", "v"))}
+    stock, ours = _both("BatchNormalization", {"x": x, **params}, epsilon=1e-3, opset=15)
+    assert _same(stock[0], ours[0])
+
+
+def test_opset9_batchnorm_with_momentum_is_inference_not_training():
+    """The stock opset-9 kernel normalizes by the batch's own statistics when `momentum` is set (its schema default):
+    a one-output node is inference, by the stored mean and variance."""
+    x = _rand((2, 3, 4, 5), np.float64) * 3 + 1
+    s, b, m, v = np.ones(3), np.zeros(3), np.full(3, 1.0), np.full(3, 4.0)
+    stock, ours = _both("BatchNormalization", {"x": x, "s": s, "b": b, "m": m, "v": v}, epsilon=0.0, momentum=0.9,
+                        opset=9)
+    assert np.allclose(ours[0], (x - 1.0) / 2.0)
+    assert not np.allclose(stock[0], ours[0])  # the evaluator's training-mode reading

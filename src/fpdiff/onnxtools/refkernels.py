@@ -324,6 +324,25 @@ class GlobalMaxPool(OpRun):
         return (x.max(axis=tuple(range(2, x.ndim)), keepdims=True),)
 
 
+class BatchNormalization(OpRun):
+    """Inference batch norm with the stored mean and variance whenever the node has one output and is not in
+    training mode: the evaluator's opset 9-13 kernel takes a `momentum` attribute (which paddle2onnx and old
+    exporters write on every inference BatchNormalization) as training mode and normalizes by the batch's own
+    statistics. The arithmetic is the evaluator's own test-mode function. Training-mode nodes (several outputs, or
+    training_mode=1) are not inference graphs: refused."""
+    op_domain = ""
+
+    def _run(self, x, scale, bias, mean, var, epsilon=None, momentum=None, training_mode=None, is_test=None,  # noqa: ARG002
+             spatial=None):  # noqa: ARG002
+        from onnx.reference.ops.op_batch_normalization import _batchnorm_test_mode
+        outputs = [o for o in self.onnx_node.output if o]
+        if len(outputs) > 1 or training_mode:
+            raise NotImplementedError("a training-mode BatchNormalization (batch statistics, running-mean outputs) "
+                                      "is not an inference graph")
+        eps = 1e-5 if epsilon is None else epsilon
+        return (_batchnorm_test_mode(x, scale, bias, mean, var, epsilon=eps),)
+
+
 def fast_ops() -> list:
     """The kernels above, for the evaluator's new_ops."""
-    return [Conv, ConvTranspose, MatMul, MaxPool, GlobalMaxPool]
+    return [Conv, ConvTranspose, MatMul, MaxPool, GlobalMaxPool, BatchNormalization]

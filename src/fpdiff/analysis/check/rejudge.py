@@ -150,6 +150,7 @@ def _consult_witnesses(check: judge_mod.JudgeCheck, grid: Grid, results: dict, r
 def _run_repro(grid: Grid, check: judge_mod.JudgeCheck, repro_dir: str | None, timeout: float) -> int | None:
     """Write the overruled judge's one-node repro (in the run's scratch folder when no repro_dir is kept) and run it:
     its exit code (1: it reproduces, 0: the judge's op is right), or None when it could not be made or run."""
+    import os
     import subprocess
     import sys
 
@@ -164,7 +165,8 @@ def _run_repro(grid: Grid, check: judge_mod.JudgeCheck, repro_dir: str | None, t
     if not check.repro:
         return None
     try:
-        rc = subprocess.run([sys.executable, check.repro], capture_output=True, timeout=timeout).returncode
+        env = {**os.environ, "FPDIFF_JUDGE_KERNELS": "1"}  # the evidence is about the judge's own kernels
+        rc = subprocess.run([sys.executable, check.repro], capture_output=True, timeout=timeout, env=env).returncode
     except subprocess.TimeoutExpired:
         rc = None
     if not repro_dir:  # a scratch repro is not the user's to keep
