@@ -340,6 +340,11 @@ def _judge_floats(m: Metrics, precision: Precision, baseline: Metrics | None,
     if baseline is None:
         findings.append(_no_baseline())
         return Judgement(PRECISION_LOSS, f"rel L2 {m.rel_l2:.2e} > tolerance {tol:.0e}; no baseline", findings)
+    if baseline.nan or baseline.inf or not math.isfinite(baseline.rel_l2):  # "within 4x of inf" would say nothing
+        return Judgement(PRECISION_LOSS, f"rel L2 {m.rel_l2:.2e} > tolerance {tol:.0e}; the baseline at "
+                         f"{precision.name} is not finite (the model overflows there), so nothing bounds this "
+                         f"finite error but the tolerance: {loss_cause or precision.name + ' is too coarse here'}",
+                         findings, bits)
     factor = BASELINE_FACTOR if m.numel >= SMALL_NUMEL else SMALL_BASELINE_FACTOR
     if m.rel_l2 > max(tol, factor * baseline.rel_l2):
         like = f"; computes like {_format_like(bits)}" if bits is not None and _next_format_down(bits, precision) \
