@@ -118,6 +118,10 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
         if seg is None and any(f.kind == "baseline-nonfinite" for f in result.findings):
             console.print(f"[bold red]{result.backend} at {result.precision}: no verdict[/]: the baseline at the same "
                           f"precision is not finite ({result.compiles} compile)", highlight=False)
+        elif seg is None and any(f.kind == "baseline-fails" for f in result.findings):
+            console.print(f"{result.backend} at {result.precision}: no op departs from the baseline, which itself "
+                          f"fails the tolerance: the precision is too coarse here ({result.compiles} compile)",
+                          highlight=False)
         elif seg is None:
             console.print(f"{result.backend} at {result.precision}: the whole graph agrees with the baseline at "
                           f"the same precision within the check rules ({result.compiles} compile)", highlight=False)
@@ -129,7 +133,7 @@ def render_locate(result, console: Console | None = None, top: int = 10) -> None
     elif result.segment is not None:  # no graph to cut: the stage that failed before any backend (torch.export)
         console.print(f"[bold red]{result.backend} gets no graph[/]: {escape(result.segment.reason)}", highlight=False)
     for f in result.findings:
-        if f.kind in ("note", "baseline-nonfinite"):
+        if f.kind in ("note", "baseline-nonfinite", "baseline-fails"):
             console.print(f"{f.kind}: {f.message}" + (f" ({f.remedy})" if f.remedy else ""), highlight=False,
                           markup=False)
     if not result.ops:

@@ -506,8 +506,19 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
 
 def _nonfinite_baseline(result: LocateResult, baseline_rel_l2: float | None) -> None:
     """No segment departs from the baseline, but the baseline itself (the reference code at this precision) is not
-    finite: nothing was shown right. The precision overflows on this model, whatever the backend does."""
-    if baseline_rel_l2 is None or math.isfinite(baseline_rel_l2):
+    finite, or fails the precision's tolerance: nothing was shown right. The precision overflows on this model, or is
+    too coarse for it, whatever the backend does."""
+    if baseline_rel_l2 is None:
+        return
+    tol = prec.get(result.precision).tolerance
+    if math.isfinite(baseline_rel_l2) and baseline_rel_l2 > tol:
+        result.findings.insert(0, compare.Finding(
+            "baseline-fails", f"{result.backend} agrees with the baseline at {result.precision}, and the baseline "
+            f"itself is {baseline_rel_l2:.2e} from float64, over {result.precision}'s tolerance {tol:.0e}: the "
+            "precision is too coarse for this model, and no op of the backend departs from what it must lose",
+            op=None, remedy=f"fpdiff plan MODEL --precision {result.precision} finds the ops to keep in fp32"))
+        return
+    if math.isfinite(baseline_rel_l2):
         return
     result.findings.insert(0, compare.Finding(
         "baseline-nonfinite", f"{result.backend} agrees with the baseline at {result.precision} only in that both "
