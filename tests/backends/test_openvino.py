@@ -198,9 +198,10 @@ def test_the_converters_refusal_keeps_its_own_reason(text, expected):
     assert unconverted(" ".join(text.split())) == expected
 
 
-def test_an_if_layer_hides_its_bodies_so_no_dtype_changed_is_read_from_the_count(tmp_path):
-    """OpenVINO's runtime model shows an If as one layer (precision u8, its condition's) and hides its branches:
-    counting that would call every such cell dtype-changed ("0 of 1 float ops"); the count is said incomplete."""
+def test_an_if_layer_hiding_its_bodies_is_said_beside_the_count(tmp_path):
+    """OpenVINO's runtime model shows an If as one layer (precision u8, its condition's) and hides its branches: the
+    cell says its count is of the layers outside them (the count still feeds the dtype rules: a GRU's loop hides its
+    body too, and without the count an f16 hint run as bf16 would be a mismatch instead of a substituted format)."""
     import onnx_models as om
     path = tmp_path / "if.onnx"
     onnx.save(om.if_conv(), str(path))
@@ -209,5 +210,4 @@ def test_an_if_layer_hides_its_bodies_so_no_dtype_changed_is_read_from_the_count
     r = fpdiff.check(str(path), backends=["openvino"], precisions=["fp32", "bf16"], inputs=str(tmp_path / "in.npz"))
     for c in r.cells:
         assert c.status in ("pass", "precision-loss"), (c.precision, c.reason)
-        assert not any(f.kind == "dtype-changed" for f in c.findings), c.findings
         assert "If" in c.info.get("runtime_layers_incomplete", ""), c.info

@@ -160,10 +160,8 @@ class OpenVinoBackend(Backend):
             return Prepared(self._runner(compiled, task), want, notes, info)
         hidden = control_flow(compiled)
         if hidden:  # the runtime model shows an If or a loop as one layer and hides its bodies' precisions
-            info["runtime_layers"] = dict(counts)
             info["runtime_layers_incomplete"] = (f"{', '.join(hidden)} layers hide their bodies' precisions: the "
-                                                 "count cannot say what ran, so no dtype-changed is read from it")
-            return Prepared(self._runner(compiled, task), want, notes, info)
+                                                 "count is of the layers outside them")
         ran = OV_DTYPES.get(used, used)
         if ran != want:
             notes.append(Finding(HINT_REPLACED, f"OpenVINO was asked for {hint} and runs {used}: its CPU plugin "

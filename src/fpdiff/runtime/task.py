@@ -172,9 +172,9 @@ class Task:
         """An ONNX graph of the model at this precision: exported from the cast program, or the source cast. Of an
         ONNX source, backends get the model's own graph (what the user deploys); the judge (`judge`), and a backend
         the own graph failed on (`converted`), its opset conversion (sources/opset.py)."""
-        key = ("onnx", self.own_graph(judge))
+        key = ("onnx", self.own_graph(judge), judge)
         if key not in self._memo:
-            self._memo[key] = _onnx_for(self, self.own_graph(judge))
+            self._memo[key] = _onnx_for(self, self.own_graph(judge), judge)
         return self._memo[key]
 
     def own_graph(self, judge: bool = False) -> bool:
@@ -197,9 +197,10 @@ class Task:
         return dtype_name(self.precision.autocast or self.precision.dtype)
 
 
-def _onnx_for(task: Task, own: bool = False) -> Path:
+def _onnx_for(task: Task, own: bool = False, judge: bool = False) -> Path:
     """The cell's ONNX graph, cached: exported from the cast torch program, or the ONNX source (its own graph when
-    `own`, else its opset conversion) cast; an `.onnx` program as written."""
+    `own`, else its opset conversion) cast, its dims pinned for a static cell (never the judge's: the reference
+    evaluator runs the graph as written, whatever the shapes); an `.onnx` program as written."""
     import onnx
 
     from fpdiff.core.errors import ONNX_EXPORT, stage
@@ -216,9 +217,11 @@ def _onnx_for(task: Task, own: bool = False) -> Path:
         if made:
             save_export_info(path, made)
         return path
-    model = _pinned(task, task.source_onnx(judge=not own)[0])
+    model = task.source_onnx(judge=not own)[0]
+    if not judge:
+        model = _pinned(task, model)
     graph = ("own-graph",) if own else ()
-    graph += ("pinned-dims",)  # static cells of a graph with symbolic dims: artifacts from before pinning differ
+    graph += ("pinned-dims-v2",) if not judge else ("as-written",)  # static cells pin their dims (task.made says so)
     if not task.precision.is_cast:  # autocast: the source graph with autocast's float32 ops kept (model/autocast.py)
         from fpdiff.model.autocast import mixed_onnx
 
@@ -264,7 +267,17 @@ def _pinned(task: Task, model):
     static = task.variant.static
     keep = set() if static is None else {d for dims in found.values() for d in dims.values() if d not in static}
     shapes = {n: tuple(t.shape) for n, t in zip(task.source.input_names, task.source.inputs)}
-    return pin_dims(model, shapes, keep)
+    pinned = pin_dims(model, shapes, keep)
+    from fpdiff.onnxtools.mixed import type_error
+    why = type_error(pinned)
+    if why is not None and type_error(model) is None:  # fpdiff's rewrite must never fail where the model does not
+        task.made["onnx_shapes"] = (f"as written (dynamic dims): with the dims pinned to the inputs' sizes the graph "
+                                    f"fails ONNX's full type check ({why[:300]})")
+        return model
+    if keep != {d for dims in found.values() for d in dims.values()}:
+        but = f" except {', '.join(sorted(keep))}" if keep else ""
+        task.made["onnx_shapes"] = f"pinned to the inputs' sizes{but}"
+    return pinned
 
 
 def cast_checked(model, target: int):

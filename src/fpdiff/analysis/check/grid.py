@@ -51,6 +51,15 @@ class Grid:
         return {p.name: (self.judge_backend, "cuda" if p.cuda_only else "cpu", p, STATIC) for p in self.precisions}
 
     @property
+    def witness_variant(self) -> ShapeVariant:
+        """The variant independent implementations are held against the judge on: the graph as the judge reads it,
+        as written (an ONNX graph's symbolic dims left dynamic; a pinned graph can be refused where the model
+        runs)."""
+        if self.source.ref.kind == "onnx" and self.source.dynamic_shapes is not None:
+            return ShapeVariant("dynamic", frozenset())
+        return STATIC
+
+    @property
     def judge_flags(self) -> tuple[str, ...]:
         """Flags that make the judge's fp64 job the float64 reference, run apart from its fp64 cell (base.py)."""
         return self.reg.cls(self.judge_backend).judge_flags
@@ -59,7 +68,8 @@ class Grid:
         """Every job once, the float64 reference first (unless the judge runs it apart), then baselines, the
         judge's cross-check, the cells."""
         fp64 = [(self.judge_backend, "cpu", prec.get("fp64"), STATIC)] * (not self.judge_flags)
-        checks = judge_mod.cross_check_jobs(self.source.ref.kind, self.judge_backend, prec.get("fp32"), STATIC)
+        checks = judge_mod.cross_check_jobs(self.source.ref.kind, self.judge_backend, prec.get("fp32"), STATIC,
+                                            self.witness_variant)
         keys = [*fp64, *self.baselines.values(), *checks, *self.cells]
         return list(dict.fromkeys(job_key(k) for k in keys))
 

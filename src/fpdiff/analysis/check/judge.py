@@ -63,11 +63,13 @@ class JudgeCheck:
         return d
 
 
-def cross_check_jobs(kind: str, judge_backend: str, fp32: prec.Precision, variant) -> list[tuple]:
-    """The extra jobs the cross-check needs: the judge's own fp32 run, and the independent one."""
+def cross_check_jobs(kind: str, judge_backend: str, fp32: prec.Precision, variant, witness_variant=None) -> list[tuple]:
+    """The extra jobs the cross-check needs: the judge's own fp32 run, and the independent one (on
+    `witness_variant`: the graph as the judge reads it, as written)."""
     from fpdiff.backends import cross_check_for
     other = cross_check_for(kind)
-    return [(judge_backend, "cpu", fp32, variant)] + [(other, "cpu", fp32, variant)] * (other is not None)
+    return [(judge_backend, "cpu", fp32, variant)] + [(other, "cpu", fp32, witness_variant or variant)] * (
+        other is not None)
 
 
 def _measure(ref, r, p: prec.Precision) -> compare.Metrics | None:
@@ -78,7 +80,7 @@ def _measure(ref, r, p: prec.Precision) -> compare.Metrics | None:
 
 
 def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.Precision, variant, *,
-                job: Callable[[tuple], Job], env: dict, timeout: float) -> JudgeCheck:
+                job: Callable[[tuple], Job], env: dict, timeout: float, witness_variant=None) -> JudgeCheck:
     """Is the judge trustworthy on this model? The mismatch rule applied to an independent fp32 implementation,
     with the judge's own fp32 run as its baseline: disagreement beyond it means one of the two is wrong. `job` makes
     the job of a results key, for the marked runs that find where a suspect judge first parts (in workers under
@@ -94,7 +96,7 @@ def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.P
                           "eager fp32 and float64 are the same graph and kernels in two dtypes: "
                           f"fp32 departs by {own_err:.2e}" if own_err is not None else "eager fp32 did not run",
                           None, own_err)
-    key = (other, "cpu", fp32.name, variant)
+    key = (other, "cpu", fp32.name, witness_variant or variant)
     r = results.get(key)
     check = JudgeCheck(name, f"{other} fp32", own_fp32_rel_l2=own.rel_l2 if own else None)
     if r is None or r.status != Status.OK:

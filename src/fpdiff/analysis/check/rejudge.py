@@ -25,6 +25,7 @@ def question_judge(grid: Grid, results: dict[JobKey, JobResult], ref: JobResult,
         return _failed_judge(grid, results, ref, env, timeout, repro_dir)
     ref_out = ref.outputs
     verdict = judge_mod.cross_check(grid.source, results, ref_out, grid.judge_backend, prec.get("fp32"), STATIC,
+                                    witness_variant=grid.witness_variant,
                                     job=grid.job, env=env, timeout=timeout)
     if verdict.status == judge_mod.SUSPECT:
         _consult_witnesses(verdict, grid, results, ref_out, env, timeout, repro_dir)
@@ -124,7 +125,7 @@ def _witnesses(grid: Grid, results: dict, first: list, env: dict, timeout: float
     reg, source = grid.reg, grid.source
     independent = [b for b in reg.names() if reg.cls(b).independent and source.ref.kind in reg.cls(b).kinds
                    and b != grid.judge_backend]
-    keys = [*first] + [(b, "cpu", "fp32", STATIC) for b in independent]
+    keys = [*first] + [(b, "cpu", "fp32", grid.witness_variant) for b in independent]
     keys = [k for k in dict.fromkeys(keys) if k is not None]
     nodes = len(source.module.graph.node) if source.ref.kind == "onnx" else 0
     runnable = [k for k in keys if k not in results and reg.cls(k[0]).route is None
