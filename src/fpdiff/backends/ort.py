@@ -61,6 +61,9 @@ def open_session(model: Path | Any, device: str, optimized: Path | None = None) 
     except OrtNotImplemented as e:
         m = _KERNEL_OP.search(str(e))
         op = f"{m['op']} (opset {m['version']})" if m else None
+        made = _expanded_from(model, m["op"], device) if m else None  # an op of a function ORT expanded
+        if made is not None:
+            raise Unsupported(f"{made}: {' '.join(str(e).split())}", op=made.split(" ")[0]) from e
         raise Unsupported(" ".join(str(e).split()), op=op) from e
     except Exception as e:
         said = " ".join(str(e).split())
@@ -100,7 +103,7 @@ def _expanded_from(model: Path | Any, op: str, device: str) -> str | None:
             found.append(node.op_type)
     names = list(dict.fromkeys(found))
     return (f"{' or '.join(names)} (no kernel here for its type: ONNX Runtime expands it as its ONNX "
-            f"function, whose {op} refuses the type)") if names else None
+            f"function, whose {op} has no kernel for it)") if names else None
 
 
 def _inferred(m: Any) -> Any:

@@ -88,7 +88,7 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         outcome.skipped = str(e)
         outcome.duration_s = time.perf_counter() - t0
         return outcome, []
-    judged = question_judge(grid, results, ref.outputs, env, config.timeout, None)
+    judged = question_judge(grid, results, ref, env, config.timeout, None)
     cells = judge_cells(grid, results, ref, env, config.timeout)
     if case.integer_valued:  # before conditioning, which then weighs a flip mismatch like any other
         verdict.judge_integer_valued(grid, cells, results, ref.outputs)
