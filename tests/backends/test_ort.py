@@ -14,7 +14,8 @@ def test_a_refusal_inside_an_expanded_function_names_the_models_op(tmp_path):
     """ORT has no bfloat16 Clip on the CPU: it expands Clip as its ONNX function, whose Where (at opset 13) or Less
     (at opset 22, where a bf16 cell's graph is converted) then has no bfloat16: the cell names Clip, which the model
     holds, not the op ORT made."""
-    g = helper.make_graph([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], "g", [helper.make_tensor_value_info("x", TP.FLOAT, [2, 8])],
+    g = helper.make_graph([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TP.FLOAT, [2, 8])],
                           [helper.make_tensor_value_info("y", TP.FLOAT, [2, 8])],
                           initializer=[numpy_helper.from_array(np.float32(0), "lo"),
                                        numpy_helper.from_array(np.float32(6), "hi")])
