@@ -78,6 +78,12 @@ def test_nonfinite_is_precision_loss_only_when_baseline_is_nonfinite_too():
     assert compare.judge(_metrics(math.inf, nan=3), get("fp16"), _metrics(1e-3)).status == Status.MISMATCH
 
 
+def test_a_nonfinite_cell_beside_a_baseline_with_no_correct_digit_is_the_same_failure_not_a_worse_one():
+    j = compare.judge(_metrics(math.inf, nan=3), get("fp16"), _metrics(1.0))
+    assert j.status == Status.PRECISION_LOSS and "no correct digit" in j.reason
+    assert compare.judge(_metrics(math.inf, nan=3), get("fp16"), _metrics(0.3)).status == Status.MISMATCH
+
+
 def test_a_finite_cell_beside_a_baseline_that_overflows_is_not_said_within_a_factor_of_inf():
     j = compare.judge(_metrics(5e-2), get("fp16"), _metrics(math.inf, nan=2))
     assert j.status == Status.PRECISION_LOSS and "not finite" in j.reason and "x the baseline" not in j.reason

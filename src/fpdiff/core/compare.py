@@ -311,6 +311,12 @@ def judge(m: Metrics, precision: Precision, baseline: Metrics | None,
     return Judgement(worst.status, f"{worst.reason}; {other.reason}", findings, j.effective_bits)
 
 
+# A baseline this far from float64 (rel L2 of 1: the size of the answer itself) keeps no correct digit: the precision
+# already fails the model there (PP-OCR's detector at fp16: a BatchNorm variance of 9.8e7 stored as inf makes the
+# evaluator's output 0 and IREE's NaN); a cell that is non-finite beside it is the same failure, not a worse one.
+NO_DIGITS = 0.5
+
+
 def _judge_floats(m: Metrics, precision: Precision, baseline: Metrics | None,
                   narrowest_bits: int | None = None, loss_cause: str | None = None) -> Judgement:
     """Verdict on the float outputs: pass, precision-loss or mismatch, with the rule that decided it."""
@@ -331,6 +337,10 @@ def _judge_floats(m: Metrics, precision: Precision, baseline: Metrics | None,
         if baseline is None:
             findings.append(_no_baseline())
             return Judgement(PRECISION_LOSS, "non-finite outputs; no baseline to compare with", findings)
+        if baseline.rel_l2 >= NO_DIGITS:  # a baseline with no correct digit left cannot make anything "worse"
+            return Judgement(PRECISION_LOSS, f"non-finite outputs, where the baseline at {precision.name} is finite "
+                             f"but has no correct digit left (rel L2 {baseline.rel_l2:.2e}): the precision fails this "
+                             "model either way (a constant or value it cannot hold)", findings)
         return Judgement(MISMATCH, f"non-finite outputs where the baseline at {precision.name} is finite", findings)
     bits = effective_bits(m, baseline, precision.compute)
     if m.rel_l2 <= tol and (baseline is None or m.max_norm <= max(tol * 10, MAX_FACTOR * baseline.max_norm)):
