@@ -307,10 +307,12 @@ class OnnxBisector(Bisector):
     def _job(self, start: int, end: int):
         import onnx
         from onnx.reference import ReferenceEvaluator
+
+        from fpdiff.onnxtools.graph import float64_ops  # the judge's kernels: the baseline is the judge's code at P
         sub, in_names, ins, expected = self.segment_io(start, end)
         with np.errstate(all="ignore"):  # overflow at the precision is what is measured, not a warning to print
             baseline = [np.asarray(a, dtype=np.float64) for a in
-                        ReferenceEvaluator(sub).run(None, dict(zip(in_names, ins)))]
+                        ReferenceEvaluator(sub, new_ops=float64_ops()).run(None, dict(zip(in_names, ins)))]
         path = self.dir / f"segment-{start}-{end}.onnx"
         onnx.save(sub, str(path))
         return (self._make_job(ONNX, path, ins, in_names, start, end), expected, baseline,
