@@ -13,8 +13,27 @@ from fpdiff.core.compare import Finding
 from fpdiff.core.errors import COMPILE, TORCH_EXPORT, Unsupported, UsageError, stage
 from fpdiff.core.task import ONNX, PROGRAM, TORCH, Task
 
-__all__ = ["DECLARATIONS", "LIFECYCLE", "ONNX", "PROGRAM", "TORCH", "Backend", "PluginAdapter", "Prepared", "Repro",
-           "RoutedBackend", "Task", "adapt", "check_declarations", "routed"]
+__all__ = ["DECLARATIONS", "LIFECYCLE", "ONNX", "PROGRAM", "TORCH", "Artifact", "Backend", "PluginAdapter", "Prepared",
+           "Repro", "RoutedBackend", "Task", "TensorSpec", "adapt", "check_declarations", "routed"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a converted file, as the file declares it."""
+    name: str
+    shape: tuple[int | None, ...]  # None: a dim the file leaves dynamic
+    dtype: str  # numpy's name: float32, float16, bfloat16, int64, bool
+
+
+@dataclass
+class Artifact:
+    """What a converted file (the user's .pte, .tflite, .onnx) says about itself, read without running it: its
+    inputs and outputs, and the precision it computes in as fpdiff names precisions, with how that was read."""
+    path: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    precision: str  # fp32, fp16, bf16: the precision its cell is judged at, unless the user names one
+    why: str  # how the precision was read ("weights float16, arithmetic float32: the converter's fp16")
 
 
 @dataclass
@@ -31,6 +50,8 @@ class Prepared:
     op_dtypes: dict[str, int] | None = None
     planned_op_dtypes: dict[str, int] | None = None  # the same count on the graph it was handed, when that mixes
     dtype_remedy: str | None = None  # how to get the requested dtype from this backend, said when it did not run it
+    artifact: Path | None = None  # the converted file it ran (a .pte, .tflite, .vmfb): repro bundles copy it
+    feeds: tuple[Any, ...] | None = None  # what run() is fed when not the task's inputs: a user's file's own order
     # rel L2 by which the exported ONNX graph it ran departs from the torch program in float64 (float32 constants,
     # onnxtools/export.py): check judges the cell with it as its baseline's floor
     export_departure: float | None = None
@@ -73,6 +94,8 @@ class Backend:
     - `cross_checks`: the model kinds it is the judge's independent fp32 cross-check for (ort: ONNX models);
     - `requires`: modules the default available() imports; `extra`: the pip extra that installs them (said when one
       does not import); `install_hint`: another way, when it is no extra;
+    - `artifacts`: the suffixes of the converted files it runs as they are (`--artifact NAME=PATH`: the user's own
+      `.tflite`, `.pte`, `.onnx`), through read_artifact and prepare_artifact;
     - `origin`, `route`: set by the registry (entry point or plugin file; a route to another interpreter or host).
 
     Lifecycle: `available()`, `prepare_task(task)` (required), and optionally `prepare_marked(task)` (every float
@@ -90,6 +113,7 @@ class Backend:
     requires: ClassVar[tuple[str, ...]] = ()  # modules it imports: the default available() tries them
     extra: ClassVar[str] = ""  # the pip extra that installs them: fpdiff[EXTRA]
     install_hint: ClassVar[str] = ""  # said when one does not import and no extra installs it
+    artifacts: ClassVar[tuple[str, ...]] = ()  # suffixes of converted files it runs as they are: (".tflite",)
     origin: str = "built-in"  # set by the registry on the instance: entry point or plugin file
     route: ClassVar[Any] = None  # backends.routes.Route: the jobs run in another interpreter or on another host
 
@@ -131,6 +155,16 @@ class Backend:
         alone, after writing what it needs into r.out; None when this backend writes no repro."""
         return None
 
+    def read_artifact(self, path: Path) -> Artifact:
+        """What a converted file declares (inputs, outputs, the precision it computes in), read without running it:
+        the parent matches the model's inputs to it before any job, so a mismatch is one line."""
+        raise Unsupported(f"{self.name} runs no converted file of the user's")
+
+    def prepare_artifact(self, task: Task, path: Path) -> Prepared:
+        """The user's converted file, run as it is in place of this backend's own conversion of the task's model:
+        run(*inputs) gets torch tensors in the file's input order, each already in the file's declared dtype."""
+        raise Unsupported(f"{self.name} runs no converted file of the user's")
+
     @classmethod
     def implements(cls, name: str) -> bool:
         """Whether this backend overrides the optional lifecycle method `name` (prepare_marked, repro, ...)."""
@@ -141,8 +175,8 @@ class Backend:
 
 # The declarations a backend class may set, and the optional lifecycle methods implements() answers for.
 DECLARATIONS = frozenset({"name", "kinds", "shape_variants", "takes_flags", "independent", "judge_flags", "judges",
-                          "cross_checks", "requires", "extra", "install_hint", "origin", "route"})
-LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro"})
+                          "cross_checks", "requires", "extra", "install_hint", "artifacts", "origin", "route"})
+LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro", "read_artifact", "prepare_artifact"})
 # Declarations that were removed: each made fpdiff run another implementation under the backend's name.
 _REMOVED = {"all_outputs": "implement prepare_marked",
             "verifies_onnx_plans": "plan runs its trials on the named backend as program jobs: declare kinds",

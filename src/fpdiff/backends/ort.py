@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from fpdiff.backends import to_numpy as _to_numpy
-from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro, Task
+from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec
 from fpdiff.core.dtypes import mixed_dtype
 from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
@@ -22,7 +22,7 @@ def op_dtypes(model_path: Path) -> Counter:
     """Count arithmetic nodes of an (ORT-optimized) graph by the float type they compute in, the nodes inside If,
     Loop and Scan bodies included (the control-flow node itself computes nothing)."""
     import onnx
-    m = onnx.load(str(model_path))
+    m = onnx.load(str(model_path), load_external_data=False)  # types only
     types = value_types(m)
     inferred = _inferred(m)
     for g in _subgraphs(inferred.graph):
@@ -222,6 +222,7 @@ class OrtBackend(Backend):
     cross_checks = frozenset({ONNX})  # the ONNX judge's fp32 cross-check (check/judge.py)
     requires = ("onnxruntime",)
     extra = "ort"
+    artifacts = (".onnx",)
 
     def prepare_task(self, task: Task) -> Prepared:
         path, info = cell_graph(task)
@@ -243,6 +244,31 @@ class OrtBackend(Backend):
                 # an autocast graph or a program keeps ops wider on purpose: the share is judged on what it asked for
                 if task.precision.autocast is not None or task.is_program:
                     cell.planned_op_dtypes = dict(op_dtypes(path))
+        return cell
+
+    def read_artifact(self, path: Path) -> Artifact:
+        return read_onnx(path)
+
+    def prepare_artifact(self, task: Task, path: Path) -> Prepared:
+        """The user's ONNX file as ONNX Runtime runs it, with the float ops its optimized graph ran counted by dtype
+        (its CPU provider runs many float16 nodes in float32: the dtype-changed rule reads the count)."""
+        import shutil
+        import tempfile
+        scratch = Path(tempfile.mkdtemp(prefix="fpdiff-ort-"))  # the optimized graph, read once and removed
+        optimized = scratch / "optimized.onnx"
+        with stage(LOAD, "onnxruntime"):
+            session = open_session(path, task.device, optimized)
+        cell = Prepared(feeder(session), info={"support": kernel_support(path, optimized if optimized.exists()
+                                                                         else None, provider(task.device), None)},
+                        release=lambda: shutil.rmtree(scratch, ignore_errors=True))
+        if optimized.exists():
+            counts = op_dtypes(optimized)
+            cell.op_dtypes = dict(counts) or None
+            cell.planned_op_dtypes = dict(op_dtypes(path)) or None
+            low = next((d for d in ("float16", "bfloat16") if counts.get(d) or (cell.planned_op_dtypes or {}).get(d)),
+                       None)
+            if low:
+                cell.dtype_remedy = REMEDY.format(want=low)
         return cell
 
     def prepare_marked(self, task: Task) -> Prepared:
@@ -357,10 +383,10 @@ def kernel_support(handed: Path, optimized: Path | None, provider_name: str,
     ONNX schema lacks the dtype at this opset in float32) is computed in another dtype than the cell asked."""
     import onnx
     import onnxruntime
-    model = onnx.load(str(handed))
+    model = onnx.load(str(handed), load_external_data=False)
     types = value_types(model)
     opsets = {_domain(o.domain): o.version for o in model.opset_import}
-    ran, after = _ran_types(onnx.load(str(optimized))) if optimized is not None else ({}, [])
+    ran, after = _ran_types(onnx.load(str(optimized), load_external_data=False)) if optimized is not None else ({}, [])
     ops: dict[str, dict[str, Any]] = {}
     more = 0
     for node in model.graph.node:
@@ -411,3 +437,29 @@ def _op_support(op: str, version: int, asked: str, registered: list[str], ran: d
         entry["said"] = (f"{where} registers no kernel: ONNX Runtime ran its function body ({', '.join(body[:8])})"
                          + (f" in {', '.join(widened)}" if widened else f" in {_DTYPES[asked]}"))
     return entry
+
+
+# ONNX's element types as numpy's names, for a converted file's declaration
+_ELEM = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64", 7: "int64", 6: "int32", 5: "int16", 3: "int8",
+         2: "uint8", 9: "bool"}
+
+
+def read_onnx(path: Path) -> Artifact:
+    """An ONNX file's declared inputs and outputs (initializers aside), and the precision its float arithmetic asks
+    for: the dtype most of its float nodes compute in (counted as check counts a backend's ran ops)."""
+    import onnx
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {t.name for t in model.graph.initializer}
+
+    def spec(v: Any) -> TensorSpec:
+        t = v.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+        return TensorSpec(v.name, dims, _ELEM.get(t.elem_type, f"onnx type {t.elem_type}"))
+    counts = op_dtypes(path)
+    low = {d: n for d, n in counts.items() if d in ("float16", "bfloat16")}
+    top = max(counts, key=lambda d: counts[d]) if counts else "float32"
+    precision = {"float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}.get(top, "fp32")
+    why = f"{counts.get(top, 0)} of {sum(counts.values())} float nodes compute in {top}" + \
+        (f" ({', '.join(f'{n} in {d}' for d, n in low.items())})" if low and top not in low else "")
+    return Artifact(str(path), [spec(v) for v in model.graph.input if v.name not in inits],
+                    [spec(v) for v in model.graph.output], precision, why)

@@ -32,6 +32,7 @@ class Job:
     seed: int = 0
     repeat: int = 1  # runs of the prepared model; outputs after the first are compared bitwise (determinism)
     mode: str = "cell"  # "marked": the backend's prepare_marked (every float intermediate an output), not prepare_task
+    artifact: str | None = None  # a converted file the backend runs as it is (prepare_artifact), not its own conversion
 
 
 class LoadedSource:

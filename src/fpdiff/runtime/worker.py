@@ -197,7 +197,7 @@ class State:
                 self.sources.pop(next(iter(self.sources)))
             self.sources[key] = LoadedSource(job.source, job.data_path, job.seed)
         task = Task(self.sources[key], p, job.device, job.variant, Cache(job.cache_dir), job.flags)
-        prepare = _preparer(backend, job.mode)
+        prepare = _preparer(backend, job.mode, job.artifact)
         t0 = time.perf_counter()
         try:
             prepared = prepare(task)  # plugins in the minimal form come through an adapter
@@ -221,7 +221,7 @@ class State:
 
         from fpdiff.core import errors
         t1 = time.perf_counter()
-        inputs = task.inputs()
+        inputs = prepared.feeds if prepared.feeds is not None else task.inputs()
         runs, times = [], []
         try:
             for _ in range(max(1, job.repeat)):
@@ -260,8 +260,12 @@ def _ran(prepared) -> dict:
             "dtype_remedy": prepared.dtype_remedy, "export_departure": prepared.export_departure}
 
 
-def _preparer(backend, mode: str):
-    """The backend's lifecycle method for the job's mode: a cell's outputs, or every intermediate (`marked`)."""
+def _preparer(backend, mode: str, artifact: str | None = None):
+    """The backend's lifecycle method for the job's mode: a cell's outputs, or every intermediate (`marked`); a
+    cell of the user's converted file runs that file (runtime/artifacts.py)."""
+    if mode == "cell" and artifact:
+        from fpdiff.runtime.artifacts import preparer
+        return preparer(backend, artifact)
     if mode == "cell":
         return backend.prepare_task
     if mode == "marked":

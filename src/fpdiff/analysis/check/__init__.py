@@ -36,17 +36,20 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
           inputs: str | None = None, shapes: dict[str, list[int]] | None = None, seed: int = 0,
           allow_nonfinite: bool = False, timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None | bool = None,
           repeat: int = DEFAULT_REPEAT, keep_opset: bool = False, repro_dir: str | None = "fpdiff-out",
+          artifacts: Sequence[str] = (),
           progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
     """Run the grid and judge every cell. `backend_flags`: each backend's own flags (name -> flags; `iree_flags` is
     the older spelling of iree's). `cache_dir=False` turns the compile cache off. `repro_dir`: where the op an
-    overruled judge gets wrong is written (None: not written)."""
+    overruled judge gets wrong is written (None: not written). `artifacts`: the user's converted files,
+    "BACKEND[:PRECISION]=PATH", each run on its backend in place of fpdiff's conversion and judged at the precision
+    the file computes in (read from it, unless named)."""
     t_start = time.perf_counter()
     reg = registry(plugins)
     grid = make_grid(model, reg, backends=backends, precisions=precisions, devices=devices,
                      shape_variants=shape_variants, allow_nonfinite=allow_nonfinite, repeat=repeat,
                      load_args={"inputs": inputs, "shapes": shapes, "seed": seed, "keep_opset": keep_opset},
                      plugins=plugins, flags=flags_by_backend(reg, backend_flags, iree_flags), cache_dir=cache_dir,
-                     seed=seed)
+                     seed=seed, artifacts=artifacts)
     env = worker_env()
     results, ref = run_grid(grid, timeout, env, progress)
     verdict = question_judge(grid, results, ref, env, timeout, repro_dir)

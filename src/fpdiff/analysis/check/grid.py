@@ -44,6 +44,7 @@ class Grid:
     cache: str | None = None
     seed: int = 0
     repeat: int = 1
+    artifacts: Mapping[str, str] = field(default_factory=dict)  # backend -> the user's converted file it runs
 
     @property
     def baselines(self) -> dict[str, Key]:
@@ -82,8 +83,9 @@ class Grid:
         """The job of a key; a cell's runs `repeat` times (nondeterminism), the others once."""
         b, d, p, v = key
         n = self.repeat if key in self.cell_keys else 1
+        artifact = self.artifacts.get(b) if key in self.cell_keys else None
         return Job(self.source.ref, self.data_path, b, p, d, v, self.plugins, self.flags.get(b, ()), self.cache,
-                   self.seed, n)
+                   self.seed, n, artifact=artifact)
 
     def tolerance(self, p: prec.Precision) -> prec.Precision:
         """The precision with the spec's own tolerance, when it declares one."""
@@ -94,8 +96,11 @@ class Grid:
 def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions: Sequence[str],
               devices: Sequence[str], shape_variants: Sequence[str] | None, load_args: dict, allow_nonfinite: bool,
               repeat: int, plugins: Sequence[str], flags: Mapping[str, tuple[str, ...]],
-              cache_dir: str | None | bool, seed: int) -> Grid:
-    """Check every argument, load the model, write its job data: the grid of cells to run."""
+              cache_dir: str | None | bool, seed: int, artifacts: Sequence[str] = ()) -> Grid:
+    """Check every argument, load the model, write its job data: the grid of cells to run. `artifacts`: the user's
+    converted files, BACKEND[:PRECISION]=PATH, each run on its backend in place of that backend's own conversion."""
+    given = [_artifact(a) for a in artifacts]
+    backends = [*backends, *(b for b, _, _ in given if b not in backends)]
     for b in backends:
         reg.create(b)  # unknown names fail here, before any work
     ps = _precisions(precisions, devices, repeat)
@@ -108,12 +113,42 @@ def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions:
     variants = graph.variants(source.dynamic_shapes, mixed=source.ref.kind != "onnx")
     if shape_variants:
         variants = [graph.find_variant(source.dynamic_shapes, v) for v in shape_variants]
-    cells = [(b, d, p, v) for b in backends for d in devices for p in ps
+    files = {b: _read_artifact(reg, b, path, source) for b, _, path in given}
+    at = {b: prec.get(p or files[b].precision) for b, p, _ in given}  # the precision each file is judged at
+    cells = [(b, d, p, v) for b in backends if b not in files for d in devices for p in ps
              for v in (variants if reg.cls(b).shape_variants else [STATIC])]
+    cells += [(b, "cpu", at[b], STATIC) for b in files]
+    ps += [p for p in dict.fromkeys(at.values()) if p not in ps]  # each file's precision has its baseline
     data_path = _write_data(source, rundir.mkdtemp(prefix="fpdiff-check-"))
     cache = None if cache_dir is False else str(cache_dir or cache_root())
     return Grid(source, reg, ps, cells, judge_for(source.ref.kind), data_path, tuple(plugins), flags, cache, seed,
-                repeat)
+                repeat, {b: str(Path(f.path).resolve()) for b, f in files.items()})
+
+
+def _artifact(text: str) -> tuple[str, str | None, str]:
+    """BACKEND[:PRECISION]=PATH as (backend, precision or None, path)."""
+    name, _, path = text.partition("=")
+    backend, _, precision = name.strip().partition(":")
+    if not backend or not path:
+        raise UsageError(f"--artifact wants BACKEND=PATH or BACKEND:PRECISION=PATH (litert=model.tflite), got {text!r}")
+    if precision:
+        prec.get(precision)
+    return backend, precision or None, path
+
+
+def _read_artifact(reg: Registry, backend: str, path: str, source: Source):
+    """The file's declaration, read here, and the model's inputs matched to it: a mismatch is one line before any
+    job. A routed backend's file is read by the same backend's class here (only its jobs run elsewhere)."""
+    from fpdiff.backends import registry
+    from fpdiff.runtime import artifacts
+    cls = reg.cls(backend)
+    local = registry(routed=False).create(cls.route.base) if cls.route is not None else reg.create(backend)
+    if not local.implements("read_artifact"):
+        can = [n for n in reg.names() if reg.cls(n).implements("read_artifact")]
+        raise UsageError(f"{backend} runs no converted file of the user's; backends that do: {', '.join(can)}")
+    art = artifacts.read(local, path)
+    artifacts.order(source.input_names, source.inputs, art)
+    return art
 
 
 def _precisions(names: Sequence[str], devices: Sequence[str], repeat: int) -> list[prec.Precision]:

@@ -1,0 +1,121 @@
+"""ExecuTorch: the program lowered with XNNPACK's partitioner (or none) and run by ExecuTorch's runtime; each cell says
+what XNNPACK took and what ran on the CPU kernels, in which dtype."""
+import copy
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import fpdiff
+from fpdiff.core.status import Status
+
+pytest.importorskip("executorch", reason="executorch is not installed (pip install 'fpdiff[executorch]')")
+pytestmark = pytest.mark.slow  # real lowering and runs: make test, not make test-fast
+XNN, CPU = "XNNPACK", "ExecuTorch CPU kernels"
+
+
+@pytest.fixture(scope="module")
+def cells():
+    r = fpdiff.check("example:tinycnn", backends=["executorch"], precisions=["fp32", "fp16", "bf16", "amp-fp16"],
+                     repeat=1, cache_dir=False)
+    return {c.precision: c for c in r.cells}
+
+
+def test_fp32_passes_with_most_ops_on_xnnpack(cells):
+    c = cells["fp32"]
+    assert c.status == Status.PASS and c.computed_dtype == "float32", c.reason
+    runners = c.info["ops_by_runner"]
+    assert set(runners[XNN]) == {"float32"} and runners[XNN]["float32"] > runners[CPU]["float32"]
+    assert c.op_dtypes == {"float32": sum(n for r in runners.values() for n in r.values())}
+    assert "native_group_norm" in c.info["on_cpu_kernels"]  # XNNPACK has no group norm: left to the CPU kernels
+
+
+def test_fp16_runs_in_fp16_on_xnnpack(cells):
+    c = cells["fp16"]
+    assert c.status == Status.PASS, c.reason
+    assert c.info["ops_by_runner"][XNN].get("float16", 0) >= 4
+    assert not [f for f in c.findings if f.kind == "dtype-changed"]
+
+
+def test_bf16_runs_on_the_cpu_kernels_and_says_they_accumulate_low(cells):
+    c = cells["bf16"]
+    assert c.status == Status.PASS, c.reason
+    assert "bfloat16" not in c.info["ops_by_runner"].get(XNN, {})  # XNNPACK takes no bf16
+    assert c.info["ops_by_runner"][CPU]["bfloat16"] >= 6
+    low = [f for f in c.findings if f.kind == "low-accumulation"]
+    assert low and "convolution" in low[0].message
+
+
+def test_autocast_is_a_declared_refusal(cells):
+    c = cells["amp-fp16"]
+    assert c.status == Status.UNSUPPORTED and "fp32, fp16 or bf16" in c.reason
+
+
+def test_without_a_partitioner_every_op_runs_on_the_cpu_kernels():
+    r = fpdiff.check("example:tinycnn", backends=["executorch"], precisions=["fp16"], repeat=1, cache_dir=False,
+                     backend_flags={"executorch": ["partitioner=none"]})
+    c = r.cells[0]
+    assert c.status == Status.PASS, c.reason
+    assert list(c.info["ops_by_runner"]) == [CPU] and c.info["partitioner"] == "none"
+    assert "convolution" in next(f.message for f in c.findings if f.kind == "low-accumulation")
+
+
+@pytest.fixture(scope="module")
+def pte(tmp_path_factory):
+    """tinycnn converted as a user would, at fp32 and at fp16 (the model cast with .half())."""
+    from fpdiff.backends.executorch import write_pte
+    from fpdiff.sources import load
+    d = tmp_path_factory.mktemp("pte")
+    s = load("example:tinycnn")
+    m = s.module.eval()
+    write_pte(torch.export.export(m, tuple(s.inputs)), "xnnpack", d / "fp32.pte")
+    half = copy.deepcopy(m).half()
+    write_pte(torch.export.export(half, tuple(t.half() for t in s.inputs)), "xnnpack", d / "fp16.pte")
+    return d
+
+
+def test_the_users_pte_is_judged_at_the_precision_it_computes_in(pte):
+    r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"], repeat=1,
+                     artifacts=[f"executorch={pte / 'fp16.pte'}"])
+    c = {(x.backend, x.precision): x for x in r.cells}
+    cell = c[("executorch", "fp16")]  # read from the file: float16 inputs and outputs
+    assert cell.status == Status.PASS and cell.info["artifact"].endswith("fp16.pte"), cell.reason
+    assert "float16" in cell.info["artifact_precision"]
+    assert ("torch", "fp32") in c and len(c) == 2  # the file replaces fpdiff's own conversion: one cell
+
+
+def test_a_precision_named_for_the_file_is_the_one_judged(pte):
+    """The fp16 file judged as if it were fp32: the departure is a mismatch, and the cell says it returned fp16."""
+    r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"], repeat=1,
+                     artifacts=[f"executorch:fp32={pte / 'fp16.pte'}"])
+    cell = next(x for x in r.cells if x.backend == "executorch")
+    assert cell.precision == "fp32" and cell.status == Status.MISMATCH
+    assert any(f.kind == "dtype-changed" for f in cell.findings)
+
+
+def run(*args):
+    p = subprocess.run([sys.executable, "-m", "fpdiff", *args], capture_output=True, text=True, timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("artifact, needle", [
+    ("executorch={d}/missing.pte", "missing.pte: no such file"),
+    ("executorch={d}/fp32.onnx", "executorch runs .pte files"),
+    ("executorch={d}", "executorch runs .pte files"),
+    ("executorch:fp99={d}/fp32.pte", "fp99"),
+    ("executorch", "--artifact wants BACKEND=PATH"),
+    ("torch={d}/fp32.pte", "torch runs no converted file of the user's; backends that do:"),
+])
+def test_bad_artifacts_are_one_line(pte, artifact, needle):
+    code, out, err = run("check", "example:tinycnn", "--backends", "torch", "--precisions", "fp32",
+                         "--artifact", artifact.format(d=pte))
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+
+
+def test_a_file_for_other_inputs_is_one_line(pte):
+    code, out, err = run("check", "example:tinyformer", "--backends", "torch", "--precisions", "fp32",
+                         "--artifact", f"executorch={pte / 'fp32.pte'}")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and "the artifact fp32.pte" in lines[0], err
