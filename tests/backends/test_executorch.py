@@ -119,3 +119,27 @@ def test_a_file_for_other_inputs_is_one_line(pte):
                          "--artifact", f"executorch={pte / 'fp32.pte'}")
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and "the artifact fp32.pte" in lines[0], err
+
+
+def test_locate_bisects_on_executorch_and_the_bundle_needs_executorch_alone(tmp_path):
+    """A long positive fp16 sum on the CPU kernels (no partitioner): the segment programs, each lowered the same
+    way, narrow the departure to the convolution; the bundle's .pte reproduces it without fpdiff."""
+    from conftest import SPECS
+    r = fpdiff.locate(str(SPECS / "et_long_reduction.py"), backend="executorch", precision="fp16",
+                      backend_flags={"executorch": ["partitioner=none"]}, repro=str(tmp_path / "b"))
+    assert r.segment is not None and r.segment.ops[-1] == "aten.conv1d.default", r.segment
+    assert (tmp_path / "b" / "segment.pte").exists()
+    text = (tmp_path / "b" / "repro.py").read_text()
+    assert "fpdiff" not in "\n".join(ln for ln in text.splitlines() if "import" in ln)
+    p = subprocess.run([sys.executable, r.repro], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert p.returncode == 1 and "the same outputs as the cell's, bit for bit" in p.stdout, p.stdout + p.stderr
+
+
+def test_with_xnnpack_the_same_sum_holds():
+    """XNNPACK accumulates the convolution in float32: the cell that departs without a partitioner passes."""
+    from conftest import SPECS
+    r = fpdiff.check(str(SPECS / "et_long_reduction.py"), backends=["executorch"], precisions=["fp16"], repeat=1,
+                     backend_flags={"executorch": ["partitioner=none"]})
+    assert r.cells[0].status == Status.MISMATCH
+    r = fpdiff.check(str(SPECS / "et_long_reduction.py"), backends=["executorch"], precisions=["fp16"], repeat=1)
+    assert r.cells[0].status == Status.PASS and not r.cells[0].findings, r.cells[0].reason
