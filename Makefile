@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench clean ipex-env
+.PHONY: install demo test test-fast lint bench clean ipex-env litert-env
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -57,4 +57,17 @@ ipex-env: .venv-ipex/.installed
 	$(PY) -m venv .venv-ipex
 	.venv-ipex/bin/pip install -q torch==2.8.0 intel-extension-for-pytorch==2.8.0 onnx==1.23.2 ml_dtypes rich
 	.venv-ipex/bin/pip install -q -e . --no-deps
+	touch $@
+
+# LiteRT's converter, litert-torch, pins typing-extensions below what fpdiff's other packages need, so it gets its own
+# interpreter; its runtime (ai-edge-litert) goes beside it, and fpdiff's worker with what the worker imports. torch
+# first, pinned: the CPU wheel (an unpinned torch pulls a CUDA build). Then:
+#   fpdiff check MODEL --backends torch,litert --backend-python litert=.venv-litert/bin/python
+litert-env: .venv-litert/.installed
+
+.venv-litert/.installed: pyproject.toml
+	$(PY) -m venv .venv-litert
+	.venv-litert/bin/pip install -q torch==2.13.0
+	.venv-litert/bin/pip install -q torch==2.13.0 litert-torch==0.10.0 ai-edge-litert==2.3.0 onnx==1.23.2 ml_dtypes rich
+	.venv-litert/bin/pip install -q -e . --no-deps
 	touch $@

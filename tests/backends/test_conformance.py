@@ -16,9 +16,11 @@ from fpdiff.core.status import Status
 
 pytestmark = pytest.mark.slow  # real backends and workers: make test, not make test-fast
 IPEX_PYTHON = Path(__file__).resolve().parents[2] / ".venv-ipex" / "bin" / "python"
-# Built-ins attached apart: IPEX in its own interpreter (below, when .venv-ipex exists), Core ML predicting only on a
-# Mac (its own test below). Every other built-in, from its entry point, runs the grid here.
-APART = {"ipex", "coreml"}
+LITERT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-litert" / "bin" / "python"
+# Built-ins attached apart: IPEX in its own interpreter (below, when .venv-ipex exists), LiteRT whose converter needs
+# its own interpreter (below, when .venv-litert exists), Core ML predicting only on a Mac (its own test below). Every
+# other built-in, from its entry point, runs the grid here.
+APART = {"ipex", "coreml", "litert"}
 LOCAL = [*sorted(builtin_backends() - APART), "eager-plugin"]
 TOKEN = "conformance"
 
@@ -45,6 +47,9 @@ def attached(remote):
     if IPEX_PYTHON.exists():
         python["ipex"] = str(IPEX_PYTHON)
         names.append("ipex")
+    if LITERT_PYTHON.exists():
+        python["litert"] = str(LITERT_PYTHON)
+        names.append("litert")
     routes.configure(python=python, host={"torch@remote": addr}, token_file=token)
     yield names
     routes.configure()
@@ -53,6 +58,11 @@ def attached(remote):
 def test_ipex_env_is_there_or_its_absence_is_said():
     if not IPEX_PYTHON.exists():
         pytest.skip("no .venv-ipex: `make ipex-env` builds it (torch 2.8 + IPEX 2.8, about 7 GB)")
+
+
+def test_litert_env_is_there_or_its_absence_is_said():
+    if not LITERT_PYTHON.exists():
+        pytest.skip("no .venv-litert: `make litert-env` builds it (litert-torch 0.10 + torch 2.13, about 2.2 GB)")
 
 
 @pytest.mark.parametrize("example", ["tinycnn", "tinyformer", "rmsnorm", "router"])

@@ -72,8 +72,7 @@ def placement(edge: Any) -> dict[str, Any]:
             continue
         if op_name(n) == "executorch_call_delegate":
             where[XNNPACK] += count_op_dtypes(getattr(gm, n.args[0].target).original_module.graph)
-        elif op_name(n) not in MOVES and _float_dtype(n):
-            dtype = _float_dtype(n)
+        elif op_name(n) not in MOVES and (dtype := _float_dtype(n)) is not None:
             where[CPU][dtype] += 1
             left[op_name(n)] += 1
             if op_name(n) in REDUCING and dtype in ("float16", "bfloat16"):
@@ -223,7 +222,8 @@ class ExecuTorchBackend(Backend):
         how = partitioner(r.flags)
         r.meta["placement"] = write_pte(r.program, how, r.out / "segment.pte")
         r.meta["partitioner"] = how
-        return TORCH_INPUTS.replace('program = torch.export.load(str(here / "segment.pt2"))\n', "") + '''from executorch.runtime import Runtime
+        inputs = TORCH_INPUTS.replace('program = torch.export.load(str(here / "segment.pt2"))\n', "")
+        return inputs + '''from executorch.runtime import Runtime
 method = Runtime.get().load_program(str(here / "segment.pte")).load_method("forward")
 outs = method.execute([t.contiguous() for t in xt])
 '''

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from fpdiff.backends.base import Artifact, Backend, Prepared, TensorSpec
@@ -67,6 +68,7 @@ def order(names: Sequence[str], inputs: Sequence[Any], art: Artifact) -> list[in
     every one of them as the model does, else by position; a count, shape or kind of dtype that cannot match is
     one line."""
     where = f"the artifact {Path(art.path).name}"
+    inputs = [_tensor(x) for x in inputs]
     if len(art.inputs) != len(inputs):
         raise UsageError(f"{where} takes {len(art.inputs)} inputs ({', '.join(s.name for s in art.inputs)}); the "
                          f"model has {len(inputs)} ({', '.join(names)})")
@@ -95,7 +97,12 @@ def _check(spec: TensorSpec, name: str, x: Any, where: str) -> None:
 
 def feeds(names: Sequence[str], inputs: Sequence[Any], art: Artifact) -> tuple[Any, ...]:
     """The model's inputs in the file's order, each in the file's declared dtype."""
-    return tuple(inputs[i].to(_TORCH[s.dtype]) for s, i in zip(art.inputs, order(names, inputs, art)))
+    return tuple(_tensor(inputs[i]).to(_TORCH[s.dtype]) for s, i in zip(art.inputs, order(names, inputs, art)))
+
+
+def _tensor(x: Any) -> torch.Tensor:
+    """A model's input as a tensor: an ONNX source holds numpy arrays."""
+    return x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
 
 
 def preparer(backend: Backend, path: str) -> Callable[[Any], Prepared]:

@@ -44,7 +44,8 @@ class Grid:
     cache: str | None = None
     seed: int = 0
     repeat: int = 1
-    artifacts: Mapping[str, str] = field(default_factory=dict)  # backend -> the user's converted file it runs
+    # (backend, precision) -> the user's converted file that cell runs in place of the backend's own conversion
+    artifacts: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def baselines(self) -> dict[str, Key]:
@@ -83,7 +84,7 @@ class Grid:
         """The job of a key; a cell's runs `repeat` times (nondeterminism), the others once."""
         b, d, p, v = key
         n = self.repeat if key in self.cell_keys else 1
-        artifact = self.artifacts.get(b) if key in self.cell_keys else None
+        artifact = self.artifacts.get((b, p)) if key in self.cell_keys else None
         return Job(self.source.ref, self.data_path, b, p, d, v, self.plugins, self.flags.get(b, ()), self.cache,
                    self.seed, n, artifact=artifact)
 
@@ -113,16 +114,16 @@ def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions:
     variants = graph.variants(source.dynamic_shapes, mixed=source.ref.kind != "onnx")
     if shape_variants:
         variants = [graph.find_variant(source.dynamic_shapes, v) for v in shape_variants]
-    files = {b: _read_artifact(reg, b, path, source) for b, _, path in given}
-    at = {b: prec.get(p or files[b].precision) for b, p, _ in given}  # the precision each file is judged at
-    cells = [(b, d, p, v) for b in backends if b not in files for d in devices for p in ps
+    files = _artifact_cells(reg, given, source)
+    converted = {b for b, _ in files}
+    cells = [(b, d, p, v) for b in backends if b not in converted for d in devices for p in ps
              for v in (variants if reg.cls(b).shape_variants else [STATIC])]
-    cells += [(b, "cpu", at[b], STATIC) for b in files]
-    ps += [p for p in dict.fromkeys(at.values()) if p not in ps]  # each file's precision has its baseline
+    cells += [(b, "cpu", prec.get(p), STATIC) for b, p in files]
+    ps += [p for p in dict.fromkeys(prec.get(p) for _, p in files) if p not in ps]  # each file's has its baseline
     data_path = _write_data(source, rundir.mkdtemp(prefix="fpdiff-check-"))
     cache = None if cache_dir is False else str(cache_dir or cache_root())
     return Grid(source, reg, ps, cells, judge_for(source.ref.kind), data_path, tuple(plugins), flags, cache, seed,
-                repeat, {b: str(Path(f.path).resolve()) for b, f in files.items()})
+                repeat, files)
 
 
 def _artifact(text: str) -> tuple[str, str | None, str]:
@@ -134,6 +135,21 @@ def _artifact(text: str) -> tuple[str, str | None, str]:
     if precision:
         prec.get(precision)
     return backend, precision or None, path
+
+
+def _artifact_cells(reg: Registry, given: list[tuple[str, str | None, str]],
+                    source: Source) -> dict[tuple[str, str], str]:
+    """(backend, precision) -> file for each --artifact: the precision named, else the one the file computes in;
+    two files for one cell are one line."""
+    cells: dict[tuple[str, str], str] = {}
+    for b, p, path in given:
+        art = _read_artifact(reg, b, path, source)
+        key = (b, prec.get(p or art.precision).name)
+        if key in cells:
+            raise UsageError(f"--artifact: two files for {b} at {key[1]} ({cells[key]}, {path}); name the precision "
+                             f"of one ({b}:PRECISION=PATH)")
+        cells[key] = str(Path(path).resolve())
+    return cells
 
 
 def _read_artifact(reg: Registry, backend: str, path: str, source: Source):

@@ -1,0 +1,518 @@
+"""LiteRT (TFLite): litert-torch converts the cell's fp32 torch program to a .tflite and LiteRT's CompiledModel runs it
+on the CPU through XNNPACK, as a phone does. fp16 has two meanings there, kept apart and named: XNNPACK's force-fp16
+(`fp16=xnnpack`, the default: the file stays float32 and XNNPACK computes every op it takes in float16) and the
+converter's fp16 (`fp16=weights`: float16 weights widened to float32 arithmetic), chosen with
+`--backend-flag litert=fp16=weights`. The converter pins typing-extensions below what fpdiff's other packages need, so
+it runs in its own interpreter (`make litert-env`); the runtime alone runs a user's own .tflite anywhere."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fpdiff.backends.base import TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec
+from fpdiff.core import precision as prec
+from fpdiff.core.compare import Finding
+from fpdiff.core.dtypes import mixed_dtype, too_wide
+from fpdiff.core.errors import (
+    COMPILE,
+    LOAD,
+    MESSAGE_CHARS,
+    RUN,
+    TORCH_EXPORT,
+    StageError,
+    Unsupported,
+    UsageError,
+    stage,
+)
+
+# The one line said wherever the converter is missing (the main environment: it cannot install there)
+NEEDS_ENV = ("the LiteRT converter (litert-torch) needs its own interpreter: `make litert-env`, then "
+             "--backend-python litert=.venv-litert/bin/python")
+XNNPACK, WEIGHTS = "xnnpack", "weights"  # the two meanings of fp16 (--backend-flag litert=fp16=MEANING)
+MEANINGS = (XNNPACK, WEIGHTS)
+# TFLITE_XNNPACK_DELEGATE_FLAG_FORCE_FP16 (tensorflow/lite/delegates/xnnpack/xnnpack_delegate.h): XNNPACK rewrites its
+# whole subgraph to float16 or refuses to prepare it
+FORCE_FP16 = 0x4
+FP16_REMEDY = "XNNPACK's force-fp16 computes in float16: --backend-flag litert=fp16=xnnpack (fpdiff's default)"
+# TFLite ops that only move, view or name values: left out when counting what computes in which dtype. DEQUANTIZE
+# widens a float16 weight to float32 exactly; it rounds nothing.
+MOVES = {"RESHAPE", "TRANSPOSE", "SQUEEZE", "EXPAND_DIMS", "BROADCAST_TO", "CONCATENATION", "GATHER", "GATHER_ND",
+         "SLICE", "STRIDED_SLICE", "SPLIT", "SPLIT_V", "PACK", "UNPACK", "TILE", "PAD", "PADV2", "MIRROR_PAD", "CAST",
+         "DEQUANTIZE", "QUANTIZE", "SHAPE", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH", "REVERSE_V2", "SELECT", "SELECT_V2",
+         "ZEROS_LIKE", "ONES_LIKE", "FILL", "RANGE", "SCATTER_ND", "BATCH_TO_SPACE_ND", "SPACE_TO_BATCH_ND",
+         "DYNAMIC_UPDATE_SLICE", "DELEGATE"}
+# How XNNPACK says, on stderr, that it would not take a node (under force-fp16: an op it will not run in float16)
+_REFUSED = re.compile(r"failed to delegate (\w+) node #(\d+)")
+
+
+def fp16_meaning(flags: Sequence[str]) -> str | None:
+    """What the user's flags say fp16 means: `fp16=xnnpack` or `fp16=weights`, the last one given; None: not said
+    (fpdiff's own conversion then takes XNNPACK's force-fp16, a user's file runs as it is)."""
+    unknown = [f for f in flags if not f.startswith("fp16=")]
+    given = [f.removeprefix("fp16=") for f in flags if f.startswith("fp16=")]
+    bad = [g for g in given if g not in MEANINGS]
+    if unknown or bad:
+        raise UsageError(f"litert takes --backend-flag litert=fp16={'|'.join(MEANINGS)}; got "
+                         f"{', '.join(unknown + [f'fp16={b}' for b in bad])}")
+    return given[-1] if given else None
+
+
+def _converter() -> Any:
+    """litert_torch, or the one line that says where it runs."""
+    try:
+        import litert_torch
+    except ImportError:
+        raise Unsupported(NEEDS_ENV) from None
+    return litert_torch
+
+
+def _check_precision(name: str) -> None:
+    """fp32 and fp16 exist in LiteRT on a CPU; the others are refused with the reason."""
+    if name in ("fp32", "fp16"):
+        return
+    why = {"bf16": "LiteRT has no bfloat16 arithmetic on a CPU: its converter casts bfloat16 inputs to float32 and "
+                   "XNNPACK has no bfloat16 inference option (fp16 exists: fp16=xnnpack, fp16=weights)",
+           "fp64": "LiteRT computes in float32 at most: litert-torch narrows float64 to float32 and XNNPACK has no "
+                   "float64",
+           "amp-fp16": "LiteRT has no autocast; its fp16 is a whole-model mode (run --precisions fp16)",
+           "amp-bf16": "LiteRT has no autocast, and no bfloat16 arithmetic on a CPU"}
+    raise Unsupported(why.get(name, f"LiteRT computes in fp32 or fp16; {name} does not exist there"), dtype=name)
+
+
+def widened(program: Any, inputs: Sequence[Any]) -> tuple[Any, tuple[Any, ...]]:
+    """What the converter takes: the program as a module and its sample inputs, float weights and inputs widened
+    to float32. Exact: a float16 value is a float32 one, and force-fp16 rounds the arithmetic back to float16; the
+    converter itself cannot legalize float16 ops ("failed to legalize operation 'tfl.pad'")."""
+    import torch
+    module = program.module()
+    state = [*program.state_dict.values(), *program.constants.values()]
+    if any(isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float32 for t in state):
+        module = module.float()
+    return module, tuple(t.float() if t.is_floating_point() else t for t in inputs)
+
+
+def _source(task: Task) -> tuple[Any, tuple[Any, ...]]:
+    """The cell's fp32 program (its precision is LiteRT's to compute in), or a program job as written."""
+    fp32 = task if task.is_program else task.at(prec.get("fp32"))
+    return widened(fp32.program(), fp32.inputs())
+
+
+def convert(module: Any, inputs: tuple[Any, ...], weights16: bool, out: Path) -> dict[str, Any]:
+    """The module as a .tflite at `out` (the converter's fp16 weights when `weights16`); -> how it went."""
+    litert_torch = _converter()
+    config = None
+    if weights16:
+        from litert_torch.generative.quantize import quant_recipes
+        config = quant_recipes.full_fp16_recipe()
+    t0 = time.perf_counter()
+    with stage(COMPILE, "litert_torch.convert"):
+        model = litert_torch.convert(module, inputs, quant_config=config)
+        model.export(str(out))
+    return {"litert_torch": litert_torch.__version__, "convert_s": round(time.perf_counter() - t0, 3)}
+
+
+@contextlib.contextmanager
+def _native_log(lines: list[str]) -> Iterator[None]:
+    """Collect what LiteRT's C++ side prints on stderr while inside (XNNPACK names the nodes it refuses only there),
+    then pass it on, so the cell's log still has it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode(errors="replace")
+            lines.extend(text.splitlines())
+            sys.stderr.write(text)
+
+
+def _native(at: str, what: str, force: bool, fn: Callable[[], Any], lines: list[str]) -> Any:
+    """fn() with LiteRT's own words kept in `lines` (what it printed before too: XNNPACK refuses a node when the
+    model is created and fails only when its tensors are allocated). A force-fp16 run that fails after XNNPACK
+    refused a node is the refusal it is (that op not in float16 there); any other failure is charged to `what` at
+    stage `at`, with the lines LiteRT printed (its exception says only "Failed to allocate tensors")."""
+    seen = len(lines)
+    try:
+        with _native_log(lines):
+            return fn()
+    except Exception as e:
+        refused = sorted({op for op, _ in _REFUSED.findall("\n".join(lines))})
+        said = "; ".join(ln.strip() for ln in lines[seen:] if "ERROR" in ln)[:MESSAGE_CHARS]
+        if force and refused:
+            raise Unsupported(f"XNNPACK's force-fp16 would not take {', '.join(refused)} in float16 here, and then "
+                              f"could not prepare the model ({said})", op=refused[0], dtype="fp16", stage=at,
+                              component="XNNPACK force-fp16") from e
+        text = " ".join(str(e).split())[:MESSAGE_CHARS]
+        raise StageError(at, what, f"{type(e).__name__}: {text}" + (f" ({said})" if said else "")) from e
+
+
+def refused_nodes(lines: Sequence[str]) -> set[int]:
+    """The nodes XNNPACK said it would not take (under force-fp16 they run on LiteRT's builtin kernels)."""
+    return {int(n) for _, n in _REFUSED.findall("\n".join(lines))}
+
+
+@dataclass
+class FileView:
+    """A .tflite as LiteRT's Interpreter reads it, without running it: the signature fpdiff runs, its inputs and
+    outputs in the model's own order (named as the signature names them), the ops and the tensors."""
+    signature: str | None
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    input_index: list[int]  # tensor index of each input, in order
+    ops: list[dict[str, Any]]
+    tensors: list[dict[str, Any]]
+    signatures: int
+
+
+def _dtype(t: Any) -> str:
+    """numpy's name of a dtype the Interpreter gives as a type (numpy.float32 -> "float32")."""
+    return np.dtype(t).name
+
+
+def _specs(details: list[dict[str, Any]], names: dict[int, str]) -> list[TensorSpec]:
+    """Tensor details as TensorSpecs: named by the signature where it names them, dynamic dims (-1) as None."""
+    return [TensorSpec(names.get(d["index"], d["name"]),
+                       tuple(None if int(n) < 0 else int(n) for n in d.get("shape_signature", d["shape"])),
+                       _dtype(d["dtype"])) for d in details]
+
+
+def read_file(path: Path) -> FileView:
+    """The file's declaration, read by the Interpreter with no delegate applied (nothing is run or allocated)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    it = Interpreter(model_path=str(path),
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    sigs = it._get_full_signature_list()
+    key = next(iter(sigs), None)
+    ins, outs = it.get_input_details(), it.get_output_details()
+    names: dict[int, str] = {}
+    if key is not None:  # the signature's names, in the subgraph's order (the signature's map need not be in it)
+        names = {int(i): n for part in ("inputs", "outputs") for n, i in sigs[key][part].items()}
+    return FileView(key, _specs(ins, names), _specs(outs, names), [int(d["index"]) for d in ins],
+                    it._get_ops_details(), it.get_tensor_details(), len(sigs))
+
+
+def delegated(path: Path, shapes: Sequence[Sequence[int]] | None) -> tuple[set[int], list[dict[str, Any]]]:
+    """The ops XNNPACK takes by default (LiteRT applies it unless told not to), at these input shapes, and every op.
+    The Interpreter lists each XNNPACK partition as a DELEGATE node beside the ops it replaced: a partition is what
+    lies between its inputs and outputs."""
+    from ai_edge_litert.interpreter import Interpreter
+    lines: list[str] = []
+    with _native_log(lines):
+        it = Interpreter(model_path=str(path))
+        for d, shape in zip(it.get_input_details(), shapes or ()):
+            if list(d["shape"]) != list(shape):
+                it.resize_tensor_input(d["index"], list(shape))
+        it.allocate_tensors()
+        ops = it._get_ops_details()
+    producer = {int(t): o["index"] for o in ops if o["op_name"] != "DELEGATE" for t in o["outputs"]}
+    taken: set[int] = set()
+    for part in (o for o in ops if o["op_name"] == "DELEGATE"):
+        edge = {int(t) for t in part["inputs"]}
+        todo = [int(t) for t in part["outputs"]]
+        while todo:
+            t = todo.pop()
+            n = producer.get(t)
+            if t in edge or n is None or n in taken:
+                continue
+            taken.add(n)
+            todo.extend(int(i) for i in ops[n]["inputs"] if i >= 0)
+    return taken, [o for o in ops if o["op_name"] != "DELEGATE"]
+
+
+def count_op_dtypes(ops: list[dict[str, Any]], taken: set[int], force: bool) -> Counter[str]:
+    """Float arithmetic ops by the dtype each computed in: its result's, except that under force-fp16 an op XNNPACK
+    took computed in float16 whatever the file's tensors say."""
+    counts: Counter[str] = Counter()
+    for o in ops:
+        floats = [_dtype(t) for t in o["result_types"] if np.dtype(t).kind == "f"]
+        if o["op_name"] in MOVES or not floats:
+            continue
+        counts["float16" if force and o["index"] in taken else floats[0]] += 1
+    return counts
+
+
+def file_precision(view: FileView) -> tuple[str, str]:
+    """The precision a file computes in as fpdiff names it, and how that was read: float16 inputs mean float16
+    arithmetic; float16 weights with float32 inputs are the converter's fp16 (DEQUANTIZE widens them)."""
+    produced = {int(t) for o in view.ops for t in o["outputs"]}
+    weights = Counter(_dtype(t["dtype"]) for t in view.tensors if t["index"] not in produced
+                      and t["index"] not in view.input_index and np.dtype(t["dtype"]).kind == "f")
+    floats = sorted({s.dtype for s in view.inputs if "float" in s.dtype})
+    if floats == ["float16"]:
+        return "fp16", "its float inputs are float16: float16 arithmetic"
+    if weights.get("float16"):
+        dequantized = sum(o["op_name"] == "DEQUANTIZE" for o in view.ops)
+        return "fp16", (f"{weights['float16']} float16 weights dequantized to float32 arithmetic ({dequantized} "
+                        "DEQUANTIZE ops): the converter's fp16, not float16 arithmetic")
+    said = ", ".join(f"{n} {k}" for k, n in sorted(weights.items())) or "no float"
+    return "fp32", f"float inputs {', '.join(floats) or 'none'}, weights {said}: float32 arithmetic"
+
+
+class _Runner:
+    """A .tflite loaded by LiteRT's CompiledModel on the CPU (XNNPACK, force-fp16 or not), fed numpy arrays in the
+    file's input order; returns numpy arrays in its output order."""
+
+    def __init__(self, path: Path, view: FileView, force: bool) -> None:
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.options import CpuOptions, Options
+        self.force = force
+        self.said: list[str] = []  # what LiteRT printed on stderr loading and running it
+        options = Options(cpu_options=CpuOptions(num_threads=1, xnnpack_flags=FORCE_FP16 if force else None))
+        self.model = _native(LOAD, "LiteRT CompiledModel", force,
+                             lambda: CompiledModel.from_file(str(path), options=options), self.said)
+        signatures = self.model.get_signature_list()
+        self.key = view.signature if view.signature in signatures else next(iter(signatures))
+        sig = signatures[self.key]
+        self.index = self.model.get_signature_index(self.key)
+        self.ins = _matched([s.name for s in view.inputs], list(sig["inputs"]))
+        self.outs = _matched([s.name for s in view.outputs], list(sig["outputs"]))
+
+    def fully_accelerated(self) -> bool:
+        return bool(self.model.is_fully_accelerated())
+
+    def __call__(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return list(_native(RUN, "LiteRT", self.force, lambda: self._run(arrays), self.said))
+
+    def _run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        m, key = self.model, self.key
+        declared = m.get_input_tensor_details(key)
+        for name, a in zip(self.ins, arrays):  # a file with dynamic dims runs at the inputs' own shapes
+            if list(declared[name]["shape"]) != list(a.shape):
+                m.resize_input_tensor(self.ins.index(name), list(a.shape), self.index)
+        feeds = {}
+        for name, a in zip(self.ins, arrays):
+            feeds[name] = m.create_input_buffer_by_name(key, name)
+            feeds[name].write(np.ascontiguousarray(a.astype(declared[name]["dtype"], copy=False)))
+        results = {name: m.create_output_buffer_by_name(key, name) for name in self.outs}
+        m.run_by_name(key, feeds, results)
+        shown = m.get_output_tensor_details(key)
+        out = [results[n].read(int(np.prod(shown[n]["shape"])), shown[n]["dtype"]).reshape(shown[n]["shape"])
+               for n in self.outs]
+        for b in [*feeds.values(), *results.values()]:
+            b.destroy()
+        return out
+
+    def close(self) -> None:
+        self.model.close()
+
+
+def _matched(file_names: list[str], model_names: list[str]) -> list[str]:
+    """The CompiledModel's names in the file's order: the same names (a signature), else by position."""
+    return file_names if sorted(file_names) == sorted(model_names) else model_names
+
+
+def _numpy(t: Any) -> np.ndarray:
+    """A torch tensor or an array as numpy (the worker feeds tensors; intermediates() takes either)."""
+    return t.detach().cpu().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+
+def _prepared(path: Path, force: bool, want: str, notes: list[Finding], info: dict[str, Any],
+              remedy: str | None) -> Prepared:
+    """The .tflite loaded and run by LiteRT, with what ran where and in which dtype as the cell's record. Which
+    ops XNNPACK took is read at the file's declared shapes when they are static, else at the first run's."""
+    view = read_file(path)
+    runner = _Runner(path, view, force)
+    info.update({"ai_edge_litert": _version("ai-edge-litert"), "tflite": str(path), "tflite_bytes": path.stat().st_size,
+                 "xnnpack_force_fp16": force, "fully_delegated_to_xnnpack": runner.fully_accelerated()})
+    if view.signatures > 1:
+        info["signature"] = f"{view.signature} (the first of {view.signatures})"
+    prepared = Prepared(lambda *xs: runner([_numpy(x) for x in xs]), notes=notes, info=info, dtype_remedy=remedy,
+                        release=runner.close, artifact=path)
+    static = all(None not in s.shape for s in view.inputs)
+    if static:
+        _record(prepared, path, None, force, want, refused_nodes(runner.said))
+        return prepared
+
+    def first_run(*xs: Any) -> list[np.ndarray]:
+        arrays = [_numpy(x) for x in xs]
+        out = runner(arrays)
+        if prepared.op_dtypes is None and "xnnpack_ops" not in prepared.info:
+            try:
+                _record(prepared, path, [a.shape for a in arrays], force, want, refused_nodes(runner.said))
+            except Exception as e:  # the record of a run that worked: its failure must not fail the cell
+                prepared.info["xnnpack_ops"] = f"not read ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+        return out
+    prepared.run = first_run
+    return prepared
+
+
+def _record(prepared: Prepared, path: Path, shapes: Sequence[Sequence[int]] | None, force: bool, want: str,
+            refused: set[int]) -> None:
+    """Fill in which ops XNNPACK took (by default, less those it refused to take in float16) and the dtype each
+    op computed in."""
+    taken, ops = delegated(path, shapes)
+    taken -= refused if force else set()
+    counts = count_op_dtypes(ops, taken, force)
+    left = Counter(o["op_name"] for o in ops if o["index"] not in taken)
+    prepared.info["xnnpack_ops"] = f"{len(taken)} of {len(ops)}"
+    if left:
+        prepared.info["builtin_kernel_ops"] = dict(left)  # LiteRT's own kernels: float32 even under force-fp16
+    if force:
+        prepared.info["computed_by"] = (f"XNNPACK's force-fp16 computed {counts.get('float16', 0)} float ops in "
+                                        "float16; the file's tensors still say float32")
+    prepared.op_dtypes = dict(counts) or None
+    if counts:
+        prepared.computed_dtype = want if not too_wide(counts, want) else mixed_dtype(counts, want)
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"
+
+
+def intermediates(path: Path | str, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
+    """Every named tensor an op of the file computes, by name (litert-torch names them after the torch module path),
+    for inputs in the file's input order. Run by LiteRT's builtin kernels with every tensor kept
+    (experimental_preserve_all_tensors): a delegate keeps its intermediates to itself, so these are float32 values
+    of the reference kernels, not XNNPACK's."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    it = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True,
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    details = it.get_input_details()
+    if len(details) != len(inputs):
+        raise UsageError(f"{Path(path).name} takes {len(details)} inputs; got {len(inputs)}")
+    arrays = [_numpy(x) for x in inputs]
+    for d, a in zip(details, arrays):
+        if list(d["shape"]) != list(a.shape):
+            it.resize_tensor_input(d["index"], list(a.shape))
+    it.allocate_tensors()
+    for d, a in zip(details, arrays):
+        it.set_tensor(d["index"], np.ascontiguousarray(a.astype(d["dtype"], copy=False)))
+    it.invoke()
+    names = {t["index"]: t["name"] for t in it.get_tensor_details()}
+    out: dict[str, np.ndarray] = {}
+    for o in it._get_ops_details():
+        for t in (int(i) for i in o["outputs"]):
+            name = names.get(t) or f"tensor{t}"
+            out[name if name not in out else f"{name}#{t}"] = np.array(it.get_tensor(t))
+    return out
+
+
+class LiteRtBackend(Backend):
+    """LiteRT on the CPU. fp16 is XNNPACK's force-fp16 unless `--backend-flag litert=fp16=weights` asks for the
+    converter's fp16 weights; `intermediates(path, inputs)` (this module) gives every tensor of a .tflite by name."""
+    name = "litert"
+    kinds = frozenset({TORCH})
+    shape_variants = False  # converted at the example inputs' shapes
+    takes_flags = True
+    independent = True  # XNNPACK's and LiteRT's own kernels
+    requires = ("ai_edge_litert",)
+    extra = "litert"
+    artifacts = (".tflite",)
+
+    def prepare_task(self, task: Task) -> Prepared:
+        meaning = fp16_meaning(task.flags) or XNNPACK
+        p = task.precision
+        _check_precision(p.name)
+        if not task.is_torch:
+            raise Unsupported("fpdiff converts torch programs to LiteRT; this model is ONNX (run your own .tflite "
+                              "with --artifact litert=PATH)")
+        if task.device != "cpu":
+            raise Unsupported(f"fpdiff runs LiteRT on the CPU (XNNPACK); {task.device} is not cpu", dtype=p.name)
+        _converter()
+        weights16 = p.name == "fp16" and meaning == WEIGHTS
+        force = p.name == "fp16" and meaning == XNNPACK
+        made: dict[str, Any] = {}
+
+        def build(out: Path) -> None:
+            with stage(TORCH_EXPORT, "torch.export"):
+                module, inputs = _source(task)
+            made.update(convert(module, inputs, weights16, out))
+        form = "fp16-weights" if weights16 else "fp32"
+        owner = task if task.is_program else task.at(prec.get("fp32"))  # fp32 and force-fp16 share one file
+        path, hit = task.cache.get_or_build(*owner.key("litert", _version("litert-torch"), form), suffix=".tflite",
+                                            build=build)
+        info: dict[str, Any] = {"litert_torch": _version("litert-torch"), "cache": "hit" if hit else "miss", **made}
+        if p.name == "fp16":
+            info["fp16"] = {XNNPACK: "XNNPACK's force-fp16", WEIGHTS: "litert-torch's fp16 weights"}[meaning]
+        notes: list[Finding] = []
+        remedy = None
+        if weights16:
+            notes.append(Finding("fp16-weights", "litert-torch's fp16 stores the weights in float16 and widens them "
+                                 "to float32 (DEQUANTIZE): every op computes in float32", remedy=FP16_REMEDY))
+            remedy = FP16_REMEDY
+        elif force:
+            remedy = ("the ops XNNPACK does not take (info builtin_kernel_ops) compute in float32 on LiteRT's builtin "
+                      "kernels even under force-fp16; no LiteRT option computes them in float16")
+        with stage(LOAD, "LiteRT"):
+            return _prepared(path, force, task.requested_dtype, notes, info, remedy)
+
+    def read_artifact(self, path: Path) -> Artifact:
+        """What a .tflite declares: its signature's inputs and outputs in the model's order, and its precision."""
+        view = read_file(path)
+        precision, why = file_precision(view)
+        return Artifact(str(path), view.inputs, view.outputs, precision, why)
+
+    def prepare_artifact(self, task: Task, path: Path) -> Prepared:
+        """The user's .tflite run as it is; XNNPACK's force-fp16 only when the flag asks for it on an fp16 cell
+        (what a file computes in is its own unless the user says how they run it)."""
+        force = task.precision.name == "fp16" and fp16_meaning(task.flags) == XNNPACK
+        if task.device != "cpu":
+            raise Unsupported(f"fpdiff runs LiteRT on the CPU (XNNPACK); {task.device} is not cpu")
+        view = read_file(path)
+        precision, why = file_precision(view)
+        info: dict[str, Any] = {"file_precision": f"{precision}: {why}"}
+        notes = []
+        remedy = None
+        if task.precision.name == "fp16" and not force:
+            remedy = FP16_REMEDY.replace(" (fpdiff's default)", "")
+            if precision == "fp16" and "float32 arithmetic" in why:
+                notes.append(Finding("fp16-weights", f"the file holds {why}", remedy=remedy))
+        with stage(LOAD, "LiteRT"):
+            return _prepared(path, force, task.requested_dtype, notes, info, remedy)
+
+    def repro(self, r: Repro) -> str | None:
+        """The segment converted as the cell converted it, as segment.tflite; the script needs ai_edge_litert and
+        numpy alone."""
+        if r.onnx_segment:
+            return None
+        import torch
+        meaning = fp16_meaning(r.flags) or XNNPACK
+        with np.load(r.out / "inputs.npz") as saved:
+            xs = [torch.from_numpy(saved[f"in{i}"]) for i in range(len(saved.files))]
+        module, inputs = widened(r.program, xs)
+        out = r.out / "segment.tflite"
+        r.meta.update(convert(module, inputs, r.precision == "fp16" and meaning == WEIGHTS, out))
+        view = read_file(out)
+        r.meta["litert_inputs"] = [s.name for s in view.inputs]
+        r.meta["litert_outputs"] = [s.name for s in view.outputs]
+        r.meta["xnnpack_flags"] = FORCE_FP16 if r.precision == "fp16" and meaning == XNNPACK else None
+        return _REPRO
+
+
+_REPRO = '''from ai_edge_litert.compiled_model import CompiledModel
+from ai_edge_litert.options import CpuOptions, Options
+# xnnpack_flags 4: XNNPACK's force-fp16 (float16 arithmetic); None: as the file says
+options = Options(cpu_options=CpuOptions(num_threads=1, xnnpack_flags=meta["xnnpack_flags"]))
+model = CompiledModel.from_file(str(here / "segment.tflite"), options=options)
+key = next(iter(model.get_signature_list()))
+declared = model.get_input_tensor_details(key)
+feeds = {}
+for name, x in zip(meta["litert_inputs"], xs):
+    feeds[name] = model.create_input_buffer_by_name(key, name)
+    feeds[name].write(np.ascontiguousarray(x.astype(declared[name]["dtype"])))
+results = {name: model.create_output_buffer_by_name(key, name) for name in meta["litert_outputs"]}
+model.run_by_name(key, feeds, results)
+shown = model.get_output_tensor_details(key)
+outs = [results[n].read(int(np.prod(shown[n]["shape"])), shown[n]["dtype"]).reshape(shown[n]["shape"])
+        for n in meta["litert_outputs"]]
+'''

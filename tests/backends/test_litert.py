@@ -1,0 +1,236 @@
+"""LiteRT: litert-torch converts in its own interpreter (`make litert-env`, reached through a route); the runtime runs a
+.tflite anywhere, a user's trained one included. fp16 has two meanings, kept apart: XNNPACK's force-fp16 (float16
+arithmetic) and the converter's fp16 (float16 weights, float32 arithmetic: a dtype-changed cell)."""
+import contextlib
+import importlib.util
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed (pip install 'fpdiff[litert]')")
+
+import fpdiff  # noqa: E402
+from fpdiff.analysis import repro  # noqa: E402
+from fpdiff.backends import routes  # noqa: E402
+from fpdiff.backends.base import TensorSpec  # noqa: E402
+from fpdiff.backends.litert import NEEDS_ENV, LiteRtBackend, fp16_meaning, intermediates  # noqa: E402
+from fpdiff.core import precision as prec  # noqa: E402
+from fpdiff.core.errors import Unsupported, UsageError  # noqa: E402
+from fpdiff.core.status import Status  # noqa: E402
+from fpdiff.model.graph import STATIC  # noqa: E402
+from fpdiff.runtime import jobdata  # noqa: E402
+from fpdiff.runtime.cache import Cache  # noqa: E402
+from fpdiff.runtime.task import LoadedSource, Task  # noqa: E402
+from fpdiff.sources import load  # noqa: E402
+
+pytestmark = pytest.mark.slow  # real conversions and runtimes: make test, not make test-fast
+ROOT = Path(__file__).resolve().parents[2]
+LITERT_PYTHON = ROOT / ".venv-litert" / "bin" / "python"
+NO_ENV = "no .venv-litert: `make litert-env` builds it (litert-torch 0.10 beside torch 2.13, about 2.2 GB)"
+# A real trained pair: openWakeWord ships each of its models as .tflite and as .onnx
+WHEEL = "openwakeword-0.5.1-py3-none-any.whl"
+MODELS = "openwakeword/resources/models"
+TWINS = {"embedding_model": {"input_1": [3, 76, 32, 1]}, "melspectrogram": {"input": [1, 4000]}}
+
+
+@contextlib.contextmanager
+def routed():
+    """The LiteRT backend routed to its own interpreter, where litert-torch imports."""
+    if not LITERT_PYTHON.exists():
+        pytest.skip(NO_ENV)
+    routes.configure(python={"litert": str(LITERT_PYTHON)})
+    try:
+        yield "litert"
+    finally:
+        routes.configure()
+
+
+@pytest.fixture
+def converter():
+    with routed() as name:
+        yield name
+
+
+@pytest.fixture(scope="module")
+def tinycnn():
+    with routed() as name:
+        r = fpdiff.check("example:tinycnn", backends=[name], precisions=["fp32", "fp16", "bf16"], repeat=1)
+    return {c.precision: c for c in r.cells}
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory):
+    """openWakeWord's .tflite/.onnx pairs, from the wheel (a local copy, else PyPI)."""
+    d = tmp_path_factory.mktemp("openwakeword")
+    wheel = Path.home() / ".cache" / "fpdiff-bench" / "wheels" / WHEEL
+    if not wheel.exists():
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(d),
+                               "openwakeword==0.5.1"], capture_output=True, text=True)
+        wheel = d / WHEEL
+        if done.returncode or not wheel.exists():
+            pytest.skip(f"openwakeword 0.5.1 could not be downloaded: {done.stderr.strip()[-200:]}")
+    with zipfile.ZipFile(wheel) as z:
+        for name in TWINS:
+            for suffix in (".tflite", ".onnx"):
+                z.extract(f"{MODELS}/{name}{suffix}", d)
+    return d / MODELS
+
+
+def onnx_task(onnx_path: Path, shapes: dict, tmp: Path, precision: str = "fp32", flags: tuple = ()) -> Task:
+    """The worker's task for an ONNX model: what prepare_artifact gets in a check of the .onnx twin."""
+    source = load(str(onnx_path), shapes=shapes)
+    data = jobdata.write(tmp / "data.pt", inputs=source.inputs, input_names=source.input_names,
+                         fingerprint=source.fingerprint)
+    return Task(LoadedSource(source.ref, data, 0), prec.get(precision), "cpu", STATIC, Cache(tmp / "cache"), flags)
+
+
+def ort_outputs(onnx_path: Path, task: Task) -> list[np.ndarray]:
+    ort = pytest.importorskip("onnxruntime")
+    s = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    return s.run(None, {n: t.numpy() for n, t in zip(task.source.input_names, task.source.inputs)})
+
+
+def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def test_fp32_passes_and_xnnpack_fp16_computes_in_float16(tinycnn):
+    fp32, fp16 = tinycnn["fp32"], tinycnn["fp16"]
+    assert fp32.status == Status.PASS, fp32.reason
+    assert fp32.computed_dtype == "float32" and set(fp32.op_dtypes) == {"float32"}
+    assert fp32.info["litert_torch"] and fp32.info["tflite_bytes"] > 0 and not fp32.info["xnnpack_force_fp16"]
+    assert fp16.status == Status.PASS, fp16.reason
+    assert fp16.computed_dtype == "float16" and fp16.op_dtypes == {"float16": fp32.op_dtypes["float32"]}
+    assert fp16.info["xnnpack_force_fp16"] and "force-fp16 computed" in fp16.info["computed_by"]
+    assert "dtype-changed" not in {f.kind for f in fp16.findings}
+    # float16 arithmetic really happened: its error is float16's, hundreds of times the float32 cell's
+    assert fp16.metrics["rel_l2"] > 100 * fp32.metrics["rel_l2"]
+
+
+def test_bf16_is_refused_with_the_reason(tinycnn):
+    bf16 = tinycnn["bf16"]
+    assert bf16.status == Status.UNSUPPORTED and "no bfloat16 arithmetic" in bf16.reason
+
+
+def test_the_converters_fp16_weights_are_a_dtype_changed_cell(converter, tinycnn):
+    r = fpdiff.check("example:tinycnn", backends=[converter], precisions=["fp16"], repeat=1,
+                     backend_flags={converter: ["fp16=weights"]})
+    c = r.cells[0]
+    assert c.status == Status.PASS, c.reason  # the numbers are fine: float32 arithmetic on float16 weights
+    assert c.computed_dtype == "float32" and set(c.op_dtypes) == {"float32"}
+    changed = next(f for f in c.findings if f.kind == "dtype-changed")
+    assert "ran 0 of" in changed.message and "fp16=xnnpack" in changed.remedy
+    assert "fp16-weights" in {f.kind for f in c.findings}
+    assert c.info["tflite_bytes"] < tinycnn["fp32"].info["tflite_bytes"]  # the weights are stored in half
+
+
+def test_a_missing_converter_is_one_line():
+    if importlib.util.find_spec("litert_torch") is not None:
+        pytest.skip("litert_torch imports in this interpreter: nothing is missing")
+    r = fpdiff.check("example:tinycnn", backends=["litert"], precisions=["fp32"], repeat=1)
+    c = r.cells[0]
+    assert c.status == Status.UNSUPPORTED and NEEDS_ENV in c.reason and "\n" not in NEEDS_ENV
+
+
+def test_fp16_flags_are_named_and_anything_else_is_refused():
+    assert fp16_meaning(()) is None
+    assert fp16_meaning(("fp16=weights", "fp16=xnnpack")) == "xnnpack"
+    with pytest.raises(UsageError, match=r"litert=fp16=xnnpack\|weights; got fp16=fast"):
+        fp16_meaning(("fp16=fast",))
+    with pytest.raises(UsageError, match="got threads=2"):
+        fp16_meaning(("threads=2",))
+
+
+def test_a_trained_file_declares_its_inputs_outputs_and_precision(twins):
+    b = LiteRtBackend()
+    art = b.read_artifact(twins / "embedding_model.tflite")
+    assert art.inputs == [TensorSpec("input_1", (None, 76, 32, 1), "float32")]
+    assert art.outputs == [TensorSpec("conv2d_19", (None, 1, 1, 96), "float32")]
+    assert art.precision == "fp32" and "float32 arithmetic" in art.why
+    mel = b.read_artifact(twins / "melspectrogram.tflite")
+    assert mel.inputs == [TensorSpec("input", (None, None), "float32")] and mel.precision == "fp32"
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_a_trained_file_agrees_with_onnxruntime_on_its_onnx_twin(twins, tmp_path, name):
+    task = onnx_task(twins / f"{name}.onnx", TWINS[name], tmp_path)
+    prepared = LiteRtBackend().prepare_artifact(task, twins / f"{name}.tflite")
+    try:
+        out = prepared.run(*task.source.inputs)
+    finally:
+        prepared.close()
+    want = ort_outputs(twins / f"{name}.onnx", task)
+    assert len(out) == len(want) and out[0].shape == want[0].shape
+    assert rel_l2(out[0], want[0]) < 1e-5
+    assert prepared.computed_dtype == "float32" and set(prepared.op_dtypes) == {"float32"}
+
+
+def test_force_fp16_on_a_trained_file_computes_float16_or_names_the_op_it_refuses(twins, tmp_path):
+    b = LiteRtBackend()
+    task = onnx_task(twins / "embedding_model.onnx", TWINS["embedding_model"], tmp_path, "fp16", ("fp16=xnnpack",))
+    prepared = b.prepare_artifact(task, twins / "embedding_model.tflite")
+    out = prepared.run(*task.source.inputs)
+    prepared.close()
+    err = rel_l2(out[0], ort_outputs(twins / "embedding_model.onnx", task)[0])
+    assert 1e-4 < err < 1e-2  # float16's rounding, not float32's
+    assert prepared.computed_dtype == "float16" and set(prepared.op_dtypes) == {"float16"}
+    as_is = onnx_task(twins / "embedding_model.onnx", TWINS["embedding_model"], tmp_path, "fp16")
+    plain = b.prepare_artifact(as_is, twins / "embedding_model.tflite")
+    plain.run(*as_is.source.inputs)  # a file with dynamic dims: what XNNPACK takes is read at the first run's shapes
+    assert set(plain.op_dtypes) == {"float32"} and "fp16=xnnpack" in plain.dtype_remedy  # the file as it is
+    plain.close()
+    mel = onnx_task(twins / "melspectrogram.onnx", TWINS["melspectrogram"], tmp_path, "fp16", ("fp16=xnnpack",))
+    prepared = b.prepare_artifact(mel, twins / "melspectrogram.tflite")
+    with pytest.raises(Unsupported, match="force-fp16 would not take BATCH_MATMUL") as refused:
+        prepared.run(*mel.source.inputs)
+    assert refused.value.op == "BATCH_MATMUL"
+
+
+def test_intermediates_are_every_tensor_by_name(twins, tmp_path):
+    task = onnx_task(twins / "embedding_model.onnx", TWINS["embedding_model"], tmp_path)
+    found = intermediates(twins / "embedding_model.tflite", task.source.inputs)
+    assert len(found) == 64 and "model/leaky_re_lu/LeakyRelu" in found  # one per op, as the converter named it
+    last = list(found.values())[-1]
+    assert rel_l2(last, ort_outputs(twins / "embedding_model.onnx", task)[0]) < 1e-5
+
+
+def test_a_converted_file_runs_as_an_artifact_and_names_tensors_after_torch_modules(tinycnn):
+    tflite = Path(tinycnn["fp32"].info["tflite"])
+    x = load("example:tinycnn").inputs
+    names = list(intermediates(tflite, x))
+    assert any("torch.nn.modules.conv.Conv2d" in n for n in names)
+    # the user's file needs the runtime alone: it runs in this interpreter, unrouted
+    r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"], repeat=1,
+                     artifacts=[f"litert={tflite}"])
+    c = next(c for c in r.cells if c.backend == "litert")
+    assert c.status == Status.PASS and c.op_dtypes == tinycnn["fp32"].op_dtypes, c.reason
+
+
+def test_a_repro_bundle_runs_with_the_runtime_alone(converter, tmp_path):
+    """The bundle is written where the converter imports; its script runs here, where only the runtime does."""
+    out = tmp_path / "bundle"
+    write = f"""
+import sys, torch
+from pathlib import Path
+from fpdiff.analysis import repro
+from fpdiff.backends.litert import LiteRtBackend
+from fpdiff.sources import load
+source = load("example:tinycnn")
+x = [source.inputs[0].half()]
+ref = source.module.double()(source.inputs[0].double()).detach().numpy()
+program = torch.export.export(source.module.half(), tuple(x))
+repro.write(Path(sys.argv[1]), title="litert fp16", tool="test", backend=LiteRtBackend(), precision="fp16",
+            device="cpu", program=program, inputs=x, expected=[ref], observed=None, rule="{repro.REL_L2}",
+            limit=1e-2, baseline=None, baseline_label="torch", flags=(), versions={{}})
+"""
+    done = subprocess.run([str(LITERT_PYTHON), "-c", write, str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ran = subprocess.run([sys.executable, str(out / "repro.py")], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-2000:]
+    err = float(ran.stdout.split("relative L2 vs float64 = ")[1].split()[0])
+    assert 1e-4 < err < 1e-2  # force-fp16: float16 arithmetic in the bundle as in the cell
