@@ -155,6 +155,23 @@ class Backend:
         alone, after writing what it needs into r.out; None when this backend writes no repro."""
         return None
 
+    def export(self, task: Task, fp32: bool = False) -> Any:
+        """The first step of every backend that lowers a torch program, charged to torch.export when it fails (not
+        to the backend's converter): the cell's program, or with `fp32` the fp32 program of a backend that takes the
+        precision as its own conversion's job; a program job (a segment, a plan trial) as written."""
+        from fpdiff.core import precision as prec
+        with stage(TORCH_EXPORT, "torch.export"):
+            return (task if task.is_program or not fp32 else task.at(prec.get("fp32"))).program()
+
+    def handed(self, task: Task) -> tuple[Any, list[Any], list[str] | None]:
+        """What this backend was handed for the cell, so a repro can hand it the same: (the torch program, or the
+        ONNX graph as a ModelProto; the inputs; the dtypes they are fed in where not their own, else None)."""
+        import onnx
+        inputs = list(task.inputs())
+        if task.is_torch:
+            return task.program(), inputs, None
+        return onnx.load(str(task.onnx_file())), inputs, None
+
     def read_artifact(self, path: Path) -> Artifact:
         """What a converted file declares (inputs, outputs, the precision it computes in), read without running it:
         the parent matches the model's inputs to it before any job, so a mismatch is one line."""
@@ -176,7 +193,7 @@ class Backend:
 # The declarations a backend class may set, and the optional lifecycle methods implements() answers for.
 DECLARATIONS = frozenset({"name", "kinds", "shape_variants", "takes_flags", "independent", "judge_flags", "judges",
                           "cross_checks", "requires", "extra", "install_hint", "artifacts", "origin", "route"})
-LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro", "read_artifact", "prepare_artifact"})
+LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro", "handed", "read_artifact", "prepare_artifact"})
 # Declarations that were removed: each made fpdiff run another implementation under the backend's name.
 _REMOVED = {"all_outputs": "implement prepare_marked",
             "verifies_onnx_plans": "plan runs its trials on the named backend as program jobs: declare kinds",

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from fpdiff.backends.base import TORCH, Backend, Prepared, Task
-from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import IMPORT, LOAD, TORCH_EXPORT, Unsupported, stage
 from fpdiff.model.graph import source_line
@@ -135,8 +134,9 @@ class CoreMlBackend(Backend):
                               "does not exist there", dtype=p.name)
         if not task.is_torch:
             raise Unsupported("fpdiff converts torch programs to Core ML; this model is ONNX")
-        with stage(TORCH_EXPORT, "torch.export"):  # the fp32 program: the precision is the conversion's job
-            program = (task if task.is_program else task.at(prec.get("fp32"))).program().run_decompositions({})
+        program = self.export(task, fp32=True)  # the fp32 program: the precision is the conversion's job
+        with stage(TORCH_EXPORT, "torch.export run_decompositions"):
+            program = program.run_decompositions({})
         fp16 = p.name == "fp16"
         with stage(IMPORT, "coremltools.convert"):
             mlmodel = ct.convert(program, convert_to="mlprogram", skip_model_load=sys.platform != "darwin",

@@ -13,51 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from fpdiff.backends.base import TORCH, TORCH_INPUTS, Artifact, Backend, Prepared, Repro, Task, TensorSpec
+from fpdiff.backends.torch_ops import MOVES, count_op_dtypes, float_dtype, op_name
 from fpdiff.core.compare import Finding
-from fpdiff.core.errors import COMPILE, LOAD, TORCH_EXPORT, Unsupported, UsageError, stage
+from fpdiff.core.errors import COMPILE, LOAD, Unsupported, UsageError, stage
 
 PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 PARTITIONERS = ("xnnpack", "none")
 XNNPACK, CPU = "XNNPACK", "ExecuTorch CPU kernels"
-# torch ops that only move, view or name values: left out when counting what computes in which dtype (a copy in
-# fp16 rounds nothing)
-MOVES = {"view", "view_copy", "_unsafe_view", "clone", "permute", "permute_copy", "transpose", "transpose_copy",
-         "expand", "expand_copy", "squeeze", "squeeze_copy", "unsqueeze", "unsqueeze_copy", "reshape", "slice",
-         "slice_copy", "select", "select_copy", "cat", "stack", "split", "split_copy", "split_with_sizes_copy",
-         "getitem", "_to_copy", "alias", "alias_copy", "detach", "full", "full_like", "zeros", "ones", "arange",
-         "index", "gather", "embedding", "t", "t_copy", "contiguous", "constant_pad_nd", "flatten", "empty",
-         "_assert_tensor_metadata", "scalar_tensor", "sym_size", "_to_dim_order_copy", "_clone_dim_order"}
 # ops that sum many products: on ExecuTorch's CPU kernels an fp16 one accumulates in fp16 (measured: an fp16 conv
 # about 8x the rounding floor of an fp32 accumulation), where XNNPACK and GPU kernels accumulate in fp32
 REDUCING = {"convolution", "mm", "bmm", "addmm", "linear", "matmul", "baddbmm", "_native_batch_norm_legit_no_training"}
-
-
-def op_name(node: Any) -> str:
-    """An FX node's op without namespace or overload: aten.convolution.default -> convolution."""
-    named = getattr(node.target, "name", None)  # OpOverload and EdgeOpOverload: "aten::convolution"
-    if callable(named):
-        return str(named()).split("::")[-1].split(".")[0]
-    return getattr(node.target, "__name__", str(node.target)).split(".")[0]
-
-
-def _float_dtype(node: Any) -> str | None:
-    """The float dtype an FX node computes in, from its output's fake tensor."""
-    val = node.meta.get("val")
-    val = val[0] if isinstance(val, (list, tuple)) and val else val
-    dtype = getattr(val, "dtype", None)
-    return str(dtype).removeprefix("torch.") if dtype is not None and dtype.is_floating_point else None
-
-
-def count_op_dtypes(graph: Any) -> Counter[str]:
-    """Float arithmetic ops of a torch FX graph by the dtype they compute in (data movement left out): the one
-    count for backends that run torch programs."""
-    counts: Counter[str] = Counter()
-    for n in graph.nodes:
-        if n.op == "call_function" and op_name(n) not in MOVES:
-            dtype = _float_dtype(n)
-            if dtype:
-                counts[dtype] += 1
-    return counts
 
 
 def placement(edge: Any) -> dict[str, Any]:
@@ -72,7 +37,7 @@ def placement(edge: Any) -> dict[str, Any]:
             continue
         if op_name(n) == "executorch_call_delegate":
             where[XNNPACK] += count_op_dtypes(getattr(gm, n.args[0].target).original_module.graph)
-        elif op_name(n) not in MOVES and (dtype := _float_dtype(n)) is not None:
+        elif op_name(n) not in MOVES and (dtype := float_dtype(n)) is not None:
             where[CPU][dtype] += 1
             left[op_name(n)] += 1
             if op_name(n) in REDUCING and dtype in ("float16", "bfloat16"):
@@ -156,9 +121,7 @@ class ExecuTorchBackend(Backend):
         placed: dict[str, Any] = {}
 
         def build(out: Path) -> None:
-            with stage(TORCH_EXPORT, "torch.export"):
-                program = task.program()
-            placed.update(write_pte(program, how, out))
+            placed.update(write_pte(self.export(task), how, out))
         pte, hit = task.cache.get_or_build(*task.key("executorch", how), suffix=".pte", build=build)
         record = pte.with_suffix(".placement.json")  # where the ops run: read from the lowered program, kept beside it
         if hit and record.exists():
@@ -166,8 +129,7 @@ class ExecuTorchBackend(Backend):
         elif placed:
             record.write_text(json.dumps(placed))
         else:  # a cached .pte whose record was lost: lowered again to read it
-            with stage(TORCH_EXPORT, "torch.export"):
-                placed = write_pte(task.program(), how, pte)
+            placed = write_pte(self.export(task), how, pte)
             record.write_text(json.dumps(placed))
         return self._prepared(pte, placed, how, p.name if not task.is_program else None)
 

@@ -181,6 +181,18 @@ class OpenVinoBackend(Backend):
             return [_from_ov(request.get_output_tensor(i)) for i in range(len(compiled.outputs))]
         return run
 
+    def handed(self, task: Task) -> tuple[Any, list[Any], list[str] | None]:
+        """The fp32 model (the precision is a hint) with the float inputs, rounded at the cell's precision, fed as
+        float32 (_as_ov); a program as written."""
+        import onnx
+        inputs = list(task.inputs())
+        model = self._fp32_model(task)
+        model = onnx.load(str(model)) if isinstance(model, Path) else model
+        if task.is_program:
+            return model, inputs, None
+        return model, inputs, ["float32" if t.is_floating_point() else str(t.dtype).removeprefix("torch.")
+                               for t in inputs]
+
     @staticmethod
     def _fp32_model(task: Task) -> Any:
         """What the plugin converts: the fp32 model (the precision is the hint's job); a program as written (a

@@ -246,6 +246,12 @@ class OrtBackend(Backend):
                     cell.planned_op_dtypes = dict(op_dtypes(path))
         return cell
 
+    def handed(self, task: Task) -> tuple[Any, list[Any], list[str] | None]:
+        """A torch model's cell runs its ONNX export (the cell's own, cached file), as an ONNX model's runs its
+        graph."""
+        import onnx
+        return onnx.load(str(task.onnx_file())), list(task.inputs()), None
+
     def read_artifact(self, path: Path) -> Artifact:
         return read_onnx(path)
 

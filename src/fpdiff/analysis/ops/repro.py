@@ -37,25 +37,11 @@ def task_of(job: Any) -> Any:
 
 def artifact(task: Any, backend: Any) -> tuple[Any, list, list[str] | None]:
     """(program or ONNX ModelProto, inputs, input dtypes where the backend was fed others than the inputs' own) as
-    the backend got them in the cell."""
-    import onnx
-
-    from fpdiff.backends.openvino import OpenVinoBackend
-    from fpdiff.backends.ort import OrtBackend
-    from fpdiff.core import precision as prec
-    inputs = list(task.inputs())
-    if isinstance(backend, OpenVinoBackend):
-        # OpenVINO converts the fp32 model and takes the precision as a hint; float inputs (rounded at P) are fed
-        # as float32 (backends/openvino.py _fp32_model, _as_ov); a program (already at P) as written
-        if task.is_program:
-            return (task.program() if task.is_torch else onnx.load(str(task.onnx_file()))), inputs, None
-        fp32 = task.at(prec.get("fp32"))
-        model = fp32.program() if task.is_torch else onnx.load(str(fp32.onnx_file()))
-        return model, inputs, ["float32" if t.is_floating_point() else bundle.dtype_of(t) for t in inputs]
-    if task.is_torch and not isinstance(backend, OrtBackend):
-        return task.program(), inputs, None
-    # ONNX Runtime runs a torch model's ONNX export (the cell's own, cached file); every backend an ONNX graph cast
-    return onnx.load(str(task.onnx_file())), inputs, None
+    the backend got them in the cell: the backend says (Backend.handed); the exporter's own repro gets the
+    program."""
+    if hasattr(backend, "handed"):
+        return backend.handed(task)
+    return task.program(), list(task.inputs()), None
 
 
 def rule_for(cell: OpsCell) -> str:

@@ -1,0 +1,44 @@
+"""The one count of what a torch program computes in, for every backend that runs torch programs (ExecuTorch's lowered
+programs, a delegate's original graph): float arithmetic ops by dtype, data movement left out, so the dtype-changed
+rule (core/dtypes.py) reads every backend's count the same way."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+# torch ops that only move, view or name values: left out when counting what computes in which dtype (a copy in
+# fp16 rounds nothing)
+MOVES = {"view", "view_copy", "_unsafe_view", "clone", "permute", "permute_copy", "transpose", "transpose_copy",
+         "expand", "expand_copy", "squeeze", "squeeze_copy", "unsqueeze", "unsqueeze_copy", "reshape", "slice",
+         "slice_copy", "select", "select_copy", "cat", "stack", "split", "split_copy", "split_with_sizes_copy",
+         "getitem", "_to_copy", "alias", "alias_copy", "detach", "full", "full_like", "zeros", "ones", "arange",
+         "index", "gather", "embedding", "t", "t_copy", "contiguous", "constant_pad_nd", "flatten", "empty",
+         "_assert_tensor_metadata", "scalar_tensor", "sym_size", "_to_dim_order_copy", "_clone_dim_order"}
+
+
+def op_name(node: Any) -> str:
+    """An FX node's op without namespace or overload: aten.convolution.default -> convolution."""
+    named = getattr(node.target, "name", None)  # OpOverload and EdgeOpOverload: "aten::convolution"
+    if callable(named):
+        return str(named()).split("::")[-1].split(".")[0]
+    return getattr(node.target, "__name__", str(node.target)).split(".")[0]
+
+
+def float_dtype(node: Any) -> str | None:
+    """The float dtype an FX node computes in, from its output's fake tensor."""
+    val = node.meta.get("val")
+    val = val[0] if isinstance(val, (list, tuple)) and val else val
+    dtype = getattr(val, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None and dtype.is_floating_point else None
+
+
+def count_op_dtypes(graph: Any) -> Counter[str]:
+    """Float arithmetic ops of a torch FX graph by the dtype they compute in (data movement left out): the one
+    count for backends that run torch programs."""
+    counts: Counter[str] = Counter()
+    for n in graph.nodes:
+        if n.op == "call_function" and op_name(n) not in MOVES:
+            dtype = float_dtype(n)
+            if dtype:
+                counts[dtype] += 1
+    return counts
