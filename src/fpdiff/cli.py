@@ -152,6 +152,10 @@ def _check_parser(sub) -> None:
     c.add_argument("--devices", type=_csv, default=None, help="comma list of cpu,cuda (default: --device)")
     c.add_argument("--shape-variants", type=_csv, default=None, help="only these variants (static,dynamic,...)")
     c.add_argument("--allow-nonfinite", action="store_true", help="run even if inputs hold NaN/Inf")
+    c.add_argument("--artifact", action="append", default=[], metavar="BACKEND[:PRECISION]=PATH",
+                   help="run your own converted file (.pte, .tflite, .onnx) on BACKEND in place of fpdiff's "
+                   "conversion, judged against MODEL's float64 at the precision the file computes in (or PRECISION); "
+                   "inputs matched by name, then position; repeatable")
     c.add_argument("--junit", metavar="PATH", help="write JUnit XML here: one testcase per cell, for CI")
     c.add_argument("--strict", action="store_true",
                    help="exit 1 unless every cell passes with no dtype-changed or coarser-than-requested finding")
@@ -197,8 +201,11 @@ def _plan_parser(sub) -> None:
                     help="relative L2 vs float64 to meet (default: the precision's check tolerance)")
     pl.add_argument("--save", metavar="PATH", help="write the verified plan (JSON) here")
     pl.add_argument("--load", metavar="PATH", help="re-verify a saved plan instead of searching")
-    pl.add_argument("--export-onnx", metavar="PATH", help="write the planned model as ONNX, verified on --backend "
-                    "when it runs ONNX graphs, else on ONNX Runtime")
+    pl.add_argument("--export", action="append", default=[], metavar="TARGET=PATH",
+                    help="write the verified plan for a target and verify the file (repeatable): onnx (fp32 in and "
+                    "out), onnx-typed (the precision's dtype, every value typed: TensorRT's strongly typed mode), "
+                    "coreml (.mlpackage), executorch (.pte, XNNPACK), litert (says why it cannot)")
+    pl.add_argument("--export-onnx", metavar="PATH", help="the same as --export onnx=PATH")
     pl.add_argument("--no-speed", action="store_true", help="do not time the planned model")
 
 
@@ -425,7 +432,8 @@ def _check(args, console) -> int:
         result = api.check(args.model, backends=args.backends, precisions=args.precisions,
                            devices=args.devices or [args.device], shape_variants=args.shape_variants,
                            allow_nonfinite=args.allow_nonfinite, repeat=args.repeat, keep_opset=args.keep_opset,
-                           cache_dir=False if args.no_cache else args.cache_dir, progress=progress, **_runs(args))
+                           cache_dir=False if args.no_cache else args.cache_dir, artifacts=args.artifact,
+                           progress=progress, **_runs(args))
     return _finish(args, console, result)
 
 
@@ -468,7 +476,7 @@ def _plan(args, console) -> int:
     from fpdiff import api
     with _progress(args, "planning: evidence, then trials", unit="evaluations") as progress:
         result = api.plan(args.model, precision=args.precision, backend=args.backend, tolerance=args.tolerance,
-                          device=args.device, load=args.load, export_onnx=args.export_onnx,
+                          device=args.device, load=args.load, exports=args.export, export_onnx=args.export_onnx,
                           measure_speed=not args.no_speed, progress=progress, **_runs(args))
     return _finish(args, console, result, own_files=lambda: _save_plan(args, console, result))
 

@@ -276,7 +276,33 @@ def _plan(r: dict) -> str:
     errs = [(k, v) for k, v in errs if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
     if errs:
         out.append(_plotted("Error", _plan_errors, errs, r["tolerance"]))
+    if r.get("exports"):
+        out.append(_plan_exports(r["exports"], r["tolerance"]))
     return "".join(out)
+
+
+def _counts(d: dict | None) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted((d or {}).items()))
+
+
+def _plan_exports(exports: list[dict], tolerance) -> str:
+    """One row per export target: the file, written or not, where it ran and its error against the tolerance, the
+    dtypes read back from it, and why it is not verified."""
+    rows = []
+    for e in exports:
+        state = ("verified" if e.get("verified") else "written, NOT verified") if e.get("written") else "not written"
+        runs = "<br>".join(f"{_e(x['backend'])} at {_e(x.get('precision'))}: "
+                           + (f"{_e(_err(x['error']))} {'&le;' if x.get('passed') else '&gt;'} {_e(tolerance)}"
+                              if x.get("error") is not None else _e(x.get("reason") or "did not run"))
+                           + (f" (ran {_e(_counts(x.get('op_dtypes')))})" if x.get("op_dtypes") else "")
+                           for x in e.get("runs") or [])
+        why = "; ".join(_e(t) for t in (e.get("check"), e.get("reason")) if t)
+        colour = _colour(Status.PASS if e.get("verified") else Status.MISMATCH)
+        rows.append(f"<tr><td>{_e(e['target'])}</td><td>{_e(e['path'])}</td>"
+                    f"<td style='background:{colour}'>{state}</td><td>{runs}</td>"
+                    f"<td>{_e(_counts(e.get('op_dtypes')))}</td><td>{why}</td></tr>")
+    return ("<h2>Exports</h2><table><tr><th>target</th><th>file</th><th>state</th><th>verified where (error vs "
+            "tolerance)</th><th>ops read back</th><th>check, reason</th></tr>" + "".join(rows) + "</table>")
 
 
 def _plan_errors(errs: list[tuple[str, float]], tolerance: float) -> str:

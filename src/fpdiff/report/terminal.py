@@ -274,12 +274,32 @@ def render_plan(plan, console: Console | None = None) -> None:
         vs += [f"{s.plan_vs_pure:.0%} of pure {plan.precision}'s"] if s.plan_vs_pure is not None else []
         vs += [f"{k} {escape(why[:120])}" for k, why in s.refused.items()]
         console.print(f"speed ({s.where}): {ms} -> {', '.join(vs)}", highlight=False)
-    if plan.export:
-        e = plan.export
-        ok = "[green]verified[/]" if e.verified else "[red]NOT verified[/]"
-        detail = f"error {_err(e.error)}" if e.error is not None else escape(e.reason or "")
-        console.print(f"ONNX {e.path}: {ok} on {e.backend or 'no backend'} ({detail}); {e.fp32_nodes} nodes compute "
-                      f"in fp32, {e.low_nodes} in {plan.precision}", highlight=False)
+    for e in plan.exports:
+        _plan_export(e, plan.tolerance, console)
+
+
+def _dtype_counts(counts: dict | None) -> str:
+    return ", ".join(f"{n} {d}" for d, n in sorted((counts or {}).items())) or "none counted"
+
+
+def _plan_export(e, tolerance: float, console: Console) -> None:
+    """One export: the target and file, written or why not, where it ran and its error against the tolerance, the
+    dtypes read back from it, and why it is not verified."""
+    if not e.written:
+        console.print(f"export {e.target} {escape(e.path)}: [red]not written[/] - {escape(e.reason or '')}",
+                      highlight=False)
+        return
+    ok = "[green]verified[/]" if e.verified else "[red]NOT verified[/]"
+    runs = [f"on {r.backend} at {r.precision}: "
+            + (f"error {_err(r.error)} {'<=' if r.passed else '>'} {tolerance:g}" if r.error is not None
+               else escape((r.reason or "did not run")[:300]))
+            + (f" (ran {_dtype_counts(r.op_dtypes)})" if r.op_dtypes else "") for r in e.runs]
+    console.print(f"export {e.target} {escape(e.path)}: written, {ok}{' ' + '; '.join(runs) if runs else ''}; "
+                  f"ops read back: {_dtype_counts(e.op_dtypes)}", highlight=False)
+    if e.check:
+        console.print(f"  check: {escape(e.check)}", highlight=False)
+    if not e.verified and e.reason:
+        console.print(f"  [yellow]{escape(e.reason)}[/]", highlight=False)
 
 
 # one letter per status in the ops matrix, so a (backend, precision) column stays narrow over hundreds of families

@@ -3,11 +3,12 @@ number it reports is the named backend's own, from jobs in a worker (analysis/pl
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from fpdiff.analysis.base import flags_by_backend
-from fpdiff.analysis.plan.jobs import SPEED_RUNS, Jobs, ProgramTrials, autocast_remedy, median_ms, speed, verify_export
-from fpdiff.analysis.plan.search import OnnxExport, Plan, Verification
+from fpdiff.analysis.plan import exports as targets
+from fpdiff.analysis.plan.jobs import SPEED_RUNS, Jobs, ProgramTrials, autocast_remedy, median_ms, speed
+from fpdiff.analysis.plan.search import Export, ExportRun, Plan, Verification
 from fpdiff.backends.base import ONNX
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
@@ -15,7 +16,7 @@ from fpdiff.core.status import Status
 from fpdiff.runtime import rundir
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT
 
-__all__ = ["Plan", "plan"]
+__all__ = ["Export", "ExportRun", "Plan", "plan"]
 
 
 @rundir.scoped
@@ -24,12 +25,13 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
          backend_flags: Mapping[str, Sequence[str]] | None = None, iree_flags: Sequence[str] = (),
          timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None = None, inputs: str | None = None,
          shapes: dict[str, list[int]] | None = None, load: str | None = None, save: str | None = None,
-         export_onnx: str | None = None, measure_speed: bool = True,
-         progress: Callable[[str, int, int | None], None] | None = None) -> Plan:
+         exports: Mapping[str, str] | Iterable[str] | None = None, export_onnx: str | None = None,
+         measure_speed: bool = True, progress: Callable[[str, int, int | None], None] | None = None) -> Plan:
     """Find (or load and re-verify) the ops to keep in fp32 so `model` at `precision` meets `tolerance` on
-    `backend`; try the backend's autocast when the pure precision fails; optionally save, export to ONNX and time
-    it. Trials, timings and the autocast remedy all run on `backend`. `progress(what, evaluations so far, None)`
-    is called after each end-to-end evaluation."""
+    `backend`; try the backend's autocast when the pure precision fails; optionally save, time it and export it to
+    each target in `exports` ({target: path}, or TARGET=PATH strings; `export_onnx` is `onnx`'s path), each file
+    verified (exports.py). Trials, timings and the autocast remedy all run on `backend`. `progress(what,
+    evaluations so far, None)` is called after each end-to-end evaluation."""
     from fpdiff.backends import registry
     from fpdiff.sources import load as load_source
     p = prec.get(precision)
@@ -38,6 +40,7 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
     reg = registry(plugins)
     cls = reg.cls(backend)  # unknown names fail before any work
     flags = flags_by_backend(reg, backend_flags, iree_flags)
+    wanted = targets.requested(exports, export_onnx)  # a bad target or path is refused before any work
     loaded = Plan.load(load) if load else None
     if loaded is not None and loaded.precision != p.name:
         raise UsageError(f"the plan in {load} is for {loaded.precision}, not {p.name}")
@@ -67,8 +70,8 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
             fp32_ms = _fp32_ms(result, trials) if measure_speed else None
             result.autocast = autocast_remedy(jobs, backend, source, trials.expected, p.name, tol, fp32_ms,
                                               timed=measure_speed)
-        if export_onnx and result.passed:
-            result.export = _export(reg, trials, result.kept, export_onnx)
+        if wanted and result.passed:
+            result.exports = targets.write_all(reg, trials, result.kept, p, wanted)
     finally:
         jobs.close()
     if save and result.passed:
@@ -93,17 +96,3 @@ def _fp32_ms(result: Plan, trials: ProgramTrials) -> float | None:
         r = trials.run(trials.units, SPEED_RUNS)
         return median_ms(r) if r.status == Status.OK else None
     return result.speed.ms.get("fp32")
-
-
-def _export(reg, trials: ProgramTrials, keep: set[str], path: str) -> OnnxExport:
-    """The planned model as ONNX, verified on the plan's backend when it runs ONNX graphs, else on the backend that
-    cross-checks ONNX models; the plan stands whatever happens to the file."""
-    from pathlib import Path
-    out = Path(path)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        trials.export_onnx(keep, out)
-    except OSError as e:  # only the file could not be written
-        return OnnxExport(path, False, reason=f"cannot write: {e.strerror or e}")
-    verifier = trials.backend if ONNX in reg.cls(trials.backend).kinds else reg.cross_check_for(ONNX)
-    return verify_export(trials.jobs, verifier, out, trials.inputs, trials.expected, trials.tolerance)

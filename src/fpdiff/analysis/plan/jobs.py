@@ -5,7 +5,6 @@ status; an error of fpdiff's own code in the worker raises here."""
 from __future__ import annotations
 
 import math
-import shutil
 import statistics
 import time
 from collections.abc import Sequence
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.analysis.plan.search import AutocastRemedy, OnnxExport, Speed, Trial, Verification, rel_l2
+from fpdiff.analysis.plan.search import AutocastRemedy, Speed, Trial, Verification, rel_l2
 from fpdiff.backends.base import ONNX, PROGRAM
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
@@ -53,13 +52,16 @@ class Jobs:
         return self.dir / f"{name}-{self.count}{suffix}"
 
     def program(self, backend: str, path: Path, inputs: Sequence, input_names: Sequence[str],
-                repeat: int = 1, device: str | None = None) -> JobResult:
-        """A program file run as written on `backend` (fp32 in and out; its own casts inside)."""
+                repeat: int = 1, device: str | None = None, precision: str = "fp32",
+                artifact: Path | None = None) -> JobResult:
+        """A program file run as written on `backend` (fp32 in and out, its own casts inside; at another
+        `precision` its float inputs are fed in that dtype). With `artifact`, the backend runs that converted file
+        of the program (an exported plan) as a user's own, fed the program's inputs."""
         data = jobdata.write(self.path(path.stem, ".data.pt"), inputs=inputs, input_names=input_names,
                              fingerprint=digest(path.read_bytes()))
-        return self._run(Job(SourceRef(PROGRAM, str(path), f"plan program {path.stem}"), data, backend, "fp32",
+        return self._run(Job(SourceRef(PROGRAM, str(path), f"plan program {path.stem}"), data, backend, precision,
                              device or self.device, graph.STATIC, self.plugins, self.flags.get(backend, ()),
-                             self.cache, repeat=repeat))
+                             self.cache, repeat=repeat, artifact=str(artifact) if artifact else None))
 
     def cell(self, backend: str, source, data: str, precision: str, repeat: int = 1) -> JobResult:
         """The model itself at `precision` on `backend`: the job check sends for that cell."""
@@ -232,40 +234,3 @@ def autocast_remedy(jobs: Jobs, backend: str, source, expected: list, low: str, 
     err = error(expected, r)
     return AutocastRemedy(amp, error=err, passed=err <= tolerance, ms=median_ms(r) if timed else None,
                           fp32_ms=fp32_ms if timed else None, backend=backend)
-
-
-def verify_export(jobs: Jobs, verifier: str | None, path: Path, inputs: Sequence, expected: list,
-                  tolerance: float) -> OnnxExport:
-    """An exported plan run as written by `verifier` on the plan's inputs, judged by the plan's tolerance."""
-    import onnx
-
-    from fpdiff.onnxtools.graph import graph_inputs
-    model = onnx.load(str(path))
-    types = onnx_compute_types(model)
-    if verifier is None:
-        return OnnxExport(str(path), False, reason="no backend here runs ONNX graphs", **types)
-    copy = jobs.path("export", ".onnx")  # what a backend writes beside the graph stays out of the user's folder
-    shutil.copyfile(path, copy)
-    r = jobs.program(verifier, copy, inputs, graph_inputs(model))
-    if r.status != Status.OK:
-        return OnnxExport(str(path), False, reason=f"{r.status}: {failure(r)}", backend=verifier, **types)
-    err = error(expected, r)
-    return OnnxExport(str(path), err <= tolerance, error=err, backend=verifier, **types)
-
-
-def onnx_compute_types(model) -> dict:
-    """Nodes (Casts aside) computing in float32 and in the low dtype, read from the graph's inferred types."""
-    from onnx import TensorProto
-
-    from fpdiff.onnxtools.graph import value_types
-    types = value_types(model)
-    fp32 = low = 0
-    for n in model.graph.node:
-        if n.op_type == "Cast":
-            continue
-        ins = {types.get(i) for i in n.input if i}
-        if TensorProto.FLOAT in ins:
-            fp32 += 1
-        elif ins & {TensorProto.FLOAT16, TensorProto.BFLOAT16}:
-            low += 1
-    return {"fp32_nodes": fp32, "low_nodes": low}

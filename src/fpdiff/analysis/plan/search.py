@@ -102,15 +102,40 @@ class Speed:
 
 
 @dataclass
-class OnnxExport:
-    """The plan written as ONNX and run again on a backend that runs ONNX graphs: what a user ships."""
+class ExportRun:
+    """An exported file run on a backend, judged by the plan's tolerance against the plan's float64 outputs."""
+    backend: str
+    precision: str  # the precision the job ran at: fp32 for a file taking fp32, the plan's for a typed one
+    error: float | None = None  # None: it did not run (reason)
+    passed: bool = False
+    reason: str | None = None  # the job's failure
+    op_dtypes: dict[str, int] | None = None  # the ops the backend counted, by the dtype they computed in
+
+
+@dataclass
+class Export:
+    """The plan written for one target (`--export TARGET=PATH`), read back, and run again where the target's
+    numbers can be computed: what a user ships, verified or said why not."""
+    target: str
     path: str
-    verified: bool
-    error: float | None = None
-    reason: str | None = None  # why it could not be written or run
-    fp32_nodes: int = 0
-    low_nodes: int = 0
-    backend: str | None = None  # who ran it: the plan's backend when it runs ONNX graphs, else the ONNX cross-check
+    written: bool = False
+    verified: bool = False  # written, its read-back check held, and every run met the tolerance
+    reason: str | None = None  # why it was not written, checked or verified
+    tolerance: float | None = None
+    op_dtypes: dict[str, int] = field(default_factory=dict)  # the file's own ops by the dtype it computes them in
+    check: str | None = None  # what reading the file back showed (the kept ops' dtypes, every value typed)
+    runs: list[ExportRun] = field(default_factory=list)
+
+    @property
+    def backend(self) -> str | None:
+        """Where it was verified: the first run's backend."""
+        return self.runs[0].backend if self.runs else None
+
+    @property
+    def error(self) -> float | None:
+        """The largest error of its runs (None: none ran)."""
+        errs = [r.error for r in self.runs if r.error is not None]
+        return max(errs) if errs else None
 
 
 def _compact(part) -> dict | None:
@@ -141,7 +166,7 @@ class Plan(Result):
     trials: list[Trial] = field(default_factory=list)
     autocast: AutocastRemedy | None = None  # when the pure precision fails
     speed: Speed | None = None
-    export: OnnxExport | None = None
+    exports: list[Export] = field(default_factory=list)  # one per --export target, in the order asked
     verification: Verification | None = None  # None: the plan's backend computes the precision; its trials verify
     message: str = ""
 
@@ -149,14 +174,20 @@ class Plan(Result):
     def kept(self) -> set[str]:
         return {k.node for k in self.keep}
 
+    @property
+    def export(self) -> Export | None:
+        """The ONNX export (`export_onnx=`, `--export onnx=`), for callers of the single export before targets."""
+        return next((e for e in self.exports if e.target == "onnx"), None)
+
     def exit_code(self, strict: bool = False) -> int:
-        """0: a verified plan (and, when one was asked for, a verified ONNX export); else 1."""
-        return 0 if self.passed and (self.export is None or self.export.verified) else 1
+        """0: a verified plan and every export asked for verified; else 1."""
+        return 0 if self.passed and all(e.verified for e in self.exports) else 1
 
     def as_dict(self) -> dict:
         d = {"kind": self.kind, **asdict(self)}
-        d.update(autocast=_compact(self.autocast), speed=_compact(self.speed), export=_compact(self.export),
-                 verification=_compact(self.verification), fpdiff_plan=PLAN_FORMAT)
+        d.update(autocast=_compact(self.autocast), speed=_compact(self.speed),
+                 exports=[_export_dict(e) for e in self.exports], verification=_compact(self.verification),
+                 fpdiff_plan=PLAN_FORMAT)
         return d
 
     def save(self, path: str | Path) -> None:
@@ -181,13 +212,37 @@ class Plan(Result):
             plan.pure_reason = plan.pure_reason or said
             plan.keep = [KeptOp(**k) for k in plan.keep]
             plan.trials = [_known(Trial, t) for t in plan.trials]
-            for name, part in (("autocast", AutocastRemedy), ("speed", Speed), ("export", OnnxExport),
-                               ("verification", Verification)):
+            for name, part in (("autocast", AutocastRemedy), ("speed", Speed), ("verification", Verification)):
                 if getattr(plan, name) is not None:
                     setattr(plan, name, _known(part, getattr(plan, name)))
+            plan.exports = [_read_export(e) for e in (plan.exports or _single_export(d))]
         except (TypeError, ValueError) as e:  # a field missing or foreign: the file was edited or written elsewhere
             raise UsageError(f"{path} is not a readable fpdiff plan: {e}") from None
         return plan
+
+
+def _export_dict(e: Export) -> dict:
+    """An export as JSON: its measured fields, each run's too, with the backend and error it was verified by."""
+    d = _compact(e)
+    d["runs"] = [_compact(r) for r in e.runs]
+    return {**d, "backend": e.backend, "error": e.error}
+
+
+def _read_export(d: dict) -> Export:
+    e = _known(Export, d)
+    e.runs = [_known(ExportRun, r) for r in e.runs or []]
+    return e
+
+
+def _single_export(d: dict) -> list[dict]:
+    """The ONNX export of a plan saved before export targets (one `export` record), as an `onnx` target."""
+    old = d.get("export")
+    if not isinstance(old, dict):
+        return []
+    run = {"backend": old["backend"], "precision": "fp32", "error": old.get("error"), "reason": old.get("reason"),
+           "passed": bool(old.get("verified"))} if old.get("backend") else None
+    return [{"target": "onnx", "path": old.get("path", ""), "written": True, "verified": bool(old.get("verified")),
+             "reason": old.get("reason"), "runs": [run] if run else []}]
 
 
 def _known(cls, d: dict):
