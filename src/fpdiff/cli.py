@@ -178,6 +178,9 @@ def _locate_parser(sub) -> None:
     loc.add_argument("--mark-all", action="store_true", help="one run with every tensor marked as an output, on a "
                      "backend that implements it (fast; may change what the backend fuses and so hide a fusion bug)")
     loc.add_argument("--shape-variant", help="segments keep this variant's dynamic dims (static, dynamic, mixed:...)")
+    loc.add_argument("--artifact", metavar="PATH", help="your own converted file for --backend (.pte, .tflite, .onnx): "
+                     "judged whole first, then localized by the model's ops (the file's runtime exposes no "
+                     "intermediates), saying whether fpdiff's conversion departs as the file does")
     loc.add_argument("--top", type=int, default=10, help="rows in the table of worst ops")
     loc.add_argument("--model-explorer", metavar="PATH", help="write Model Explorer node data (local error here, "
                      "accumulated error beside it as *.accumulated.json)")
@@ -445,6 +448,7 @@ def _locate(args, console) -> int:
             progress(f"locate {args.backend} {args.precision}: {what}", done, total)
         result = api.locate(args.model, backend=args.backend, precision=args.precision, device=args.device,
                             mark_all=args.mark_all, shape_variant=args.shape_variant, repro=repro, progress=step,
+                            artifact=args.artifact,
                             **_runs(args))
     return _finish(args, console, result, view={"top": args.top}, own_files=lambda: _locate_files(args, console,
                                                                                                     result))

@@ -143,3 +143,27 @@ def test_with_xnnpack_the_same_sum_holds():
     assert r.cells[0].status == Status.MISMATCH
     r = fpdiff.check(str(SPECS / "et_long_reduction.py"), backends=["executorch"], precisions=["fp16"], repeat=1)
     assert r.cells[0].status == Status.PASS and not r.cells[0].findings, r.cells[0].reason
+
+
+@pytest.fixture(scope="module")
+def cpu_kernels_pte(tmp_path_factory):
+    """et_long_reduction converted by a user with no partitioner at fp16: the file departs."""
+    from conftest import SPECS
+    from fpdiff.backends.executorch import write_pte
+    from fpdiff.sources import load
+    s = load(str(SPECS / "et_long_reduction.py"))
+    half = copy.deepcopy(s.module).eval().half()
+    out = tmp_path_factory.mktemp("user") / "model.pte"
+    write_pte(torch.export.export(half, tuple(t.half() for t in s.inputs)), "none", out)
+    return out
+
+
+@pytest.mark.parametrize("flags, stands", [([], False), (["partitioner=none"], True)])
+def test_locate_on_the_users_file_says_whether_fpdiffs_conversion_departs_as_it_does(cpu_kernels_pte, flags, stands):
+    from conftest import SPECS
+    r = fpdiff.locate(str(SPECS / "et_long_reduction.py"), backend="executorch", precision="fp16",
+                      backend_flags={"executorch": flags}, artifact=str(cpu_kernels_pte))
+    assert r.artifact["status"] == "mismatch" and r.artifact["rel_l2"] > 0.1
+    note = r.findings[0].message
+    assert ("so the segment found stands for the file" in note) == stands, note
+    assert (r.segment is not None and r.segment.ops[-1] == "aten.conv1d.default") == stands

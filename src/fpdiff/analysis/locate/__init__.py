@@ -127,6 +127,7 @@ class LocateResult(Result):
     mark_all: MarkAll | None = None  # the backend's every-tensor-marked run: per tensor verdicts, first departure
     bisected: bool = False  # the segment bisection ran on the backend (not only the reference's op analysis)
     findings: list = field(default_factory=list)  # compare.Finding: a crash or refusal inside a segment
+    artifact: dict | None = None  # --artifact: the user's file judged whole, and what the localization stands for
 
     @property
     def culprit(self) -> OpError | None:
@@ -420,10 +421,17 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
            iree_flags: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT,
            cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
            shapes: dict[str, list[int]] | None = None, mark_all: bool = False,
-           shape_variant: str | None = None, progress: Progress | None = None) -> LocateResult:
+           shape_variant: str | None = None, artifact: str | None = None,
+           progress: Progress | None = None) -> LocateResult:
     """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
     segment of ops that the backend computes wrongly, by bisection over standalone segments. `backend_flags`: each
-    backend's own flags by name (`iree_flags` is `{"iree": flags}`). `progress` is told each step (see Progress)."""
+    backend's own flags by name (`iree_flags` is `{"iree": flags}`). `progress` is told each step (see Progress).
+    `artifact`: the user's converted file for `backend`, judged whole first (see _artifact)."""
+    if artifact is not None:
+        from fpdiff.analysis.locate.artifact import locate_artifact
+        return locate_artifact(locate, model, artifact, backend=backend, precision=precision, device=device,
+                               seed=seed, plugins=plugins, backend_flags=backend_flags, timeout=timeout,
+                               cache_dir=cache_dir, repro=repro, inputs=inputs, shapes=shapes, progress=progress)
     p = prec.get(precision)
     from fpdiff.backends import judge_for, registry
     from fpdiff.core.paths import cache_root
