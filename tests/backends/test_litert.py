@@ -234,3 +234,18 @@ repro.write(Path(sys.argv[1]), title="litert fp16", tool="test", backend=LiteRtB
     assert ran.returncode == 0, ran.stdout + ran.stderr[-2000:]
     err = float(ran.stdout.split("relative L2 vs float64 = ")[1].split()[0])
     assert 1e-4 < err < 1e-2  # force-fp16: float16 arithmetic in the bundle as in the cell
+
+
+def test_the_trained_tflite_is_judged_against_its_onnx_twins_float64(twins):
+    """openWakeWord ships embedding_model as .onnx and .tflite: `check model.onnx --artifact litert=model.tflite`
+    judges the .tflite against the ONNX graph's float64 (the ONNX judge), at fp32 as the file computes, and at fp16
+    under XNNPACK's force-fp16 when asked (a precision named for the file)."""
+    onnx_path, tflite = twins / "embedding_model.onnx", twins / "embedding_model.tflite"
+    r = fpdiff.check(str(onnx_path), backends=[], precisions=["fp32"], shapes={"input_1": [2, 76, 32, 1]}, repeat=1,
+                     artifacts=[f"litert={tflite}", f"litert:fp16={tflite}"],
+                     backend_flags={"litert": ["fp16=xnnpack"]})
+    c = {x.precision: x for x in r.cells if x.backend == "litert"}
+    assert c["fp32"].status == Status.PASS and c["fp32"].metrics["rel_l2"] < 1e-5, c["fp32"].reason
+    assert "fp32" in c["fp32"].info["artifact_precision"]
+    assert c["fp16"].status == Status.PASS and 1e-5 < c["fp16"].metrics["rel_l2"] < 1e-2, c["fp16"].reason
+    assert c["fp16"].op_dtypes.get("float16", 0) > 0.9 * sum(c["fp16"].op_dtypes.values())
