@@ -115,6 +115,8 @@ def test_fp32_passes_and_xnnpack_fp16_computes_in_float16(tinycnn):
 def test_bf16_is_refused_with_the_reason(tinycnn):
     bf16 = tinycnn["bf16"]
     assert bf16.status == Status.UNSUPPORTED and "no bfloat16 arithmetic" in bf16.reason
+    refusal = next(f for f in bf16.findings if f.kind == "unsupported")
+    assert not refusal.remedy  # no op lacks a kernel: the precision does not exist there (LiteRT has no autocast)
 
 
 def test_the_converters_fp16_weights_are_a_dtype_changed_cell(converter, tinycnn):

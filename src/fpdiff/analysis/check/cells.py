@@ -263,8 +263,8 @@ def _unsupported_finding(b: str, p: prec.Precision, r: JobResult, fp32_ok: bool,
     what = f"op {r.op}" if r.op else "the model"
     msg = f"{b} cannot run {what} in {p.name}"
     remedy = None
-    if not fp32_ok:
-        pass  # not a dtype refusal: the backend cannot run this model at all
+    if not fp32_ok or not r.op:
+        pass  # not an op's refusal of the dtype: the backend cannot run this model, or has no such precision at all
     elif p.is_cast and p.dtype in (torch.float16, torch.bfloat16):
         amp = "amp-fp16" if p.dtype == torch.float16 else "amp-bf16"
         keep = f"keep {r.op or 'the refused op'} in fp32"
