@@ -26,3 +26,25 @@ def test_float16_conversion_reports_what_changes_numbers():
             assert c[p].status == Status.UNSUPPORTED and "predicts only on macOS" in c[p].reason
     else:
         assert c["fp32"].status == Status.PASS
+
+
+def test_the_users_mlpackage_is_read_here_and_predicted_on_a_mac(tmp_path):
+    """A user's FLOAT16 .mlpackage: its precision and op dtypes are read from the program on any OS; its numbers
+    need macOS, said in one line."""
+    import coremltools as ct
+    import torch
+
+    from fpdiff.sources import load
+    s = load("example:tinycnn")
+    program = torch.export.export(s.module.eval(), tuple(s.inputs)).run_decompositions({})
+    ct.convert(program, convert_to="mlprogram", skip_model_load=True,
+               compute_precision=ct.precision.FLOAT16).save(str(tmp_path / "model.mlpackage"))
+    r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"], repeat=1,
+                     artifacts=[f"coreml={tmp_path / 'model.mlpackage'}"])
+    c = next(x for x in r.cells if x.backend == "coreml")
+    assert c.precision == "fp16" and "float16" in c.info["artifact_precision"]
+    assert c.op_dtypes and c.op_dtypes.get("float16", 0) == sum(c.op_dtypes.values())
+    if sys.platform == "darwin":
+        assert c.status == Status.PASS, c.reason
+    else:
+        assert c.status == Status.UNSUPPORTED and "predicts only on macOS" in c.reason

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fpdiff.backends.base import TORCH, Backend, Prepared, Task
+from fpdiff.backends.base import TORCH, Artifact, Backend, Prepared, Task, TensorSpec
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import IMPORT, LOAD, TORCH_EXPORT, Unsupported, stage
 from fpdiff.model.graph import source_line
@@ -119,6 +120,7 @@ class CoreMlBackend(Backend):
     shape_variants = False  # converted at the example inputs' shapes
     requires = ("coremltools",)
     extra = "coreml"
+    artifacts = (".mlpackage", ".mlmodel")
 
     def available(self) -> str | None:
         """Found, not imported: importing coremltools prints its platform warnings, which belong to a cell's log."""
@@ -160,3 +162,56 @@ class CoreMlBackend(Backend):
 
         return Prepared(run, computed or ("float32" if not fp16 else None), notes, info, op_dtypes=counts,
                         dtype_remedy="keep fewer ops in fp32 (coremltools op_selector)" if fp16 else None)
+
+    def read_artifact(self, path: Path) -> Artifact:
+        """A Core ML model's declared inputs and outputs and, for an ML program, the dtype most of its arithmetic
+        ops compute in (read from the program: no Mac needed)."""
+        import coremltools as ct
+        spec = ct.models.MLModel(str(path), skip_model_load=True).get_spec()
+        counts = spec_op_dtypes(spec)
+        top = max(counts, key=lambda d: counts[d]) if counts else "float32"
+        why = (f"{counts.get(top, 0)} of {sum(counts.values())} arithmetic ops of its ML program compute in {top}"
+               if counts else "no ML program to read: its inputs' dtype")
+        return Artifact(str(path), [_feature(f) for f in spec.description.input],
+                        [_feature(f) for f in spec.description.output], "fp16" if top == "float16" else "fp32", why)
+
+    def prepare_artifact(self, task: Task, path: Path) -> Prepared:
+        """The user's Core ML model: its op dtypes read here, its numbers only on macOS."""
+        import coremltools as ct
+        spec = ct.models.MLModel(str(path), skip_model_load=True).get_spec()
+        names = [f.name for f in spec.description.input]
+        outputs = [f.name for f in spec.description.output]
+
+        def run(*inputs: Any) -> list[Any]:
+            if sys.platform != "darwin":
+                raise Unsupported("Core ML predicts only on macOS: run this check on a Mac (the op dtypes of the file "
+                                  "are read here)", dtype=task.precision.name)
+            with stage(LOAD, "Core ML"):
+                result = ct.models.MLModel(str(path)).predict({n: t.numpy() for n, t in zip(names, inputs)})
+            return [np.asarray(result[o]) for o in outputs]
+        return Prepared(run, op_dtypes=spec_op_dtypes(spec) or None)
+
+
+# Core ML's feature dtypes (ArrayFeatureType) and ML program dtypes (MIL DataType) as numpy's names
+_FEATURE = {65552: "float16", 65568: "float32", 65600: "float64", 131104: "int32"}
+_MIL = {10: "float16", 11: "float32", 12: "float64"}
+
+
+def _feature(f: Any) -> TensorSpec:
+    """One input or output of a Core ML model's description."""
+    array = f.type.multiArrayType
+    return TensorSpec(f.name, tuple(int(d) for d in array.shape),
+                      _FEATURE.get(int(array.dataType), f"Core ML type {array.dataType}"))
+
+
+def spec_op_dtypes(spec: Any) -> dict[str, int]:
+    """A saved ML program's arithmetic ops by the float dtype they compute in (the same count as op_dtypes() on a
+    converted program: data movement left out)."""
+    counts: Counter[str] = Counter()
+    for function in spec.mlProgram.functions.values():
+        for block in function.block_specializations.values():
+            for op in block.operations:
+                dtype = _MIL.get(op.outputs[0].type.tensorType.dataType) if op.outputs else None
+                if op.type not in MOVES and dtype:
+                    counts[dtype] += 1
+    return dict(counts)
