@@ -453,3 +453,32 @@ def test_a_marked_job_names_every_output_the_same_from_a_local_child_and_another
     assert remote.output_names == local.output_names
     assert all(a.tobytes() == b.tobytes() for a, b in zip(local.outputs, remote.outputs))
     assert refused.status is Status.UNSUPPORTED and "cannot mark every intermediate" in refused.message
+
+
+def test_the_files_beside_a_model_and_the_users_file_travel_with_the_job(tmp_path):
+    """An ONNX model with external data (model.onnx.data beside it) and a user's own converted file reach a worker
+    in another interpreter: the cells there run what they run here, bit for bit."""
+    import torch
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).eval()
+    x = (torch.randn(2, 8),)
+    torch.onnx.export(m, x, str(tmp_path / "model.onnx"), dynamo=True, external_data=True)
+    torch.onnx.export(m, x, str(tmp_path / "user.onnx"), dynamo=True, external_data=True)
+    assert (tmp_path / "model.onnx.data").exists() and (tmp_path / "user.onnx.data").exists()
+    routes.configure(python={"ort@other": sys.executable})
+    r = fpdiff.check(str(tmp_path / "model.onnx"), backends=["ort", "ort@other"], precisions=["fp32"], repeat=1,
+                     shape_variants=["static"], artifacts=[f"ort@other={tmp_path / 'user.onnx'}"])
+    c = cells(r)
+    mine = c[("ort", "fp32")]
+    theirs = c[("ort@other", "fp32")]
+    assert mine.status == theirs.status == Status.PASS, (mine.reason, theirs.reason)
+    assert theirs.info["artifact"].endswith("user.onnx") and theirs.info["worker"]["where"].startswith("python")
+    assert theirs.metrics["rel_l2"] == mine.metrics["rel_l2"]
+
+
+def test_an_op_case_spec_loads_its_sample_in_another_interpreter():
+    """The op sweep's case spec reads its sample from the .pt beside it: that file travels too."""
+    from fpdiff.analysis.ops import ops
+    routes.configure(python={"torch@other": sys.executable})
+    r = ops(catalogs=["torch"], patterns=["sin"], variants=["sample"], backends=["torch@other"],
+                   precisions=["fp32"], samples=1)
+    assert [c.status for c in r.cells] == [Status.PASS], [c.reason for c in r.cells]

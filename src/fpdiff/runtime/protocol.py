@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-PROTOCOL = 2
+PROTOCOL = 3  # 3: a job carries the files beside its model (companions) and the user's converted file
 MAGIC = b"fpdiff job protocol\n"
 GREETING = MAGIC + struct.pack("!H", PROTOCOL)
 MAX_HEADER = 16 << 20  # a header is JSON about one job: megabytes means a foreign or hostile peer
@@ -282,7 +282,8 @@ def job_frames(job, timeout: float, backend: str, sent: dict) -> list[tuple[dict
     """A Job as frames: a `files` frame with the model file, the saved data as arrays and the plugin files, when
     this connection has not carried them yet (`sent` remembers), then the `job` frame naming them by digest with
     the job's fields as JSON. `backend` is the name the worker knows it by (`ort` for a local `ort@1.20`)."""
-    key = (job.source.path, job.data_path, job.plugins)
+    artifact = getattr(job, "artifact", None)
+    key = (job.source.path, job.data_path, job.plugins, artifact)
     frames = []
     if key not in sent:
         from fpdiff.runtime import jobdata
@@ -294,19 +295,57 @@ def job_frames(job, timeout: float, backend: str, sent: dict) -> list[tuple[dict
         blobs.update({"model": Path(job.source.path).read_bytes()})
         for i, p in enumerate(job.plugins):
             blobs[f"plugin{i}"] = Path(p).read_bytes()
+        mates = companions(Path(job.source.path))
+        for i, c in enumerate(mates):
+            blobs[f"companion{i}"] = c.read_bytes()
+        beside = companions(Path(artifact)) if artifact else []
+        if artifact:
+            blobs["artifact"] = _artifact_bytes(Path(artifact))
+            for i, c in enumerate(beside):
+                blobs[f"artifact_companion{i}"] = c.read_bytes()
         sent[key] = digest(*blobs.values())
         frames.append(({"type": "files", "files": sent[key], "model": Path(job.source.path).name, "arrays": meta,
                         "data": {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
                                  "inputs": len(data["inputs"]), "state": "state" in data},
-                        "plugins": [Path(p).name for p in job.plugins]}, blobs))
+                        "plugins": [Path(p).name for p in job.plugins], "companions": [c.name for c in mates],
+                        "artifact": Path(artifact).name if artifact else None,
+                        "artifact_folder": bool(artifact) and Path(artifact).is_dir(),
+                        "artifact_companions": [c.name for c in beside]}, blobs))
     frames.append(({"type": "job", "files": sent[key], "timeout": timeout, "backend": backend,
                     "source": {"kind": job.source.kind, "label": job.source.label},
                     "job": {"precision": job.precision, "device": job.device, "flags": list(job.flags),
                             "seed": job.seed, "repeat": job.repeat, "cached": job.cache_dir is not None,
-                            "mode": job.mode,
+                            "mode": job.mode, "artifact": bool(artifact),
                             "variant": {"name": job.variant.name, "static": None if job.variant.static is None
                                         else sorted(job.variant.static)}}}, {}))
     return frames
+
+
+# the files beside a model that travel with it: an ONNX model's external data (model.onnx.data), the weights and
+# sample a spec loads from its own folder (an op case's sin_0.pt beside sin_0.py); anything larger stays behind
+COMPANION_BYTES = 1 << 30
+
+
+def companions(model: Path) -> list[Path]:
+    """Files beside the model that share its stem (`model.*`), which a model file refers to by name."""
+    if not model.parent.is_dir():
+        return []
+    return sorted(p for p in model.parent.glob(f"{model.stem}.*") if p != model and p.is_file()
+                  and p.stat().st_size <= COMPANION_BYTES)
+
+
+def _artifact_bytes(path: Path) -> bytes:
+    """A converted file as one blob; a folder (an .mlpackage) as a zip of its tree."""
+    if path.is_file():
+        return path.read_bytes()
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for f in sorted(path.rglob("*")):
+            if f.is_file():
+                z.write(f, f.relative_to(path).as_posix())
+    return buf.getvalue()
 
 
 def _np(x) -> np.ndarray:

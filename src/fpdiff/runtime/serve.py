@@ -56,7 +56,7 @@ class Materializer:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.carried: dict[str, tuple[Path, Path, tuple[str, ...]] | Exception] = {}  # digest: files, or why not
+        self.carried: dict[str, tuple[Path, Path, tuple[str, ...], Path | None] | Exception] = {}  # digest: files
 
     def files(self, header: dict, blobs: dict[str, bytes]) -> None:
         """Write a `files` frame's model, data and plugins; a failure is kept for the job that names them."""
@@ -70,14 +70,22 @@ class Materializer:
             self.carried[files] = e
 
     @staticmethod
-    def _write(folder: Path, header: dict, blobs: dict[str, bytes]) -> tuple[Path, Path, tuple[str, ...]]:
+    def _write(folder: Path, header: dict, blobs: dict[str, bytes]) -> tuple[Path, Path, tuple[str, ...], Path | None]:
         data = header["data"]
         model_path = folder / _file_name(header["model"])
         data_path = folder / "data.pt"
         plugins = tuple(str(folder / "plugins" / _file_name(n)) for n in header["plugins"])
+        named = header.get("artifact")
+        artifact = folder / "artifact" / _file_name(named) if named else None
         if not data_path.exists():
             (folder / "plugins").mkdir(parents=True, exist_ok=True)
             model_path.write_bytes(blobs["model"])
+            for i, name in enumerate(header.get("companions") or []):
+                (folder / _file_name(name)).write_bytes(blobs[f"companion{i}"])
+            if artifact is not None:
+                _unpack(blobs["artifact"], artifact, bool(header.get("artifact_folder")))
+                for i, name in enumerate(header.get("artifact_companions") or []):
+                    (artifact.parent / _file_name(name)).write_bytes(blobs[f"artifact_companion{i}"])
             for i, p in enumerate(plugins):
                 Path(p).write_bytes(blobs[f"plugin{i}"])
             arrays = protocol.read_arrays(header["arrays"], blobs)
@@ -85,7 +93,7 @@ class Materializer:
                      if data["state"] else None)
             jobdata.write(data_path, inputs=[_torch(arrays[f"input{i}"]) for i in range(data["inputs"])],
                           input_names=data["input_names"], fingerprint=data["fingerprint"], state=state)
-        return model_path, data_path, plugins
+        return model_path, data_path, plugins, artifact
 
     def job(self, header: dict):
         from fpdiff.core.paths import cache_root
@@ -98,13 +106,30 @@ class Materializer:
             raise ProtocolError(f"the job names files {files} this connection never carried")
         if isinstance(carried, Exception):
             raise carried
-        model_path, data_path, plugins = carried
+        model_path, data_path, plugins, artifact = carried
         variant = j["variant"]
         return Job(SourceRef(src["kind"], str(model_path), src["label"]), str(data_path), header["backend"],
                    j["precision"], j["device"],
                    ShapeVariant(variant["name"], None if variant["static"] is None else frozenset(variant["static"])),
                    plugins, tuple(j["flags"]), str(cache_root()) if j["cached"] else None, j["seed"], j["repeat"],
-                   j["mode"])
+                   j["mode"], artifact=str(artifact) if j.get("artifact") and artifact else None)
+
+
+def _unpack(blob: bytes, path: Path, folder: bool) -> None:
+    """A carried converted file where the job will read it: a folder (an .mlpackage, carried as a zip) unpacked
+    under its name, a file written as it is."""
+    import io
+    import zipfile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if folder:
+        with zipfile.ZipFile(io.BytesIO(blob)) as z:
+            for name in z.namelist():
+                target = (path / name).resolve()
+                if not str(target).startswith(str(path.resolve())):
+                    raise ProtocolError(f"the carried file names {name!r}, outside its folder")
+            z.extractall(path)
+        return
+    path.write_bytes(blob)
 
 
 def _file_name(name: str) -> str:
@@ -151,7 +176,10 @@ def _converse(channel: protocol.Channel, run_job, root: Path) -> None:
         except Exception as e:  # a frame that does not make a job: answer it, keep serving
             result = failure(e, "load model", "fpdiff worker")
         else:
-            result = run_job(job, float(header.get("timeout") or 300.0))
+            try:
+                result = run_job(job, float(header.get("timeout") or 300.0))
+            except Exception as e:  # loading the source failed in this interpreter: an answer, not a dead worker
+                result = failure(e, "load model", "fpdiff worker")
         channel.send_encoded(encoded(result))
 
 
