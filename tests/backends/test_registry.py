@@ -35,7 +35,7 @@ def plugin(tmp_path: Path, body: str) -> str:
 
 
 @pytest.mark.parametrize("body, words", [
-    ("all_output = True\n", "'all_output' is no backend declaration; the declarations are artifacts, cross_checks, extra, "),
+    ("all_output = True\n", "'all_output' is no backend declaration; the declarations are artifacts, cross_checks, "),
     ("shape_variant = False\n", "'shape_variant' is no backend declaration"),
     ("all_outputs = True\n", "'all_outputs' was removed (implement prepare_marked)"),
     ("reference = True\n", "'reference' was removed"),
