@@ -107,14 +107,14 @@ def run(*args):
     ("executorch", "--artifact wants BACKEND=PATH"),
     ("torch={d}/fp32.pte", "torch runs no converted file of the user's; backends that do:"),
 ])
-def test_bad_artifacts_are_one_line(pte, artifact, needle):
-    code, out, err = run("check", "example:tinycnn", "--backends", "torch", "--precisions", "fp32",
-                         "--artifact", artifact.format(d=pte))
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+def test_bad_artifacts_are_one_typed_error_before_any_job(pte, artifact, needle):
+    from fpdiff.core.errors import UsageError
+    with pytest.raises(UsageError) as e:
+        fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"], artifacts=[artifact.format(d=pte)])
+    assert needle in str(e.value) and "\n" not in str(e.value)
 
 
-def test_a_file_for_other_inputs_is_one_line(pte):
+def test_a_file_for_other_inputs_is_one_line_and_exit_2(pte):
     code, out, err = run("check", "example:tinyformer", "--backends", "torch", "--precisions", "fp32",
                          "--artifact", f"executorch={pte / 'fp32.pte'}")
     lines = [ln for ln in err.splitlines() if ln.strip()]
