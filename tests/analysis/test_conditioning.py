@@ -30,6 +30,15 @@ def test_perturbation_is_one_rounding_of_floats_and_leaves_integers_alone():
     assert cond.perturb_array(ids, 0.1, rng) is not None and (cond.perturb_array(ids, 0.1, rng) == ids).all()
 
 
+def test_a_scalar_weight_is_perturbed_too():
+    """A 0-d float (gemma2's scaling constants) is perturbed like any tensor: it once raised and skipped the whole
+    sensitivity check."""
+    import torch
+    t = torch.tensor(2.0)
+    p = cond.perturb_tensor(t, 1e-3, np.random.default_rng(0), keep_dtype=False)
+    assert p.shape == () and p.dtype == torch.float64 and 0 < abs(float(p) / 2 - 1) <= 1e-3
+
+
 def test_rule_needs_an_unattainable_answer_and_a_departure_within_the_factor():
     assert cond.within(1e-3, 1e-3, spread(1e-4, 1e-4))  # 10x the spread, spread over fp32's tolerance
     assert not cond.within(1e-2, 1e-3, spread(1e-4, 1e-4))  # 100x: a departure the model does not explain

@@ -167,3 +167,10 @@ def test_locate_on_the_users_file_says_whether_fpdiffs_conversion_departs_as_it_
     note = r.findings[0].message
     assert ("so the segment found stands for the file" in note) == stands, note
     assert (r.segment is not None and r.segment.ops[-1] == "aten.conv1d.default") == stands
+
+
+def test_an_op_outside_core_aten_is_a_refusal_naming_it():
+    from conftest import SPECS
+    r = fpdiff.check(str(SPECS / "histc_router.py"), backends=["executorch"], precisions=["fp32"], repeat=1)
+    c = r.cells[0]
+    assert c.status == Status.UNSUPPORTED and "aten.histc" in c.reason, c.reason

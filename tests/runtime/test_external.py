@@ -482,3 +482,13 @@ def test_an_op_case_spec_loads_its_sample_in_another_interpreter():
     r = ops(catalogs=["torch"], patterns=["sin"], variants=["sample"], backends=["torch@other"],
                    precisions=["fp32"], samples=1)
     assert [c.status for c in r.cells] == [Status.PASS], [c.reason for c in r.cells]
+
+
+def test_a_worker_in_another_interpreter_uses_the_runs_cache_folder(tmp_path):
+    """--cache-dir reaches a worker on the same machine: its compiled artifacts land there, not in its default."""
+    routes.configure(python={"ort@other": sys.executable})
+    cache = tmp_path / "cache"
+    r = fpdiff.check("example:tinycnn", backends=["ort@other"], precisions=["fp32"], repeat=1,
+                     shape_variants=["static"], cache_dir=str(cache))
+    assert r.cells[0].status == Status.PASS, r.cells[0].reason
+    assert any(p.suffix == ".onnx" for p in cache.iterdir())

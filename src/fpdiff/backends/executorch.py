@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fpdiff.backends.base import TORCH, TORCH_INPUTS, Artifact, Backend, Prepared, Repro, Task, TensorSpec
-from fpdiff.backends.torch_ops import MOVES, count_op_dtypes, float_dtype, op_name
+from fpdiff.backends.torch_ops import MOVES, count_op_dtypes, float_dtype, op_name, refused_op
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import COMPILE, LOAD, Unsupported, UsageError, stage
 
@@ -80,7 +80,13 @@ def lower(program: Any, how: str) -> Any:
 def write_pte(program: Any, how: str, out: Path) -> dict[str, Any]:
     """Lower and serialize `program` to `out` (a .pte); -> where its ops run (placement)."""
     with stage(COMPILE, f"executorch to_edge_transform_and_lower ({how})"):
-        edge = lower(program, how)
+        try:
+            edge = lower(program, how)
+        except Exception as e:
+            op = refused_op(str(e))
+            if op is None:
+                raise
+            raise Unsupported(f"ExecuTorch lowers Core ATen ops only, and {op} is not one", op=op) from e
         placed = placement(edge)
     with stage(COMPILE, "executorch to_executorch"), _quiet():
         out.write_bytes(edge.to_executorch().buffer)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from fpdiff.backends.base import TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec
+from fpdiff.backends.torch_ops import refused_op
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.dtypes import mixed_dtype, too_wide
@@ -117,7 +118,13 @@ def convert(module: Any, inputs: tuple[Any, ...], weights16: bool, out: Path) ->
         config = quant_recipes.full_fp16_recipe()
     t0 = time.perf_counter()
     with stage(COMPILE, "litert_torch.convert"):
-        model = litert_torch.convert(module, inputs, quant_config=config)
+        try:
+            model = litert_torch.convert(module, inputs, quant_config=config)
+        except Exception as e:
+            op = refused_op(str(e))
+            if op is None:
+                raise
+            raise Unsupported(f"litert-torch has no lowering for {op}", op=op) from e
         model.export(str(out))
     return {"litert_torch": litert_torch.__version__, "convert_s": round(time.perf_counter() - t0, 3)}
 

@@ -3,6 +3,7 @@ programs, a delegate's original graph): float arithmetic ops by dtype, data move
 rule (core/dtypes.py) reads every backend's count the same way."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -42,3 +43,16 @@ def count_op_dtypes(graph: Any) -> Counter[str]:
             if dtype:
                 counts[dtype] += 1
     return counts
+
+
+# How the torch-program converters say they have nothing for an op of the model: ExecuTorch's edge dialect
+# ("Operator torch._ops.aten.histc.default is not in Core ATen opset") and litert-torch ("Lowering not found:
+# aten.histc.default"). Either is the converter refusing an op the model contains: `unsupported`, naming it.
+_REFUSED_OP = re.compile(r"Operator (?:torch\._ops\.)?(?P<a>[\w.]+) is not in Core ATen opset|"
+                         r"Lowering not found: (?P<b>[\w.]+)")
+
+
+def refused_op(text: str) -> str | None:
+    """The op a converter's message says it has no lowering for (aten.histc.default), else None."""
+    m = _REFUSED_OP.search(text)
+    return (m.group("a") or m.group("b")) if m else None

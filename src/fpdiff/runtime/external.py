@@ -102,7 +102,8 @@ class ExternalPool:
         refused a frame), its last frame says why: that is read before the send's error counts."""
         self._stream.deadline = None
         try:
-            for header, blobs in protocol.job_frames(job, timeout, self.route.base, self._sent):
+            for header, blobs in protocol.job_frames(job, timeout, self.route.base, self._sent,
+                                                            same_machine=self.route.python is not None):
                 self._channel.send(header, blobs)
         except OSError as e:
             self._stream.deadline = time.monotonic() + 5.0

@@ -278,10 +278,13 @@ def read_arrays(meta: dict, blobs: dict[str, bytes]) -> dict[str, np.ndarray]:
     return out
 
 
-def job_frames(job, timeout: float, backend: str, sent: dict) -> list[tuple[dict, dict[str, bytes]]]:
+def job_frames(job, timeout: float, backend: str, sent: dict,
+               same_machine: bool = False) -> list[tuple[dict, dict[str, bytes]]]:
     """A Job as frames: a `files` frame with the model file, the saved data as arrays and the plugin files, when
     this connection has not carried them yet (`sent` remembers), then the `job` frame naming them by digest with
-    the job's fields as JSON. `backend` is the name the worker knows it by (`ort` for a local `ort@1.20`)."""
+    the job's fields as JSON. `backend` is the name the worker knows it by (`ort` for a local `ort@1.20`).
+    `same_machine`: a worker in another interpreter here, which uses the job's own cache folder (a remote worker
+    keeps its own cache)."""
     artifact = getattr(job, "artifact", None)
     key = (job.source.path, job.data_path, job.plugins, artifact)
     frames = []
@@ -315,6 +318,7 @@ def job_frames(job, timeout: float, backend: str, sent: dict) -> list[tuple[dict
                     "source": {"kind": job.source.kind, "label": job.source.label},
                     "job": {"precision": job.precision, "device": job.device, "flags": list(job.flags),
                             "seed": job.seed, "repeat": job.repeat, "cached": job.cache_dir is not None,
+                            "cache_dir": job.cache_dir if same_machine else None,
                             "mode": job.mode, "artifact": bool(artifact),
                             "variant": {"name": job.variant.name, "static": None if job.variant.static is None
                                         else sorted(job.variant.static)}}}, {}))

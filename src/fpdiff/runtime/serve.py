@@ -111,7 +111,8 @@ class Materializer:
         return Job(SourceRef(src["kind"], str(model_path), src["label"]), str(data_path), header["backend"],
                    j["precision"], j["device"],
                    ShapeVariant(variant["name"], None if variant["static"] is None else frozenset(variant["static"])),
-                   plugins, tuple(j["flags"]), str(cache_root()) if j["cached"] else None, j["seed"], j["repeat"],
+                   plugins, tuple(j["flags"]), (j.get("cache_dir") or str(cache_root())) if j["cached"] else None,
+                   j["seed"], j["repeat"],
                    j["mode"], artifact=str(artifact) if j.get("artifact") and artifact else None)
 
 

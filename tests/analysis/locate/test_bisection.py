@@ -109,3 +109,20 @@ def test_agreeing_with_a_baseline_that_fails_the_tolerance_says_the_precision_is
     r = fpdiff.locate(path, backend="iree", precision="fp16", inputs=str(tmp_path / "in.npz"))
     assert r.segment is None
     assert [f.kind for f in r.findings][:1] == ["baseline-fails"], r.findings
+
+
+def test_a_segments_outputs_are_judged_one_by_one():
+    """A mask of -3.4e38 beside a small output that departs: flattened together the departure reads as a pass; on
+    its own it is the segment's mismatch."""
+    import numpy as np
+
+    from fpdiff.analysis.locate.bisection import worst_output
+    from fpdiff.core import precision as prec
+    mask = np.full((4, 4), -3.4e38)
+    small = np.linspace(-1, 1, 64)
+    expected, eager = [mask, small], [mask, small * (1 + 1e-4)]
+    got = [mask, small * 1.5]
+    m, base, j = worst_output(expected, got, eager, prec.get("fp16"))
+    assert j.status == Status.MISMATCH and j.reason.startswith("output 1 of 2:"), j.reason
+    m, base, j = worst_output(expected, eager, eager, prec.get("fp16"))
+    assert j.status == Status.PASS

@@ -107,7 +107,7 @@ def perturb_tensor(t: torch.Tensor, u: float, rng: np.random.Generator, keep_dty
     loads its state in its parameters' dtype anyway)."""
     if not t.is_floating_point():
         return t
-    out = t.detach().double() * torch.from_numpy(_factors(tuple(t.shape), u, rng))
+    out = t.detach().double() * torch.from_numpy(np.asarray(_factors(tuple(t.shape), u, rng), dtype=np.float64))
     return out.to(t.dtype) if keep_dtype else out
 
 

@@ -2,6 +2,7 @@
 compiled and run by the backend on float64-run inputs, judged like a check cell against torch eager."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,9 +136,7 @@ class Bisector:
         if r.status != Status.OK:
             v = SegmentVerdict(start, end, r.status, r.message, ops, stage=r.stage, component=r.component)
         else:
-            m = compare.measure(expected, r.outputs, self.p.compute)
-            base = compare.measure(expected, eager, self.p.compute)
-            j = compare.judge(m, self.p, base)
+            m, base, j = worst_output(expected, r.outputs, eager, self.p)
             v = SegmentVerdict(start, end, j.status, j.reason, ops, r.outputs if end - start <= 4 else None,
                                base.rel_l2, m.rel_l2)
         self.asked[(start, end)] = v
@@ -331,3 +330,26 @@ class OnnxBisector(Bisector):
         return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,
                            program=sub, inputs=ins, expected=expected, backend_out=backend_out,
                            baseline_rel_l2=baseline_rel_l2, limit=limit, flags=self.flags, versions=versions())
+
+
+# the order in which a segment's outputs speak for it: a failing one first
+_SEVERITY = {Status.MISMATCH: 0, Status.PRECISION_LOSS: 1, Status.PASS: 2}
+
+
+def worst_output(expected: list, got: list, eager: list, p) -> tuple:
+    """(metrics, baseline metrics, judgment) of the segment's worst output, each output judged on its own: flattened
+    together, a large output (an attention mask's -3.4e38) drowns a small one that departs, and a prefix that
+    computes its last op wrongly reads as a pass."""
+    if len(expected) <= 1 or len(got) != len(expected) or len(eager) != len(expected):
+        m, base = compare.measure(expected, got, p.compute), compare.measure(expected, eager, p.compute)
+        return m, base, compare.judge(m, p, base)
+    judged = []
+    for i, (e, g, b) in enumerate(zip(expected, got, eager)):
+        m, base = compare.measure([e], [g], p.compute), compare.measure([e], [b], p.compute)
+        judged.append((i, m, base, compare.judge(m, p, base)))
+    i, m, base, j = min(judged, key=lambda t: (_SEVERITY.get(t[3].status, 0), -_finite(t[1].rel_l2)))
+    return m, base, dataclasses.replace(j, reason=f"output {i} of {len(expected)}: {j.reason}")
+
+
+def _finite(x: float) -> float:
+    return x if x == x else float("inf")  # NaN ranks as the worst
