@@ -4,6 +4,7 @@ under its name: its error against float64 is the shift, in check, in locate (seg
 plan; ranges computes float64 alone and never reports the plugin's numbers."""
 import importlib.util
 import inspect
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -52,6 +53,15 @@ def test_the_plugin_declares_every_capability_a_plugin_can():
     cls = registry([PLUGIN]).cls("shifted")
     assert cls.kinds == {"torch", "onnx"} and cls.takes_flags and cls.independent and cls.shape_variants
     assert all(cls.implements(m) for m in LIFECYCLE if m != "repro"), [m for m in LIFECYCLE if not cls.implements(m)]
+
+
+def test_the_users_own_file_on_the_plugin_shows_exactly_its_shift(onnx_model):
+    """--artifact reaches a plugin like a built-in: its file's cell is off by exactly the plugin's shift."""
+    r = fpdiff.check(str(onnx_model), backends=[], precisions=["fp32"], plugins=[PLUGIN],
+                     artifacts=[f"shifted={onnx_model}"], repeat=1)
+    c = next(x for x in r.cells if x.backend == "shifted")
+    assert c.status == Status.MISMATCH and near(c.metrics["rel_l2"]), (c.status, c.metrics)
+    assert c.info["artifact"] == str(Path(onnx_model).resolve())
 
 
 @pytest.mark.parametrize("model,other", [("example:tinycnn", "torch"), ("onnx", "ort")])

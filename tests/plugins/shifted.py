@@ -76,6 +76,25 @@ class _Shifted(Backend):
             return [shifted(values[m], shift) for m in marked]
         return Prepared(run, output_names=marked)
 
+    artifacts = (".onnx",)  # the user's own ONNX file, run by the reference evaluator and shifted
+
+    def read_artifact(self, path):
+        from fpdiff.backends.ort import read_onnx
+        return read_onnx(path)
+
+    def prepare_artifact(self, task, path) -> Prepared:
+        import onnx
+        from onnx.reference import ReferenceEvaluator
+        shift = _shift(task.flags)
+        model = onnx.load(str(path))
+        inits = {t.name for t in model.graph.initializer}
+        names = [i.name for i in model.graph.input if i.name not in inits]
+        ev = ReferenceEvaluator(model)
+
+        def run(*inputs):
+            return [shifted(o, shift) for o in ev.run(None, {n: _numpy(t) for n, t in zip(names, inputs)})]
+        return Prepared(run)
+
     @staticmethod
     def _evaluator(task):
         import onnx

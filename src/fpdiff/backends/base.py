@@ -193,7 +193,7 @@ class Backend:
 # The declarations a backend class may set, and the optional lifecycle methods implements() answers for.
 DECLARATIONS = frozenset({"name", "kinds", "shape_variants", "takes_flags", "independent", "judge_flags", "judges",
                           "cross_checks", "requires", "extra", "install_hint", "artifacts", "origin", "route"})
-LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro", "handed", "read_artifact", "prepare_artifact"})
+LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro", "read_artifact", "prepare_artifact"})
 # Declarations that were removed: each made fpdiff run another implementation under the backend's name.
 _REMOVED = {"all_outputs": "implement prepare_marked",
             "verifies_onnx_plans": "plan runs its trials on the named backend as program jobs: declare kinds",

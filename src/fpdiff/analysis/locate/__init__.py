@@ -427,11 +427,19 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
     segment of ops that the backend computes wrongly, by bisection over standalone segments. `backend_flags`: each
     backend's own flags by name (`iree_flags` is `{"iree": flags}`). `progress` is told each step (see Progress).
     `artifact`: the user's converted file for `backend`, judged whole first (see _artifact)."""
-    if artifact is not None:
-        from fpdiff.analysis.locate.artifact import locate_artifact
-        return locate_artifact(locate, model, artifact, backend=backend, precision=precision, device=device,
-                               seed=seed, plugins=plugins, backend_flags=backend_flags, timeout=timeout,
-                               cache_dir=cache_dir, repro=repro, inputs=inputs, shapes=shapes, progress=progress)
+    if artifact is not None:  # the user's file judged whole, then the source's ops located and read against it
+        from fpdiff.analysis.locate.artifact import judge_file, reading
+        said = judge_file(model, artifact, backend, precision, backend_flags, seed=seed, plugins=plugins,
+                          timeout=timeout, cache_dir=cache_dir, inputs=inputs, shapes=shapes)
+        if said.finding is not None:  # nothing departs: nothing to locate
+            return LocateResult(model, backend, prec.get(precision).name, output_error=said.rel_l2,
+                                artifact=said.as_dict(), findings=[said.finding])
+        result = locate(model, backend=backend, precision=precision, device=device, seed=seed, plugins=plugins,
+                        backend_flags=backend_flags, iree_flags=iree_flags, timeout=timeout, cache_dir=cache_dir,
+                        repro=repro, inputs=inputs, shapes=shapes, progress=progress)
+        result.artifact = said.as_dict()
+        result.findings.insert(0, reading(said, result))
+        return result
     p = prec.get(precision)
     from fpdiff.backends import judge_for, registry
     from fpdiff.core.paths import cache_root

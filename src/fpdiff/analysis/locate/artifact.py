@@ -7,7 +7,8 @@ the file was made: its converter, settings or quantization)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fpdiff.core import compare
@@ -22,47 +23,44 @@ LOCALIZED_BY = ("the source's ops: each segment converted by fpdiff as this back
                 "own intermediates are not exposed by its runtime)")
 
 
-def locate_artifact(locate: Callable[..., Any], model: str, artifact: str, *, backend: str, precision: str,
-                    backend_flags: Mapping[str, Sequence[str]] | None, **kw: Any) -> Any:
-    """The file's verdict, then locate on the source with the backend's own conversion, read against it."""
+@dataclass
+class FileVerdict:
+    """The user's file judged whole: its cell's status, error and reason; `finding` when nothing departs."""
+    path: str
+    precision: str
+    status: str
+    rel_l2: float | None
+    reason: str
+    finding: compare.Finding | None = None
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "status": self.status, "rel_l2": self.rel_l2, "reason": self.reason,
+                "localized_by": LOCALIZED_BY}
+
+
+def judge_file(model: str, artifact: str, backend: str, precision: str,
+               backend_flags: Mapping[str, Sequence[str]] | None, **kw: Any) -> FileVerdict:
+    """The file's cell, judged as check judges it; a file that holds gets the note that there is nothing to locate."""
     from fpdiff.analysis.check import check
-    p = prec.get(precision)
-    cell = _file_cell(check, model, artifact, backend, p.name, backend_flags, kw)
-    said = {"path": artifact, "status": str(cell.status), "rel_l2": _rel_l2(cell), "reason": cell.reason,
-            "localized_by": LOCALIZED_BY}
-    if cell.status in (Status.PASS, Status.PRECISION_LOSS):
-        from fpdiff.analysis.locate import LocateResult
-        result = LocateResult(model, backend, p.name, output_error=_rel_l2(cell), artifact=said)
-        result.findings.append(compare.Finding("note", f"the file {artifact} is {cell.status} at {p.name} "
-                                               f"({cell.reason}): nothing departs to locate"))
-        return result
-    result = locate(model, backend=backend, precision=p.name, backend_flags=backend_flags, **kw)
-    result.artifact = said
-    result.findings.insert(0, _reading(said, result, p.name))
-    return result
-
-
-def _file_cell(check: Callable[..., Any], model: str, artifact: str, backend: str, precision: str,
-               backend_flags: Mapping[str, Sequence[str]] | None, kw: dict[str, Any]) -> Any:
-    """The file's cell, judged as check judges it."""
-    passed = {k: kw[k] for k in ("seed", "plugins", "timeout", "cache_dir", "inputs", "shapes") if k in kw}
-    r = check(model, backends=[], precisions=[precision], artifacts=[f"{backend}:{precision}={artifact}"],
-              backend_flags=backend_flags, repeat=1, repro_dir=None, **passed)
-    return next(c for c in r.cells if c.backend == backend)
-
-
-def _rel_l2(cell: Any) -> float | None:
+    p = prec.get(precision).name
+    r = check(model, backends=[], precisions=[p], artifacts=[f"{backend}:{p}={artifact}"],
+              backend_flags=backend_flags, repeat=1, repro_dir=None, **kw)
+    cell = next(c for c in r.cells if c.backend == backend)
     value = (cell.metrics or {}).get("rel_l2")
-    return float(value) if value is not None else None
+    said = FileVerdict(artifact, p, str(cell.status), float(value) if value is not None else None, cell.reason or "")
+    if cell.status in (Status.PASS, Status.PRECISION_LOSS):
+        said.finding = compare.Finding("note", f"the file {artifact} is {cell.status} at {p} ({cell.reason}): "
+                                       "nothing departs to locate")
+    return said
 
 
-def _reading(said: dict, result: Any, precision: str) -> compare.Finding:
+def reading(said: FileVerdict, result: Any) -> compare.Finding:
     """Whether the segment found on fpdiff's conversion stands for the user's file."""
-    mine, theirs = result.output_error, said["rel_l2"]
+    mine, theirs = result.output_error, said.rel_l2
     both = mine is not None and theirs is not None and math.isfinite(mine) and math.isfinite(theirs) and mine > 0
     same = both and result.segment is not None and max(mine, theirs) <= SAME_DEPARTURE * min(mine, theirs)
-    why = (said["reason"] or "").split("; ")[0]  # the verdict's own clause; the rest is in the JSON
-    head = f"the file {said['path']} is {said['status']} at {precision} ({why}); localized by {LOCALIZED_BY}"
+    why = said.reason.split("; ")[0]  # the verdict's own clause; the rest is in the JSON
+    head = f"the file {said.path} is {said.status} at {said.precision} ({why}); localized by {LOCALIZED_BY}"
     if same:
         return compare.Finding("note", f"{head}: fpdiff's conversion departs as the file does (rel L2 {mine:.2e} "
                                f"against the file's {theirs:.2e}), so the segment found stands for the file")
