@@ -83,6 +83,14 @@ def test_the_users_pte_is_judged_at_the_precision_it_computes_in(pte):
     assert cell.status == Status.PASS and cell.info["artifact"].endswith("fp16.pte"), cell.reason
     assert "float16" in cell.info["artifact_precision"]
     assert ("torch", "fp32") in c and len(c) == 2  # the file replaces fpdiff's own conversion: one cell
+    from rich.console import Console
+
+    from fpdiff.report import html
+    from fpdiff.report.terminal import render
+    con = Console(record=True, width=300)
+    render(r, con)
+    assert "your file in executorch/cpu/fp16/static: " in con.export_text()
+    assert "your file " in html.render(r.as_dict())
 
 
 def test_a_precision_named_for_the_file_is_the_one_judged(pte):

@@ -137,6 +137,9 @@ def _check(r: dict) -> str:
                     tds.append("<td class='cell'>-</td>")
                     continue
                 tip = c["reason"] + "".join(f"\n{f['kind']}: {f['message']}" for f in c.get("findings", []))
+                said = (c.get("info") or {}).get("artifact")
+                if said:  # the user's own converted file ran in this cell
+                    tip = f"your file {said} ({(c.get('info') or {}).get('artifact_precision', '')})\n" + tip
                 err = (c.get("metrics") or {}).get("rel_l2")
                 kinds = ", ".join(dict.fromkeys(f["kind"] for f in c.get("findings", [])))
                 tds.append(f"<td class='cell' style='background:{_colour(c['status'])}' title='{_e(tip)}'>"

@@ -49,6 +49,11 @@ def render(result, console: Console | None = None) -> None:
     for (b, d, v), by_p in rows.items():
         table.add_row(b, d, v, *[_cell_text(by_p[p]) if p in by_p else "" for p in precisions])
     console.print(table)
+    for c in result.cells:  # the user's own converted files: which cell ran which, at what precision and why
+        said = (c.info or {}).get("artifact")
+        if said:
+            console.print(f"[cyan]your file[/cyan] in {_label(c)}: {escape(said)} "
+                          f"({escape(str(c.info.get('artifact_precision', '')))})", highlight=False)
     for c in result.cells:
         if c.status != Status.PASS:
             console.print(f"[{Status(c.status).style}]{c.status}[/]  {_label(c)}: {escape(c.reason)}", highlight=False)
