@@ -75,14 +75,18 @@ def pte(tmp_path_factory):
     return d
 
 
-def test_the_users_pte_is_judged_at_the_precision_it_computes_in(pte):
+def test_the_users_pte_is_judged_at_the_precision_it_computes_in_or_the_one_named(pte):
+    """Read from the file: float16 inputs and outputs, an fp16 cell. Named fp32, the same file is judged at fp32:
+    its departure is a mismatch, and the cell says it returned fp16."""
     r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"], repeat=1,
-                     artifacts=[f"executorch={pte / 'fp16.pte'}"])
+                     artifacts=[f"executorch={pte / 'fp16.pte'}", f"executorch:fp32={pte / 'fp16.pte'}"])
     c = {(x.backend, x.precision): x for x in r.cells}
-    cell = c[("executorch", "fp16")]  # read from the file: float16 inputs and outputs
+    cell = c[("executorch", "fp16")]
     assert cell.status == Status.PASS and cell.info["artifact"].endswith("fp16.pte"), cell.reason
     assert "float16" in cell.info["artifact_precision"]
-    assert ("torch", "fp32") in c and len(c) == 2  # the file replaces fpdiff's own conversion: one cell
+    named = c[("executorch", "fp32")]
+    assert named.status == Status.MISMATCH and any(f.kind == "dtype-changed" for f in named.findings)
+    assert ("torch", "fp32") in c and len(c) == 3  # each file replaces fpdiff's own conversion: one cell each
     from rich.console import Console
 
     from fpdiff.report import html
@@ -91,15 +95,6 @@ def test_the_users_pte_is_judged_at_the_precision_it_computes_in(pte):
     render(r, con)
     assert "your file in executorch/cpu/fp16/static: " in con.export_text()
     assert "your file " in html.render(r.as_dict())
-
-
-def test_a_precision_named_for_the_file_is_the_one_judged(pte):
-    """The fp16 file judged as if it were fp32: the departure is a mismatch, and the cell says it returned fp16."""
-    r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"], repeat=1,
-                     artifacts=[f"executorch:fp32={pte / 'fp16.pte'}"])
-    cell = next(x for x in r.cells if x.backend == "executorch")
-    assert cell.precision == "fp32" and cell.status == Status.MISMATCH
-    assert any(f.kind == "dtype-changed" for f in cell.findings)
 
 
 def run(*args):
@@ -129,30 +124,6 @@ def test_a_file_for_other_inputs_is_one_line_and_exit_2(pte):
     assert code == 2 and len(lines) == 1 and "the artifact fp32.pte" in lines[0], err
 
 
-def test_locate_bisects_on_executorch_and_the_bundle_needs_executorch_alone(tmp_path):
-    """A long positive fp16 sum on the CPU kernels (no partitioner): the segment programs, each lowered the same
-    way, narrow the departure to the convolution; the bundle's .pte reproduces it without fpdiff."""
-    from conftest import SPECS
-    r = fpdiff.locate(str(SPECS / "et_long_reduction.py"), backend="executorch", precision="fp16",
-                      backend_flags={"executorch": ["partitioner=none"]}, repro=str(tmp_path / "b"))
-    assert r.segment is not None and r.segment.ops[-1] == "aten.conv1d.default", r.segment
-    assert (tmp_path / "b" / "segment.pte").exists()
-    text = (tmp_path / "b" / "repro.py").read_text()
-    assert "fpdiff" not in "\n".join(ln for ln in text.splitlines() if "import" in ln)
-    p = subprocess.run([sys.executable, r.repro], capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert p.returncode == 1 and "the same outputs as the cell's, bit for bit" in p.stdout, p.stdout + p.stderr
-
-
-def test_with_xnnpack_the_same_sum_holds():
-    """XNNPACK accumulates the convolution in float32: the cell that departs without a partitioner passes."""
-    from conftest import SPECS
-    r = fpdiff.check(str(SPECS / "et_long_reduction.py"), backends=["executorch"], precisions=["fp16"], repeat=1,
-                     backend_flags={"executorch": ["partitioner=none"]})
-    assert r.cells[0].status == Status.MISMATCH
-    r = fpdiff.check(str(SPECS / "et_long_reduction.py"), backends=["executorch"], precisions=["fp16"], repeat=1)
-    assert r.cells[0].status == Status.PASS and not r.cells[0].findings, r.cells[0].reason
-
-
 @pytest.fixture(scope="module")
 def cpu_kernels_pte(tmp_path_factory):
     """et_long_reduction converted by a user with no partitioner at fp16: the file departs."""
@@ -166,15 +137,38 @@ def cpu_kernels_pte(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("flags, stands", [([], False), (["partitioner=none"], True)])
-def test_locate_on_the_users_file_says_whether_fpdiffs_conversion_departs_as_it_does(cpu_kernels_pte, flags, stands):
+def test_locate_on_the_users_file_bisects_fpdiffs_conversion_and_the_bundle_needs_executorch_alone(
+        cpu_kernels_pte, tmp_path):
+    """A long positive fp16 sum on the CPU kernels (no partitioner), in the user's file and in fpdiff's conversion
+    with the same flag: the segment programs, each lowered the same way, narrow the departure to the convolution,
+    which stands for the file; the bundle's .pte reproduces it without fpdiff."""
     from conftest import SPECS
     r = fpdiff.locate(str(SPECS / "et_long_reduction.py"), backend="executorch", precision="fp16",
-                      backend_flags={"executorch": flags}, artifact=str(cpu_kernels_pte))
+                      backend_flags={"executorch": ["partitioner=none"]}, artifact=str(cpu_kernels_pte),
+                      repro=str(tmp_path / "b"))
     assert r.artifact["status"] == "mismatch" and r.artifact["rel_l2"] > 0.1
-    note = r.findings[0].message
-    assert ("so the segment found stands for the file" in note) == stands, note
-    assert (r.segment is not None and r.segment.ops[-1] == "aten.conv1d.default") == stands
+    assert "so the segment found stands for the file" in r.findings[0].message, r.findings[0].message
+    assert r.segment is not None and r.segment.ops[-1] == "aten.conv1d.default", r.segment
+    assert (tmp_path / "b" / "segment.pte").exists()
+    text = (tmp_path / "b" / "repro.py").read_text()
+    assert "fpdiff" not in "\n".join(ln for ln in text.splitlines() if "import" in ln)
+    p = subprocess.run([sys.executable, r.repro], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert p.returncode == 1 and "the same outputs as the cell's, bit for bit" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_file_that_departs_where_fpdiffs_conversion_does_not_is_said_to_differ_in_how_it_was_made():
+    """The reading of locate --artifact (the real run is the test above): a segment stands for the file only when
+    fpdiff's conversion departs within 4x of the file's error."""
+    from types import SimpleNamespace
+
+    from fpdiff.analysis.locate.artifact import FileVerdict, reading
+    said = FileVerdict("model.pte", "fp16", "mismatch", 0.71, "rel L2 7.1e-01 is 1955x the baseline's; more")
+    held = reading(said, SimpleNamespace(output_error=3.6e-4, segment=None))
+    assert "does not depart as the file does" in held.message and held.remedy
+    stands = reading(said, SimpleNamespace(output_error=0.5, segment=object()))
+    assert "the segment found stands for the file" in stands.message
+    far = reading(said, SimpleNamespace(output_error=0.05, segment=object()))  # 14x apart: another departure
+    assert "does not depart as the file does" in far.message
 
 
 def test_an_op_outside_core_aten_is_a_refusal_naming_it():
