@@ -99,6 +99,13 @@ def load_method(path: Path) -> Any:
     return Runtime.get().load_program(path).load_method("forward")
 
 
+def _runner(method: Any) -> Any:
+    """run(*inputs) of a loaded method: ExecuTorch takes contiguous tensors and returns a list of outputs."""
+    def run(*inputs: Any) -> list[Any]:
+        return list(method.execute([t.contiguous() for t in inputs]))
+    return run
+
+
 class ExecuTorchBackend(Backend):
     name = "executorch"
     kinds = frozenset({TORCH})
@@ -156,12 +163,10 @@ class ExecuTorchBackend(Backend):
                                  "accumulate in float32)", remedy="delegate these ops to XNNPACK, or keep them in "
                                  "fp32 (fpdiff plan --backend executorch)"))
 
-        def run(*inputs: Any) -> list[Any]:
-            return list(method.execute([t.contiguous() for t in inputs]))
         ran = {k: n for k, n in counts.items() if n}
         computed = next(iter(ran)) if len(ran) == 1 else None
         remedy = "XNNPACK takes no bf16: every op ran on the CPU kernels" if want == "bf16" else None
-        return Prepared(run, computed, notes, info, op_dtypes=dict(counts) or None, dtype_remedy=remedy,
+        return Prepared(_runner(method), computed, notes, info, op_dtypes=dict(counts) or None, dtype_remedy=remedy,
                         artifact=pte)
 
     def read_artifact(self, path: Path) -> Artifact:
@@ -178,10 +183,7 @@ class ExecuTorchBackend(Backend):
     def prepare_artifact(self, task: Task, path: Path) -> Prepared:
         with stage(LOAD, "executorch runtime"):
             method = load_method(path)
-
-        def run(*inputs: Any) -> list[Any]:
-            return list(method.execute([t.contiguous() for t in inputs]))
-        return Prepared(run, info={"pte_bytes": path.stat().st_size}, artifact=path)
+        return Prepared(_runner(method), info={"pte_bytes": path.stat().st_size}, artifact=path)
 
     def repro(self, r: Repro) -> str | None:
         """The segment lowered as the cell lowered it, as segment.pte; the script needs executorch alone."""

@@ -103,12 +103,6 @@ def widened(program: Any, inputs: Sequence[Any]) -> tuple[Any, tuple[Any, ...]]:
     return module, tuple(t.float() if t.is_floating_point() else t for t in inputs)
 
 
-def _source(task: Task) -> tuple[Any, tuple[Any, ...]]:
-    """The cell's fp32 program (its precision is LiteRT's to compute in), or a program job as written."""
-    fp32 = task if task.is_program else task.at(prec.get("fp32"))
-    return widened(fp32.program(), fp32.inputs())
-
-
 def convert(module: Any, inputs: tuple[Any, ...], weights16: bool, out: Path) -> dict[str, Any]:
     """The module as a .tflite at `out` (the converter's fp16 weights when `weights16`); -> how it went."""
     litert_torch = _converter()
@@ -440,12 +434,14 @@ class LiteRtBackend(Backend):
         force = p.name == "fp16" and meaning == XNNPACK
         made: dict[str, Any] = {}
 
-        def build(out: Path) -> None:
-            with stage(TORCH_EXPORT, "torch.export"):
-                module, inputs = _source(task)
+        owner = task if task.is_program else task.at(prec.get("fp32"))  # fp32 and force-fp16 share one file
+
+        def build(out: Path) -> None:  # the fp32 program: LiteRT's conversion takes the precision
+            program = self.export(task, fp32=True)
+            with stage(TORCH_EXPORT, "torch.export"):  # the program as a module, widened: still the export's
+                module, inputs = widened(program, owner.inputs())
             made.update(convert(module, inputs, weights16, out))
         form = "fp16-weights" if weights16 else "fp32"
-        owner = task if task.is_program else task.at(prec.get("fp32"))  # fp32 and force-fp16 share one file
         path, hit = task.cache.get_or_build(*owner.key("litert", _version("litert-torch"), form), suffix=".tflite",
                                             build=build)
         info: dict[str, Any] = {"litert_torch": _version("litert-torch"), "cache": "hit" if hit else "miss", **made}
