@@ -261,6 +261,7 @@ def test_an_exporter_computing_another_function_is_its_error_not_the_backends():
     r = fpdiff.check(str(SPECS / "avgpool_divisor.py"), backends=["ort"], precisions=["fp32"])
     c = one(r, backend="ort", precision="fp32")
     assert c.status == "error" and c.component == "torch.onnx" and "another function" in c.reason, c.reason
+    assert [(v.rule, v.now) for v in c.revisions] == [("float64", "mismatch"), ("exporter", "error")]
 
 
 def test_ort_runs_bfloat16_inputs_and_outputs():

@@ -70,6 +70,8 @@ def test_tied_logits_of_placeholder_weights_are_ill_conditioned_not_a_mismatch()
     cell = next(c for c in r.cells if c.backend == "openvino")
     assert cell.status == Status.ILL_CONDITIONED and cell.metrics["rel_l2"] > 1, cell.reason
     assert "moves by" in cell.reason, cell.reason
+    assert [(v.rule, v.was, v.now) for v in cell.revisions] == [("float64", "ok", "mismatch"),
+                                                              ("conditioning", "mismatch", "ill-conditioned")]
 
 
 @pytest.mark.slow  # real backends: make test, not make test-fast

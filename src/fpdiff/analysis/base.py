@@ -31,6 +31,8 @@ def cell_dict(cell) -> dict:
     """A cell dataclass as its JSON: its fields, its findings as plain dicts."""
     d = dict(cell.__dict__)
     d["findings"] = [f.as_dict() for f in cell.findings]
+    if "revisions" in d:
+        d["revisions"] = [r.as_dict() for r in cell.revisions]
     return d
 
 

@@ -121,7 +121,7 @@ def _check(r: dict) -> str:
     out = [f"<p>Relative L2 against float64 ({_e(ref.get('backend'))} on {_e(ref.get('device'))}); judge "
            f"cross-check: <b>{_e(judge.get('status', 'n/a'))}</b>. {_e(judge.get('message', ''))}</p>",
            "<p class='legend'>" + "".join(f"<span style='background:{s.colour}'>{_e(s)}</span>" for s in CELL_STATUSES)
-           + " hover a cell for its reason and findings</p>"]
+           + " hover a cell for its reason, findings and the rules that made its verdict</p>"]
     for variant in dict.fromkeys(c["shape_variant"] for c in cells):
         rows = {}
         for c in cells:
@@ -136,7 +136,8 @@ def _check(r: dict) -> str:
                 if c is None:
                     tds.append("<td class='cell'>-</td>")
                     continue
-                tip = c["reason"] + "".join(f"\n{f['kind']}: {f['message']}" for f in c.get("findings", []))
+                tip = (c["reason"] + "".join(f"\n{f['kind']}: {f['message']}" for f in c.get("findings", []))
+                       + _provenance(c.get("revisions") or []))
                 said = (c.get("info") or {}).get("artifact")
                 if said:  # the user's own converted file ran in this cell
                     tip = f"your file {said} ({(c.get('info') or {}).get('artifact_precision', '')})\n" + tip
@@ -155,6 +156,14 @@ def _check(r: dict) -> str:
     out.append("<h2>Findings</h2>" + _findings(found))
     out.append(_next(r))
     return "".join(out) + _versions(r)
+
+
+def _provenance(revisions: list[dict]) -> str:
+    """How the verdict was reached: each rule that changed it, from what, to what, and why."""
+    if not revisions:
+        return ""
+    return "\n\nverdict by rule:" + "".join(f"\n{v['rule']}: {v['from']} -> {v['to']} ({v['why']})"
+                                          for v in revisions)
 
 
 def _next(r: dict) -> str:

@@ -1,23 +1,23 @@
 """The grid: every (backend, device, precision, shape variant) cell judged against float64 and its baseline.
-check() reads as its four steps: the grid (grid.py), running it (run.py), judging each cell (cells.py), and judging
-again where the judge or the model's conditioning is in doubt (rejudge.py)."""
+check() reads as its steps: the grid (grid.py), running it (run.py), the judge's cross-check (judge.py), each cell's
+first verdict (cells.py) and the rules that revise it (rules.py, the list in rejudge.py)."""
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from fpdiff.analysis.base import flags_by_backend
-from fpdiff.analysis.check.cells import judge_cells
 from fpdiff.analysis.check.explain import next_commands
 from fpdiff.analysis.check.grid import Grid, make_grid
-from fpdiff.analysis.check.rejudge import question_judge, rejudge
+from fpdiff.analysis.check.rejudge import judge_run, question_judge
 from fpdiff.analysis.check.result import Cell, CheckResult
+from fpdiff.analysis.check.rules import Evidence
 from fpdiff.analysis.check.run import run_grid, worker_env
 from fpdiff.backends import registry
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
 from fpdiff.core.versions import report_versions
-from fpdiff.runtime import rundir
+from fpdiff.runtime import external, rundir
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT, JobResult
 
 __all__ = ["Cell", "CheckResult", "DEFAULT_BACKENDS", "DEFAULT_REPEAT", "check"]
@@ -51,11 +51,10 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
                      plugins=plugins, flags=flags_by_backend(reg, backend_flags, iree_flags), cache_dir=cache_dir,
                      seed=seed, artifacts=artifacts)
     env = worker_env()
-    results, ref = run_grid(grid, timeout, env, progress)
-    verdict = question_judge(grid, results, ref, env, timeout, repro_dir)
-    ref = _stood_in(ref, verdict)
-    cells = judge_cells(grid, results, ref, env, timeout)
-    rejudge(grid, verdict, cells, results, ref.outputs, env, timeout)
+    with external.shared(env):  # one pool for the run: the grid's jobs and every job a rule asks for
+        results, ref = run_grid(grid, timeout, env, progress)
+        verdict = question_judge(grid, results, ref, env, timeout, repro_dir)
+        cells = judge_run(Evidence(grid, results, _stood_in(ref, verdict), verdict, env, timeout))
     modules = [m for b in dict.fromkeys(k[0] for k in results) for m in reg.cls(b).requires]  # all that ran
     return CheckResult(grid.source.ref.label, cells, _reference(grid, ref), report_versions(modules),
                        time.perf_counter() - t_start, judge=verdict.as_dict(), source=dict(grid.source.notes),

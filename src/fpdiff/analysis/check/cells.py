@@ -11,33 +11,41 @@ import torch
 
 from fpdiff.analysis.check.grid import Grid, JobKey, job_key
 from fpdiff.analysis.check.result import Cell
+from fpdiff.analysis.check.rules import Evidence
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.dtypes import DTYPE_CHANGED, dtype_changed
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC, ShapeVariant
-from fpdiff.runtime import external
 from fpdiff.runtime.worker import INTERNAL, JobResult
 
+# the first verdict's rule: the cell's own numbers against the float64 reference and its precision's baseline
+FLOAT64 = "float64"
 
-def judge_cells(grid: Grid, results: dict[JobKey, JobResult], ref: JobResult, env: dict, timeout: float) -> list[Cell]:
-    """Every cell of the grid judged, in grid order."""
-    base = baseline_metrics(grid, results, ref.outputs)
+
+def first_verdicts(ev: Evidence) -> list[Cell]:
+    """Every cell of the grid judged on its own numbers against the reference and its precision's baseline, in grid
+    order: the verdict the rules then revise."""
+    grid, results, ref = ev.grid, ev.results, ev.ref
+    ev.base = baseline_metrics(grid, results, ref.outputs)
     casts_cause = _model_casts_cause(ref.notes)
     torch_source = grid.source.ref.kind == "torch"
     cells = []
     for b, d, p, v in grid.cells:
         p = grid.tolerance(p)
         fp32 = results.get((b, d, "fp32", v))
-        cells.append(_judge_cell(b, d, p, v, results[(b, d, p.name, v)], ref.outputs, base.get(p.name),
+        cells.append(_judge_cell(b, d, p, v, results[(b, d, p.name, v)], ref.outputs, ev.base.get(p.name),
                                  fp32_ok=fp32 is None or fp32.status == Status.OK, torch_source=torch_source,
                                  loss_cause=casts_cause if p.name == "fp64" else None))
-    _variant_findings(cells)
-    _narrower_formats(grid, cells, results, ref.outputs, base, env, timeout)
-    for cell, key in zip(cells, grid.cells):
-        _survives_precision(cell, results[job_key(key)], grid.tolerance(key[2]), base.get(key[2].name), grid)
     return cells
+
+
+def survives_precision(ev: Evidence, cells: list[Cell]) -> None:
+    """The survives-precision rule on every cell (_survives_precision)."""
+    for cell, key in zip(cells, ev.grid.cells):
+        p = ev.grid.tolerance(key[2])
+        _survives_precision(cell, ev.result(key), p, ev.base.get(p.name), ev.grid)
 
 
 def _survives_precision(cell: Cell, r: JobResult, p: prec.Precision, baseline: Metrics | None, grid: Grid) -> None:
@@ -83,21 +91,19 @@ def baseline_metrics(grid: Grid, results: dict[JobKey, JobResult], ref_out) -> d
     return out
 
 
-def _narrower_formats(grid: Grid, cells: list[Cell], results: dict, ref_out, base: dict, env: dict,
-                      timeout: float) -> None:
+def narrower_formats(ev: Evidence, cells: list[Cell]) -> None:
     """Mismatch cells whose backend records computing in a narrower format: judged against that format's baseline,
-    run now when the grid did not (only such a cell needs it)."""
-    narrower = [(cell, key, fmt) for cell, key in zip(cells, grid.cells) if cell.status == Status.MISMATCH
-                and cell.metrics and (fmt := _computed_format(results[job_key(key)], key[2]))]
-    if not narrower:
-        return
-    with external.pool(env) as pool:
-        for cell, key, fmt in narrower:
-            if fmt.name not in base:
-                jb, jd, _, jv = grid.baselines.get(fmt.name) or (grid.judge_backend, "cpu", fmt, STATIC)
-                r = pool.run(grid.job((jb, jd, fmt.name, jv)), timeout)
-                base[fmt.name] = measure(ref_out, r, fmt) if r.status == Status.OK else None
-            _judge_as_computed(cell, measure(ref_out, results[job_key(key)], key[2]), key[2], fmt, base[fmt.name])
+    asked of the evidence when the grid did not run it (only such a cell needs it)."""
+    grid, ref_out, base = ev.grid, ev.ref.outputs, ev.base
+    for cell, key in zip(cells, grid.cells):
+        fmt = _computed_format(ev.result(key), key[2]) if cell.status == Status.MISMATCH and cell.metrics else None
+        if fmt is None:
+            continue
+        if fmt.name not in base:
+            jb, jd, _, jv = grid.baselines.get(fmt.name) or (grid.judge_backend, "cpu", fmt, STATIC)
+            r = ev.run((jb, jd, fmt.name, jv))
+            base[fmt.name] = measure(ref_out, r, fmt) if r.status == Status.OK else None
+        _judge_as_computed(cell, measure(ref_out, ev.result(key), key[2]), key[2], fmt, base[fmt.name])
 
 
 def _model_casts_cause(judge_notes: list[Finding]) -> str | None:
@@ -131,9 +137,10 @@ def _judge_as_computed(cell: Cell, m: Metrics, p: prec.Precision, fmt: prec.Prec
     j = compare.judge(m, fmt, baseline)
     if j.status == Status.MISMATCH:
         return
-    cell.status = Status.PRECISION_LOSS
-    cell.reason = (f"{cell.reason}; the backend computed in {fmt.name} (its own record), and against the baseline "
-                   f"at {fmt.name} ({baseline.rel_l2:.2e}) the error is in line: {p.name} was not what ran")
+    cell.revise("computed-format", Status.PRECISION_LOSS,
+                f"{cell.reason}; the backend computed in {fmt.name} (its own record), and against the baseline at "
+                f"{fmt.name} ({baseline.rel_l2:.2e}) the error is in line: {p.name} was not what ran",
+                why=f"computed in {fmt.name} by its own record; in line with {fmt.name}'s baseline")
     if not any(f.kind == "coarser-than-requested" for f in cell.findings):
         cell.findings.append(Finding("coarser-than-requested", f"asked for {p.name}, computed in {fmt.name}: errors "
                                      f"match {fmt.name}'s baseline, not {p.name}'s", remedy="check the backend's "
@@ -155,19 +162,19 @@ class ShapeMismatch(Exception):
 def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult, ref_out,
                 baseline: Metrics | None, fp32_ok: bool, torch_source: bool, loss_cause: str | None = None) -> Cell:
     """One cell's verdict: what failed where, or its error against the reference and its precision's baseline."""
-    cell = Cell(b, d, p.name, v.name, r.status, duration_s=round(r.prepare_s + r.run_s, 3), info=r.info,
+    cell = Cell(b, d, p.name, v.name, Status(r.status), duration_s=round(r.prepare_s + r.run_s, 3), info=r.info,
                 output_dtypes=r.output_dtypes, findings=list(r.notes), op_dtypes=r.op_dtypes,
                 planned_op_dtypes=r.planned_op_dtypes)
     if r.status != Status.OK:
         _failed(cell, p, r, fp32_ok, torch_source)
         return cell
     if ref_out is None:  # the judge failed and nothing stands in for it (judge.unjudged_without_judge says why)
-        cell.status, cell.reason = Status.UNJUDGED, "no float64 reference"
+        cell.revise(FLOAT64, Status.UNJUDGED, "no float64 reference")
         return cell
     try:
         m = measure(ref_out, r, p)
     except ShapeMismatch as e:
-        cell.status, cell.reason = Status.MISMATCH, f"output shapes differ: {e}"
+        cell.revise(FLOAT64, Status.MISMATCH, f"output shapes differ: {e}")
         return cell
     floored = _with_export_floor(baseline, r, cell)
     if floored is not baseline:
@@ -178,10 +185,10 @@ def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult
 
 def _failed(cell: Cell, p: prec.Precision, r: JobResult, fp32_ok: bool, torch_source: bool) -> None:
     """A job that did not run through: its status, the stage and component that failed, and what to try."""
-    cell.status = {Status.UNSUPPORTED: Status.UNSUPPORTED, Status.TIMEOUT: Status.TIMEOUT,
-                   Status.ERROR: Status.ERROR}.get(r.status, Status.CRASH)
+    status = {Status.UNSUPPORTED: Status.UNSUPPORTED, Status.TIMEOUT: Status.TIMEOUT,
+              Status.ERROR: Status.ERROR}.get(r.status, Status.CRASH)
+    cell.revise("job", status, _failure_reason(r), why=f"the job ended {r.status}")
     cell.stage, cell.component = r.stage, r.component
-    cell.reason = _failure_reason(r)
     if r.status == Status.UNSUPPORTED:
         cell.findings.append(_unsupported_finding(cell.backend, p, r, fp32_ok, torch_source))
     elif r.status in (Status.CRASH, Status.ERROR) and r.log_tail:
@@ -195,7 +202,7 @@ def _judged(cell: Cell, p: prec.Precision, r: JobResult, m: Metrics, baseline: M
             loss_cause: str | None, ref_out) -> None:
     """The verdict on a cell's numbers, with what its dtypes, ranges and repeated runs say beside it."""
     j = compare.judge(m, p, baseline, _narrowest_bits(r), loss_cause)
-    cell.status, cell.reason = j.status, j.reason
+    cell.revise(FLOAT64, j.status, j.reason)
     cell.effective_bits = round(j.effective_bits, 1) if j.effective_bits is not None else None
     cell.metrics, cell.baseline_metrics = m.as_dict(), baseline.as_dict() if baseline else None
     cell.findings += j.findings
@@ -275,7 +282,7 @@ def _unsupported_finding(b: str, p: prec.Precision, r: JobResult, fp32_ok: bool,
     return Finding(Status.UNSUPPORTED, msg, op=r.op, remedy=remedy)
 
 
-def _variant_findings(cells: list[Cell]) -> None:
+def shape_variants(ev: Evidence, cells: list[Cell]) -> None:
     """Shape variants of one backend must agree; when one departs, say which and against which."""
     groups: dict[tuple, list[Cell]] = {}
     for c in cells:

@@ -306,8 +306,8 @@ def apply(cell, s: Spread) -> None:
         return
     text = (f"{_spread_text(s)}, beyond {p_tol(s)}, and the cell departs by rel L2 {rel:.2e} (worst element "
             f"{worst:.2e}): within {FACTOR:g}x of that, so rounding alone moves the answer this far")
-    cell.reason = f"{text} (was mismatch: {cell.reason})"
-    cell.status = Status.ILL_CONDITIONED
+    cell.revise("conditioning", Status.ILL_CONDITIONED, f"{text} (was mismatch: {cell.reason})",
+                why=f"{_spread_text(s)}; the cell departs within {FACTOR:g}x of that")
     cell.findings.append(Finding(Status.ILL_CONDITIONED, f"the output is ill-conditioned at this input: {text}",
                                  remedy="judge on an input where the answer is stable (untied logits, separated "
                                  "scores, trained weights); no backend can do better than the model allows"))

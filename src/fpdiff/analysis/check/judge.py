@@ -165,17 +165,18 @@ def hold_unconfirmed(check: JudgeCheck, cells: list, keys: list[tuple],
                           remedy="check the judge: convert the model to the current opset (drop --keep-opset), or "
                           "compare with the model's own expected outputs")
         if key == check.stand_in:
-            cell.status = Status.UNJUDGED
-            cell.reason = f"{cell.reason}; this run is the independent implementation the judge disagrees with"
+            cell.revise("judge-suspect", Status.UNJUDGED,
+                        f"{cell.reason}; this run is the independent implementation the judge disagrees with",
+                        why="this run is the independent implementation the suspect judge disagrees with")
         else:
             j = rejudge(key)
             if j is not None and j.status == cell.status:
                 cell.reason += f"; the same against {check.cross_check} ({j.reason})"
             else:
                 got = j.status if j is not None else "not measurable"
-                cell.reason = (f"{cell.status} against the suspect float64 judge ({cell.reason}), but {got} "
-                               f"against {check.cross_check}")
-                cell.status = Status.UNJUDGED
+                cell.revise("judge-suspect", Status.UNJUDGED,
+                            f"{cell.status} against the suspect float64 judge ({cell.reason}), but {got} against "
+                            f"{check.cross_check}", why=f"the judge is suspect and {check.cross_check} reads {got}")
         cell.findings.append(finding)
 
 
@@ -334,11 +335,11 @@ def judge_by_majority(check: JudgeCheck, cells: list, keys: list[tuple],
         was = (f"{cell.status} against the overruled float64 judge" if check.status == OVERRULED else
                "the float64 judge failed")
         if j is None:
-            cell.status = Status.UNJUDGED
-            cell.reason = (f"{was}; not measurable against the majority's fp32 reading (a precision finer than "
-                           "fp32, or other output shapes)")
+            cell.revise("judge-majority", Status.UNJUDGED, f"{was}; not measurable against the majority's fp32 "
+                        "reading (a precision finer than fp32, or other output shapes)")
         else:
-            cell.status, cell.reason = j.status, f"{j.reason} (against {', '.join(check.majority)} fp32; {was})"
+            cell.revise("judge-majority", j.status, f"{j.reason} (against {', '.join(check.majority)} fp32; {was})",
+                        why=f"against the majority's fp32 reading ({', '.join(check.majority)}): {j.reason}")
             cell.findings += j.findings
         cell.findings.append(Finding("judged-by-majority", check.message, remedy=(
             "report the judge's error upstream (the repro in judge.repro); the verdicts here rest on the agreeing "
@@ -353,7 +354,7 @@ def unjudged_without_judge(check: JudgeCheck, cells: list) -> None:
         return
     for cell in cells:
         if cell.status in (Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH, Status.UNJUDGED):
-            cell.status, cell.reason = Status.UNJUDGED, f"no float64 reference to judge against: {check.message}"
+            cell.revise("judge-failed", Status.UNJUDGED, f"no float64 reference to judge against: {check.message}")
             cell.findings.append(Finding("judge-failed", check.message, op=check.failed_op,
                                          remedy="report the judge's error upstream (the repro in judge.repro); "
                                          "add independent backends (ort, openvino) so a majority can stand in"))

@@ -3,11 +3,22 @@ to independent witnesses), cells a suspect judge alone condemns are held or judg
 within the model's own sensitivity to rounding is the model's, not the backend's (conditioning.py)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fpdiff.analysis.check import conditioning
 from fpdiff.analysis.check import judge as judge_mod
-from fpdiff.analysis.check.cells import ShapeMismatch, measure
+from fpdiff.analysis.check import rules as rules_mod
+from fpdiff.analysis.check.cells import (
+    ShapeMismatch,
+    first_verdicts,
+    measure,
+    narrower_formats,
+    shape_variants,
+    survives_precision,
+)
 from fpdiff.analysis.check.grid import Grid, JobKey, job_key
 from fpdiff.analysis.check.result import Cell
+from fpdiff.analysis.check.rules import Evidence, Rule
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import ONNX_EXPORT
@@ -32,52 +43,81 @@ def question_judge(grid: Grid, results: dict[JobKey, JobResult], ref: JobResult,
     return verdict
 
 
-def rejudge(grid: Grid, verdict: judge_mod.JudgeCheck, cells: list[Cell], results: dict[JobKey, JobResult], ref_out,
-            env: dict, timeout: float) -> None:
-    """Cells judged again where the judge is in doubt (held, or by the majority) and where the model is
-    ill-conditioned at this input."""
-    keys = [job_key(k) for k in grid.cells]
-    judge_mod.unjudged_without_judge(verdict, cells)
-    stand_in = results.get(verdict.stand_in) if verdict.stand_in else None
-    judge_mod.hold_unconfirmed(verdict, cells, keys, lambda key: _against(stand_in, grid, results, key))
-    judge_mod.judge_by_majority(verdict, cells, keys, lambda key: _by_majority(verdict, grid, results, key))
-    blame_exporter(grid, cells, results, env, timeout)
-    if verdict.status == judge_mod.FAILED:  # the model's sensitivity is measured by the judge that failed
+def judge_failed(ev: Evidence, cells: list[Cell]) -> None:
+    """A failed judge nothing stands in for: every cell that ran says so instead of a verdict."""
+    judge_mod.unjudged_without_judge(ev.verdict, cells)
+
+
+def judge_suspect(ev: Evidence, cells: list[Cell]) -> None:
+    """A suspect judge: a mismatch or precision-loss stands only where the independent run reads the same."""
+    stand_in = ev.results.get(ev.verdict.stand_in) if ev.verdict.stand_in else None
+    judge_mod.hold_unconfirmed(ev.verdict, cells, _keys(ev),
+                               lambda key: _against(stand_in, ev.grid, ev.results, key))
+
+
+def judge_majority(ev: Evidence, cells: list[Cell]) -> None:
+    """An overruled (or failed) judge: cells judged against the majority's fp32 reading."""
+    judge_mod.judge_by_majority(ev.verdict, cells, _keys(ev),
+                                lambda key: _by_majority(ev.verdict, ev.grid, ev.results, key))
+
+
+def conditioning_rule(ev: Evidence, cells: list[Cell]) -> None:
+    """A mismatch no larger than the float64 reference's own movement under rounding-sized perturbations is the
+    model's; not measured when the judge failed (the model's sensitivity is measured by the judge)."""
+    if ev.verdict.status == judge_mod.FAILED:
         return
-    # a mismatch no larger than the float64 reference's own movement under rounding-sized perturbations is the model's
-    conditioning.reconsider(grid.source, cells, [results[k] for k in keys], ref_out, grid.judge_backend,
-                            grid.data_path, timeout=timeout, env=env, seed=grid.seed)
+    grid = ev.grid
+    conditioning.reconsider(grid.source, cells, [ev.results[k] for k in _keys(ev)], ev.ref.outputs,
+                            grid.judge_backend, grid.data_path, timeout=ev.timeout, env=ev.env, seed=grid.seed)
 
 
-def blame_exporter(grid: Grid, cells: list[Cell], results: dict[JobKey, JobResult], env: dict,
-                   timeout: float) -> None:
+def _keys(ev: Evidence) -> list[JobKey]:
+    return [job_key(k) for k in ev.grid.cells]
+
+
+def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
     """A torch model's mismatch on a backend that ran torch.onnx's graph: is that graph the torch program's function?
     Exports are checked against their program only in float64 (onnxtools/export.py), so the backend's fp64 job decides
-    (run now when the grid has none): when the exporter's float64 graph computes another function, the mismatch is
+    (asked for when the grid has none): when the exporter's float64 graph computes another function, the mismatch is
     torch.onnx's error at every precision of that backend, and the backend's numbers on that graph are not judged.
     A float64 export that fails or cannot be checked decides nothing: the mismatch stands."""
+    grid, results = ev.grid, ev.results
     if grid.source.ref.kind != "torch":
         return
     exported = [(c, k) for c, k in zip(cells, grid.cells) if c.status == Status.MISMATCH
                 and results[job_key(k)].info.get("onnx_exporter")]
     for b in dict.fromkeys(c.backend for c, _ in exported):
-        fp64 = _run(grid, results, (b, "cpu", "fp64", STATIC), env, timeout)
+        fp64 = ev.run((b, "cpu", "fp64", STATIC))
         for c, k in exported:
             if c.backend != b:
                 continue
             why = _exporter_departs(fp64, results[job_key(k)].info.get("onnx_exporter"))
             if why:
-                c.status, c.stage, c.component = Status.ERROR, ONNX_EXPORT, "torch.onnx"
-                c.reason = (f"torch.onnx at onnx export failed: {why}; {b}'s numbers on that graph are not judged "
-                            f"(was mismatch: {c.reason})")
+                c.revise(EXPORTER, Status.ERROR, f"torch.onnx at onnx export failed: {why}; {b}'s numbers on that "
+                         f"graph are not judged (was mismatch: {c.reason})", why=why)
+                c.stage, c.component = ONNX_EXPORT, "torch.onnx"
 
 
-def _run(grid: Grid, results: dict, key: JobKey, env: dict, timeout: float) -> JobResult:
-    """A job's result, run now when the grid did not run it."""
-    if key not in results:
-        with external.pool(env) as pool:
-            results[key] = pool.run(grid.job(key), timeout)
-    return results[key]
+EXPORTER = "exporter"
+# check's rules after the first verdict, in order. Findings of shape variants first (they read the first verdicts);
+# the computed format before survives-precision (a cell it moves to precision-loss is then held to the format
+# asked); the judge's rules before the exporter's and conditioning (a cell the judge cannot judge is neither blamed
+# on the exporter nor measured against the model's sensitivity); conditioning last (it reads the final mismatches).
+CHECK_RULES: tuple[Rule, ...] = (
+    Rule("shape-variants", shape_variants),
+    Rule("computed-format", narrower_formats),
+    Rule("survives-precision", survives_precision),
+    Rule("judge-failed", judge_failed),
+    Rule("judge-suspect", judge_suspect),
+    Rule("judge-majority", judge_majority),
+    Rule(EXPORTER, blame_exporter),
+    Rule("conditioning", conditioning_rule),
+)
+
+
+def judge_run(ev: Evidence, rules: Sequence[Rule] = CHECK_RULES) -> list[Cell]:
+    """The cells' first verdicts and then `rules` (check's, or an analysis's own list built from them)."""
+    return rules_mod.judge(ev, first_verdicts, rules)
 
 
 def _exporter_departs(fp64: JobResult, exporter: str | None) -> str | None:

@@ -6,7 +6,19 @@ from typing import ClassVar
 
 from fpdiff.analysis.base import Result, cell_dict
 from fpdiff.core.compare import Finding
-from fpdiff.core.status import CELL_STATUSES, FAILING, NOT_JUDGED, NOTHING_JUDGED, fails
+from fpdiff.core.status import CELL_STATUSES, FAILING, NOT_JUDGED, NOTHING_JUDGED, Status, fails
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One rule's change to a cell's verdict: which rule, from what, to what, and why (the verdict's provenance)."""
+    rule: str
+    was: str
+    now: str
+    why: str
+
+    def as_dict(self) -> dict:
+        return {"rule": self.rule, "from": self.was, "to": self.now, "why": self.why}
 
 
 @dataclass
@@ -15,7 +27,7 @@ class Cell:
     device: str
     precision: str
     shape_variant: str
-    status: str
+    status: Status
     reason: str = ""
     metrics: dict | None = None
     baseline_metrics: dict | None = None
@@ -29,9 +41,17 @@ class Cell:
     component: str | None = None  # failed cells: who failed there, or "internal error in fpdiff"
     op_dtypes: dict[str, int] | None = None  # the backend's float ops by the dtype each ran in, when it counts them
     planned_op_dtypes: dict[str, int] | None = None  # the same count on the graph it was handed, when that mixes
+    revisions: list[Revision] = field(default_factory=list)  # every rule that changed the status, in order
 
     def as_dict(self) -> dict:
         return cell_dict(self)
+
+    def revise(self, rule: str, status: str, reason: str, why: str | None = None) -> None:
+        """The one place a cell's status is written after its job ran, so every verdict says which rules made it."""
+        status = Status(status)
+        if status != self.status:
+            self.revisions.append(Revision(rule, str(self.status), str(status), why or reason))
+        self.status, self.reason = status, reason
 
     @property
     def label(self) -> str:

@@ -9,10 +9,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpdiff.analysis.check.cells import judge_cells
 from fpdiff.analysis.check.grid import Grid, JobKey, job_key, make_grid
-from fpdiff.analysis.check.rejudge import question_judge, rejudge
+from fpdiff.analysis.check.rejudge import CHECK_RULES, judge_run, question_judge
 from fpdiff.analysis.check.result import Cell
+from fpdiff.analysis.check.rules import Evidence
 from fpdiff.analysis.check.run import run_grid, worker_env
 from fpdiff.analysis.ops import verdict
 from fpdiff.analysis.ops.case import Case, OpsCell
@@ -89,10 +89,8 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         outcome.duration_s = time.perf_counter() - t0
         return outcome, []
     judged = question_judge(grid, results, ref, env, config.timeout, None)
-    cells = judge_cells(grid, results, ref, env, config.timeout)
-    if case.integer_valued:  # before conditioning, which then weighs a flip mismatch like any other
-        verdict.judge_integer_valued(grid, cells, results, ref.outputs)
-    rejudge(grid, judged, cells, results, ref.outputs, env, config.timeout)
+    cells = judge_run(Evidence(grid, results, ref, judged, env, config.timeout),
+                      verdict.OPS_RULES if case.integer_valued else CHECK_RULES)
     outcome.disagreement = verdict.expected_disagreement(case, ref.outputs)
     outcome.cells = [_ops_cell(case, c, results[job_key(k)]) for c, k in zip(cells, grid.cells)]
     requests = [verdict.repro_request(case, grid, k, oc, c.baseline_metrics, results[job_key(k)], ref,

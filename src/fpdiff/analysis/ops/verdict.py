@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from fpdiff.analysis.check.grid import Grid, job_key
+from fpdiff.analysis.check.rejudge import CHECK_RULES
 from fpdiff.analysis.check.result import Cell
+from fpdiff.analysis.check.rules import Evidence, Rule, insert_after
 from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
@@ -27,10 +29,11 @@ _FLOAT_RULE_FINDINGS = {"coarser-than-requested", "rounds-more", "no-baseline"}
 EXPECTED_TOLERANCE = 1e-4
 
 
-def judge_integer_valued(grid: Grid, cells: list[Cell], results: dict, ref_out: list[np.ndarray]) -> None:
+def integer_flips(ev: Evidence, cells: list[Cell]) -> None:
     """Cells of an integer-valued op judged by how many output elements flip against float64, next to how many the
     baseline at the same precision flips (compare.judge_flips), the other outputs by the float rule as before."""
-    ints = [i for i, a in enumerate(ref_out) if _integer_valued(a)]
+    grid, results, ref_out = ev.grid, ev.results, ev.ref.outputs
+    ints = [i for i, a in enumerate(ref_out or []) if _integer_valued(a)]
     if not ints:
         return
     for cell, key in zip(cells, grid.cells):
@@ -45,10 +48,16 @@ def judge_integer_valued(grid: Grid, cells: list[Cell], results: dict, ref_out: 
         bm = (compare.measure(*_flip_form(ref_out, base.outputs, ints), p.compute)
               if base is not None and base.status == Status.OK else None)
         j = compare.judge(m, p, bm)
-        cell.status, cell.reason = j.status, f"integer-valued outputs judged by flips: {j.reason}"
+        cell.revise(INTEGER_FLIPS, j.status, f"integer-valued outputs judged by flips: {j.reason}")
         cell.metrics, cell.baseline_metrics = m.as_dict(), bm.as_dict() if bm else None
         cell.effective_bits = None
         cell.findings = [f for f in cell.findings if f.kind not in _FLOAT_RULE_FINDINGS] + j.findings
+
+
+INTEGER_FLIPS = "integer-flips"
+# the op sweep's rules: check's, with the flip rule for integer-valued ops right after the float rules (before the
+# judge's and conditioning's, which then weigh a flip mismatch like any other)
+OPS_RULES = insert_after(CHECK_RULES, "survives-precision", Rule(INTEGER_FLIPS, integer_flips))
 
 
 def _integer_valued(a: np.ndarray) -> bool:
