@@ -59,6 +59,23 @@ def test_spec_whose_model_raises(tmp_path):
     assert_usage_error(["check", write(tmp_path, "s.py", text)], "model() raised RuntimeError: no weights")
 
 
+@pytest.mark.slow  # one worker runs the model in float64
+def test_a_model_that_cannot_run_in_float64_judges_nothing_in_one_typed_line(tmp_path):
+    """Not the user's input (exit 2) and not a failing cell (exit 1): the reference did not run, nothing is judged."""
+    text = ("import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+            "        if x.dtype == torch.float64:\n            raise RuntimeError('no float64 kernel here')\n"
+            "        return x * 2\ndef model(): return M()\ndef inputs(): return (torch.ones(3),)\n")
+    code, out, err = run("check", write(tmp_path, "s.py", text), "--backends", "torch", "--precisions", "fp32")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 3 and "Traceback" not in err + out, (code, out, err)
+    assert len(lines) == 1 and "the float64 reference (torch on cpu) failed" in lines[0] and "no float64" in err, err
+    import fpdiff
+    from fpdiff.core.errors import FpdiffError, ReferenceFailed, UsageError
+    with pytest.raises(ReferenceFailed, match="no float64 kernel here") as e:
+        fpdiff.check(str(tmp_path / "s.py"), backends=["torch"], precisions=["fp32"])
+    assert isinstance(e.value, FpdiffError) and not isinstance(e.value, UsageError) and e.value.exit_code == 3
+
+
 def test_spec_inputs_not_tensors(tmp_path):
     text = "import torch\ndef model(): return torch.nn.Identity()\ndef inputs(): return [1, 2]\n"
     assert_usage_error(["check", write(tmp_path, "s.py", text)], "tuple of tensors")
@@ -368,3 +385,24 @@ def test_locate_shows_its_steps_at_a_terminal_and_not_on_stdout():
     code, out, err = run_at_a_terminal("locate", "example:tinycnn", "--no-repro", "--no-store")
     assert code in (0, 1), (out, err)
     assert "locate torch fp16: ops" in err and "locate torch" not in out
+
+
+def test_cache_info_and_clear(tmp_path):
+    for name in (f"{'a' * 20}.onnx", f"{'b' * 20}.vmfb", f"{'b' * 20}.import.json"):
+        (tmp_path / name).write_bytes(b"x" * 1024)
+    (tmp_path / "notes.txt").write_text("not the cache's")
+    report = tmp_path / "info.json"
+    code, out, err = run("cache", "--cache-dir", str(tmp_path), "--json", str(report))
+    assert code == 0, err
+    assert f"cache: {tmp_path}" in out and "size: 3.0 KiB in 2 entries" in out and "limit: " in out
+    info = json.loads(report.read_text())
+    assert (info["kind"], info["entries"], info["bytes"]) == ("cache", 2, 3072)
+    code, out, err = run("cache", "clear", "--cache-dir", str(tmp_path))
+    assert code == 0 and f"cleared {tmp_path}: freed 3.0 KiB (2 entries)" in out, err
+    assert {p.name for p in tmp_path.iterdir() if not p.name.startswith(".")} == {"notes.txt", "info.json"}
+
+
+@pytest.mark.parametrize("args", [["cache"], ["check", "example:tinycnn"]])
+def test_malformed_cache_limit(args, monkeypatch):
+    monkeypatch.setenv("FPDIFF_CACHE_MAX", "4 gigs")
+    assert_usage_error(args, "FPDIFF_CACHE_MAX wants a size in bytes or with a suffix")

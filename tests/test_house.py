@@ -1,5 +1,5 @@
-"""The house rules, checked on the code itself: imports flow one way (no cycles), no private name crosses a module,
-and only backends/ knows backend names (everything else asks a backend's declarations)."""
+"""The house rules, checked on the code itself: imports flow one way (no cycles, never up a layer), no private name
+crosses a module, and only backends/ knows backend names (everything else asks a backend's declarations)."""
 import ast
 from pathlib import Path
 
@@ -61,6 +61,41 @@ def test_no_import_cycles():
     for m in sorted(graph):
         if m not in state:
             visit(m)
+
+
+# The layers, bottom to top, by the first name under fpdiff ("" is the package's own __init__): a module imports its
+# own layer and those below it, never one above. Nothing is allowed past this table.
+LAYERS = {
+    "core": 0,  # the vocabulary every layer speaks (precisions, statuses, errors, metrics, the Task contract)
+    "examples": 0,  # the example models: plain torch, loaded by file; they import nothing of fpdiff
+    "onnxtools": 1,  # ONNX graphs exported, cast and evaluated: know precisions, not models, sources or backends
+    "model": 2,  # torch model transforms (autocast, the float64 mode, segments); autocast exports through onnxtools
+    "sources": 3,  # where a model comes from and how it loads (spec, example, ONNX file): built on model, onnxtools
+    "backends": 4,  # prepare and run one cell: see core's Task contract, never the runtime that hands them the cell
+    "runtime": 5,  # jobs, worker processes, caches, remote workers: run backends, know no analysis
+    "analysis": 6,  # check, locate, plan, ranges, ops, fuzz: ask the runtime for runs and return results
+    "report": 7,  # results shown and stored (terminal, HTML, JSON, JUnit, the store): read what analyses return
+    "testing": 8,  # assert_agrees: a check and its terminal report, for users' own test suites
+    "api": 9,  # the public Python API: the analyses' entry points and assert_agrees
+    "": 10,  # the package: hands on the API's names, loaded on first use
+    "cli": 11, "pytest_plugin": 11, "__main__": 11,  # entry points: nothing of fpdiff imports them
+}
+
+
+def layer(module: str) -> int | None:
+    """The rank of a module's layer (None: a part of the package the table does not place)."""
+    return LAYERS.get(module.split(".")[1] if "." in module else "")
+
+
+def test_every_import_goes_to_the_same_or_a_lower_layer():
+    """A lower layer hands its data up (a return value, a declaration, a Task), it never reaches up for a helper:
+    what two layers share lives in the lower one."""
+    known = modules()
+    unplaced = sorted(m for m in known if layer(m) is None)
+    assert not unplaced, f"parts of fpdiff with no layer in LAYERS: {unplaced}"
+    upward = [f"{m} (layer {layer(m)}) imports {t} (layer {layer(t)})"
+              for m, p in sorted(known.items()) for t in sorted(imports(m, p, known)) if layer(t) > layer(m)]
+    assert not upward, "imports up a layer:\n" + "\n".join(upward)
 
 
 def test_no_private_name_is_imported_across_modules():

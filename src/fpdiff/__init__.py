@@ -9,38 +9,31 @@ if TYPE_CHECKING:
     from fpdiff.api import (
         Cell,
         CheckResult,
+        FuzzResult,
         LocateResult,
+        OpsResult,
         Plan,
         RangesResult,
         apply_plan,
         assert_agrees,
         check,
         examples,
+        fuzz,
         locate,
+        ops,
         plan,
         ranges,
+        rejudge,
     )
 
 __all__ = ["assert_agrees", "check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges",
-           "RangesResult", "plan", "Plan", "apply_plan"]
-
-
-def _version() -> str:
-    """The installed distribution's version; in a source tree never installed, the one pyproject.toml declares."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("fpdiff")
-    except PackageNotFoundError:
-        import re
-        from pathlib import Path
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-        found = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.M) if pyproject.is_file() else None
-        return found.group(1) if found else "0+unknown"
+           "RangesResult", "plan", "Plan", "apply_plan", "ops", "OpsResult", "fuzz", "FuzzResult", "rejudge"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        globals()[name] = value = _version()
+        from fpdiff.core.versions import fpdiff_version
+        globals()[name] = value = fpdiff_version()
         return value
     if name in __all__:
         from fpdiff import api

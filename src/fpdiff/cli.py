@@ -1,4 +1,5 @@
-"""Command line: parses, calls the API, prints. Usage and input errors: one line, exit 2.
+"""Command line: parses, calls the API, prints. fpdiff's own errors are one line each, the exit code by kind: the
+user's input 2; a float64 reference that cannot run or a model an analysis cannot take 3 (nothing judged).
 
 Every analysis is one builder (its subcommand: its own options, and the shared groups that make sense for it) and
 one run function (calls the API, hands the result to `_finish`: the terminal, its files, JSON, HTML, JUnit, the
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import FpdiffError, UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 QUIET_HELP = "show no progress (it goes to stderr, and only when stderr is a terminal)"
@@ -143,7 +144,8 @@ def _check_parser(sub) -> None:
                        parents=_shared(*RUNS_BACKENDS, "cache", "device"),
                        epilog=f"exit {EXIT_OK}: every judged cell holds; {EXIT_FAIL}: a cell is mismatch, error, crash "
                        f"or timeout (--strict: not a clean pass); {EXIT_USAGE}: usage or input error; "
-                       f"{NOTHING_JUDGED}: nothing was judged and nothing failed (every cell unsupported or unjudged)")
+                       f"{NOTHING_JUDGED}: nothing was judged and nothing failed (every cell unsupported or "
+                       "unjudged, or the model's float64 reference did not run)")
     c.add_argument("model", help="spec .py file, .onnx file, or example:NAME")
     c.add_argument("--backends", type=_csv, default=list(DEFAULT_BACKENDS),
                    help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
@@ -294,6 +296,13 @@ def _other_parsers(sub) -> None:
     d.add_argument("run_a", metavar="A", help="a stored run's id, or a support table saved by fpdiff ops --save")
     d.add_argument("run_b", metavar="B", help="the same for the other side")
     d.add_argument("--store", metavar="PATH", help="the run history (default as for check)")
+    c = sub.add_parser("cache", help="the compile cache: where it is, its size and limit (info), or empty it (clear)",
+                       epilog="the limit: FPDIFF_CACHE_MAX, in bytes or with a suffix (500M, 4G), 0 or off for none; "
+                       "past it a build evicts the least recently used entries")
+    c.add_argument("action", nargs="?", choices=("info", "clear"), default="info", help="default %(default)s")
+    c.add_argument("--cache-dir", default=None, metavar="DIR",
+                   help="this folder (default: FPDIFF_CACHE, else ~/.cache/fpdiff)")
+    c.add_argument("--json", metavar="PATH", help="write the answer as JSON here ('-': stdout, and nothing else)")
     w = sub.add_parser("worker", help="serve backend jobs to fpdiff on other machines (authenticated by a token)")
     w.add_argument("--listen", required=True, metavar="HOST:PORT", help="address to listen on (port 0: any free)")
     w.add_argument("--token-file", metavar="PATH", help="file holding the shared token (else FPDIFF_TOKEN)")
@@ -326,11 +335,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with run_directory(keep=args.keep_temp):
             return _run(args)
-    except UsageError as e:
+    except FpdiffError as e:  # one line; its kind says the exit code (the user's input: 2, nothing judged: 3)
         if args.debug:
             raise
         print(f"fpdiff: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return e.exit_code
     except KeyboardInterrupt:
         print("fpdiff: interrupted", file=sys.stderr)
         return 130
@@ -344,8 +353,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    if args.command in ("worker", "history", "diff", "report"):
-        return {"worker": _worker, "history": _history, "diff": _history, "report": _report}[args.command](args)
+    if args.command in ("worker", "history", "diff", "report", "cache"):
+        return {"worker": _worker, "history": _history, "diff": _history, "report": _report,
+                "cache": _cache_command}[args.command](args)
     if hasattr(args, "backend_python"):
         from fpdiff.backends import routes
         routes.configure(python=dict(routes.parse_assignment(a, "python") for a in args.backend_python),
@@ -413,6 +423,46 @@ def _worker(args) -> int:
     except OSError as e:
         raise UsageError(f"cannot listen on {args.listen}: {e.strerror or e}") from None
     return EXIT_OK
+
+
+def _cache_command(args) -> int:
+    """fpdiff cache [info|clear]: the folder, its size and limit, or what emptying it freed."""
+    from fpdiff.runtime import cache
+    if args.action == "clear":
+        done = cache.clear(args.cache_dir)
+        data = done.as_dict()
+        lines = [f"cleared {done.root}: freed {_size(done.bytes)} ({_entries(done.entries)})"]
+        lines += [f"kept {_entries(done.kept)} being built by a running fpdiff"] if done.kept else []
+    else:
+        info = cache.cache_info(args.cache_dir)
+        data = info.as_dict()
+        lines = [f"cache: {info.root}", f"size: {_size(info.bytes)} in {_entries(info.entries)}",
+                 f"limit: {_size(info.limit) if info.limit else 'none'} ({_limit_source(info.limit_from)})"]
+    if args.json:
+        _write_json(args.json, data)
+    if not _json_to_stdout(args):
+        print("\n".join(lines + ([f"JSON report: {args.json}"] if args.json else [])))
+    return EXIT_OK
+
+
+def _limit_source(source: str) -> str:
+    from fpdiff.runtime.cache import LIMIT_ENV
+    if source == LIMIT_ENV:
+        return f"{LIMIT_ENV}={os.environ[LIMIT_ENV].strip()}"
+    return f"the default; {LIMIT_ENV} sets another"
+
+
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
+def _size(n: int) -> str:
+    """Bytes in powers of 1024, as FPDIFF_CACHE_MAX reads them."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    value, unit = float(n), units.pop(0)
+    while value >= 1024 and units:
+        value, unit = value / 1024, units.pop(0)
+    return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
 
 
 def _backend_flags(args) -> dict[str, list[str]]:

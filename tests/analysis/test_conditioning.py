@@ -174,7 +174,6 @@ def test_a_tiny_probability_beside_an_output_that_passes_still_gets_both_reading
     absolute), and a recurrent state that agrees. The finding is read on the output that departs."""
     from types import SimpleNamespace
 
-    from fpdiff.analysis.check import Cell
     TP = TensorProto
     g = helper.make_graph([helper.make_node("Sigmoid", ["x"], ["p"]), helper.make_node("Relu", ["s"], ["state"])], "g",
                           [helper.make_tensor_value_info("x", TP.FLOAT, [1]),
@@ -185,10 +184,8 @@ def test_a_tiny_probability_beside_an_output_that_passes_still_gets_both_reading
     state = np.linspace(0, 3, 16).reshape(2, 8)
     ref = [np.array([7e-6]), state]
     out = [np.array([7e-6 * (1 + 8.8e-4)]), state * (1 + 1e-8)]
-    cell = Cell("ort", "cpu", "fp32", "static", Status.UNJUDGED, "held")
-    cond._relative_only(source, [cell], [SimpleNamespace(status="ok", outputs=out)], ref)
-    f = [f for f in cell.findings if f.kind == "relative-vs-absolute"]
-    assert f and f[0].op == "Sigmoid" and "Sigmoid" in cell.reason, cell.findings
+    f = cond.relative_only(source, ref, out, 1e-5, "fp32")
+    assert f is not None and f.kind == "relative-vs-absolute" and f.op == "Sigmoid" and "Sigmoid" in f.message, f
 
 
 def test_an_output_made_by_an_if_is_read_through_its_branches():

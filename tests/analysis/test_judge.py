@@ -77,6 +77,13 @@ def test_witnesses_that_split_leave_the_judge_suspect_and_call_nothing(tmp_path)
     assert r.exit_code() == 3 and r.exit_code(strict=True) == 3
 
 
+def _key(backend, precision="fp32"):
+    from fpdiff.analysis.check.grid import CellKey
+    from fpdiff.core.precision import get
+    from fpdiff.model.graph import STATIC
+    return CellKey(backend, "cpu", get(precision), STATIC)
+
+
 def _ok(*arrays):
     from fpdiff.runtime.worker import JobResult
     return JobResult(Status.OK, outputs=[np.asarray(a, dtype=np.float64) for a in arrays])
@@ -96,13 +103,13 @@ def test_the_witness_majority_rule(sides, status):
     rng = np.random.default_rng(0)
     judge = rng.standard_normal(2000)
     readings = {"j": judge, "b": judge[::-1].copy(), "c": judge * 2}
-    results = {("onnxref", "cpu", "fp32", "s"): _ok(judge * (1 + 1e-7))}
+    results = {_key("onnxref"): _ok(judge * (1 + 1e-7))}
     keys = []
     for i, (b, side) in enumerate(sides.items()):
-        keys.append((b, "cpu", "fp32", "s"))
+        keys.append(_key(b))
         results[keys[-1]] = _ok(readings[side] * (1 + (i + 1) * 1e-7))
     check = JudgeCheck("evaluator", "ort fp32", SUSPECT, "they disagree", stand_in=keys[0])
-    ask_witnesses(check, results, [judge], ("onnxref", "cpu", "fp32", "s"), keys, get("fp32"))
+    ask_witnesses(check, results, [judge], _key("onnxref"), keys, get("fp32"))
     assert check.status == status, check.message
     if status == "overruled":
         assert check.majority == [b for b, s in sides.items() if s == "b"]
@@ -114,13 +121,12 @@ def test_under_a_suspect_judge_a_cell_departing_from_both_stays_a_mismatch():
     from fpdiff.analysis.check import Cell
     from fpdiff.analysis.check.judge import SUSPECT, JudgeCheck, hold_unconfirmed
     from fpdiff.core.compare import Judgement
-    check = JudgeCheck("evaluator", "ort fp32", SUSPECT, "they disagree", stand_in=("ort", "cpu", "fp32", "s"))
+    check = JudgeCheck("evaluator", "ort fp32", SUSPECT, "they disagree", stand_in=_key("ort"))
     cells = [Cell("iree", "cpu", "fp16", "s", Status.MISMATCH, "rel L2 0.5 is 100x"),
              Cell("iree", "cpu", "fp32", "s", Status.MISMATCH, "rel L2 0.9 is 1e6x"),
              Cell("ort", "cpu", "fp32", "s", Status.MISMATCH, "rel L2 0.9 is 1e6x"),
              Cell("ort", "cpu", "bf16", "s", Status.PASS, "rel L2 1e-3")]
-    keys = [("iree", "cpu", "fp16", "s"), ("iree", "cpu", "fp32", "s"), ("ort", "cpu", "fp32", "s"),
-            ("ort", "cpu", "bf16", "s")]
+    keys = [_key("iree", "fp16"), _key("iree"), _key("ort"), _key("ort", "bf16")]
     readings = {keys[0]: Judgement(Status.MISMATCH, "rel L2 0.5 against ort"), keys[1]: Judgement(Status.PASS, "1e-7")}
     hold_unconfirmed(check, cells, keys, readings.get)
     assert [c.status for c in cells] == [Status.MISMATCH, Status.UNJUDGED, Status.UNJUDGED, Status.PASS]
@@ -187,7 +193,7 @@ def test_a_failed_judge_is_stood_in_for_only_by_two_agreeing_witnesses(sides, ma
     rng = np.random.default_rng(0)
     a = rng.standard_normal(500)
     readings = {"a": a, "b": a[::-1].copy()}
-    keys = [(b, "cpu", "fp32", "s") for b in ("ort", "openvino")[:len(sides)]]
+    keys = [_key(b) for b in ("ort", "openvino")[:len(sides)]]
     results = {k: _ok(readings[s] * (1 + i * 1e-7)) for i, (k, s) in enumerate(zip(keys, sides))}
     check = JudgeCheck("evaluator", status=FAILED, message="the float64 judge failed: X")
     stand_in_majority(check, results, keys, get("fp32"))
@@ -230,14 +236,14 @@ def test_a_relative_departure_on_tiny_probabilities_does_not_make_the_judge_susp
     range): no wrong judge op errs like that, so the judge agrees, and says why."""
     from types import SimpleNamespace
 
+    from fpdiff.analysis.check.grid import Grid
     from fpdiff.analysis.check.judge import AGREES, cross_check
-    from fpdiff.core.precision import get
-    from fpdiff.model.graph import STATIC
-    source = SimpleNamespace(ref=SimpleNamespace(kind="onnx"), module=om.rare_sigmoid(), tolerance={})
+    source = SimpleNamespace(ref=SimpleNamespace(kind="onnx"), module=om.rare_sigmoid(), tolerance={},
+                             dynamic_shapes=None)
     p = np.geomspace(1e-7, 1e-5, 512).reshape(64, 8)
-    results = {("onnxref", "cpu", "fp32", STATIC): _ok(p * (1 + 1e-7)),
-               ("ort", "cpu", "fp32", STATIC): _ok(p * (1 + 8.8e-4))}
-    check = cross_check(source, results, [p], "onnxref", get("fp32"), STATIC, job=None, env={}, timeout=1)
+    results = {_key("onnxref"): _ok(p * (1 + 1e-7)), _key("ort"): _ok(p * (1 + 8.8e-4))}
+    grid = Grid(source, None, [], [], "onnxref", "")
+    check = cross_check(grid, results, [p], env={}, timeout=1)
     assert check.status == AGREES, check.message
     assert "bounded outputs" in check.message and "Sigmoid" in check.message
 

@@ -1,5 +1,7 @@
 """The rule engine: a verdict changes only through Cell.revise, which keeps its provenance; rules run in order; an
 analysis adds its own rule to check's list without re-typing it."""
+from types import SimpleNamespace
+
 import pytest
 
 from fpdiff.analysis.check.rejudge import CHECK_RULES
@@ -45,7 +47,7 @@ def test_rules_run_in_order_after_the_first_verdicts():
         c.revise("float64", Status.PASS, "fine")
         return [c]
 
-    cells = judge(None, first, rules)
+    cells = judge(SimpleNamespace(stored=False), first, rules)
     assert seen == [("a", 1), ("b", Status.PASS)] and cells[0].status is Status.PASS
 
 

@@ -1,8 +1,10 @@
 """How an iree-compile failure is read: a refusal of something the model asked for stays `unsupported` naming it;
-the compiler breaking on itself (its own dialects, crashes, assertions) is an error at compile. fpdiff's
+IR rejected as given (before any pass) is the importer's error at import; the compiler breaking on itself (its own
+dialects, its own passes' invalid IR, crashes, assertions) is an error at compile. fpdiff's
 decomposition for IREE, against real iree-compile (slow): it keeps whole the ops IREE lowers whole (roll, squeeze),
 a refusal of an op the decomposition made sends the program as exported instead, and a refusal of the user's own op
 names that op, never the constant iree-compile reports."""
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import torch
 import fpdiff
 from fpdiff.backends import iree
 from fpdiff.backends.iree import compile_failure
-from fpdiff.core.errors import Crashed, StageError, Unsupported
+from fpdiff.core.errors import COMPILE, IMPORT, Crashed, StageError, Unsupported
 from fpdiff.core.status import Status
 
 
@@ -74,6 +76,90 @@ def test_a_refusal_reported_on_a_constant_names_the_op_left_unlowered():
 def test_a_failure_on_a_constant_with_no_op_left_is_not_a_refusal():
     e = compile_failure("<unknown>:0: error: failed to legalize operation 'torch.constant.float': %0 = ...", 1, "fp32")
     assert isinstance(e, StageError) and "torch.constant.float" in str(e)
+
+
+# ONNX RoiAlign as iree-compile 3.13 reports it (cut): torch-mlir turns it into torch.torchvision.roi_align, which
+# has no lowering, and the type conversion that follows fails on the constant it takes.
+_ROI_ALIGN_LEFT = """// -----// IR Dump After FinalizingBackendTypeConversion Failed //----- //
+  %int2 = torch.constant.int 2
+  %13 = torch.torchvision.roi_align %1, %12, %float1.000000e00, %int5, %int5, %int2, %false : !torch.vtensor<...>
+<unknown>:0: error: failed to legalize operation 'torch.constant.int': %0 = "torch.constant.int"() <{value = 2 : i64}>
+"""
+
+
+def test_a_torchvision_op_left_unlowered_is_a_refusal_like_an_aten_one():
+    e = compile_failure(_ROI_ALIGN_LEFT, 1, "fp32", "iree-import-onnx")
+    assert isinstance(e, Unsupported) and e.op == "torch.torchvision.roi_align" and e.stage == COMPILE
+
+
+def test_ir_rejected_before_any_pass_is_the_importers_error_at_import():
+    said = ("model.mlir:3:5: error: type of return operand 0 ('!torch.vtensor<[2,3],f32>') doesn't match function "
+            "result type ('!torch.vtensor<[3,2],f32>') in function @main\n")
+    e = compile_failure(said, 1, "fp32", "iree-import-onnx")
+    assert type(e) is StageError and (e.stage, e.component) == (IMPORT, "iree-import-onnx")
+    assert "rejects the IR iree-import-onnx wrote" in str(e) and "doesn't match" in str(e)
+
+
+def test_invalid_ir_one_of_its_own_passes_made_is_the_compilers_error():
+    said = ("grid.mlir:4:10: error: 'arith.divf' op requires the same type for all operands and results\n"
+            "// -----// IR Dump After ConvertTorchToLinalg Failed: convert-torch-to-linalg //----- //\n")
+    e = compile_failure(said, 1, "fp16", "iree-import-onnx")
+    assert type(e) is StageError and (e.stage, e.component) == (COMPILE, "iree-compile")
+    e = compile_failure("iree-compile: Unknown command line argument '--nope'", 1, "fp32", "iree-import-onnx")
+    assert (e.stage, e.component) == (COMPILE, "iree-compile")  # no input line: not the importer's
+
+
+def _real_compile(tmp_path: Path, graph) -> Exception | None:
+    """An ONNX graph through iree-import-onnx and iree-compile as fpdiff runs them; the failure as it is read."""
+    pytest.importorskip("iree.compiler", reason="needs iree-base-compiler")
+    import onnx
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    subprocess.run([iree.tool("iree-import-onnx"), str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.mlir")],
+                   check=True, capture_output=True)
+    return _compiled(tmp_path, (tmp_path / "m.mlir").read_text())
+
+
+def _compiled(tmp_path: Path, mlir: str) -> Exception | None:
+    (tmp_path / "m.mlir").write_text(mlir)
+    r = iree._run_compile(tmp_path / "m.mlir", iree.compile_flags("cpu", "fp32", ()), tmp_path / "m.vmfb", None)
+    return compile_failure(r.stderr, r.returncode, "fp32", "iree-import-onnx") if r.returncode else None
+
+
+def _f32(name: str, shape: list[int]):
+    import onnx
+    return onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape)
+
+
+@pytest.mark.slow  # real iree-import-onnx and iree-compile
+def test_a_real_lowering_gap_is_unsupported_naming_the_models_op(tmp_path):
+    """ONNX RoiAlign: iree-compile has no lowering for what it becomes (torch.torchvision.roi_align) and says so on
+    a constant it takes; before, that was an error "naming no op"."""
+    import onnx
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("RoiAlign", ["x", "rois", "idx"], ["y"], output_height=5, output_width=5)], "roi",
+        [_f32("x", [1, 1, 10, 10]), _f32("rois", [3, 4]),
+         onnx.helper.make_tensor_value_info("idx", onnx.TensorProto.INT64, [3])], [_f32("y", [3, 1, 5, 5])])
+    e = _real_compile(tmp_path, graph)
+    assert isinstance(e, Unsupported) and e.op == "torch.torchvision.roi_align", e
+    assert (e.stage, e.component) == (COMPILE, "iree-compile")
+
+
+@pytest.mark.slow
+def test_real_ir_the_compiler_rejects_as_given_is_the_importers_error(tmp_path):
+    """A module iree-import-onnx wrote (a one-Add graph), its result type then made to disagree with what it
+    returns: iree-compile's verifier rejects it before any pass, which charges the IR's writer, not the compiler;
+    the same module as written compiles."""
+    import onnx
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Add", ["x", "x"], ["y"])], "add", [_f32("x", [2, 3])],
+                                   [_f32("y", [2, 3])])
+    assert _real_compile(tmp_path, graph) is None
+    mlir = (tmp_path / "m.mlir").read_text()
+    head, _, body = mlir.partition(") -> !torch.vtensor<[2,3],f32>")
+    assert body, mlir
+    e = _compiled(tmp_path, f"{head}) -> !torch.vtensor<[3,2],f32>{body}")
+    assert type(e) is StageError and (e.stage, e.component) == (IMPORT, "iree-import-onnx"), e
+    assert "doesn't match function result type" in str(e)
 
 
 SPEC = str(Path(__file__).parents[1] / "specs" / "iree_shifted_window.py")

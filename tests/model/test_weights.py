@@ -187,3 +187,72 @@ def test_estimate_counts_weights_once_and_the_largest_at_float64():
     with pytest.raises(UsageError):
         with torch.device("meta"):
             weights.refuse_unfit(torch.nn.Linear(1 << 20, 1 << 20), "a model")
+
+
+GB = 1 << 30
+MEMINFO_24GB = """MemTotal:       24684084 kB
+MemFree:          913232 kB
+MemAvailable:     838860 kB
+AnonPages:      22020096 kB
+Shmem:              8872 kB
+HugePages_Total:       0
+"""
+
+
+def _readings(*available_gb: float, anon_gb: float = 20, total_gb: float = 24):
+    """A meminfo reader returning these MemAvailable readings in turn (the last one from then on)."""
+    left = list(available_gb)
+
+    def read() -> dict[str, int]:
+        have = left.pop(0) if len(left) > 1 else left[0]
+        return {"MemTotal": int(total_gb * GB), "MemAvailable": int(have * GB), "AnonPages": int(anon_gb * GB)}
+    return read
+
+
+def _model_of(gb: float) -> torch.nn.Module:
+    """A meta-device model whose estimated peak is about `gb` GB."""
+    n = int((gb * GB - 2 * weights.PROCESS_BYTES) / 12)
+    with torch.device("meta"):
+        return torch.nn.Linear(n, 1, bias=False)
+
+
+def test_meminfo_reads_the_kernels_counters_in_bytes(tmp_path):
+    f = tmp_path / "meminfo"
+    f.write_text(MEMINFO_24GB)
+    info = weights.meminfo(f)
+    assert info["MemTotal"] == 24684084 * 1024 and info["AnonPages"] == 22020096 * 1024
+    assert info["HugePages_Total"] == 0  # a count, not kB
+    assert weights.meminfo(tmp_path / "absent") is None
+
+
+def test_a_model_beyond_what_the_machine_can_free_is_refused(capsys):
+    """Available now plus what other processes hold privately is all a run could ever get: beyond it, refused."""
+    with pytest.raises(UsageError, match="cannot fit in memory even streamed") as e:
+        weights.refuse_unfit(_model_of(30), "a model", read=_readings(2, anon_gb=20), pause_s=0)
+    assert "can free 22.0 GB of its 24.0 GB" in str(e.value)
+    assert capsys.readouterr().err == ""
+
+
+def test_memory_another_process_holds_for_now_is_read_again_then_a_warning_not_a_refusal(capsys):
+    """A 0.8 GB model on a 24 GB machine while another process holds all but 0.5 GB: read again, still short,
+    the run goes on with one line on stderr (before, a UsageError)."""
+    reads = []
+    read = _readings(0.5)
+    weights.refuse_unfit(_model_of(0.8), "the model of m.py", read=lambda: reads.append(1) or read(), pause_s=0)
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("fpdiff: warning: the model of m.py needs about 0.8")
+    assert len(reads) == 1 + weights.REREADS
+
+
+def test_memory_freed_while_read_again_goes_on_silently(capsys):
+    weights.refuse_unfit(_model_of(0.8), "a model", read=_readings(0.5, 0.5, 6), pause_s=0)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_model_that_fits_is_read_once_and_says_nothing(capsys):
+    reads = []
+    read = _readings(6)
+    weights.refuse_unfit(_model_of(0.8), "a model", read=lambda: reads.append(1) or read(), pause_s=0)
+    assert capsys.readouterr().err == "" and len(reads) == 1
+    weights.refuse_unfit(_model_of(0.8), "a model", read=lambda: None, pause_s=0)  # no meminfo: nothing to say
+    assert capsys.readouterr().err == ""

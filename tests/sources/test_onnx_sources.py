@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.sources.onnx_file import load_onnx
 from fpdiff.sources.opset import REF_WITNESS, upgrade
 
@@ -72,12 +72,12 @@ def test_without_onnxruntime_the_conversion_is_checked_on_the_reference_evaluato
     assert note["status"] == "converted" and note["checked_on"] == REF_WITNESS, note
 
 
-def test_an_op_the_reference_evaluator_has_no_kernel_for_is_one_usage_line():
+def test_an_op_the_reference_evaluator_has_no_kernel_for_is_one_typed_line():
     from fpdiff.onnxtools.graph import float64_values
     x = helper.make_tensor_value_info("x", TP.FLOAT, [2])
     m = helper.make_model(helper.make_graph([helper.make_node("Frobnicate", ["x"], ["y"], domain="my.ops")], "g", [x],
                                             [helper.make_tensor_value_info("y", TP.FLOAT, [2])]),
                           opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("my.ops", 1)])
-    with pytest.raises(UsageError, match="cannot run this model: NotImplementedError") as e:
+    with pytest.raises(ReferenceFailed, match="cannot run this model: NotImplementedError") as e:
         float64_values(m, {"x": np.ones(2, np.float32)})
     assert "\n" not in str(e.value)

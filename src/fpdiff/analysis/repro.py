@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from fpdiff.backends.base import Repro
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import NoRepro
 
 REL_L2, MAX_NORM, FLIPS, RAISES, CRASH = "rel-l2", "max-norm", "flips", "raises", "crash"
 RULES = (REL_L2, MAX_NORM, FLIPS, RAISES, CRASH)
@@ -231,7 +231,7 @@ def write(out: Path, *, title: str, tool: str, backend: Any, precision: str, dev
     body = backend.repro(Repro(out, program, onnx_artifact, precision, device, tuple(flags), meta))
     if body is None:
         what = "ONNX" if onnx_artifact else "torch"
-        raise UsageError(f"{backend.name} writes no repro bundle for this model ({what} artifacts){refusal_hint}")
+        raise NoRepro(f"{backend.name} writes no repro bundle for this model ({what} artifacts){refusal_hint}")
     meta["files"] = sorted(p.name for p in out.iterdir() if p.is_file() and p.name not in ("meta.json", "repro.py",
                                                                                             "REPORT.md"))
     (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))

@@ -1,4 +1,16 @@
-"""IREE: torch programs through the FX importer, ONNX graphs through iree-import-onnx; llvm-cpu or cuda."""
+"""IREE: torch programs through the FX importer, ONNX graphs through iree-import-onnx; llvm-cpu or cuda.
+
+How a failed iree-compile is charged (compile_failure), one rule for the whole stage, read from what it prints with
+the failed pass's IR (DIAGNOSE):
+- it says it has no lowering for an op of the model ("failed to legalize operation", on the op or on a constant it
+  takes, a torch.aten / torch.torchvision op then left in the failed pass's IR) or no math function for its dtype
+  ("undefined symbol: tanh" at f64): `unsupported`, naming that op, the refusal of something the model contains;
+- it rejects the IR it was given (a parse or verifier error on the input file, before any pass runs: no pass's IR is
+  printed): `error` at import, charged to the importer that wrote that IR (iree-import-onnx, IREE's FX importer or
+  iree-turbine), never to the compiler or the model;
+- anything else (a verifier error on IR one of its own passes made, an op of its own pipeline left behind, a crash):
+  `error` (or `crash`) at compile, charged to iree-compile: the compiler failed without declaring a refusal.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -26,6 +38,7 @@ from fpdiff.core.errors import (
     StageError,
     Unsupported,
     died_by,
+    exit_text,
     plain,
     stage,
 )
@@ -145,7 +158,7 @@ def compile_program(program: Any, precision_name: str, flags: list[str], mlir: P
     r = _run_compile(mlir, flags, out, phases)
     if not r.returncode:
         return route
-    failure = compile_failure(r.stderr, r.returncode, precision_name)
+    failure = compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
     mine = user_ops(program)
     if not isinstance(failure, Unsupported) or _op_name(failure.op) in mine:
         raise failure
@@ -156,13 +169,18 @@ def compile_program(program: Any, precision_name: str, flags: list[str], mlir: P
     r = _run_compile(mlir, flags, out, phases)
     if not r.returncode:
         return {**route, "iree_decomposition": "none", "iree_decomposition_why": made}
-    again = compile_failure(r.stderr, r.returncode, precision_name)
+    again = compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
     if isinstance(again, Unsupported) and again.op == failure.op:
         raise again  # the same op refused without fpdiff's decomposition: IREE's own lowering of the user's op
     if isinstance(again, Unsupported) and _op_name(again.op) in mine:
         raise Unsupported(f"{again}; (with fpdiff's decomposition: {made})", op=again.op, dtype=again.dtype,
                           stage=again.stage, component=again.component)
     raise StageError(COMPILE, "fpdiff's decomposition for iree", f"{made}; without the decomposition: {again}")
+
+
+def _importer(route: dict[str, str]) -> str:
+    """The component that wrote the IR iree-compile read, by import_program's route."""
+    return "iree-turbine" if route.get("iree_import") == "iree-turbine" else "iree FX importer"
 
 
 def _op_name(op: str | None) -> str:
@@ -249,9 +267,15 @@ def _inline_weights(on: bool) -> Iterator[None]:
 _CANNOT_LOWER = re.compile(r"failed to legalize operation '([\w.]+)'(?:[^\n]*?<\{name = \"([\w.]+)\")?")
 # Torch values, not operations: when torch-mlir leaves an op unconverted, the type conversion that follows fails
 # on its constant operand (`torch.constant.int` for an integer aten.fmod, `torch.constant.float` for
-# upsample_bilinear2d's scales) and names that. The op itself is the torch.aten op left in the failed pass's IR.
+# upsample_bilinear2d's scales) and names that. The op itself is the torch op left in the failed pass's IR: an ATen
+# op, or a torchvision one (ONNX RoiAlign becomes torch.torchvision.roi_align, which has no lowering).
 _OPERAND = ("torch.constant.", "torch.prim.", "torch_c.")
-_LEFT_ATEN = re.compile(r"\btorch\.aten\.\w+(?:\.\w+)?")
+_LEFT_OP = re.compile(r"\btorch\.(?:aten|torchvision|prims)\.\w+(?:\.\w+)?")
+# A failed pass prints its IR under this header (--mlir-print-ir-after-failure); an error on the input file with no
+# such header (and no legalization, which only a conversion pass does) is the parser or verifier rejecting the IR as
+# given, before any pass ran.
+_PASS_FAILED = re.compile(r"// -----// IR Dump After .* Failed")
+_ON_INPUT = re.compile(r"^\S+\.mlir:\d+:\d+: error: ", re.M)
 # Printing options for a failed compile (stderr only): the failed pass's IR, with large constants elided.
 DIAGNOSE = ["--mlir-print-ir-after-failure", "--mlir-elide-elementsattrs-if-larger=16",
             "--mlir-elide-resource-strings-if-larger=64"]
@@ -263,36 +287,49 @@ _INTERNAL = ("util.", "flow.", "stream.", "hal.", "vm.", "iree_", "builtin.")
 _CRASH = re.compile(r"Assertion .* failed|LLVM ERROR|PLEASE submit a bug report|Stack dump|Segmentation fault")
 
 
-def compile_failure(stderr: str, returncode: int, precision: str) -> Exception:
-    """A failed iree-compile as a refusal (Unsupported, op named) when it says it cannot lower an op, else as the
-    compiler's failure at the compile stage (a crash, a verifier error, anything it did not declare)."""
+def compile_failure(stderr: str, returncode: int, precision: str, importer: str = "the importer") -> Exception:
+    """A failed iree-compile by the module docstring's rule: a refusal (Unsupported, op named) when it says it cannot
+    lower an op, `importer`'s failure at import when it rejects the IR as given, else the compiler's failure at
+    compile (a crash, a verifier error on its own passes' IR, anything it did not declare)."""
     text = plain(stderr)
     errors = [ln.strip() for ln in text.splitlines() if "error" in ln.lower()]
     first = (errors or text.strip().splitlines()[-3:] or ["(no output)"])[0][:MESSAGE_CHARS]
     if returncode >= 0 and not _CRASH.search(text):
-        m = _CANNOT_LOWER.search(text)
-        op = (m.group(2) or m.group(1)) if m else None
-        if op and op.startswith(_OPERAND):
-            left = _LEFT_ATEN.findall(text)
-            if not left:
-                return StageError(COMPILE, "iree-compile", f"iree-compile failed on {op}, a value, naming no op "
-                                  f"that uses it: {first}")
-            first = f"{left[0]} left unlowered ({len(left)} torch.aten ops left in all); it reported {first}"
-            op = left[0]
-        if op and not op.startswith(_INTERNAL):
-            return Unsupported(f"iree-compile cannot lower {op}: {first}", op=op, dtype=precision,
-                               stage=COMPILE, component="iree-compile")
-        m = _NO_SYMBOL.search(text)
-        if m:
-            return Unsupported(f"iree-compile has no {m.group(1)} for {precision}: {first}", op=m.group(1),
-                               dtype=precision, stage=COMPILE, component="iree-compile")
+        refused = _refusal(text, first, precision)
+        if refused is not None:
+            return refused
+        if _ON_INPUT.search(text) and not _PASS_FAILED.search(text) and "failed to legalize" not in text:
+            return StageError(IMPORT, importer, f"iree-compile rejects the IR {importer} wrote, before any pass: "
+                              f"{first}")
     signal_number = died_by(returncode)
     if signal_number is not None:
-        from fpdiff.runtime.worker import exit_text
         said = "" if first == "(no output)" else f": {first}"
         return Crashed(COMPILE, "iree-compile", f"iree-compile was {exit_text(-signal_number)} (exit code "
                        f"{returncode}){said}")
     return StageError(COMPILE, "iree-compile", f"iree-compile failed: {first}")
+
+
+def _refusal(text: str, first: str, precision: str) -> Exception | None:
+    """What iree-compile declared it cannot do: no lowering for an op (Unsupported naming it), no math function for
+    the dtype; a legalization failure on a value that names no op left is its failure (StageError); None when it
+    declared nothing."""
+    m = _CANNOT_LOWER.search(text)
+    op = (m.group(2) or m.group(1)) if m else None
+    if op and op.startswith(_OPERAND):
+        left = _LEFT_OP.findall(text)
+        if not left:
+            return StageError(COMPILE, "iree-compile", f"iree-compile failed on {op}, a value, naming no op that "
+                              f"uses it: {first}")
+        first = f"{left[0]} left unlowered ({len(left)} torch ops left in all); it reported {first}"
+        op = left[0]
+    if op and not op.startswith(_INTERNAL):
+        return Unsupported(f"iree-compile cannot lower {op}: {first}", op=op, dtype=precision, stage=COMPILE,
+                           component="iree-compile")
+    m = _NO_SYMBOL.search(text)
+    if m:
+        return Unsupported(f"iree-compile has no {m.group(1)} for {precision}: {first}", op=m.group(1),
+                           dtype=precision, stage=COMPILE, component="iree-compile")
+    return None
 
 
 # Support in iree-compile's own words: it names each dispatch after its root op, its shape and its element types
@@ -422,7 +459,7 @@ class IreeBackend(Backend):
                 raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
             r = _run_compile(mlir, flags, out, phases)
             if r.returncode:
-                raise compile_failure(r.stderr, r.returncode, task.precision.name)
+                raise compile_failure(r.stderr, r.returncode, task.precision.name, "iree-import-onnx")
         return {"iree_import": "iree-import-onnx"}
 
     def repro(self, r: Repro) -> str | None:

@@ -89,11 +89,9 @@ class TorchBackend(Backend):
 
 def watch_blocks(module: torch.nn.Module) -> None:
     """Tell a watching parent each block of the model's largest block list done (a decoder's layers): the segments
-    of a long cell (runtime/progress.py). Nothing is hooked when nobody watches."""
-    import os
-
-    from fpdiff.runtime import progress
-    if not os.environ.get(progress.ENV):
+    of a long cell (core/segments.py). Nothing is hooked when nobody watches."""
+    from fpdiff.core import segments
+    if not segments.watched():
         return
     lists = [(n, m) for n, m in module.named_modules() if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential))
              and len(m) > 1]
@@ -101,7 +99,7 @@ def watch_blocks(module: torch.nn.Module) -> None:
         return
     name, blocks = max(lists, key=lambda nm: sum(p.numel() for p in nm[1].parameters()))
     for i, block in enumerate(blocks):
-        block.register_forward_hook(lambda *_, i=i: progress.segment(i + 1, len(blocks), f"{name}.{i}"))
+        block.register_forward_hook(lambda *_, i=i: segments.segment(i + 1, len(blocks), f"{name}.{i}"))
 
 
 def float64_prepared(module: torch.nn.Module, device: str, judge: bool) -> Prepared:

@@ -5,6 +5,7 @@ import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 # Stages a cell goes through; a failure is charged to the one that failed, never to the next in line.
 TORCH_EXPORT, ONNX_EXPORT = "torch.export", "onnx export"
@@ -23,8 +24,31 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-class UsageError(Exception):
-    """Bad command line or bad input (file, spec, npz, names): exit code 2."""
+class FpdiffError(Exception):
+    """What ends a run with one line and a non-zero exit, never a traceback: the subclass says whose it is (the
+    user's input, the model's float64 run, a backend's limits) and `exit_code` what a script sees."""
+    exit_code: ClassVar[int] = 2
+
+
+class UsageError(FpdiffError):
+    """Bad command line or bad input (file, spec, npz, names): what the user gave, nothing else. Exit code 2."""
+
+
+class ReferenceFailed(FpdiffError):
+    """The model's float64 reference did not run (an op without a float64 kernel, the model failing in eager), so
+    nothing can be judged: exit 3, the code of a run that judged nothing."""
+    exit_code = 3
+
+
+class NotAnalysable(FpdiffError):
+    """An analysis cannot take this model (a graph node its float64 walk cannot step through, outputs with no
+    direction to attribute): the model is not wrong, the analysis judged nothing. Exit 3."""
+    exit_code = 3
+
+
+class NoRepro(FpdiffError):
+    """A backend writes no repro bundle for this model: the verdict stands; only the bundle is missing. Exit 1."""
+    exit_code = 1
 
 
 class Unsupported(Exception):
@@ -66,6 +90,38 @@ def died_by(returncode: int) -> int | None:
     return next((n for n in (-returncode, returncode - 128, 256 - returncode) if n in CRASH_SIGNALS), None)
 
 
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has ended since boot (None where it does not say)."""
+    try:
+        for line in open("/proc/vmstat"):
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def exit_text(code: int | None, oom_before: int | None = None) -> str:
+    """How a process ended (a worker, a compiler); a SIGKILL while the kernel's out-of-memory count rose
+    (`oom_before`: the count when the job was sent) is named as the memory it ran out of."""
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        import signal
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        if name != "SIGKILL":
+            return f"killed by {name}"
+        now = oom_kills()
+        if oom_before is not None and now is not None and now > oom_before:
+            return ("killed by the kernel for memory (its out-of-memory killer ended a process during this cell): "
+                    "the model at this precision needs more memory than was free")
+        return "killed by SIGKILL (the likely cause is memory: the kernel's out-of-memory killer sends it)"
+    return f"exit code {code}"
+
+
 @contextlib.contextmanager
 def stage(name: str, component: str) -> Iterator[None]:
     """Charge what fails inside to (stage, component): a refusal keeps its kind, anything else becomes a StageError.
@@ -80,7 +136,7 @@ def stage(name: str, component: str) -> Iterator[None]:
         if e.component == "backend":  # raised by fpdiff about what a backend handed back: name the backend
             e.component = component
         raise
-    except UsageError:
+    except FpdiffError:  # fpdiff's own one-line errors pass through as they are
         raise
     except Exception as e:
         if raised_by_fpdiff(e):

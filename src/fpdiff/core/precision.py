@@ -1,7 +1,8 @@
 """One vocabulary of precisions for every backend, with the numbers the verdict rules are derived from."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -60,6 +61,13 @@ def get(name: str) -> Precision:
         return PRECISIONS[name]
     except KeyError:
         raise UsageError(f"unknown precision {name!r}; known: {', '.join(PRECISIONS)}") from None
+
+
+def effective(p: Precision, tolerances: Mapping[str, float] | None) -> Precision:
+    """The precision with a model's own tolerance for it (a spec's `tolerance`), when it declares one: applied once,
+    where a check's keys are made, so every rule after reads the same number."""
+    over = (tolerances or {}).get(p.name)
+    return replace(p, tolerance=float(over)) if over else p
 
 
 def dtype_name(dtype: torch.dtype) -> str:

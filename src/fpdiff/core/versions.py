@@ -23,6 +23,20 @@ def versions(packages: Iterable[str] = ("fpdiff", *TOOLS)) -> dict[str, str | No
 
 
 @functools.cache
+def fpdiff_version() -> str:
+    """fpdiff's own version, here so that any layer can say it: the installed distribution's; in a source tree never
+    installed, the one pyproject.toml declares."""
+    try:
+        return version("fpdiff")
+    except PackageNotFoundError:
+        import re
+        from pathlib import Path
+        pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
+        found = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.M) if pyproject.is_file() else None
+        return found.group(1) if found else "0+unknown"
+
+
+@functools.cache
 def _top_level() -> dict[str, list[str]]:
     return dict(packages_distributions())
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -309,23 +311,69 @@ def estimated_peak(module: torch.nn.Module) -> int:
     return 4 * sum(sizes) + 8 * max(sizes) + 2 * PROCESS_BYTES
 
 
-def available() -> int | None:
-    """Memory the kernel can give without swapping (MemAvailable), or None where it does not say."""
+MEMINFO = Path("/proc/meminfo")
+# MemAvailable is one moment's reading: another process holding memory for a second (a compile, a test) lowers it.
+# Only what the machine could not free even when every other process gave back its own is refused: MemTotal less
+# what no process's exit returns (the kernel's own unreclaimable memory, tmpfs and shared memory, the reserve the
+# kernel keeps), which is MemAvailable plus the processes' private memory (AnonPages). Between that and MemAvailable
+# the reading is taken again a few times; still short, the run goes on with one line on stderr, since the memory may
+# be freed before the model needs it.
+REREADS, REREAD_PAUSE_S = 3, 0.5
+
+
+def meminfo(path: Path = MEMINFO) -> dict[str, int] | None:
+    """The kernel's memory counters in bytes by name (MemTotal, MemAvailable, AnonPages...), or None where the
+    system has no such file."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+        rows = [line.split() for line in path.read_text().splitlines()]
     except OSError:
         return None
-    return None
+    return {r[0].rstrip(":"): int(r[1]) * (1024 if r[2:] == ["kB"] else 1) for r in rows if len(r) >= 2
+            and r[1].isdigit()}
 
 
-def refuse_unfit(module: torch.nn.Module, what: str) -> None:
-    """Say before any work when even the streamed run cannot fit (UsageError: one line, exit 2)."""
-    need, have = estimated_peak(module), available()
-    if have is not None and need > have:
+def available(info: dict[str, int] | None = None) -> int | None:
+    """Memory the kernel can give without swapping now (MemAvailable), or None where it does not say."""
+    info = meminfo() if info is None else info
+    return (info or {}).get("MemAvailable")
+
+
+def freeable(info: dict[str, int]) -> int | None:
+    """The most this machine could give a run: what is available now plus what other processes hold privately and
+    give back when they end; None where the kernel does not say."""
+    if "MemAvailable" not in info:
+        return None
+    return info["MemAvailable"] + info.get("AnonPages", 0)
+
+
+def refuse_unfit(module: torch.nn.Module, what: str, read: Callable[[], dict[str, int] | None] = meminfo,
+                 pause_s: float = REREAD_PAUSE_S) -> None:
+    """Say before any work when even the streamed run cannot fit (UsageError: one line, exit 2); on memory that is
+    only held for now, say so on stderr and go on."""
+    need, info = estimated_peak(module), read()
+    ceiling = freeable(info) if info else None
+    if ceiling is None:
+        return
+    gb = 1 << 30
+    if need > ceiling:
         from fpdiff.core.errors import UsageError
-        gb = 1 << 30
         raise UsageError(f"{what} cannot fit in memory even streamed: it needs about {need / gb:.1f} GB (its fp32 "
-                         f"weights once, the largest weight at float64, two processes) and {have / gb:.1f} GB is "
-                         "available")
+                         f"weights once, the largest weight at float64, two processes) and this machine can free "
+                         f"{ceiling / gb:.1f} GB of its {info.get('MemTotal', 0) / gb:.1f} GB")
+    have = _available_soon(need, info, read, pause_s)
+    if have is not None:
+        print(f"fpdiff: warning: {what} needs about {need / gb:.1f} GB and {have / gb:.1f} GB is available now "
+              f"(other processes hold memory); going on, as it may be freed", file=sys.stderr)
+
+
+def _available_soon(need: int, info: dict[str, int], read: Callable[[], dict[str, int] | None],
+                    pause_s: float) -> int | None:
+    """None when `need` fits what is available, now or at one of REREADS readings `pause_s` apart; else the last
+    reading (memory held by others may be a moment's)."""
+    have = info["MemAvailable"]
+    for _ in range(REREADS):
+        if need <= have:
+            return None
+        time.sleep(pause_s)
+        have = available(read() or {}) or have
+    return None if need <= have else have

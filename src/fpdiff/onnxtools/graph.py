@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.core.errors import MESSAGE_CHARS, Unsupported, UsageError
+from fpdiff.core.errors import MESSAGE_CHARS, ReferenceFailed, Unsupported
 
 # Ops whose output holds their first input's values, moved or regrouped (no arithmetic): they take that input's
 # dtype in a mixed graph, and a kept op's fp32 output must stay fp32 through them.
@@ -79,10 +79,11 @@ def float64_values(model, feeds: dict, intermediate: bool = True) -> dict:
     except EvaluatorNodeError as e:
         if not isinstance(e.__cause__, refusals):
             raise
-        raise UsageError(f"the float64 reference evaluator cannot run this model: {e}") from e
+        raise ReferenceFailed(f"the float64 reference evaluator cannot run this model: {e}") from e
     except refusals as e:
         why = " ".join(str(e).split())[:MESSAGE_CHARS]
-        raise UsageError(f"the float64 reference evaluator cannot run this model: {type(e).__name__}: {why}") from e
+        raise ReferenceFailed(f"the float64 reference evaluator cannot run this model: {type(e).__name__}: "
+                              f"{why}") from e
     return out
 
 

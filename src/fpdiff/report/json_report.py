@@ -5,29 +5,15 @@ import json
 import sys
 from pathlib import Path
 
-from fpdiff.core.compare import json_float
 from fpdiff.core.errors import UsageError
+from fpdiff.core.jsonfile import dump, plain
 
-
-def _clean(x):
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return json_float(x) if isinstance(x, float) else x
+__all__ = ["cleaned", "dump", "load", "read"]  # dump: every report's writer, core/jsonfile.py's (a plan saves with it)
 
 
 def cleaned(data: dict) -> dict:
     """The report as its JSON file holds it (plain types, inf as "inf"), for renderers that take either."""
-    return json.loads(json.dumps(_clean(data), default=str))
-
-
-def dump(data: dict, path: str | Path) -> None:
-    """Strict JSON for every report: inf as "inf", NaN as null, anything else unknown as its str."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(_clean(data), indent=2, default=str))
-
+    return json.loads(json.dumps(plain(data), default=str))
 
 
 def read(path: str | Path, wanted: str) -> object:

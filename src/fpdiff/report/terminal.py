@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fpdiff.analysis.check.judge import OVERRULED, SUSPECT, UPHELD
+from fpdiff.core.judge_status import OVERRULED, SUSPECT, UPHELD
 from fpdiff.core.status import FAILING, Status
 
 

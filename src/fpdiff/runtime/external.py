@@ -12,11 +12,11 @@ import subprocess
 import time
 
 from fpdiff.backends.routes import Route
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import UsageError, exit_text, oom_kills
 from fpdiff.core.status import Status
 from fpdiff.runtime import protocol, rundir
 from fpdiff.runtime.protocol import PROTOCOL, AuthenticationError, ConnectionClosed, PeerError, ProtocolError
-from fpdiff.runtime.worker import JobResult, WorkerPool, exit_text, log_tail, oom_kills, read_result, reap
+from fpdiff.runtime.worker import JobResult, WorkerPool, log_tail, read_result, reap
 
 NETWORK_GRACE = 30.0  # seconds a remote answer may take beyond the cell's timeout (the worker enforces the timeout)
 CONNECT_TIMEOUT = 10.0

@@ -22,7 +22,6 @@ def hello() -> dict:
     """Who this worker is: protocol, versions, and its backends with their declarations."""
     import torch
 
-    import fpdiff
     from fpdiff.backends import registry
     reg = registry(routed=False)
     backends = {}
@@ -34,20 +33,11 @@ def hello() -> dict:
             why = f"{type(e).__name__}: {e}"
         backends[name] = {"kinds": sorted(cls.kinds), "shape_variants": cls.shape_variants,
                           "takes_flags": cls.takes_flags, "available": why}
-    version = getattr(fpdiff, "__version__", None) or _dist_version()
-    from fpdiff.core.versions import TOOLS, versions
-    return {"type": "hello", "protocol": PROTOCOL, "fpdiff": version, "python": platform.python_version(),
+    from fpdiff.core.versions import TOOLS, fpdiff_version, versions
+    return {"type": "hello", "protocol": PROTOCOL, "fpdiff": fpdiff_version(), "python": platform.python_version(),
             "torch": torch.__version__, "executable": sys.executable, "host": socket.gethostname(),
             "versions": {k: v for k, v in versions((*TOOLS, "openvino", "intel-extension-for-pytorch")).items() if v},
             "backends": backends}
-
-
-def _dist_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("fpdiff")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 class Materializer:

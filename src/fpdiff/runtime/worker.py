@@ -14,7 +14,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from fpdiff.core.errors import MESSAGE_CHARS
+from fpdiff.core.errors import MESSAGE_CHARS, exit_text, oom_kills
 from fpdiff.core.status import Status
 from fpdiff.runtime import protocol, rundir
 from fpdiff.runtime.task import Job
@@ -409,38 +409,6 @@ def log_tail(path, n: int = 2000) -> str:
         return path.read_text(errors="replace")[-n:]
     except OSError:
         return ""
-
-
-def oom_kills() -> int | None:
-    """How many processes the kernel's out-of-memory killer has ended since boot (None where it does not say)."""
-    try:
-        for line in open("/proc/vmstat"):
-            if line.startswith("oom_kill "):
-                return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def exit_text(code: int | None, oom_before: int | None = None) -> str:
-    """How a worker ended; a SIGKILL while the kernel's out-of-memory count rose (`oom_before`: the count when the
-    job was sent) is named as the memory it ran out of."""
-    if code is None:
-        return "no exit code"
-    if code < 0:
-        import signal
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = str(-code)
-        if name != "SIGKILL":
-            return f"killed by {name}"
-        now = oom_kills()
-        if oom_before is not None and now is not None and now > oom_before:
-            return ("killed by the kernel for memory (its out-of-memory killer ended a process during this cell): "
-                    "the model at this precision needs more memory than was free")
-        return "killed by SIGKILL (the likely cause is memory: the kernel's out-of-memory killer sends it)"
-    return f"exit code {code}"
 
 
 if __name__ == "__main__":  # run as a module: serve through the importable twin, so results pickle by name

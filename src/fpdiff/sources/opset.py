@@ -95,15 +95,15 @@ def convert(model, target: int, feeds: dict[str, np.ndarray]):
 def _witness(old, new, feeds: dict[str, np.ndarray]) -> tuple[tuple | None, str]:
     """((outputs of old, outputs of new), the witness) from the first witness that runs both graphs, or
     (None, why none could)."""
-    from fpdiff.core.errors import UsageError
+    from fpdiff.core.errors import ReferenceFailed
     from fpdiff.onnxtools.graph import float64_values
     outs, why = _on_ort(old, new, feeds)
     if outs is not None:
         return outs, ORT_WITNESS
     failed = [f"{ORT_WITNESS}: {why}"]
-    try:  # the evaluator's declared refusals (an op or type it has no kernel for) come as a UsageError
+    try:  # the evaluator's declared refusals (an op or type it has no kernel for) come as ReferenceFailed
         return tuple(float64_values(m, feeds, intermediate=False) for m in (old, new)), REF_WITNESS
-    except UsageError as e:
+    except ReferenceFailed as e:
         failed.append(f"{REF_WITNESS}: {_line(e)}")
     return None, "; ".join(failed)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import PLUGINS
-from fpdiff.analysis.check.grid import job_key, make_grid
+from fpdiff.analysis.check.grid import make_grid
 from fpdiff.analysis.ops import repro
 from fpdiff.analysis.ops.case import OpsCell
 from fpdiff.backends import registry
@@ -36,7 +36,7 @@ def job_for(model: str, backend: str, precision: str, plugins=(), flags=(), **lo
     grid = make_grid(model, registry(plugins), backends=[backend], precisions=[precision], devices=["cpu"],
                      shape_variants=None, load_args=load_args, allow_nonfinite=False, repeat=1, plugins=plugins,
                      flags={backend: flags} if flags else {}, cache_dir=False, seed=0)
-    return grid.job(job_key(grid.cells[0]))
+    return grid.job(grid.cells[0])
 
 
 def run_backend(job) -> list[np.ndarray]:

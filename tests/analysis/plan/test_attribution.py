@@ -6,7 +6,7 @@ import torch
 from fpdiff.analysis.plan.attribution import shares
 from fpdiff.analysis.plan.torch_models import units_of
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import NotAnalysable
 from fpdiff.model.mixed import program_module
 
 FP16 = prec.get("fp16")
@@ -35,7 +35,7 @@ def test_the_op_that_loses_the_digits_has_the_largest_share():
 def test_a_pure_program_without_error_is_refused_in_one_line():
     x = torch.tensor([1.0, 2.0, 0.5])
     gm = program_module(torch.nn.ReLU(), (x,), FP16)
-    with pytest.raises(UsageError, match="not finite|exact"):
+    with pytest.raises(NotAnalysable, match="not finite|exact"):
         shares(gm, (x,), FP16.dtype)
 
 

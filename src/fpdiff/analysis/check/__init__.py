@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from fpdiff.analysis.base import flags_by_backend
+from fpdiff.analysis.check import stored
 from fpdiff.analysis.check.explain import next_commands
 from fpdiff.analysis.check.grid import Grid, make_grid
 from fpdiff.analysis.check.rejudge import judge_run, question_judge
@@ -54,11 +55,13 @@ def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
     with external.shared(env):  # one pool for the run: the grid's jobs and every job a rule asks for
         results, ref = run_grid(grid, timeout, env, progress)
         verdict = question_judge(grid, results, ref, env, timeout, repro_dir)
-        cells = judge_run(Evidence(grid, results, _stood_in(ref, verdict), verdict, env, timeout))
-    modules = [m for b in dict.fromkeys(k[0] for k in results) for m in reg.cls(b).requires]  # all that ran
+        ev = Evidence(grid, results, _stood_in(ref, verdict), verdict, env, timeout)
+        cells = judge_run(ev)
+    modules = [m for b in dict.fromkeys(k.backend for k in results) for m in reg.cls(b).requires]  # all that ran
     return CheckResult(grid.source.ref.label, cells, _reference(grid, ref), report_versions(modules),
                        time.perf_counter() - t_start, judge=verdict.as_dict(), source=dict(grid.source.notes),
-                       fingerprint=grid.source.fingerprint, next=next_commands(grid, cells, inputs, shapes))
+                       fingerprint=grid.source.fingerprint, next=next_commands(grid, cells, inputs, shapes),
+                       evidence=stored.save(ev))
 
 
 def _stood_in(ref: JobResult, verdict) -> JobResult:

@@ -9,43 +9,41 @@ from pathlib import Path
 
 import torch
 
-from fpdiff.analysis.check.grid import Grid, JobKey, job_key
+from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.analysis.check.result import Cell
-from fpdiff.analysis.check.rules import Evidence
+from fpdiff.analysis.check.rules import FLOAT64, Evidence
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.dtypes import DTYPE_CHANGED, dtype_changed
 from fpdiff.core.status import Status
-from fpdiff.model.graph import STATIC, ShapeVariant
+from fpdiff.model.graph import STATIC
 from fpdiff.runtime.worker import INTERNAL, JobResult
 
 # the first verdict's rule: the cell's own numbers against the float64 reference and its precision's baseline
-FLOAT64 = "float64"
+FIRST = "float64"
 
 
 def first_verdicts(ev: Evidence) -> list[Cell]:
     """Every cell of the grid judged on its own numbers against the reference and its precision's baseline, in grid
     order: the verdict the rules then revise."""
-    grid, results, ref = ev.grid, ev.results, ev.ref
-    ev.base = baseline_metrics(grid, results, ref.outputs)
-    casts_cause = _model_casts_cause(ref.notes)
+    grid, results = ev.grid, ev.results
+    ev.base = baseline_metrics(ev)
+    casts_cause = _model_casts_cause(ev.ref.notes)
     torch_source = grid.source.ref.kind == "torch"
     cells = []
-    for b, d, p, v in grid.cells:
-        p = grid.tolerance(p)
-        fp32 = results.get((b, d, "fp32", v))
-        cells.append(_judge_cell(b, d, p, v, results[(b, d, p.name, v)], ref.outputs, ev.base.get(p.name),
-                                 fp32_ok=fp32 is None or fp32.status == Status.OK, torch_source=torch_source,
-                                 loss_cause=casts_cause if p.name == "fp64" else None))
+    for key in grid.cells:
+        fp32 = results.get(grid.key(key.backend, key.device, "fp32", key.variant))
+        cells.append(_judge_cell(ev, key, fp32_ok=fp32 is None or fp32.status == Status.OK,
+                                 torch_source=torch_source,
+                                 loss_cause=casts_cause if key.precision.name == "fp64" else None))
     return cells
 
 
 def survives_precision(ev: Evidence, cells: list[Cell]) -> None:
     """The survives-precision rule on every cell (_survives_precision)."""
     for cell, key in zip(cells, ev.grid.cells):
-        p = ev.grid.tolerance(key[2])
-        _survives_precision(cell, ev.result(key), p, ev.base.get(p.name), ev.grid)
+        _survives_precision(cell, ev.results[key], key.precision, ev.base.get(key.precision.name), ev.grid)
 
 
 def _survives_precision(cell: Cell, r: JobResult, p: prec.Precision, baseline: Metrics | None, grid: Grid) -> None:
@@ -78,32 +76,31 @@ def _dominant_bits(r: JobResult) -> int | None:
     return compare.mantissa_bits(getattr(torch, max(counts, key=counts.get))) if counts else None
 
 
-def baseline_metrics(grid: Grid, results: dict[JobKey, JobResult], ref_out) -> dict[str, Metrics | None]:
+def baseline_metrics(ev: Evidence) -> dict[str, Metrics | None]:
     """Each precision's baseline error against the reference; None where the baseline did not run (or there is no
     reference). A baseline shaped unlike the reference has no metrics either."""
-    out: dict[str, Metrics | None] = {}
-    for name, key in grid.baselines.items():
-        r = results[job_key(key)]
-        try:
-            out[name] = measure(ref_out, r, key[2]) if r.status == Status.OK and ref_out is not None else None
-        except ShapeMismatch:
-            out[name] = None
-    return out
+    return {name: metrics_or_none(ev.metrics(key)) for name, key in ev.grid.baselines.items()}
+
+
+def metrics_or_none(m: Metrics | str | None) -> Metrics | None:
+    """A measurement's metrics, None where the outputs could not be measured (other shapes, or no run)."""
+    return m if isinstance(m, Metrics) else None
 
 
 def narrower_formats(ev: Evidence, cells: list[Cell]) -> None:
     """Mismatch cells whose backend records computing in a narrower format: judged against that format's baseline,
     asked of the evidence when the grid did not run it (only such a cell needs it)."""
-    grid, ref_out, base = ev.grid, ev.ref.outputs, ev.base
+    grid, base = ev.grid, ev.base
     for cell, key in zip(cells, grid.cells):
-        fmt = _computed_format(ev.result(key), key[2]) if cell.status == Status.MISMATCH and cell.metrics else None
+        p = key.precision
+        fmt = _computed_format(ev.results[key], p) if cell.status == Status.MISMATCH and cell.metrics else None
         if fmt is None:
             continue
+        fmt = grid.baseline(fmt).precision  # with the model's own tolerance for that format
         if fmt.name not in base:
-            jb, jd, _, jv = grid.baselines.get(fmt.name) or (grid.judge_backend, "cpu", fmt, STATIC)
-            r = ev.run((jb, jd, fmt.name, jv))
-            base[fmt.name] = measure(ref_out, r, fmt) if r.status == Status.OK else None
-        _judge_as_computed(cell, measure(ref_out, ev.result(key), key[2]), key[2], fmt, base[fmt.name])
+            ev.run(grid.baseline(fmt))
+            base[fmt.name] = metrics_or_none(ev.metrics(grid.baseline(fmt)))
+        _judge_as_computed(cell, ev.metrics(key), p, fmt, base[fmt.name])
 
 
 def _model_casts_cause(judge_notes: list[Finding]) -> str | None:
@@ -147,39 +144,26 @@ def _judge_as_computed(cell: Cell, m: Metrics, p: prec.Precision, fmt: prec.Prec
                                      "precision hints and what its hardware supports natively"))
 
 
-def measure(ref_out, r: JobResult, p: prec.Precision) -> Metrics:
-    """The cell's outputs against the reference's, computed in the precision's compute dtype."""
-    if len(r.outputs) != len(ref_out) or any(a.shape != b.shape for a, b in zip(r.outputs, ref_out)):
-        raise ShapeMismatch(f"outputs {[list(a.shape) for a in r.outputs]} vs float64 "
-                             f"{[list(a.shape) for a in ref_out]}")
-    return compare.measure(ref_out, r.outputs, p.compute)
-
-
-class ShapeMismatch(Exception):
-    """A cell's outputs are not shaped like the reference's: a mismatch with no number to judge."""
-
-
-def _judge_cell(b: str, d: str, p: prec.Precision, v: ShapeVariant, r: JobResult, ref_out,
-                baseline: Metrics | None, fp32_ok: bool, torch_source: bool, loss_cause: str | None = None) -> Cell:
+def _judge_cell(ev: Evidence, key: CellKey, fp32_ok: bool, torch_source: bool, loss_cause: str | None = None) -> Cell:
     """One cell's verdict: what failed where, or its error against the reference and its precision's baseline."""
-    cell = Cell(b, d, p.name, v.name, Status(r.status), duration_s=round(r.prepare_s + r.run_s, 3), info=r.info,
-                output_dtypes=r.output_dtypes, findings=list(r.notes), op_dtypes=r.op_dtypes,
-                planned_op_dtypes=r.planned_op_dtypes)
+    p, r, baseline = key.precision, ev.results[key], ev.base.get(key.precision.name)
+    cell = Cell(key.backend, key.device, p.name, key.variant.name, Status(r.status),
+                duration_s=round(r.prepare_s + r.run_s, 3), info=r.info, output_dtypes=r.output_dtypes,
+                findings=list(r.notes), op_dtypes=r.op_dtypes, planned_op_dtypes=r.planned_op_dtypes)
     if r.status != Status.OK:
         _failed(cell, p, r, fp32_ok, torch_source)
         return cell
-    if ref_out is None:  # the judge failed and nothing stands in for it (judge.unjudged_without_judge says why)
-        cell.revise(FLOAT64, Status.UNJUDGED, "no float64 reference")
+    if not ev.has_reference:  # the judge failed and nothing stands in for it (judge.unjudged_without_judge says why)
+        cell.revise(FIRST, Status.UNJUDGED, "no float64 reference")
         return cell
-    try:
-        m = measure(ref_out, r, p)
-    except ShapeMismatch as e:
-        cell.revise(FLOAT64, Status.MISMATCH, f"output shapes differ: {e}")
+    m = ev.metrics(key)
+    if isinstance(m, str):
+        cell.revise(FIRST, Status.MISMATCH, f"output shapes differ: {m}")
         return cell
     floored = _with_export_floor(baseline, r, cell)
     if floored is not baseline:
         loss_cause = "the exported graph's float32 constants account for it (export-departure)"
-    _judged(cell, p, r, m, floored, loss_cause, ref_out)
+    _judged(ev, key, cell, m, floored, loss_cause)
     return cell
 
 
@@ -198,21 +182,24 @@ def _failed(cell: Cell, p: prec.Precision, r: JobResult, fp32_ok: bool, torch_so
     cell.findings += _dtype_findings(p, cell, r)  # what it compiled says so even when it could not run
 
 
-def _judged(cell: Cell, p: prec.Precision, r: JobResult, m: Metrics, baseline: Metrics | None,
-            loss_cause: str | None, ref_out) -> None:
+def _judged(ev: Evidence, key: CellKey, cell: Cell, m: Metrics, baseline: Metrics | None,
+            loss_cause: str | None) -> None:
     """The verdict on a cell's numbers, with what its dtypes, ranges and repeated runs say beside it."""
+    p, r = key.precision, ev.results[key]
     j = compare.judge(m, p, baseline, _narrowest_bits(r), loss_cause)
-    cell.revise(FLOAT64, j.status, j.reason)
+    cell.revise(FIRST, j.status, j.reason)
     cell.effective_bits = round(j.effective_bits, 1) if j.effective_bits is not None else None
     cell.metrics, cell.baseline_metrics = m.as_dict(), baseline.as_dict() if baseline else None
     cell.findings += j.findings
     cell.computed_dtype = r.computed_dtype or _dtype_of_outputs(r.output_dtypes)
     cell.findings += _dtype_findings(p, cell, r)
+    ranges = ev.keep(f"ranges {p.name}", lambda: compare.range_findings(ev.reading(FLOAT64), p))  # kept always
     if j.status != Status.PASS:
-        cell.findings += compare.range_findings(ref_out, p)
-    differ = compare.repeat_difference(r.outputs, r.repeats)
+        cell.findings += ranges
+    differ, runs = ev.keep(f"repeats {key}", lambda: (compare.repeat_difference(r.outputs, r.repeats),
+                                                      1 + len(r.repeats)))
     if differ:
-        cell.findings.append(Finding("nondeterministic", f"{1 + len(r.repeats)} runs of the same compiled model "
+        cell.findings.append(Finding("nondeterministic", f"{runs} runs of the same compiled model "
                                      f"differ bitwise: {differ}; the verdict uses the first run",
                                      remedy="look for atomics, unordered parallel reductions or uninitialized "
                                      "memory in the backend; judge with more runs before trusting one"))

@@ -313,41 +313,50 @@ def apply(cell, s: Spread) -> None:
                                  "scores, trained weights); no backend can do better than the model allows"))
 
 
-def reconsider(source, cells: list, results: Sequence, ref_out, judge_backend: str, data_path: str, *,
-               timeout: float, env: dict | None = None, seed: int = 0) -> dict[str, Spread]:
+def reconsider(ev, cells: list) -> None:
     """Measure the model's own sensitivity at each precision that has a `mismatch` cell (only then: it costs
-    reference runs) and reclassify the cells within it; then the relative-versus-absolute finding on failing
-    cells. `results` are the cells' job results, in the order of `cells`."""
+    reference runs; kept as evidence) and reclassify the cells within it; then the relative-versus-absolute finding
+    on failing cells."""
     suspects = [c for c in cells if c.status == compare.MISMATCH and c.metrics]
-    spreads: dict[str, Spread] = {}
-    if suspects:
-        with external.pool(env) as pool:
-            for name in dict.fromkeys(c.precision for c in suspects):
-                departures = [_departure(c) for c in suspects if c.precision == name]
-                spreads[name] = measure_spread(source, ref_out, judge_backend, data_path, _precision(source, name),
-                                               pool, timeout, seed, [d for d in departures if None not in d])
-    for c in suspects:
-        apply(c, spreads[c.precision])
-    _relative_only(source, cells, results, ref_out)
-    return spreads
+    for name in dict.fromkeys(c.precision for c in suspects):
+        departures = [d for d in (_departure(c) for c in suspects if c.precision == name) if None not in d]
+        s = ev.keep(f"spread {name}", lambda n=name, d=departures: _spread(ev, _precision(ev.grid.source, n), d))
+        for c in suspects:
+            if c.precision == name:
+                apply(c, s)
+    _relative_only(ev, cells)
+
+
+def _spread(ev, p: prec.Precision, departures: list) -> Spread:
+    """The float64 reference's movement at p's unit roundoff (measure_spread), in the analysis's pool."""
+    grid = ev.grid
+    with external.pool(ev.env) as pool:
+        return measure_spread(grid.source, ev.ref.outputs, grid.judge_backend, grid.data_path, p, pool, ev.timeout,
+                              grid.seed, departures)
 
 
 def _precision(source, name: str) -> prec.Precision:
     """The precision with the spec's own tolerance, when it declares one."""
-    p = prec.get(name)
-    over = (source.tolerance or {}).get(name)
-    return prec.Precision(**{**p.__dict__, "tolerance": float(over)}) if over else p
+    return prec.effective(prec.get(name), source.tolerance)
 
 
-def _relative_only(source, cells: list, results: Sequence, ref_out) -> None:
+def _relative_only(ev, cells: list) -> None:
     """The relative-versus-absolute finding on cells that fail on relative error (see bounded_reading)."""
-    for c, r in zip(cells, results):
-        if c.status not in (compare.MISMATCH, compare.UNJUDGED, compare.PRECISION_LOSS) or r.status != OK:
+    for c, key in zip(cells, ev.grid.cells):
+        if c.status not in (compare.MISMATCH, compare.UNJUDGED, compare.PRECISION_LOSS):
             continue
-        f = relative_only(source, ref_out, r.outputs, _precision(source, c.precision).tolerance, c.precision)
+        f = ev.keep(f"relative-only {key}", lambda k=key: _relative_only_of(ev, k))
         if f:
             c.findings.append(f)
             c.reason += f"; {f.message}"
+
+
+def _relative_only_of(ev, key) -> Finding | None:
+    """One cell's relative-versus-absolute finding from its outputs (None where its job did not run through)."""
+    r = ev.results[key]
+    if r.status != OK:
+        return None
+    return relative_only(ev.grid.source, ev.ref.outputs, r.outputs, key.precision.tolerance, key.precision.name)
 
 
 def relative_only(source, ref_out, outs, tol: float, precision: str) -> Finding | None:

@@ -10,25 +10,29 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fpdiff.analysis.check import judge as judge_mod
-from fpdiff.backends import Registry, judge_for
+from fpdiff.backends import Registry, cross_check_for, judge_for
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
-from fpdiff.core.paths import cache_root
 from fpdiff.model import graph
 from fpdiff.model.graph import STATIC, ShapeVariant
 from fpdiff.runtime import jobdata, rundir
+from fpdiff.runtime.cache import run_folder
 from fpdiff.runtime.task import Job
 from fpdiff.sources import Source, load
 
-# (backend, device, precision, shape variant): a cell as the grid names it; results are keyed by the precision's name
-Key = tuple[str, str, prec.Precision, ShapeVariant]
-JobKey = tuple[str, str, str, ShapeVariant]
 
+@dataclass(frozen=True)
+class CellKey:
+    """A cell, or any job of a check (a baseline, a witness), by what makes it: the backend, the device, the
+    precision with the model's own tolerance already applied (precision.effective), the shape variant. Names are made
+    of it only at the job protocol and the report."""
+    backend: str
+    device: str
+    precision: prec.Precision
+    variant: ShapeVariant
 
-def job_key(k: Key) -> JobKey:
-    """A cell's key among the results: its precision by name."""
-    return (k[0], k[1], k[2].name, k[3])
+    def __str__(self) -> str:
+        return f"{self.backend} {self.device} {self.precision.name} {self.variant.name}"
 
 
 @dataclass
@@ -36,7 +40,7 @@ class Grid:
     source: Source
     reg: Registry
     precisions: list[prec.Precision]
-    cells: list[Key]
+    cells: list[CellKey]
     judge_backend: str
     data_path: str
     plugins: tuple[str, ...] = ()
@@ -47,10 +51,20 @@ class Grid:
     # (backend, precision) -> the user's converted file that cell runs in place of the backend's own conversion
     artifacts: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
+    def key(self, backend: str, device: str, precision: str | prec.Precision, variant: ShapeVariant) -> CellKey:
+        """The key of a job of this check: the precision (by name or default) with the model's own tolerance."""
+        p = prec.get(precision) if isinstance(precision, str) else precision
+        return CellKey(backend, device, prec.effective(p, self.source.tolerance), variant)
+
     @property
-    def baselines(self) -> dict[str, Key]:
+    def baselines(self) -> dict[str, CellKey]:
         """Each precision's baseline: the judge's own code at that precision (on cuda where only cuda has it)."""
-        return {p.name: (self.judge_backend, "cuda" if p.cuda_only else "cpu", p, STATIC) for p in self.precisions}
+        return {p.name: self.key(self.judge_backend, "cuda" if p.cuda_only else "cpu", p, STATIC)
+                for p in self.precisions}
+
+    def baseline(self, p: prec.Precision) -> CellKey:
+        """The baseline of a precision, whether or not the grid runs it (a narrower format a backend substituted)."""
+        return self.baselines.get(p.name) or self.key(self.judge_backend, "cpu", p, STATIC)
 
     @property
     def witness_variant(self) -> ShapeVariant:
@@ -62,36 +76,45 @@ class Grid:
         return STATIC
 
     @property
+    def judge_fp32(self) -> CellKey:
+        """The judge's own fp32 run: the baseline its cross-check is measured against."""
+        return self.key(self.judge_backend, "cpu", "fp32", STATIC)
+
+    @property
+    def cross_check(self) -> CellKey | None:
+        """The independent fp32 implementation the judge is held against (backends' `cross_checks`), or None."""
+        other = cross_check_for(self.source.ref.kind)
+        return self.key(other, "cpu", "fp32", self.witness_variant) if other is not None else None
+
+    @property
     def judge_flags(self) -> tuple[str, ...]:
         """Flags that make the judge's fp64 job the float64 reference, run apart from its fp64 cell (base.py)."""
         return self.reg.cls(self.judge_backend).judge_flags
 
-    def order(self) -> list[JobKey]:
+    @property
+    def reference(self) -> CellKey:
+        """The judge's float64 run."""
+        return self.key(self.judge_backend, "cpu", "fp64", STATIC)
+
+    def order(self) -> list[CellKey]:
         """Every job once, the float64 reference first (unless the judge runs it apart), then baselines, the
         judge's cross-check, the cells."""
-        fp64 = [(self.judge_backend, "cpu", prec.get("fp64"), STATIC)] * (not self.judge_flags)
-        checks = judge_mod.cross_check_jobs(self.source.ref.kind, self.judge_backend, prec.get("fp32"), STATIC,
-                                            self.witness_variant)
-        keys = [*fp64, *self.baselines.values(), *checks, *self.cells]
-        return list(dict.fromkeys(job_key(k) for k in keys))
+        fp64 = [self.reference] * (not self.judge_flags)
+        checks = [self.judge_fp32, *([self.cross_check] if self.cross_check else [])]
+        return list(dict.fromkeys([*fp64, *self.baselines.values(), *checks, *self.cells]))
 
     @cached_property
-    def cell_keys(self) -> set[JobKey]:
-        """The cells' job keys, to tell a cell's job (repeated) from a baseline's."""
-        return {job_key(k) for k in self.cells}
+    def cell_keys(self) -> set[CellKey]:
+        """The cells' keys, to tell a cell's job (repeated) from a baseline's."""
+        return set(self.cells)
 
-    def job(self, key: JobKey) -> Job:
+    def job(self, key: CellKey) -> Job:
         """The job of a key; a cell's runs `repeat` times (nondeterminism), the others once."""
-        b, d, p, v = key
-        n = self.repeat if key in self.cell_keys else 1
-        artifact = self.artifacts.get((b, p)) if key in self.cell_keys else None
-        return Job(self.source.ref, self.data_path, b, p, d, v, self.plugins, self.flags.get(b, ()), self.cache,
-                   self.seed, n, artifact=artifact)
-
-    def tolerance(self, p: prec.Precision) -> prec.Precision:
-        """The precision with the spec's own tolerance, when it declares one."""
-        over = self.source.tolerance.get(p.name)
-        return prec.Precision(**{**p.__dict__, "tolerance": float(over)}) if over else p
+        cell = key in self.cell_keys
+        n = self.repeat if cell else 1
+        artifact = self.artifacts.get((key.backend, key.precision.name)) if cell else None
+        return Job(self.source.ref, self.data_path, key.backend, key.precision.name, key.device, key.variant,
+                   self.plugins, self.flags.get(key.backend, ()), self.cache, self.seed, n, artifact=artifact)
 
 
 def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions: Sequence[str],
@@ -104,7 +127,9 @@ def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions:
     backends = [*backends, *(b for b, _, _ in given if b not in backends)]
     for b in backends:
         reg.create(b)  # unknown names fail here, before any work
+    cache = run_folder(cache_dir)
     ps = _precisions(precisions, devices, repeat)
+    asked = len(ps)
     source = load(model, **load_args)
     _check_inputs(source, allow_nonfinite)
     for name in source.tolerance:
@@ -116,14 +141,14 @@ def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions:
         variants = [graph.find_variant(source.dynamic_shapes, v) for v in shape_variants]
     files = _artifact_cells(reg, given, source)
     converted = {b for b, _ in files}
-    cells = [(b, d, p, v) for b in backends if b not in converted for d in devices for p in ps
-             for v in (variants if reg.cls(b).shape_variants else [STATIC])]
-    cells += [(b, "cpu", prec.get(p), STATIC) for b, p in files]
     ps += [p for p in dict.fromkeys(prec.get(p) for _, p in files) if p not in ps]  # each file's has its baseline
     data_path = _write_data(source, rundir.mkdtemp(prefix="fpdiff-check-"))
-    cache = None if cache_dir is False else str(cache_dir or cache_root())
-    return Grid(source, reg, ps, cells, judge_for(source.ref.kind), data_path, tuple(plugins), flags, cache, seed,
+    grid = Grid(source, reg, ps, [], judge_for(source.ref.kind), data_path, tuple(plugins), flags, cache, seed,
                 repeat, files)
+    grid.cells = [grid.key(b, d, p, v) for b in backends if b not in converted for d in devices for p in ps[:asked]
+                  for v in (variants if reg.cls(b).shape_variants else [STATIC])]
+    grid.cells += [grid.key(b, "cpu", p, STATIC) for b, p in files]
+    return grid
 
 
 def _artifact(text: str) -> tuple[str, str | None, str]:

@@ -9,25 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
+from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Judgement
+from fpdiff.core.judge_status import AGREES, FAILED, OVERRULED, SAME_CODE, SUSPECT, UNCHECKED, UPHELD, JudgeStatus
 from fpdiff.core.status import Status
 from fpdiff.runtime import external
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import JobResult
 
-AGREES, SUSPECT, UNCHECKED, SAME_CODE = "agrees", "suspect", "unchecked", "same-code"
-# When the judge is suspect, more independent implementations are asked (backends declaring `independent`, at fp32).
-# OVERRULED: at least two of them agree with each other and not with the judge, and they outnumber the judge with
-# the witnesses on its side (the judge is one voice): the judge is wrong on this model, and cells are judged against
-# the majority's reading. UPHELD: at least two witnesses agree with the judge, more than agree against it: the
-# first independent implementation is the odd one out, and the judge stands. Anything else stays SUSPECT.
-OVERRULED, UPHELD = "overruled", "upheld"
-# The judge's float64 run itself failed (an op of the reference evaluator raised): no cell can be judged against it.
-# When at least two independent fp32 implementations agree with each other, their reading stands in (as for an
-# overruled judge); otherwise every cell that ran is `unjudged`, with the judge's failure as its reason.
-FAILED = "failed"
 # A witness that is not in the grid is run for the cross-check when the graph has at most this many nodes: one fp32
 # compile and run, of the order of one grid cell for a graph this size; beyond it the message names the backends
 # to add with --backends instead.
@@ -42,7 +33,7 @@ WITNESS_MAX_NODES = 2000
 class JudgeCheck:
     implementation: str
     cross_check: str | None = None
-    status: str = UNCHECKED
+    status: JudgeStatus = UNCHECKED
     message: str = ""
     rel_l2: float | None = None  # the independent fp32 run against the float64 judge
     own_fp32_rel_l2: float | None = None  # the judge's own fp32 run against its float64 run
@@ -50,7 +41,7 @@ class JudgeCheck:
     witnesses: list[dict] = field(default_factory=list)  # each independent fp32 run asked, against the judge
     majority: list[str] = field(default_factory=list)  # OVERRULED: the witnesses whose reading the cells are judged by
     repro: str | None = None  # OVERRULED: where the op the judge gets wrong is written as a one-node graph
-    stand_in: tuple | None = field(default=None, repr=False)  # results key of the independent run
+    stand_in: CellKey | None = field(default=None, repr=False)  # results key of the independent run
     reading: list | None = field(default=None, repr=False)  # OVERRULED: the majority's outputs (elementwise median)
     spread: compare.Metrics | None = field(default=None, repr=False)  # OVERRULED: the worst witness vs the reading
     failed_op: str | None = None  # FAILED: the op type the reference evaluator raised on, when it says
@@ -63,15 +54,6 @@ class JudgeCheck:
         return d
 
 
-def cross_check_jobs(kind: str, judge_backend: str, fp32: prec.Precision, variant, witness_variant=None) -> list[tuple]:
-    """The extra jobs the cross-check needs: the judge's own fp32 run, and the independent one (on
-    `witness_variant`: the graph as the judge reads it, as written)."""
-    from fpdiff.backends import cross_check_for
-    other = cross_check_for(kind)
-    return [(judge_backend, "cpu", fp32, variant)] + [(other, "cpu", fp32, witness_variant or variant)] * (
-        other is not None)
-
-
 def _measure(ref, r, p: prec.Precision) -> compare.Metrics | None:
     if r is None or r.status != Status.OK or len(r.outputs) != len(ref) or any(
             a.shape != b.shape for a, b in zip(r.outputs, ref)):
@@ -79,24 +61,22 @@ def _measure(ref, r, p: prec.Precision) -> compare.Metrics | None:
     return compare.measure(ref, r.outputs, p.compute)
 
 
-def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.Precision, variant, *,
-                job: Callable[[tuple], Job], env: dict, timeout: float, witness_variant=None) -> JudgeCheck:
+def cross_check(grid: Grid, results: dict, ref_out, *, env: dict, timeout: float) -> JudgeCheck:
     """Is the judge trustworthy on this model? The mismatch rule applied to an independent fp32 implementation,
-    with the judge's own fp32 run as its baseline: disagreement beyond it means one of the two is wrong. `job` makes
-    the job of a results key, for the marked runs that find where a suspect judge first parts (in workers under
-    `env`, each within `timeout`)."""
-    from fpdiff.backends import cross_check_for
-    kind = source.ref.kind
-    own = _measure(ref_out, results.get((judge_backend, "cpu", fp32.name, variant)), fp32)
-    name = {"torch": "torch eager float64", "onnx": "ONNX reference evaluator float64"}.get(kind, judge_backend)
-    other = cross_check_for(kind)
-    if other is None:
+    with the judge's own fp32 run as its baseline: disagreement beyond it means one of the two is wrong. The marked
+    runs that find where a suspect judge first parts run in workers under `env`, each within `timeout`."""
+    source, judge_backend, key = grid.source, grid.judge_backend, grid.cross_check
+    fp32 = grid.judge_fp32.precision
+    own = _measure(ref_out, results.get(grid.judge_fp32), fp32)
+    name = {"torch": "torch eager float64", "onnx": "ONNX reference evaluator float64"}.get(source.ref.kind,
+                                                                                           judge_backend)
+    if key is None:
         own_err = own.rel_l2 if own else None
         return JudgeCheck(name, "torch eager fp32", SAME_CODE,
                           "eager fp32 and float64 are the same graph and kernels in two dtypes: "
                           f"fp32 departs by {own_err:.2e}" if own_err is not None else "eager fp32 did not run",
                           None, own_err)
-    key = (other, "cpu", fp32.name, witness_variant or variant)
+    other = key.backend
     r = results.get(key)
     check = JudgeCheck(name, f"{other} fp32", own_fp32_rel_l2=own.rel_l2 if own else None)
     if r is None or r.status != Status.OK:
@@ -125,35 +105,34 @@ def cross_check(source, results: dict, ref_out, judge_backend: str, fp32: prec.P
     check.message = (f"{other} fp32 and the float64 judge disagree ({j.reason}); one of them is wrong, so no cell "
                      "is called mismatch unless it also departs from " + f"{other} fp32")
     with external.pool(env) as pool:
-        check.first_divergence = _first_divergence(source, lambda j: pool.run(j, timeout), job, key, judge_backend)
+        check.first_divergence = _first_divergence(grid, lambda j: pool.run(j, timeout), key)
     if check.first_divergence:
         fd = check.first_divergence
         check.message += f"; they first part at {fd['op']} node {fd['node']!r} (tensor {fd['tensor']!r})"
     return check
 
 
-def _first_divergence(source, run: Callable[[Job], JobResult], job: Callable[[tuple], Job], key: tuple,
-                      judge_backend: str) -> dict | None:
+def _first_divergence(grid: Grid, run: Callable[[Job], JobResult], key: CellKey) -> dict | None:
     """The first tensor where the independent fp32 run (`key`) leaves the float64 judge, both with every tensor
     marked in one run (the backends' prepare_marked, in a worker), the judge's fp32 run the baseline. The suspect
     verdict stands without it when a run fails (a refusal, a crash: the job's status); fpdiff's own errors raise."""
     import onnx
 
     from fpdiff.analysis.locate import markall
-    other, device, fp32, variant = key
-    v64, r64 = markall.marked(run, job((judge_backend, "cpu", "fp64", variant)))
-    got, r = markall.marked(run, job(key)) if r64.status == Status.OK else ({}, r64)
+    source, judge_backend = grid.source, grid.judge_backend
+    v64, r64 = markall.marked(run, grid.job(grid.key(judge_backend, "cpu", "fp64", key.variant)))
+    got, r = markall.marked(run, grid.job(key)) if r64.status == Status.OK else ({}, r64)
     if r.status != Status.OK:
         return None
-    base, _ = markall.marked(run, job((judge_backend, "cpu", fp32, variant)))
+    base, _ = markall.marked(run, grid.job(grid.key(judge_backend, "cpu", key.precision, key.variant)))
     own = onnx.load(source.ref.original) if source.ref.original else None
-    found = markall.verdicts(other, got, v64, base, prec.get(fp32), markall.producers(source.module, own))
+    found = markall.verdicts(key.backend, got, v64, base, key.precision, markall.producers(source.module, own))
     first = found.first_departure
     return {"tensor": first.tensor, "node": first.node, "op": first.op, "rel_l2": first.rel_l2} if first else None
 
 
-def hold_unconfirmed(check: JudgeCheck, cells: list, keys: list[tuple],
-                     rejudge: Callable[[tuple], Judgement | None]) -> None:
+def hold_unconfirmed(check: JudgeCheck, cells: list, keys: list[CellKey],
+                     rejudge: Callable[[CellKey], Judgement | None]) -> None:
     """With a suspect judge, a mismatch or precision-loss stands only when the cell reads the same against the
     independent run; otherwise (and for the independent run itself) the cell is `unjudged`, both readings given."""
     if check.status != SUSPECT:
@@ -217,7 +196,7 @@ def median_reading(outputs: list[list]) -> list:
             if not compare.is_discrete(first[i]) else np.asarray(first[i]) for i in range(len(first))]
 
 
-def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: tuple, witness_keys: list[tuple],
+def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: CellKey, witness_keys: list[CellKey],
                   fp32: prec.Precision, not_asked: list[str] = ()) -> None:
     """A suspect judge against more independent implementations at fp32: OVERRULED, UPHELD or still SUSPECT (see
     OVERRULED). `not_asked`: independent backends that could have been asked and were not (said in the message)."""
@@ -228,7 +207,7 @@ def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: tup
     for key in witness_keys:
         r = results.get(key)
         m = _measure(ref_out, r, fp32)
-        w = {"backend": key[0], "status": r.status if r is not None else "not run"}
+        w = {"backend": key.backend, "status": r.status if r is not None else "not run"}
         if r is not None and r.status == Status.OK:
             w["agrees_with_judge"] = m is not None and compare.judge(m, fp32, own).status != Status.MISMATCH
             w["rel_l2"] = compare.json_float(m.rel_l2) if m is not None else "output shapes differ"
@@ -239,10 +218,10 @@ def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: tup
         check.witnesses.append(w)
     against = {k: v for k, v in readings.items() if k not in with_judge}
     group = _largest_agreeing(against, fp32, own)
-    names = lambda keys: ", ".join(f"{k[0]} fp32" for k in keys) or "none"  # noqa: E731
+    names = lambda keys: ", ".join(f"{k.backend} fp32" for k in keys) or "none"  # noqa: E731
     tally = f"with the judge: {names(with_judge)}; against it: {names(list(against))}"
     if len(group) >= 2 and len(group) > 1 + len(with_judge):
-        check.status, check.majority = OVERRULED, [k[0] for k in group]
+        check.status, check.majority = OVERRULED, [k.backend for k in group]
         check.reading = median_reading([readings[k] for k in group])
         check.spread = max((compare.measure(check.reading, readings[k], fp32.compute) for k in group),
                            key=lambda m: m.rel_l2)
@@ -260,27 +239,27 @@ def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: tup
         check.message += f"; {check.cross_check} first parts from the judge at {fd['op']} node {fd['node']!r}"
 
 
-def stand_in_majority(check: JudgeCheck, results: dict, witness_keys: list[tuple], fp32: prec.Precision,
+def stand_in_majority(check: JudgeCheck, results: dict, witness_keys: list[CellKey], fp32: prec.Precision,
                       not_asked: list[str] = ()) -> None:
     """A failed judge: the independent fp32 runs that agree with each other (at least two) stand in for it, their
     reading the cells' reference; without such a pair nothing stands in and check.reading stays None."""
     readings = {}
     for key in witness_keys:
         r = results.get(key)
-        w = {"backend": key[0], "status": r.status if r is not None else "not run"}
+        w = {"backend": key.backend, "status": r.status if r is not None else "not run"}
         if r is not None and r.status == Status.OK:
             readings[key] = r.outputs
         else:
             w["message"] = (r.message if r is not None else "not run")[:300]
         check.witnesses.append(w)
     group = _largest_agreeing(readings, fp32, None, lambda a, b: _within_tolerance(a, b, fp32))
-    names = ", ".join(f"{k[0]} fp32" for k in group)
+    names = ", ".join(f"{k.backend} fp32" for k in group)
     if len(group) < 2:
         more = f"; add --backends {','.join(not_asked)} to ask more" if not_asked else ""
         check.message += (f"; no two independent fp32 implementations agree to stand in for it "
                           f"({len(readings)} ran{more}): every cell that ran is unjudged")
         return
-    check.majority = [k[0] for k in group]
+    check.majority = [k.backend for k in group]
     check.reading = median_reading([readings[k] for k in group])
     check.spread = max((compare.measure(check.reading, readings[k], fp32.compute) for k in group),
                        key=lambda m: m.rel_l2)
@@ -322,8 +301,8 @@ def require_evidence(check: JudgeCheck, repro_rc: int | None) -> None:
     check.majority, check.reading, check.spread, check.repro = [], None, None, None
 
 
-def judge_by_majority(check: JudgeCheck, cells: list, keys: list[tuple],
-                      rejudge: Callable[[tuple], Judgement | None]) -> None:
+def judge_by_majority(check: JudgeCheck, cells: list, keys: list[CellKey],
+                      rejudge: Callable[[CellKey], Judgement | None]) -> None:
     """With an overruled judge (or a failed one a majority stands in for), every cell that ran is judged again
     against the majority's reading, and marked."""
     if check.status not in (OVERRULED, FAILED) or check.reading is None:

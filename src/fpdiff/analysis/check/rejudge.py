@@ -9,18 +9,17 @@ from fpdiff.analysis.check import conditioning
 from fpdiff.analysis.check import judge as judge_mod
 from fpdiff.analysis.check import rules as rules_mod
 from fpdiff.analysis.check.cells import (
-    ShapeMismatch,
     first_verdicts,
-    measure,
+    metrics_or_none,
     narrower_formats,
     shape_variants,
     survives_precision,
 )
-from fpdiff.analysis.check.grid import Grid, JobKey, job_key
+from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.analysis.check.result import Cell
-from fpdiff.analysis.check.rules import Evidence, Rule
+from fpdiff.analysis.check.rules import MAJORITY, STAND_IN, Evidence, Rule
 from fpdiff.core import compare
-from fpdiff.core import precision as prec
+from fpdiff.core.compare import Metrics
 from fpdiff.core.errors import ONNX_EXPORT
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
@@ -28,16 +27,14 @@ from fpdiff.runtime import external
 from fpdiff.runtime.worker import JobResult
 
 
-def question_judge(grid: Grid, results: dict[JobKey, JobResult], ref: JobResult, env: dict, timeout: float,
+def question_judge(grid: Grid, results: dict[CellKey, JobResult], ref: JobResult, env: dict, timeout: float,
                    repro_dir: str | None) -> judge_mod.JudgeCheck:
     """The judge's cross-check against an independent fp32 run; when suspect, the witnesses' verdict; when the
     judge's own run failed, whether a majority of witnesses can stand in for it."""
     if ref.status != Status.OK:
         return _failed_judge(grid, results, ref, env, timeout, repro_dir)
     ref_out = ref.outputs
-    verdict = judge_mod.cross_check(grid.source, results, ref_out, grid.judge_backend, prec.get("fp32"), STATIC,
-                                    witness_variant=grid.witness_variant,
-                                    job=grid.job, env=env, timeout=timeout)
+    verdict = judge_mod.cross_check(grid, results, ref_out, env=env, timeout=timeout)
     if verdict.status == judge_mod.SUSPECT:
         _consult_witnesses(verdict, grid, results, ref_out, env, timeout, repro_dir)
     return verdict
@@ -50,15 +47,12 @@ def judge_failed(ev: Evidence, cells: list[Cell]) -> None:
 
 def judge_suspect(ev: Evidence, cells: list[Cell]) -> None:
     """A suspect judge: a mismatch or precision-loss stands only where the independent run reads the same."""
-    stand_in = ev.results.get(ev.verdict.stand_in) if ev.verdict.stand_in else None
-    judge_mod.hold_unconfirmed(ev.verdict, cells, _keys(ev),
-                               lambda key: _against(stand_in, ev.grid, ev.results, key))
+    judge_mod.hold_unconfirmed(ev.verdict, cells, ev.grid.cells, lambda key: _against(ev, key))
 
 
 def judge_majority(ev: Evidence, cells: list[Cell]) -> None:
     """An overruled (or failed) judge: cells judged against the majority's fp32 reading."""
-    judge_mod.judge_by_majority(ev.verdict, cells, _keys(ev),
-                                lambda key: _by_majority(ev.verdict, ev.grid, ev.results, key))
+    judge_mod.judge_by_majority(ev.verdict, cells, ev.grid.cells, lambda key: _by_majority(ev, key))
 
 
 def conditioning_rule(ev: Evidence, cells: list[Cell]) -> None:
@@ -66,13 +60,7 @@ def conditioning_rule(ev: Evidence, cells: list[Cell]) -> None:
     model's; not measured when the judge failed (the model's sensitivity is measured by the judge)."""
     if ev.verdict.status == judge_mod.FAILED:
         return
-    grid = ev.grid
-    conditioning.reconsider(grid.source, cells, [ev.results[k] for k in _keys(ev)], ev.ref.outputs,
-                            grid.judge_backend, grid.data_path, timeout=ev.timeout, env=ev.env, seed=grid.seed)
-
-
-def _keys(ev: Evidence) -> list[JobKey]:
-    return [job_key(k) for k in ev.grid.cells]
+    conditioning.reconsider(ev, cells)
 
 
 def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
@@ -85,13 +73,13 @@ def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
     if grid.source.ref.kind != "torch":
         return
     exported = [(c, k) for c, k in zip(cells, grid.cells) if c.status == Status.MISMATCH
-                and results[job_key(k)].info.get("onnx_exporter")]
+                and results[k].info.get("onnx_exporter")]
     for b in dict.fromkeys(c.backend for c, _ in exported):
-        fp64 = ev.run((b, "cpu", "fp64", STATIC))
+        fp64 = ev.run(grid.key(b, "cpu", "fp64", STATIC))
         for c, k in exported:
             if c.backend != b:
                 continue
-            why = _exporter_departs(fp64, results[job_key(k)].info.get("onnx_exporter"))
+            why = _exporter_departs(fp64, results[k].info.get("onnx_exporter"))
             if why:
                 c.revise(EXPORTER, Status.ERROR, f"torch.onnx at onnx export failed: {why}; {b}'s numbers on that "
                          f"graph are not judged (was mismatch: {c.reason})", why=why)
@@ -131,17 +119,13 @@ def _exporter_departs(fp64: JobResult, exporter: str | None) -> str | None:
     return None
 
 
-def _against(stand_in: JobResult | None, grid: Grid, results: dict, key: JobKey) -> compare.Judgement | None:
+def _against(ev: Evidence, key: CellKey) -> compare.Judgement | None:
     """The cell measured against the independent implementation instead of the judge."""
-    name = key[2]
-    p = prec.get(name)
-    base = results.get(job_key(grid.baselines[name]))
-    try:
-        m = measure(stand_in.outputs, results[key], p)
-        bm = measure(stand_in.outputs, base, p) if base is not None and base.status == Status.OK else None
-    except ShapeMismatch:
+    p = key.precision
+    m = ev.metrics(key, STAND_IN)
+    if not isinstance(m, Metrics):
         return None
-    return compare.judge(m, p, bm)
+    return compare.judge(m, p, metrics_or_none(ev.metrics(ev.grid.baselines[p.name], STAND_IN)))
 
 
 def _failed_judge(grid: Grid, results: dict, ref: JobResult, env: dict, timeout: float,
@@ -152,24 +136,24 @@ def _failed_judge(grid: Grid, results: dict, ref: JobResult, env: dict, timeout:
     check = judge_mod.JudgeCheck("ONNX reference evaluator float64", status=judge_mod.FAILED, failed_op=failed_op,
                                  message=f"the float64 judge failed: {ref.message}")
     keys = _witnesses(grid, results, [], env, timeout)
-    judge_mod.stand_in_majority(check, results, [k for k in keys if k in results], prec.get("fp32"),
-                                [k[0] for k in keys if k not in results])
+    judge_mod.stand_in_majority(check, results, [k for k in keys if k in results], grid.judge_fp32.precision,
+                                [k.backend for k in keys if k not in results])
     if repro_dir:
         judge_mod.write_failed_repro(grid.source, check, ref, repro_dir)
     return check
 
 
-def _witnesses(grid: Grid, results: dict, first: list, env: dict, timeout: float) -> list[JobKey]:
+def _witnesses(grid: Grid, results: dict, first: list, env: dict, timeout: float) -> list[CellKey]:
     """Every independent implementation (declared `independent`) at fp32, `first` first: those in the grid, and the
     others available here run now when the graph is small enough for one more compile (judge.WITNESS_MAX_NODES)."""
     reg, source = grid.reg, grid.source
     independent = [b for b in reg.names() if reg.cls(b).independent and source.ref.kind in reg.cls(b).kinds
                    and b != grid.judge_backend]
-    keys = [*first] + [(b, "cpu", "fp32", grid.witness_variant) for b in independent]
+    keys = [*first] + [grid.key(b, "cpu", "fp32", grid.witness_variant) for b in independent]
     keys = [k for k in dict.fromkeys(keys) if k is not None]
     nodes = len(source.module.graph.node) if source.ref.kind == "onnx" else 0
-    runnable = [k for k in keys if k not in results and reg.cls(k[0]).route is None
-                and reg.create(k[0]).available() is None and nodes <= judge_mod.WITNESS_MAX_NODES]
+    runnable = [k for k in keys if k not in results and reg.cls(k.backend).route is None
+                and reg.create(k.backend).available() is None and nodes <= judge_mod.WITNESS_MAX_NODES]
     if runnable:
         with external.pool(env) as pool:
             for k in runnable:
@@ -182,8 +166,8 @@ def _consult_witnesses(check: judge_mod.JudgeCheck, grid: Grid, results: dict, r
     """A suspect judge asks every independent implementation at fp32 (_witnesses)."""
     keys = _witnesses(grid, results, [check.stand_in], env, timeout)
     asked = [k for k in keys if k in results]
-    judge_mod.ask_witnesses(check, results, ref_out, (grid.judge_backend, "cpu", "fp32", STATIC), asked,
-                            prec.get("fp32"), [k[0] for k in keys if k not in results])
+    judge_mod.ask_witnesses(check, results, ref_out, grid.judge_fp32, asked, grid.judge_fp32.precision,
+                            [k.backend for k in keys if k not in results])
     if check.status == judge_mod.OVERRULED:
         judge_mod.require_evidence(check, _run_repro(grid, check, repro_dir, timeout))
 
@@ -216,23 +200,18 @@ def _run_repro(grid: Grid, check: judge_mod.JudgeCheck, repro_dir: str | None, t
     return rc if rc in (0, 1) else None
 
 
-def _by_majority(check: judge_mod.JudgeCheck, grid: Grid, results: dict, key: JobKey) -> compare.Judgement | None:
+def _by_majority(ev: Evidence, key: CellKey) -> compare.Judgement | None:
     """A cell against the majority's fp32 reading. Its baseline: at fp32 the witnesses' own spread around the
     reading; at other precisions the judge code's run there, only where it agrees with the reading within the
     precision's tolerance (the overruled judge's code usually carries its error into every dtype), else none.
     Precisions finer than fp32 cannot be judged against an fp32 reading (None)."""
-    p, fp32 = prec.get(key[2]), prec.get("fp32")
+    p, fp32 = key.precision, ev.grid.judge_fp32.precision
     if p.unit_roundoff < fp32.unit_roundoff:
         return None
-    try:
-        m = measure(check.reading, results[key], p)
-    except ShapeMismatch:
+    m = ev.metrics(key, MAJORITY)
+    if not isinstance(m, Metrics):
         return None
     if p.unit_roundoff == fp32.unit_roundoff:
-        return compare.judge(m, p, check.spread)
-    base = results.get(job_key(grid.baselines[p.name]))
-    try:
-        bm = measure(check.reading, base, p) if base is not None and base.status == Status.OK else None
-    except ShapeMismatch:
-        bm = None
+        return compare.judge(m, p, ev.verdict.spread)
+    bm = metrics_or_none(ev.metrics(ev.grid.baselines[p.name], MAJORITY))
     return compare.judge(m, p, bm if bm is not None and compare.judge(bm, p, None).status == Status.PASS else None)

@@ -70,6 +70,9 @@ class CheckResult(Result):
     source: dict = field(default_factory=dict)  # how the model was brought in: opset conversion, inputs
     fingerprint: str = ""  # the model's content hash (spec and weights, or the ONNX file and inputs)
     next: list[str] = field(default_factory=list)  # the locate/plan commands that explain its failing cells
+    evidence: dict | None = None  # what the rules judged from (check/stored.py): lets `fpdiff rejudge` judge it again
+    # a stored run judged again: its cells whose verdict changed (label, from, to) and rules it could not re-apply
+    rejudged: dict | None = None
 
     def exit_code(self, strict: bool = False) -> int:
         """0: every judged cell holds; 1: a cell fails (an error or crash too: something broke, which a script
@@ -105,4 +108,6 @@ class CheckResult(Result):
                 "duration_s": round(self.duration_s, 3),
                 "cells": [c.as_dict() for c in self.cells],
                 "summary": {s: sum(c.status == s for c in self.cells) for s in CELL_STATUSES},
-                "next": list(self.next)}
+                "next": list(self.next),
+                **({"rejudged": self.rejudged} if self.rejudged is not None else {}),
+                **({"evidence": self.evidence} if self.evidence is not None else {})}

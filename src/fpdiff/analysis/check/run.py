@@ -6,10 +6,9 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 
-from fpdiff.analysis.check.grid import Grid, JobKey
-from fpdiff.core.errors import UsageError
+from fpdiff.analysis.check.grid import CellKey, Grid
+from fpdiff.core.errors import ReferenceFailed
 from fpdiff.core.status import Status
-from fpdiff.model.graph import STATIC
 from fpdiff.runtime import external
 from fpdiff.runtime import progress as segments
 from fpdiff.runtime.worker import JobResult
@@ -26,17 +25,17 @@ def worker_env() -> dict[str, str]:
 def run_grid(grid: Grid, timeout: float, env: dict, progress: Progress | None) -> tuple[dict, JobResult]:
     """Every job of the grid, in order: (results by job key, the float64 reference's result)."""
     order = grid.order()
-    results: dict[JobKey, JobResult] = {}
+    results: dict[CellKey, JobResult] = {}
     with external.pool(env) as pool:
         if progress and grid.judge_flags:  # the judge's own reference can be the longest job of all: said first
             progress(f"{grid.judge_backend} cpu fp64 reference", 0, len(order))
         ref = _apart_reference(grid, pool, timeout)
         for i, key in enumerate(order):
             if progress:
-                progress(f"{key[0]} {key[1]} {key[2]} {key[3].name}", i, len(order))
+                progress(str(key), i, len(order))
             results[key] = pool.run(grid.job(key), timeout)
             if ref is None:  # the first job is the reference when the judge does not run it apart
-                ref = _reference(results[key], key[0], grid.source.ref.kind)
+                ref = _reference(results[key], key.backend, grid.source.ref.kind)
         if progress:
             progress("done", len(order), len(order))
     return results, ref
@@ -46,7 +45,7 @@ def _apart_reference(grid: Grid, pool, timeout: float) -> JobResult | None:
     """The judge's float64 reference as a job of its own when the judge declares judge_flags, else None."""
     if not grid.judge_flags:
         return None
-    job = replace(grid.job((grid.judge_backend, "cpu", "fp64", STATIC)), flags=grid.judge_flags, repeat=1)
+    job = replace(grid.job(grid.reference), flags=grid.judge_flags, repeat=1)
     return _reference(pool.run(job, timeout), grid.judge_backend, grid.source.ref.kind)
 
 
@@ -55,5 +54,5 @@ def _reference(r: JobResult, backend: str, kind: str) -> JobResult:
     nothing stands in for it); the ONNX reference evaluator failing is the judge's own failure: the cells run, and
     independent implementations may stand in for it (judge.stand_in_majority)."""
     if r.status != Status.OK and kind != "onnx":
-        raise UsageError(f"the float64 reference ({backend} on cpu) failed: {r.message}")
+        raise ReferenceFailed(f"the float64 reference ({backend} on cpu) failed: {r.message}")
     return r

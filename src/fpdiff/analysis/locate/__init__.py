@@ -18,7 +18,7 @@ from fpdiff.analysis.locate.bisection import Progress
 from fpdiff.analysis.locate.markall import MarkAll
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import MESSAGE_CHARS, StageError, Unsupported, UsageError
+from fpdiff.core.errors import MESSAGE_CHARS, NoRepro, NotAnalysable, StageError, Unsupported, UsageError
 from fpdiff.core.status import Status
 from fpdiff.core.task import ONNX
 from fpdiff.model import graph, segments
@@ -361,7 +361,7 @@ class _Lockstep:
                 elif b.op == "call_module" and str(b.target).startswith("_guards"):
                     pass  # export's input-shape guards: no arithmetic
                 else:
-                    raise UsageError(f"locate cannot step through graph node {b.op} {b.target}")
+                    raise NotAnalysable(f"locate cannot step through graph node {b.op} {b.target}")
                 for name in [n.name for n in b.all_input_nodes if last_use.get(n.name) == i]:
                     self.env64.pop(name, None)
                     self.envp.pop(name, None)
@@ -380,7 +380,7 @@ class _Lockstep:
                 out64 = a.target(*in64[0], **in64[1])
         except (RuntimeError, Unsupported) as e:  # an op torch cannot compute in float64: say which
             path, src = graph.where(b)
-            raise UsageError(f"locate's float64 run cannot compute {b.target} (node {b.name}, module "
+            raise NotAnalysable(f"locate's float64 run cannot compute {b.target} (node {b.name}, module "
                              f"{path or '(root)'}, {src}): {' '.join(str(e).split())[:MESSAGE_CHARS]}") from e
         outp = b.target(*inp[0], **inp[1])
         self.env64[b.name], self.envp[b.name] = out64, outp
@@ -568,7 +568,7 @@ def _bundle(result: LocateResult, b, start: int, end: int, out: Path, **kw) -> N
     (the segment, inputs, expected values) is a note."""
     try:
         result.repro = str(b.bundle(start, end, out, **kw))
-    except (StageError, Unsupported, UsageError, OSError, subprocess.CalledProcessError) as e:
+    except (StageError, Unsupported, NoRepro, UsageError, OSError, subprocess.CalledProcessError) as e:
         why = " ".join(str(e).split())[:MESSAGE_CHARS]
         result.findings.append(compare.Finding("note", f"repro bundle incomplete in {out}: {why}", op=None,
                                                remedy=f"the segment as exported is {out / 'segment.pt2'}"

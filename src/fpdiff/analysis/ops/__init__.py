@@ -18,10 +18,10 @@ from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_batch
 from fpdiff.backends import registry
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
-from fpdiff.core.paths import cache_root
 from fpdiff.core.status import Status
 from fpdiff.core.versions import report_versions
 from fpdiff.runtime import rundir
+from fpdiff.runtime.cache import run_folder
 
 __all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "OpsResult", "ops"]
 
@@ -86,7 +86,7 @@ def sweep_config(reg, backends, precisions, plugins, backend_flags, iree_flags, 
             raise UsageError(f"{p} is a CUDA mode; the op sweep runs on cpu")
     if timeout <= 0:
         raise UsageError(f"--timeout must be positive, got {timeout:g}")
-    cache = None if cache_dir is False else str(cache_dir or cache_root())
+    cache = run_folder(cache_dir)
     repro = str(Path(repro_dir).resolve()) if repro_dir else None
     return SweepConfig(tuple(backends), tuple(precisions), tuple(plugins),
                        flags_by_backend(reg, backend_flags, iree_flags), timeout, seed, cache, repro, recheck)

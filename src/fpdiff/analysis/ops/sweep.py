@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpdiff.analysis.check.grid import Grid, JobKey, job_key, make_grid
+from fpdiff.analysis.check.grid import Grid, make_grid
 from fpdiff.analysis.check.rejudge import CHECK_RULES, judge_run, question_judge
 from fpdiff.analysis.check.result import Cell
 from fpdiff.analysis.check.rules import Evidence
@@ -18,7 +18,7 @@ from fpdiff.analysis.ops import verdict
 from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.analysis.ops.catalog import write_case
 from fpdiff.backends import registry
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
 from fpdiff.runtime import external, rundir
 from fpdiff.runtime.worker import JobResult
@@ -80,11 +80,11 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     want (verdict.write_repros)."""
     t0 = time.perf_counter()
     outcome = CaseOutcome(case.case_id)
+    env = worker_env()
     try:
-        grid = _grid(case, config, reg, work)
-        env = worker_env()
+        grid = _grid(case, config, reg, work)  # the case as a model: its files refused by the loader are a skip
         results, ref = run_grid(grid, config.timeout, env, None)
-    except UsageError as e:  # the case's own float64 run failed, or the case could not be loaded: nothing to judge
+    except (UsageError, ReferenceFailed) as e:  # or its own float64 run failed: nothing to judge
         outcome.skipped = str(e)
         outcome.duration_s = time.perf_counter() - t0
         return outcome, []
@@ -92,8 +92,8 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     cells = judge_run(Evidence(grid, results, ref, judged, env, config.timeout),
                       verdict.OPS_RULES if case.integer_valued else CHECK_RULES)
     outcome.disagreement = verdict.expected_disagreement(case, ref.outputs)
-    outcome.cells = [_ops_cell(case, c, results[job_key(k)]) for c, k in zip(cells, grid.cells)]
-    requests = [verdict.repro_request(case, grid, k, oc, c.baseline_metrics, results[job_key(k)], ref,
+    outcome.cells = [_ops_cell(case, c, results[k]) for c, k in zip(cells, grid.cells)]
+    requests = [verdict.repro_request(case, grid, k, oc, c.baseline_metrics, results[k], ref,
                                       Path(config.repro_dir))
                 for oc, c, k in zip(outcome.cells, cells, grid.cells)
                 if config.repro_dir and oc.status in REPRO_STATUSES]
@@ -139,7 +139,3 @@ def _safe(name: str) -> str:
     """A case id as a folder name."""
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)[:120]
 
-
-def key_of(key: JobKey) -> str:
-    """A job key as text, for messages."""
-    return "/".join(str(k) if not hasattr(k, "name") else k.name for k in key)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.analysis.check.grid import Grid, job_key
+from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.analysis.check.rejudge import CHECK_RULES
 from fpdiff.analysis.check.result import Cell
 from fpdiff.analysis.check.rules import Evidence, Rule, insert_after
@@ -32,26 +32,34 @@ EXPECTED_TOLERANCE = 1e-4
 def integer_flips(ev: Evidence, cells: list[Cell]) -> None:
     """Cells of an integer-valued op judged by how many output elements flip against float64, next to how many the
     baseline at the same precision flips (compare.judge_flips), the other outputs by the float rule as before."""
-    grid, results, ref_out = ev.grid, ev.results, ev.ref.outputs
-    ints = [i for i, a in enumerate(ref_out or []) if _integer_valued(a)]
+    ints = ev.keep("integer-valued outputs",
+                   lambda: [i for i, a in enumerate(ev.ref.outputs or []) if _integer_valued(a)])
     if not ints:
         return
-    for cell, key in zip(cells, grid.cells):
-        r = results[job_key(key)]
-        if r.status != Status.OK or cell.status not in (Status.PASS, Status.PRECISION_LOSS, Status.MISMATCH):
+    for cell, key in zip(cells, ev.grid.cells):
+        if ev.results[key].status != Status.OK or cell.status not in (Status.PASS, Status.PRECISION_LOSS,
+                                                                        Status.MISMATCH):
             continue
-        if [a.shape for a in r.outputs] != [a.shape for a in ref_out]:
+        m = ev.keep(f"flips {key}", lambda k=key: _flips(ev, k, ints))
+        if m is None:
             continue
-        p = grid.tolerance(key[2])
-        base = results.get(job_key(grid.baselines[p.name]))
-        m = compare.measure(*_flip_form(ref_out, r.outputs, ints), p.compute)
-        bm = (compare.measure(*_flip_form(ref_out, base.outputs, ints), p.compute)
-              if base is not None and base.status == Status.OK else None)
+        p = key.precision
+        base = ev.grid.baselines[p.name]
+        bm = ev.keep(f"flips {base}", lambda k=base: _flips(ev, k, ints))
         j = compare.judge(m, p, bm)
         cell.revise(INTEGER_FLIPS, j.status, f"integer-valued outputs judged by flips: {j.reason}")
         cell.metrics, cell.baseline_metrics = m.as_dict(), bm.as_dict() if bm else None
         cell.effective_bits = None
         cell.findings = [f for f in cell.findings if f.kind not in _FLOAT_RULE_FINDINGS] + j.findings
+
+
+def _flips(ev: Evidence, key: CellKey, ints: list[int]) -> compare.Metrics | None:
+    """A job's outputs against float64 with the integer-valued ones as flips; None where it did not run or its
+    outputs are shaped otherwise."""
+    r, ref_out = ev.results.get(key), ev.ref.outputs
+    if r is None or r.status != Status.OK or [a.shape for a in r.outputs] != [a.shape for a in ref_out]:
+        return None
+    return compare.measure(*_flip_form(ref_out, r.outputs, ints), key.precision.compute)
 
 
 INTEGER_FLIPS = "integer-flips"
@@ -117,13 +125,13 @@ def support(cell: Cell, r: JobResult) -> tuple[str | None, str]:
 WRITE_TIMEOUT = 300.0
 
 
-def repro_request(case: Case, grid: Grid, key, cell: OpsCell, baseline: dict | None, r: JobResult,
+def repro_request(case: Case, grid: Grid, key: CellKey, cell: OpsCell, baseline: dict | None, r: JobResult,
                   ref: JobResult, root: Path) -> tuple:
     """What writing the cell's repro bundle needs (ops/repro.py's arguments), to be written with its batch's others
     by write_repros. `baseline`: the metrics of the reference implementation at the cell's precision."""
     from fpdiff.analysis.ops import repro
-    rule, limit = repro_rule(cell, baseline, grid.tolerance(key[2]))
-    return (root / repro.signature(cell) / _name(cell), grid.job(job_key(key)), cell,
+    rule, limit = repro_rule(cell, baseline, key.precision)
+    return (root / repro.signature(cell) / _name(cell), grid.job(key), cell,
             {"expected": ref.outputs, "observed": r.outputs if r.status == Status.OK else None, "baseline": baseline,
              "rule": rule, "limit": limit, "versions": _versions(grid, cell.backend, r)})
 

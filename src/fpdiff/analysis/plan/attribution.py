@@ -10,7 +10,7 @@ import math
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import NotAnalysable
 from fpdiff.model import mixed
 from fpdiff.model.weights import LazyCast, cast_is_large, real
 
@@ -23,20 +23,20 @@ _RESHAPE = {torch.ops.aten.view.default: torch.ops.aten.reshape.default,
 
 def shares(gm: torch.fx.GraphModule, inputs: tuple, low: torch.dtype) -> dict[str, float]:
     """unit -> the fraction of the pure program's output error (relative to the float64 outputs, along the error's
-    direction) that its own rounding makes; inf where the op alone goes non-finite. Raises UsageError (one line)
+    direction) that its own rounding makes; inf where the op alone goes non-finite. Raises NotAnalysable (one line)
     when the float64 pass or its gradient cannot be computed, or the pure program is not finite there."""
     try:
         out64, rounding = _float64_pass(gm, inputs)
         err = _pure_error(gm, inputs, low, out64)
         norm2 = float(sum((e * e).sum() for e in err))
         if not math.isfinite(norm2) or norm2 == 0.0:
-            raise UsageError("the pure program's outputs are not finite (or exact): no direction to attribute")
+            raise NotAnalysable("the pure program's outputs are not finite (or exact): no direction to attribute")
         tracked = [(o, e) for o, e in zip(out64, err) if o.requires_grad]
         if not tracked:
-            raise UsageError("the outputs do not depend on any float input or weight")
+            raise NotAnalysable("the outputs do not depend on any float input or weight")
         torch.autograd.backward([o for o, _ in tracked], [e for _, e in tracked])
     except (RuntimeError, TypeError, NotImplementedError) as e:  # an op torch cannot run or differentiate so
-        raise UsageError(f"attribution cannot run this program: {' '.join(str(e).split())[:200]}") from e
+        raise NotAnalysable(f"attribution cannot run this program: {' '.join(str(e).split())[:200]}") from e
     return {name: _share(pairs, norm2) for name, pairs in rounding.items()}
 
 
@@ -82,7 +82,7 @@ def _float64_pass(gm: torch.fx.GraphModule, inputs: tuple):
                                              n.args))[0]
                 out64 = [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point()]
             elif not (n.op == "call_module" and str(n.target).startswith("_guards")):  # guards: no arithmetic
-                raise UsageError(f"attribution cannot step through graph node {n.op} {n.target}")
+                raise NotAnalysable(f"attribution cannot step through graph node {n.op} {n.target}")
     return out64, rounding
 
 
@@ -154,5 +154,5 @@ def _pure_error(gm: torch.fx.GraphModule, inputs: tuple, low: torch.dtype,
         flat = tree_flatten(pure(*[t.float() if t.is_floating_point() else t for t in inputs]))[0]
     outs = [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point()]
     if len(outs) != len(out64):
-        raise UsageError("the pure program and its float64 pass give different outputs")
+        raise NotAnalysable("the pure program and its float64 pass give different outputs")
     return [p.detach().to(torch.float64) - o.detach() for p, o in zip(outs, out64)]

@@ -12,6 +12,7 @@ from typing import ClassVar
 from fpdiff.analysis.base import Result
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
+from fpdiff.core.jsonfile import dump
 from fpdiff.core.status import Status
 from fpdiff.model.autocast import fp32_names
 
@@ -191,7 +192,6 @@ class Plan(Result):
         return d
 
     def save(self, path: str | Path) -> None:
-        from fpdiff.report.json_report import dump
         dump(self.as_dict(), path)
 
     @classmethod

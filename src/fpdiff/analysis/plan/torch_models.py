@@ -15,7 +15,7 @@ from fpdiff.analysis.plan.jobs import Jobs, ProgramTrials, trial
 from fpdiff.analysis.plan.search import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, settle
 from fpdiff.backends.base import Backend, Prepared
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import NotAnalysable, UsageError
 from fpdiff.core.status import Status
 from fpdiff.model import graph, mixed
 from fpdiff.model.mixed import program_module
@@ -175,7 +175,7 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision, units: l
         why.setdefault(node, []).extend(f"ranges: {x}" for x in reasons)
     try:
         ops, _ = analyse(module, inputs, p)
-    except UsageError as e:
+    except NotAnalysable as e:
         ops, analyses[1] = [], f"locate refused: {e}"
     for o in ops:
         if o.culprit:
@@ -215,7 +215,7 @@ def _shares(gm: torch.fx.GraphModule, inputs: tuple, p: prec.Precision, analyses
         return None
     try:
         share = shares(gm, inputs, p.dtype)
-    except UsageError as e:
+    except NotAnalysable as e:
         analyses.append(f"attribution refused: {e}")
         return None
     analyses.append("attribution (one float64 pass and its gradient)")
