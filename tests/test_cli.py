@@ -406,3 +406,26 @@ def test_cache_info_and_clear(tmp_path):
 def test_malformed_cache_limit(args, monkeypatch):
     monkeypatch.setenv("FPDIFF_CACHE_MAX", "4 gigs")
     assert_usage_error(args, "FPDIFF_CACHE_MAX wants a size in bytes or with a suffix")
+
+
+def test_rejudge_bad_input_is_one_line(tmp_path):
+    assert_usage_error(["rejudge", str(tmp_path / "nope.json")], "cannot read")
+    plan = write(tmp_path, "p.json", '{"kind": "plan", "model": "m"}')
+    assert_usage_error(["rejudge", plan], "takes a check's JSON report, and this one is a plan's")
+    old = write(tmp_path, "c.json", '{"kind": "check", "model": "m", "cells": []}')
+    assert_usage_error(["rejudge", old], "holds no evidence")
+
+
+@pytest.mark.slow  # one check on torch
+def test_a_stored_check_is_judged_again_the_same_without_running_a_backend(tmp_path):
+    import json
+    first, again = tmp_path / "first.json", tmp_path / "again.json"
+    code, out, err = run("check", "example:tinycnn", "--backends", "torch", "--precisions", "fp32,fp16",
+                         "--json", str(first), "--no-store")
+    assert code == 0, err
+    code, out, err = run("rejudge", str(first), "--json", str(again))
+    assert code == 0 and "judged again from the stored evidence: no verdicts changed" in out, (out, err)
+    a, b = json.loads(first.read_text()), json.loads(again.read_text())
+    assert [(c["status"], c["reason"], c["findings"]) for c in a["cells"]] == \
+        [(c["status"], c["reason"], c["findings"]) for c in b["cells"]]
+    assert b["rejudged"] == {"changed": [], "skipped": []}

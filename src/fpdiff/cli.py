@@ -285,6 +285,12 @@ def _other_parsers(sub) -> None:
     sub.add_parser("examples", help="list the built-in example models")
     sub.add_parser("backends", help="list registered backends and whether they are available",
                    parents=_shared("plugins", "routes"))
+    rj = sub.add_parser("rejudge", help="a stored check's --json report judged again by this fpdiff's rules, from the "
+                        "evidence it kept (no backend runs)", parents=_shared("reports"),
+                        epilog="exit as for check, by the verdicts judged again; the cells whose verdict changed and "
+                        "any rule the stored run lacks the evidence for are listed")
+    rj.add_argument("run", metavar="RUN.json", help="a check's report written with --json")
+    rj.add_argument("--strict", action="store_true", help="as for check")
     rep = sub.add_parser("report", help="a self-contained HTML report from a --json file of any analysis")
     rep.add_argument("json_file", metavar="RUN.json")
     rep.add_argument("-o", "--output", required=True, metavar="PATH", help="the HTML file to write")
@@ -490,6 +496,11 @@ def _check(args, console) -> int:
     return _finish(args, console, result)
 
 
+def _rejudge(args, console) -> int:
+    from fpdiff import api
+    return _finish(args, console, api.rejudge(args.run))
+
+
 def _locate(args, console) -> int:
     from fpdiff import api
     repro = None if args.no_repro else (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}")
@@ -579,7 +590,7 @@ def _fuzz(args, console) -> int:
 
 
 COMMANDS = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan, "ops": _ops, "fuzz": _fuzz,
-            "examples": _examples, "backends": _backends}
+            "examples": _examples, "backends": _backends, "rejudge": _rejudge}
 
 
 def _finish(args, console, result, view: dict | None = None, own_files: Callable[[], None] | None = None) -> int:

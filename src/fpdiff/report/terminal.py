@@ -74,11 +74,25 @@ def render(result, console: Console | None = None) -> None:
         console.print(f"[{style}]judge[/]: {escape(judge.get('message', ''))}", highlight=False)
     for f in result.reference.get("findings", []):  # the model's own casts, fpdiff's float64 decompositions
         console.print(f"[cyan]{f['kind']}[/cyan] in the float64 judge: {escape(f['message'])}", highlight=False)
+    _rejudged(result.rejudged, console)
     s = result.as_dict()["summary"]
     console.print(" ".join(f"{k}={v}" for k, v in s.items() if v) + f"   ({result.duration_s:.1f} s)")
     nothing = result.nothing_judged()
     if nothing:
         console.print(f"[bold red]{nothing}[/]", highlight=False)
+
+
+def _rejudged(rejudged: dict | None, console: Console) -> None:
+    """A stored run judged again: which verdicts the rules of this fpdiff changed, and the rules it could not apply."""
+    if rejudged is None:
+        return
+    changed = rejudged.get("changed") or []
+    console.print(f"[cyan]judged again[/] from the stored evidence: {len(changed) or 'no'} verdict"
+                  f"{'' if len(changed) == 1 else 's'} changed", highlight=False)
+    for c in changed:
+        console.print(f"    {c['cell']}: {c['from']} -> {c['to']}", highlight=False)
+    for why in rejudged.get("skipped") or []:
+        console.print(f"    [yellow]rule not re-applied[/] {escape(why)}", highlight=False)
 
 
 def _label(c) -> str:
