@@ -26,3 +26,16 @@ def test_rejudge_refuses_what_it_cannot_judge_again_in_one_line(tmp_path):
         fpdiff.rejudge(bad)
     with pytest.raises(UsageError, match="cannot read"):
         fpdiff.rejudge(tmp_path / "missing.json")
+
+
+@pytest.mark.slow  # one torch job in another interpreter
+def test_routes_given_to_one_run_hold_for_that_run_only():
+    import sys
+    with pytest.raises(UsageError, match="torch@other"):
+        fpdiff.check("example:tinycnn", backends=["torch@other"], precisions=["fp32"])
+    r = fpdiff.check("example:tinycnn", backends=["torch@other"], precisions=["fp32"], repro_dir=None,
+                     routes=fpdiff.Routes(python={"torch@other": sys.executable}))
+    assert [(c.backend, c.status) for c in r.cells] == [("torch@other", "pass")]
+    assert "routes" in str(__import__("inspect").signature(fpdiff.check))
+    with pytest.raises(UsageError, match="torch@other"):  # the route did not outlive its run
+        fpdiff.check("example:tinycnn", backends=["torch@other"], precisions=["fp32"])

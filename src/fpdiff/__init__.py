@@ -14,6 +14,7 @@ if TYPE_CHECKING:
         OpsResult,
         Plan,
         RangesResult,
+        Routes,
         apply_plan,
         assert_agrees,
         check,
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = ["assert_agrees", "check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges",
-           "RangesResult", "plan", "Plan", "apply_plan", "ops", "OpsResult", "fuzz", "FuzzResult", "rejudge"]
+           "RangesResult", "plan", "Plan", "apply_plan", "ops", "OpsResult", "fuzz", "FuzzResult", "rejudge", "Routes"]
 
 
 def __getattr__(name: str) -> Any:

@@ -362,19 +362,16 @@ def _run(args) -> int:
     if args.command in ("worker", "history", "diff", "report", "cache"):
         return {"worker": _worker, "history": _history, "diff": _history, "report": _report,
                 "cache": _cache_command}[args.command](args)
-    if hasattr(args, "backend_python"):
-        from fpdiff.backends import routes
-        routes.configure(python=dict(routes.parse_assignment(a, "python") for a in args.backend_python),
-                         host=dict(routes.parse_assignment(a, "host") for a in args.backend_host),
-                         token_file=args.token_file)
-    if not _json_to_stdout(args):
-        return COMMANDS[args.command](args, _console(sys.stdout, stderr=False))
-    token = _JSON_OUT.set(sys.stdout)
-    try:  # a print anywhere in the run (torch's own included) must not corrupt the JSON on stdout
-        with contextlib.redirect_stdout(sys.stderr):
-            return COMMANDS[args.command](args, _console(sys.stderr, stderr=True))
-    finally:
-        _JSON_OUT.reset(token)
+    from fpdiff.backends import routes
+    with routes.using(_routes(args)):  # this run's routes (the API's routes=), on top of fpdiff.toml
+        if not _json_to_stdout(args):
+            return COMMANDS[args.command](args, _console(sys.stdout, stderr=False))
+        token = _JSON_OUT.set(sys.stdout)
+        try:  # a print anywhere in the run (torch's own included) must not corrupt the JSON on stdout
+            with contextlib.redirect_stdout(sys.stderr):
+                return COMMANDS[args.command](args, _console(sys.stderr, stderr=True))
+        finally:
+            _JSON_OUT.reset(token)
 
 
 def _json_to_stdout(args) -> bool:
@@ -477,6 +474,16 @@ def _backend_flags(args) -> dict[str, list[str]]:
     for name, flag in args.backend_flag:
         out.setdefault(name, []).append(flag)
     return out
+
+
+def _routes(args):
+    """The routes the command line gives (--backend-python, --backend-host, --token-file), or None."""
+    if not hasattr(args, "backend_python"):
+        return None
+    from fpdiff.backends import routes
+    return routes.Routes(python=dict(routes.parse_assignment(a, "python") for a in args.backend_python),
+                         host=dict(routes.parse_assignment(a, "host") for a in args.backend_host),
+                         token_file=args.token_file)
 
 
 def _runs(args) -> dict:

@@ -4,8 +4,11 @@
 (`--backend-python NAME=PYTHON`, `--backend-host NAME=HOST:PORT`), the command line winning."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,35 @@ def read_token(token_file: str | None, who: str) -> bytes:
 
 
 _explicit: dict[str, Route] = {}
+# the routes one analysis run was given (Routes, `using`): they hold for that run only, on top of the process's
+_run: contextvars.ContextVar[dict[str, Route] | None] = contextvars.ContextVar("fpdiff_routes", default=None)
+
+
+@dataclass(frozen=True)
+class Routes:
+    """Where backends run for one analysis run: another interpreter or a worker host, by the backend name fpdiff
+    shows (`ort@1.20`), on top of fpdiff.toml; the API's `routes=` and the CLI's --backend-python/--backend-host."""
+    python: Mapping[str, str] = field(default_factory=dict)
+    host: Mapping[str, str] = field(default_factory=dict)
+    token_file: str | None = None
+
+    def built(self) -> dict[str, Route]:
+        """Each route, its address checked (a malformed one is one line)."""
+        out = {name: Route(name, _base(name), python=exe) for name, exe in self.python.items()}
+        for name, addr in self.host.items():
+            _check_addr(name, addr)
+            out[name] = Route(name, _base(name), host=addr, token_file=self.token_file)
+        return out
+
+
+@contextlib.contextmanager
+def using(given: Routes | None) -> Iterator[None]:
+    """`given` in force for what runs inside (one analysis run), without touching other runs of the process."""
+    token = _run.set(given.built() if given else None)
+    try:
+        yield
+    finally:
+        _run.reset(token)
 
 
 def configure(python: dict[str, str] | None = None, host: dict[str, str] | None = None,
@@ -79,6 +111,7 @@ def active(cwd: Path | None = None) -> dict[str, Route]:
     """Every route in force: fpdiff.toml's, then this process's own."""
     routes = _from_file((cwd or Path.cwd()) / CONFIG_FILE)
     routes.update(_explicit)
+    routes.update(_run.get() or {})
     return routes
 
 

@@ -419,7 +419,7 @@ class _Lockstep:
 def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
            plugins: tuple[str, ...] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
            iree_flags: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT,
-           cache_dir: str | None = None, repro: str | None = None, inputs: str | None = None,
+           cache_dir: str | None | bool = None, repro: str | None = None, inputs: str | None = None,
            shapes: dict[str, list[int]] | None = None, mark_all: bool = False,
            shape_variant: str | None = None, artifact: str | None = None,
            progress: Progress | None = None) -> LocateResult:
@@ -442,7 +442,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
         return result
     p = prec.get(precision)
     from fpdiff.backends import judge_for, registry
-    from fpdiff.core.paths import cache_root
+    from fpdiff.runtime.cache import run_folder
     reg = registry(plugins)
     cls = reg.cls(backend)  # unknown names fail before any work
     flags = flags_by_backend(reg, backend_flags, iree_flags).get(backend, ())
@@ -456,7 +456,7 @@ def locate(model: str, *, backend: str = "torch", precision: str = "fp16", devic
         if source.ref.kind != "torch" or source.dynamic_shapes is None:
             raise UsageError("--shape-variant needs a torch model that declares dynamic_shapes()")
         variant = graph.find_variant(source.dynamic_shapes, shape_variant)
-    cache = cache_dir or str(cache_root())
+    cache = run_folder(cache_dir)  # False: no cache, as in check
     if mark_all:
         return _mark_all(source, Job(source.ref, "", backend, p.name, device, graph.STATIC, tuple(plugins), flags,
                                      cache), timeout, progress)

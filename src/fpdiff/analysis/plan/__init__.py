@@ -23,7 +23,7 @@ __all__ = ["Export", "ExportRun", "Plan", "plan"]
 def plan(model: str, *, precision: str = "fp16", backend: str = "torch", tolerance: float | None = None,
          device: str = "cpu", seed: int = 0, plugins: tuple[str, ...] = (),
          backend_flags: Mapping[str, Sequence[str]] | None = None, iree_flags: Sequence[str] = (),
-         timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None = None, inputs: str | None = None,
+         timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None | bool = None, inputs: str | None = None,
          shapes: dict[str, list[int]] | None = None, load: str | None = None, save: str | None = None,
          exports: Mapping[str, str] | Iterable[str] | None = None, export_onnx: str | None = None,
          measure_speed: bool = True, progress: Callable[[str, int, int | None], None] | None = None) -> Plan:
@@ -52,8 +52,8 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
     tol = tolerance if tolerance is not None else source.tolerance.get(p.name, p.tolerance)
     if not (tol > 0 and math.isfinite(tol)):
         raise UsageError(f"--tolerance must be a positive number, got {tol}")
-    from fpdiff.core.paths import cache_root
-    jobs = Jobs(device, tuple(plugins), flags, timeout, cache_dir or str(cache_root()))
+    from fpdiff.runtime.cache import run_folder
+    jobs = Jobs(device, tuple(plugins), flags, timeout, run_folder(cache_dir))  # False: no cache, as in check
     try:
         if source.ref.kind == ONNX:
             from fpdiff.analysis.plan.onnx_models import plan_onnx as planner
