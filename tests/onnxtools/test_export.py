@@ -13,7 +13,7 @@ import torch
 
 import fpdiff
 from fpdiff.core.errors import ONNX_EXPORT, StageError
-from fpdiff.onnxtools.export import export_info, export_program, rounding_bound, scaled_rel_l2
+from fpdiff.onnxtools.export import DEPARTS, export_info, export_program, rounding_bound, scaled_rel_l2
 from fpdiff.sources.spec import build, import_spec
 
 SPECS = Path(__file__).parents[1] / "specs"
@@ -49,7 +49,7 @@ def test_a_float64_graph_that_departs_from_its_program_is_dynamos_failure_and_th
     # dynamo stores 1e-80 as a float32 constant (0.0): its graph answers 0 where the program answers ~1e-160
     assert info["onnx_exporter"] == "torchscript"
     assert "departs from the torch program" in info["onnx_exporter_why"] and "1.00e+00" in info["onnx_exporter_why"]
-    assert info["onnx_export_check"].startswith("agrees")
+    assert info["onnx_export_check"].startswith("agrees") and info[DEPARTS] == "dynamo"  # the rules read the field
 
 
 @pytest.mark.slow
@@ -59,6 +59,7 @@ def test_no_exporter_carrying_the_program_is_torch_onnx_error_at_export(tmp_path
         export_program(program, tmp_path / "m.onnx", module=module, args=xs)
     assert (e.value.stage, e.value.component) == (ONNX_EXPORT, "torch.onnx")
     assert str(e.value).count("departs from the torch program") == 2 and "1.00e+00" in str(e.value)
+    assert e.value.facts == {DEPARTS: "torchscript"}
 
 
 @pytest.mark.slow

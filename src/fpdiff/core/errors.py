@@ -67,11 +67,12 @@ class Unsupported(Exception):
 class StageError(Exception):
     """A component failed at a stage without declaring a refusal (an exporter assertion, a compiler crash)."""
 
-    def __init__(self, stage: str, component: str, message: str, op: str | None = None):
+    def __init__(self, stage: str, component: str, message: str, op: str | None = None, facts: dict | None = None):
         super().__init__(plain(message))
         self.stage = stage
         self.component = component
         self.op = op
+        self.facts = dict(facts or {})  # what a rule decides by, as fields (the job's info), never read from text
 
 
 class Crashed(StageError):

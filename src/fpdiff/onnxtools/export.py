@@ -28,7 +28,19 @@ def export_info(onnx_path: Path) -> dict:
     """Which exporter made a cached ONNX export and why (a cell reports it: the exporter is a stage that can change
     numbers). Empty for ONNX sources."""
     f = _info_file(Path(onnx_path))
-    return _without_rounding(json.loads(f.read_text()), Path(onnx_path)) if f.exists() else {}
+    return _without_rounding(_departs_said(json.loads(f.read_text())), Path(onnx_path)) if f.exists() else {}
+
+
+# the fact an export's graph computes another function than its program (the exporter whose graph departed: "dynamo"
+# beside a fallback that ran, "torchscript" in a failed export's job info): check's exporter rule decides by it
+DEPARTS = "onnx_export_departs"
+
+
+def _departs_said(info: dict) -> dict:
+    """A record cached before the departure was a field says it only in its text: read once here, at the edge."""
+    if DEPARTS not in info and "departs from the torch program" in (info.get("onnx_exporter_why") or ""):
+        return {**info, DEPARTS: "dynamo"}
+    return info
 
 
 def _without_rounding(info: dict, onnx_path: Path) -> dict:
@@ -61,11 +73,11 @@ def export_program(program, path: Path, module=None, args: tuple | None = None,
         why = export_departure(program, path, args, checked)
         if why is None:
             return {"onnx_exporter": "dynamo", **checked}
-        dynamo_failure = f"its graph departs from the torch program: {why}"
+        dynamo_failure, dynamo_departs = f"its graph departs from the torch program: {why}", True
     except Exception as e:
         if raised_by_fpdiff(e):
             raise
-        dynamo_failure = _why(e)
+        dynamo_failure, dynamo_departs = _why(e), False
     # each reason cut to half a line, so the report's one line holds both
     half = MESSAGE_CHARS // 2
     try:
@@ -79,9 +91,10 @@ def export_program(program, path: Path, module=None, args: tuple | None = None,
     why = export_departure(program, path, args, checked)
     if why is not None:
         raise StageError(ONNX_EXPORT, "torch.onnx", f"dynamo exporter: {dynamo_failure[:half]}; TorchScript exporter "
-                         f"(the fallback): its graph departs from the torch program: {why[:half]}")
+                         f"(the fallback): its graph departs from the torch program: {why[:half]}",
+                         facts={DEPARTS: "torchscript"})
     return {"onnx_exporter": "torchscript", "onnx_exporter_why": f"the dynamo exporter failed: {dynamo_failure}",
-            **checked}
+            **({DEPARTS: "dynamo"} if dynamo_departs else {}), **checked}
 
 
 # The exported graph against the torch program it came from, both in float64 on the same inputs. Two float64

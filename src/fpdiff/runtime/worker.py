@@ -94,8 +94,9 @@ def failure(exc: BaseException, stage: str, component: str, **kw) -> JobResult:
     internal = status == ERROR and not hasattr(exc, "stage") and raised_by_fpdiff(exc)
     if internal:
         component = INTERNAL
+    info = {**getattr(exc, "facts", {}), **kw.pop("info", {})}  # a failure's facts travel as the job's info
     return JobResult(status, message=plain(_one_line(exc)), op=op, dtype=dt, stage=stage, component=component,
-                     traceback=tb if internal else None, log_tail=plain(traceback.format_exc(-3)), **kw)
+                     traceback=tb if internal else None, log_tail=plain(traceback.format_exc(-3)), info=info, **kw)
 
 
 def _to_numpy(outputs) -> tuple[list[np.ndarray], list[str]]:

@@ -23,6 +23,7 @@ from fpdiff.core.compare import Metrics
 from fpdiff.core.errors import ONNX_EXPORT
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
+from fpdiff.onnxtools.export import DEPARTS
 from fpdiff.runtime import external
 from fpdiff.runtime.worker import JobResult
 
@@ -84,9 +85,13 @@ def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
                 c.revise(EXPORTER, Status.ERROR, f"torch.onnx at onnx export failed: {why}; {b}'s numbers on that "
                          f"graph are not judged (was mismatch: {c.reason})", why=why)
                 c.stage, c.component = ONNX_EXPORT, "torch.onnx"
+                c.info = {**c.info, BLAMED: fp64.info.get(DEPARTS)}  # whose graph departed: dynamo, torchscript
 
 
 EXPORTER = "exporter"
+# a cell the exporter rule charged to torch.onnx: its info names the exporter whose graph departed (the op sweep's
+# repro exports the graph again)
+BLAMED = "exporter_blamed"
 # check's rules after the first verdict, in order. Findings of shape variants first (they read the first verdicts);
 # the computed format before survives-precision (a cell it moves to precision-loss is then held to the format
 # asked); the judge's rules before the exporter's and conditioning (a cell the judge cannot judge is neither blamed
@@ -111,10 +116,11 @@ def judge_run(ev: Evidence, rules: Sequence[Rule] = CHECK_RULES) -> list[Cell]:
 def _exporter_departs(fp64: JobResult, exporter: str | None) -> str | None:
     """Why the exporter that made a cell's graph computes another function, from the backend's float64 job: its
     export failed the check outright, or the check threw out that exporter's graph for the fallback's."""
-    if fp64.status == Status.ERROR and fp64.stage == ONNX_EXPORT and "departs from the torch program" in fp64.message:
+    departs = fp64.info.get(DEPARTS)
+    if fp64.status == Status.ERROR and fp64.stage == ONNX_EXPORT and departs:
         return f"its float64 export computes another function than the torch program ({fp64.message})"
-    why = fp64.info.get("onnx_exporter_why") or ""
-    if exporter == "dynamo" and "departs from the torch program" in why:
+    if exporter == "dynamo" and departs == "dynamo":
+        why = fp64.info.get("onnx_exporter_why") or ""
         return f"its dynamo exporter's float64 graph computes another function than the torch program ({why})"
     return None
 

@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 
 from fpdiff.analysis import repro as bundle
+from fpdiff.analysis.check.rejudge import BLAMED
 from fpdiff.analysis.ops.case import ONNX_CATALOG, OpsCell
 from fpdiff.core.compare import l2
 from fpdiff.core.status import Status
+from fpdiff.onnxtools.export import DEPARTS
 
 # the script's exit status -> whether the cell's verdict re-triggered (None: the script could not tell)
 _RETRIGGERED = {bundle.REPRODUCED: True, bundle.NOT_REPRODUCED: False, bundle.RAISED_INSTEAD: False}
@@ -84,7 +86,9 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
         rule = bundle.CRASH
     backend = registry(job.plugins).create(job.backend)
     if str(cell.component or "").startswith("torch.onnx"):  # the exporter failed: the repro is the export
-        backend = TorchOnnx(departs=EXPORT_DEPARTS in cell.reason, torchscript=FALLBACK_DEPARTS in cell.reason)
+        info = cell.info or {}
+        backend = TorchOnnx(departs=BLAMED in info,
+                            torchscript="torchscript" in (info.get(BLAMED), info.get(DEPARTS)))
         if backend.departs:  # shown where the exporter's graph is checked: in float64, against the program
             job, rule, limit = dataclasses.replace(job, precision="fp64"), bundle.REL_L2, EXPORT_LIMIT
     task = task_of(job)
@@ -103,10 +107,6 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
     return script
 
 
-# what blame_exporter (analysis/check/rejudge.py) says of a graph that computes another function
-EXPORT_DEPARTS = "computes another function"
-# what the export check says when the dynamo exporter raised and its fallback's graph computed another function
-FALLBACK_DEPARTS = "TorchScript exporter (the fallback): its graph departs"
 # the export check's own line between float32-held constants and another function (onnxtools/export.py)
 EXPORT_LIMIT = 1e-5
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpdiff.analysis.check.grid import Grid, make_grid
-from fpdiff.analysis.check.rejudge import CHECK_RULES, judge_run, question_judge
+from fpdiff.analysis.check.rejudge import BLAMED, CHECK_RULES, judge_run, question_judge
 from fpdiff.analysis.check.result import Cell
 from fpdiff.analysis.check.rules import Evidence
 from fpdiff.analysis.check.run import run_grid, worker_env
@@ -20,6 +20,7 @@ from fpdiff.analysis.ops.catalog import write_case
 from fpdiff.backends import registry
 from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
+from fpdiff.onnxtools.export import DEPARTS
 from fpdiff.runtime import external, rundir
 from fpdiff.runtime.worker import JobResult
 
@@ -128,7 +129,8 @@ def _ops_cell(case: Case, c: Cell, r: JobResult) -> OpsCell:
 
 def _kept_info(info: dict) -> dict:
     """What of a cell's info the sweep's JSON keeps: the small facts, not the worker's log or traceback in full."""
-    keep = {k: v for k, v in info.items() if k in ("support", "onnx_graph", "traceback", "log_tail", "worker")}
+    keep = {k: v for k, v in info.items() if k in ("support", "onnx_graph", "traceback", "log_tail", "worker", BLAMED,
+                                                   DEPARTS)}
     for k in ("traceback", "log_tail"):
         if isinstance(keep.get(k), str):
             keep[k] = keep[k][-1500:]
