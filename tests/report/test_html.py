@@ -117,3 +117,13 @@ def test_a_report_written_before_kind_is_read_once_with_a_deprecation_line(tmp_p
 def test_the_next_commands_are_in_the_page():
     text = html.render({**check_report(), "next": ["fpdiff locate example:tinycnn --backend iree --precision fp16"]})
     assert "<code>fpdiff locate example:tinycnn --backend iree --precision fp16</code>" in text
+
+
+def test_a_cells_hover_says_which_rules_made_its_verdict():
+    cell = Cell("openvino", "cpu", "fp32", "static", "ok", metrics={"rel_l2": 1.2})
+    cell.revise("float64", "mismatch", "rel L2 1.2 is 40x the baseline's")
+    cell.revise("conditioning", "ill-conditioned", "the reference moves as much", why="spread 1.1, within 4x")
+    report = cleaned(CheckResult("m", [cell], {"backend": "onnxref", "device": "cpu"}, {}, 1.0).as_dict())
+    text = html.render(report)
+    assert ("verdict by rule:\nfloat64: ok -&gt; mismatch (rel L2 1.2 is 40x the baseline&#x27;s)\n"
+            "conditioning: mismatch -&gt; ill-conditioned (spread 1.1, within 4x)") in text

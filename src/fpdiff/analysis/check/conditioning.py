@@ -317,12 +317,12 @@ def reconsider(ev, cells: list) -> None:
     """Measure the model's own sensitivity at each precision that has a `mismatch` cell (only then: it costs
     reference runs; kept as evidence) and reclassify the cells within it; then the relative-versus-absolute finding
     on failing cells."""
-    suspects = [c for c in cells if c.status == compare.MISMATCH and c.metrics]
-    for name in dict.fromkeys(c.precision for c in suspects):
-        departures = [d for d in (_departure(c) for c in suspects if c.precision == name) if None not in d]
-        s = ev.keep(f"spread {name}", lambda n=name, d=departures: _spread(ev, _precision(ev.grid.source, n), d))
-        for c in suspects:
-            if c.precision == name:
+    suspects = [(c, k.precision) for c, k in zip(cells, ev.grid.cells) if c.status == compare.MISMATCH and c.metrics]
+    for p in dict.fromkeys(p for _, p in suspects):
+        departures = [d for d in (_departure(c) for c, q in suspects if q == p) if None not in d]
+        s = ev.keep(f"spread {p.name}", lambda p=p, d=departures: _spread(ev, p, d))
+        for c, q in suspects:
+            if q == p:
                 apply(c, s)
     _relative_only(ev, cells)
 
@@ -333,11 +333,6 @@ def _spread(ev, p: prec.Precision, departures: list) -> Spread:
     with external.pool(ev.env) as pool:
         return measure_spread(grid.source, ev.ref.outputs, grid.judge_backend, grid.data_path, p, pool, ev.timeout,
                               grid.seed, departures)
-
-
-def _precision(source, name: str) -> prec.Precision:
-    """The precision with the spec's own tolerance, when it declares one."""
-    return prec.effective(prec.get(name), source.tolerance)
 
 
 def _relative_only(ev, cells: list) -> None:
