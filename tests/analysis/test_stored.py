@@ -12,7 +12,22 @@ from fpdiff.analysis.check.rejudge import CHECK_RULES
 from fpdiff.analysis.check.rules import Rule
 from fpdiff.analysis.check.stored import rejudge
 
-pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
+
+def test_every_kind_of_kept_value_comes_back_from_json_as_it_was():
+    """Metrics with non-finite numbers, findings, spreads, pairs and lists: what the rules read after a round trip
+    through the report's file is what they read in the run."""
+    from fpdiff.analysis.check.conditioning import Spread
+    from fpdiff.analysis.check.stored import _decode, _encode
+    from fpdiff.core.compare import Finding, Metrics
+    m = Metrics(1.0, float("inf"), float("nan"), 0.5, -3.0, 2.0, 1.0, float("-inf"), 3, 0, 10, discrete=2, flips=1)
+    values = [m, Finding("overflow", "too big", op="Exp", remedy="fp32"), None, "outputs [2] vs [3]",
+              ("2 of 10 differ", 3), [Finding("underflow", "tiny")], [0, 2], True,
+              Spread("fp16", 4.9e-4, 3, 1e-3, 2e-3, "inputs and weights", 1e-2, 0.5, None)]
+    back = [_decode(json.loads(json.dumps(_encode(v)))) for v in values]
+    assert back[0].max_rel == float("inf") and back[0].max_norm == float("-inf") and back[0].rel_l2 != back[0].rel_l2
+    assert back[0].__dict__.keys() == m.__dict__.keys() and back[0].flips == 1
+    assert back[1:4] == values[1:4] and back[4] == ["2 of 10 differ", 3] and back[5:8] == values[5:8]
+    assert back[8] == values[8]
 
 
 def _verdicts(cells) -> list[tuple]:
@@ -25,6 +40,7 @@ def _stored(result) -> dict:
     return json.loads(json.dumps(result.as_dict(), default=str))
 
 
+@pytest.mark.slow  # real backends: make test, not make test-fast
 def test_a_run_whose_exporter_is_blamed_is_judged_again_the_same_and_without_the_rule_otherwise():
     r = fpdiff.check(str(SPECS / "avgpool_divisor.py"), backends=["torch", "ort"], precisions=["fp32"])
     again = rejudge(_stored(r))
@@ -35,6 +51,7 @@ def test_a_run_whose_exporter_is_blamed_is_judged_again_the_same_and_without_the
     assert without.rejudged["changed"] == [{"cell": "ort/cpu/fp32/static", "from": "error", "to": "mismatch"}]
 
 
+@pytest.mark.slow
 def test_a_failed_judge_stood_in_for_by_a_majority_is_judged_again_the_same(tmp_path):
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="act"),
              helper.make_node("MaxPool", ["r"], ["y"], name="pool1", kernel_shape=[3], pads=[1, 1])]
@@ -47,6 +64,7 @@ def test_a_failed_judge_stood_in_for_by_a_majority_is_judged_again_the_same(tmp_
     assert _verdicts(again.cells) == _verdicts(r.cells) and not again.rejudged["changed"]
 
 
+@pytest.mark.slow
 def test_a_rule_asking_for_evidence_the_run_never_gathered_is_skipped_and_said(tmp_path):
     r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"])
 
