@@ -338,9 +338,11 @@ def _spread(ev, p: prec.Precision, departures: list) -> Spread:
 def _relative_only(ev, cells: list) -> None:
     """The relative-versus-absolute finding on cells that fail on relative error (see bounded_reading)."""
     for c, key in zip(cells, ev.grid.cells):
+        if ev.stored and c.status not in (compare.MISMATCH, compare.UNJUDGED, compare.PRECISION_LOSS):
+            continue
+        f = ev.keep(f"relative-only {key}", lambda k=key: _relative_only_of(ev, k))  # kept for every cell that ran
         if c.status not in (compare.MISMATCH, compare.UNJUDGED, compare.PRECISION_LOSS):
             continue
-        f = ev.keep(f"relative-only {key}", lambda k=key: _relative_only_of(ev, k))
         if f:
             c.findings.append(f)
             c.reason += f"; {f.message}"

@@ -48,12 +48,23 @@ def judge_failed(ev: Evidence, cells: list[Cell]) -> None:
 
 def judge_suspect(ev: Evidence, cells: list[Cell]) -> None:
     """A suspect judge: a mismatch or precision-loss stands only where the independent run reads the same."""
+    if ev.verdict.status == judge_mod.SUSPECT and not ev.stored:
+        _measure_all(ev, STAND_IN)
     judge_mod.hold_unconfirmed(ev.verdict, cells, ev.grid.cells, lambda key: _against(ev, key))
 
 
 def judge_majority(ev: Evidence, cells: list[Cell]) -> None:
     """An overruled (or failed) judge: cells judged against the majority's fp32 reading."""
+    if ev.verdict.reading is not None and not ev.stored:
+        _measure_all(ev, MAJORITY)
     judge_mod.judge_by_majority(ev.verdict, cells, ev.grid.cells, lambda key: _by_majority(ev, key))
+
+
+def _measure_all(ev: Evidence, against: str) -> None:
+    """Every cell and baseline measured against a reading, whatever its verdict now: a stored run then has what a
+    changed rule may ask of any cell (a measurement costs one pass over the outputs)."""
+    for key in [*ev.grid.cells, *ev.grid.baselines.values()]:
+        ev.metrics(key, against)
 
 
 def conditioning_rule(ev: Evidence, cells: list[Cell]) -> None:
