@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -40,7 +41,14 @@ def differences(a: object, b: object, where: str = "") -> list[str]:
     numbers = (int, float)
     if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool):
         return [] if same_number(float(a), float(b)) else [f"{where}: {a!r} -> {b!r}"]
+    if isinstance(a, str) and isinstance(b, str):
+        a, b = _scratch(a), _scratch(b)
     return [] if a == b else [f"{where}: {str(a)[:200]!r} -> {str(b)[:200]!r}"]
+
+
+def _scratch(text: str) -> str:
+    """A message with the run's scratch folders (a compiler names its temp file) read as one name."""
+    return re.sub(r"/tmp/[^/\s:'\"]+", "/tmp/SCRATCH", text)
 
 
 def main() -> int:
@@ -49,17 +57,18 @@ def main() -> int:
     ap.add_argument("after", type=Path)
     args = ap.parse_args()
     names = sorted({p.name for p in args.before.glob("*.json")} | {p.name for p in args.after.glob("*.json")})
-    same = 0
+    same = compared = 0
     for name in names:
         a, b = args.before / name, args.after / name
         if not (a.exists() and b.exists()):
             print(f"{name}: only {'before' if a.exists() else 'after'}")
             continue
+        compared += 1
         diff = differences(json.loads(a.read_text()), json.loads(b.read_text()))
         same += not diff
         for d in diff[:20]:
             print(f"{name}{d}")
-    print(f"{len(names)} reports: {same} the same, {len(names) - same} differ")
+    print(f"{len(names)} reports, {compared} in both: {same} the same, {compared - same} differ")
     return int(same != len(names))
 
 
