@@ -91,13 +91,9 @@ def using(given: Routes | None) -> Iterator[None]:
 
 def configure(python: dict[str, str] | None = None, host: dict[str, str] | None = None,
               token_file: str | None = None) -> None:
-    """Routes for this process, on top of fpdiff.toml (the CLI's --backend-python/--backend-host)."""
+    """Routes for this process, on top of fpdiff.toml (a run's own, `using`, go on top of these)."""
     _explicit.clear()
-    for name, exe in (python or {}).items():
-        _explicit[name] = Route(name, _base(name), python=exe)
-    for name, addr in (host or {}).items():
-        _check_addr(name, addr)
-        _explicit[name] = Route(name, _base(name), host=addr, token_file=token_file)
+    _explicit.update(Routes(python or {}, host or {}, token_file).built())
 
 
 def parse_assignment(text: str, what: str) -> tuple[str, str]:

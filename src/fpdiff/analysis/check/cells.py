@@ -28,7 +28,6 @@ def first_verdicts(ev: Evidence) -> list[Cell]:
     """Every cell of the grid judged on its own numbers against the reference and its precision's baseline, in grid
     order: the verdict the rules then revise."""
     grid, results = ev.grid, ev.results
-    ev.base = baseline_metrics(ev)
     casts_cause = _model_casts_cause(ev.ref.notes)
     torch_source = grid.source.ref.kind == "torch"
     cells = []
@@ -43,7 +42,7 @@ def first_verdicts(ev: Evidence) -> list[Cell]:
 def survives_precision(ev: Evidence, cells: list[Cell]) -> None:
     """The survives-precision rule on every cell (_survives_precision)."""
     for cell, key in zip(cells, ev.grid.cells):
-        _survives_precision(cell, ev.results[key], key.precision, ev.base.get(key.precision.name), ev.grid)
+        _survives_precision(cell, ev.results[key], key.precision, ev.baseline(key.precision), ev.grid)
 
 
 def _survives_precision(cell: Cell, r: JobResult, p: prec.Precision, baseline: Metrics | None, grid: Grid) -> None:
@@ -76,12 +75,6 @@ def _dominant_bits(r: JobResult) -> int | None:
     return compare.mantissa_bits(getattr(torch, max(counts, key=counts.get))) if counts else None
 
 
-def baseline_metrics(ev: Evidence) -> dict[str, Metrics | None]:
-    """Each precision's baseline error against the reference; None where the baseline did not run (or there is no
-    reference). A baseline shaped unlike the reference has no metrics either."""
-    return {name: metrics_or_none(ev.metrics(key)) for name, key in ev.grid.baselines.items()}
-
-
 def metrics_or_none(m: Metrics | str | None) -> Metrics | None:
     """A measurement's metrics, None where the outputs could not be measured (other shapes, or no run)."""
     return m if isinstance(m, Metrics) else None
@@ -90,17 +83,13 @@ def metrics_or_none(m: Metrics | str | None) -> Metrics | None:
 def narrower_formats(ev: Evidence, cells: list[Cell]) -> None:
     """Mismatch cells whose backend records computing in a narrower format: judged against that format's baseline,
     asked of the evidence when the grid did not run it (only such a cell needs it)."""
-    grid, base = ev.grid, ev.base
-    for cell, key in zip(cells, grid.cells):
+    for cell, key in zip(cells, ev.grid.cells):
         p = key.precision
         fmt = _computed_format(ev.results[key], p) if cell.status == Status.MISMATCH and cell.metrics else None
         if fmt is None:
             continue
-        fmt = grid.baseline(fmt).precision  # with the model's own tolerance for that format
-        if fmt.name not in base:
-            ev.run(grid.baseline(fmt))
-            base[fmt.name] = metrics_or_none(ev.metrics(grid.baseline(fmt)))
-        _judge_as_computed(cell, ev.metrics(key), p, fmt, base[fmt.name])
+        fmt = ev.grid.baseline(fmt).precision  # with the model's own tolerance for that format
+        _judge_as_computed(cell, ev.metrics(key), p, fmt, ev.baseline(fmt))
 
 
 def _model_casts_cause(judge_notes: list[Finding]) -> str | None:
@@ -146,7 +135,7 @@ def _judge_as_computed(cell: Cell, m: Metrics, p: prec.Precision, fmt: prec.Prec
 
 def _judge_cell(ev: Evidence, key: CellKey, fp32_ok: bool, torch_source: bool, loss_cause: str | None = None) -> Cell:
     """One cell's verdict: what failed where, or its error against the reference and its precision's baseline."""
-    p, r, baseline = key.precision, ev.results[key], ev.base.get(key.precision.name)
+    p, r, baseline = key.precision, ev.results[key], ev.baseline(key.precision)
     cell = Cell(key.backend, key.device, p.name, key.variant.name, Status(r.status),
                 duration_s=round(r.prepare_s + r.run_s, 3), info=r.info, output_dtypes=r.output_dtypes,
                 findings=list(r.notes), op_dtypes=r.op_dtypes, planned_op_dtypes=r.planned_op_dtypes)

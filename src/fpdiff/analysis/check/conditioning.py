@@ -337,12 +337,13 @@ def _spread(ev, p: prec.Precision, departures: list) -> Spread:
 
 def _relative_only(ev, cells: list) -> None:
     """The relative-versus-absolute finding on cells that fail on relative error (see bounded_reading)."""
+    if not ev.stored:  # kept for every cell that ran, whatever its verdict now: a changed rule may ask of any
+        for key in ev.grid.cells:
+            ev.keep(f"relative-only {key}", lambda k=key: _relative_only_of(ev, k))
     for c, key in zip(cells, ev.grid.cells):
-        if ev.stored and c.status not in (compare.MISMATCH, compare.UNJUDGED, compare.PRECISION_LOSS):
-            continue
-        f = ev.keep(f"relative-only {key}", lambda k=key: _relative_only_of(ev, k))  # kept for every cell that ran
         if c.status not in (compare.MISMATCH, compare.UNJUDGED, compare.PRECISION_LOSS):
             continue
+        f = ev.keep(f"relative-only {key}", lambda k=key: _relative_only_of(ev, k))
         if f:
             c.findings.append(f)
             c.reason += f"; {f.message}"

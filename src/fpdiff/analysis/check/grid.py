@@ -56,7 +56,7 @@ class Grid:
         p = prec.get(precision) if isinstance(precision, str) else precision
         return CellKey(backend, device, prec.effective(p, self.source.tolerance), variant)
 
-    @property
+    @cached_property
     def baselines(self) -> dict[str, CellKey]:
         """Each precision's baseline: the judge's own code at that precision (on cuda where only cuda has it)."""
         return {p.name: self.key(self.judge_backend, "cuda" if p.cuda_only else "cpu", p, STATIC)

@@ -142,7 +142,7 @@ def _against(ev: Evidence, key: CellKey) -> compare.Judgement | None:
     m = ev.metrics(key, STAND_IN)
     if not isinstance(m, Metrics):
         return None
-    return compare.judge(m, p, metrics_or_none(ev.metrics(ev.grid.baselines[p.name], STAND_IN)))
+    return compare.judge(m, p, metrics_or_none(ev.metrics(ev.grid.baseline(p), STAND_IN)))
 
 
 def _failed_judge(grid: Grid, results: dict, ref: JobResult, env: dict, timeout: float,
@@ -230,5 +230,5 @@ def _by_majority(ev: Evidence, key: CellKey) -> compare.Judgement | None:
         return None
     if p.unit_roundoff == fp32.unit_roundoff:
         return compare.judge(m, p, ev.verdict.spread)
-    bm = metrics_or_none(ev.metrics(ev.grid.baselines[p.name], MAJORITY))
+    bm = metrics_or_none(ev.metrics(ev.grid.baseline(p), MAJORITY))
     return compare.judge(m, p, bm if bm is not None and compare.judge(bm, p, None).status == Status.PASS else None)

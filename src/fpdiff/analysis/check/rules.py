@@ -9,6 +9,7 @@ backend (`fpdiff rejudge`); a rule asking a stored run for evidence it never gat
 analysis adds its own rules to the list (the op sweep's flip rule) instead of re-typing the chain."""
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.analysis.check.result import Cell
 from fpdiff.core import compare
 from fpdiff.core.compare import Metrics
+from fpdiff.core.precision import Precision
 from fpdiff.core.status import Status
 from fpdiff.runtime import external
 from fpdiff.runtime.worker import JobResult
@@ -40,7 +42,6 @@ class Evidence:
     verdict: object  # judge.JudgeCheck
     env: dict
     timeout: float
-    base: dict[str, Metrics | None] = field(default_factory=dict)
     kept: dict[str, object] = field(default_factory=dict)
     stored: bool = False
     skipped: list[str] = field(default_factory=list)  # rules a stored run could not re-apply, with why
@@ -61,6 +62,15 @@ class Evidence:
             with external.pool(self.env) as pool:
                 self.results[key] = pool.run(self.grid.job(key), self.timeout)
         return self.results[key]
+
+    def baseline(self, p: Precision) -> Metrics | None:
+        """The baseline of a precision (the judge's code at it) against the reference; None where it did not run,
+        has no reference, or its outputs are shaped otherwise. A format the grid did not run is asked for."""
+        key = self.grid.baseline(p)
+        if not self.stored:
+            self.run(key)
+        m = self.metrics(key)
+        return m if isinstance(m, Metrics) else None
 
     @property
     def has_reference(self) -> bool:
@@ -105,7 +115,6 @@ def judge(evidence: Evidence, first: Callable[[Evidence], list[Cell]], rules: Se
         if not evidence.stored:
             rule.apply(evidence, cells)
             continue
-        import copy
         trial = copy.deepcopy(cells)
         try:
             rule.apply(evidence, trial)

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import fields, replace
 
+from fpdiff.analysis.check.conditioning import Spread
 from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.analysis.check.judge import JudgeCheck
 from fpdiff.analysis.check.rejudge import CHECK_RULES, judge_run
@@ -35,10 +36,10 @@ def rejudge(report: dict, rules: Sequence[Rule] = CHECK_RULES) -> CheckResult:
                          "check with --json to judge it again later")
     ev = load(report["evidence"])
     cells = judge_run(ev, rules)
-    was = {(c["backend"], c["device"], c["precision"], c["shape_variant"]): c["status"] for c in report["cells"]}
-    changed = [{"cell": c.label, "from": was.get((c.backend, c.device, c.precision, c.shape_variant)),
-                "to": str(c.status)} for c in cells
-               if was.get((c.backend, c.device, c.precision, c.shape_variant)) != c.status]
+    was = {"/".join((c["backend"], c["device"], c["precision"], c["shape_variant"])): c["status"]
+           for c in report["cells"]}
+    changed = [{"cell": c.label, "from": was.get(c.label), "to": str(c.status)} for c in cells
+               if was.get(c.label) != c.status]
     return CheckResult(report["model"], cells, report["reference"], report["versions"], report.get("duration_s", 0.0),
                        judge=report.get("judge", {}), source=report.get("source", {}),
                        fingerprint=report.get("model_hash", ""), next=list(report.get("next", [])),
@@ -113,7 +114,6 @@ def _judge(d: dict) -> JudgeCheck:
 
 def _encode(v: object) -> object:
     """A kept value as JSON: metrics, findings and spreads tagged by type, sequences as lists."""
-    from fpdiff.analysis.check.conditioning import Spread
     if isinstance(v, Metrics):
         return {"_": "metrics", **{k: _number(x) for k, x in v.__dict__.items()}}
     if isinstance(v, Finding):
@@ -126,7 +126,6 @@ def _encode(v: object) -> object:
 
 
 def _decode(v: object) -> object:
-    from fpdiff.analysis.check.conditioning import Spread
     if isinstance(v, list):
         return [_decode(x) for x in v]
     if not isinstance(v, dict) or "_" not in v:
