@@ -75,10 +75,11 @@ LAYERS = {
     "runtime": 5,  # jobs, worker processes, caches, remote workers: run backends, know no analysis
     "analysis": 6,  # check, locate, plan, ranges, ops, fuzz: ask the runtime for runs and return results
     "report": 7,  # results shown and stored (terminal, HTML, JSON, JUnit, the store): read what analyses return
-    "testing": 8,  # assert_agrees: a check and its terminal report, for users' own test suites
-    "api": 9,  # the public Python API: the analyses' entry points and assert_agrees
-    "": 10,  # the package: hands on the API's names, loaded on first use
-    "cli": 11, "pytest_plugin": 11, "__main__": 11,  # entry points: nothing of fpdiff imports them
+    "analyses": 8,  # each analysis declared (options, run, CLI arguments, renderers) and the registry of them
+    "testing": 9,  # assert_agrees: a check and its terminal report, for users' own test suites
+    "api": 10,  # the public Python API: a function per registered analysis, and assert_agrees
+    "": 11,  # the package: hands on the API's names, loaded on first use
+    "cli": 12, "pytest_plugin": 12, "__main__": 12,  # entry points: nothing of fpdiff imports them
 }
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from fpdiff.api import (
+if TYPE_CHECKING:  # the names for type checkers; at run time they load on first use (__getattr__)
+    from fpdiff.api import (  # noqa: F401
         Cell,
         CheckResult,
         FuzzResult,
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
         Plan,
         RangesResult,
         Routes,
+        RunOptions,
         apply_plan,
         assert_agrees,
         check,
@@ -27,17 +28,18 @@ if TYPE_CHECKING:
         rejudge,
     )
 
-__all__ = ["assert_agrees", "check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges",
-           "RangesResult", "plan", "Plan", "apply_plan", "ops", "OpsResult", "fuzz", "FuzzResult", "rejudge", "Routes"]
-
 
 def __getattr__(name: str) -> Any:
+    if name == "__all__":  # the API's names: its own and each registered analysis's (entry points, read once)
+        return _api().names()
     if name == "__version__":
         from fpdiff.core.versions import fpdiff_version
         globals()[name] = value = fpdiff_version()
         return value
-    if name in __all__:
-        from fpdiff import api
+    if name.startswith("__"):  # a probe of a module attribute (inspect, pickle, doctest) loads nothing
+        raise AttributeError(f"module 'fpdiff' has no attribute {name!r}")
+    api = _api()
+    if name in api.names():
         value = getattr(api, name)
         globals()[name] = value
         return value
@@ -45,4 +47,10 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__, "__version__"])
+    return sorted([*globals(), *_api().names(), "__version__"])
+
+
+def _api() -> Any:
+    """fpdiff.api, imported by name (`from fpdiff import api` here would ask this module's __getattr__ for it)."""
+    import importlib
+    return importlib.import_module("fpdiff.api")

@@ -1,55 +1,25 @@
-"""The Python API; the CLI and the pytest plugin are thin layers over it."""
+"""The Python API; the CLI and the pytest plugin are thin layers over it. Each registered analysis is a function
+here, made from its declaration: its model (when it takes one), then keywords: its own options and the shared ones it
+reads, each validated once."""
 from __future__ import annotations
 
-import functools
+import dataclasses
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
-from fpdiff.analysis import check as _check
-from fpdiff.analysis import fuzz as _fuzz
-from fpdiff.analysis import locate as _locate
-from fpdiff.analysis import ops as _ops
-from fpdiff.analysis import plan as _plan
-from fpdiff.analysis import ranges as _ranges
-from fpdiff.analysis.check import Cell, CheckResult
-from fpdiff.analysis.fuzz import FuzzResult
-from fpdiff.analysis.locate import LocateResult
-from fpdiff.analysis.ops import OpsResult
-from fpdiff.analysis.plan import Plan
-from fpdiff.analysis.plan.torch_models import apply_plan
-from fpdiff.analysis.ranges import RangesResult
-from fpdiff.backends.routes import Routes, using
-from fpdiff.sources.examples import names as examples
-from fpdiff.testing import assert_agrees
+from fpdiff import analyses
+from fpdiff.analyses import Analysis
+from fpdiff.analysis import options as shared_options
+from fpdiff.analysis.check import CheckResult
+from fpdiff.analysis.options import RunOptions
+from fpdiff.backends.routes import Routes  # noqa: F401  (handed on: CORE)
+from fpdiff.sources.examples import names as examples  # noqa: F401
+from fpdiff.testing import assert_agrees  # noqa: F401
 
-F = TypeVar("F", bound=Callable)
-
-
-def _routed(run: F) -> F:
-    """An analysis that also takes `routes=` (a Routes: backends in another interpreter or on a worker host), in
-    force for that run only, on top of fpdiff.toml; without it, fpdiff.toml's routes alone."""
-    @functools.wraps(run)
-    def routed(*args, routes: Routes | None = None, **kwargs):
-        with using(routes):
-            return run(*args, **kwargs)
-    sig = inspect.signature(run)
-    routes_param = inspect.Parameter("routes", inspect.Parameter.KEYWORD_ONLY, default=None,
-                                     annotation="Routes | None")
-    routed.__signature__ = sig.replace(parameters=[*sig.parameters.values(), routes_param])  # type: ignore[attr-defined]
-    return routed  # type: ignore[return-value]
-
-
-check = _routed(_check.check)
-locate = _routed(_locate.locate)
-ranges = _routed(_ranges.ranges)
-plan = _routed(_plan.plan)
-ops = _routed(_ops.ops)
-fuzz = _routed(_fuzz.fuzz)
-
-__all__ = ["assert_agrees", "check", "CheckResult", "Cell", "examples", "locate", "LocateResult", "ranges",
-           "RangesResult", "plan", "Plan", "apply_plan", "ops", "OpsResult", "fuzz", "FuzzResult", "rejudge", "Routes"]
+# the API's names that are not analyses (each analysis adds its function and the names it declares)
+CORE = ["assert_agrees", "examples", "rejudge", "Routes", "RunOptions"]
 
 
 def rejudge(report: str | Path | dict) -> CheckResult:
@@ -59,3 +29,69 @@ def rejudge(report: str | Path | dict) -> CheckResult:
     from fpdiff.analysis.check import stored
     from fpdiff.report.json_report import load
     return stored.rejudge(report if isinstance(report, dict) else load(report))
+
+
+def function(a: Analysis) -> Callable[..., Any]:
+    """The API function of an analysis: `name(model, **keywords)`; `iree_flags` is the older spelling of
+    backend_flags={"iree": ...}."""
+    signature = _signature(a)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)  # an unknown keyword is Python's own TypeError, as for any function
+        given = dict(bound.arguments)
+        model = given.pop("model", None)
+        iree = given.pop("iree_flags", ())
+        if iree:
+            flags = dict(given.get("backend_flags") or {})
+            flags["iree"] = [*((iree,) if isinstance(iree, str) else iree), *flags.get("iree", ())]
+            given["backend_flags"] = flags
+        own, shared = shared_options.split(given, a.options)
+        if shared.get("backend_flags") is None and "backend_flags" in shared:
+            shared["backend_flags"] = {}
+        return a.start(model, a.options(**own), a.shared_options(**shared))
+
+    run.__name__ = run.__qualname__ = a.name
+    run.__doc__ = f"{a.summary}.\n\n{inspect.getdoc(a.options) or ''}\n\n{inspect.getdoc(RunOptions) or ''}"
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    return run
+
+
+def _signature(a: Analysis) -> inspect.Signature:
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str")] \
+        if a.takes_model else []
+    for f in dataclasses.fields(a.options):
+        params.append(inspect.Parameter(f.name, kw, default=_default(f), annotation=f.type))
+    shared = {f.name: f for f in dataclasses.fields(RunOptions)}
+    for name in a.shared:
+        default = a.defaults[name] if name in a.defaults else _default(shared[name])
+        params.append(inspect.Parameter(name, kw, default=default, annotation=shared[name].type))
+    if "backend_flags" in a.shared:
+        params.append(inspect.Parameter("iree_flags", kw, default=(), annotation="Sequence[str]"))
+    return inspect.Signature(params)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
+
+
+def names() -> list[str]:
+    """Every public name: the core ones, each analysis's function and the names it declares."""
+    out = list(CORE)
+    for a in analyses.all_analyses():
+        out += [a.name, *a.names]
+    return list(dict.fromkeys(out))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__all__":
+        return names()
+    for a in analyses.all_analyses():
+        if name == a.name:
+            value = globals()[name] = function(a)
+            return value
+        if name in a.names:
+            return a.names[name]
+    raise AttributeError(f"module 'fpdiff.api' has no attribute {name!r}")

@@ -56,9 +56,9 @@ def grid_text(result, width: int = 140) -> str:
     """The check grid, its reasons and what to run next, as plain text, as the terminal shows them."""
     from rich.console import Console
 
-    from fpdiff.report import terminal
+    from fpdiff import analyses
     console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
-    terminal.show(result, console)
+    analyses.show(result, console)
     return console.export_text()
 
 
@@ -68,7 +68,7 @@ def assert_agrees(model, inputs: Sequence[torch.Tensor] | torch.Tensor | None = 
     """Check `model` (a module with `inputs`, or a spec file, ONNX file or example:NAME) on backends x precisions;
     raise AssertionError with the grid when a cell fails the run (with `strict`: anything but a clean pass).
     Returns the CheckResult otherwise."""
-    from fpdiff.analysis.check import check
+    from fpdiff.analyses import get
     with tempfile.TemporaryDirectory(prefix="fpdiff-assert-") as tmp:
         if isinstance(model, torch.nn.Module):
             if inputs is None:
@@ -77,10 +77,20 @@ def assert_agrees(model, inputs: Sequence[torch.Tensor] | torch.Tensor | None = 
             model = _as_spec(model, inputs, Path(tmp))
         elif inputs is not None:
             raise UsageError("assert_agrees: inputs go with a module; a spec file makes its own")
-        result = check(str(model), backends=list(backends), precisions=list(precisions), **check_kwargs)
+        result = get("check").start(str(model), *_options(backends, precisions, check_kwargs))
     if result.exit_code(strict=strict):
         nothing = result.nothing_judged()  # nothing could run: not a pass either
         raise AssertionError(f"fpdiff: {model}: {nothing}\n{grid_text(result)}" if nothing else
                              f"fpdiff: {model} does not agree across {', '.join(backends)} x "
                              f"{', '.join(precisions)}\n{grid_text(result)}")
     return result
+
+
+def _options(backends: Sequence[str], precisions: Sequence[str], kwargs: dict) -> tuple:
+    """check's options and the shared ones from assert_agrees' keywords (an unknown one is a TypeError, as for any
+    function)."""
+    from fpdiff.analyses import get
+    from fpdiff.analysis.options import split
+    a = get("check")
+    own, shared = split(kwargs, a.options)
+    return a.options(backends=list(backends), precisions=list(precisions), **own), a.shared_options(**shared)

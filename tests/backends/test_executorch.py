@@ -89,12 +89,12 @@ def test_the_users_pte_is_judged_at_the_precision_it_computes_in_or_the_one_name
     assert ("torch", "fp32") in c and len(c) == 3  # each file replaces fpdiff's own conversion: one cell each
     from rich.console import Console
 
-    from fpdiff.report import html
+    from fpdiff import analyses
     from fpdiff.report.terminal import render
     con = Console(record=True, width=300)
     render(r, con)
     assert "your file in executorch/cpu/fp16/static: " in con.export_text()
-    assert "your file " in html.render(r.as_dict())
+    assert "your file " in analyses.html_page(r.as_dict())
 
 
 def run(*args):

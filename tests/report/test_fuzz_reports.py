@@ -6,10 +6,10 @@ import json
 
 from rich.console import Console
 
+from fpdiff import analyses
 from fpdiff.analysis.fuzz.campaign import Found, GraphRecord
 from fpdiff.analysis.fuzz.oracle import DISCARDED, FAILING, ILL_CONDITIONED, PASS
 from fpdiff.analysis.fuzz.result import LOST, UNRUN, FuzzResult
-from fpdiff.report import html, terminal
 from fpdiff.report.json_report import cleaned
 
 REASON = "rel L2 0.25 is 1.8e7x the baseline's [bold]not markup[/bold]"
@@ -63,7 +63,7 @@ def test_exit_codes():
 
 def test_terminal_shows_the_campaign_discards_and_findings_without_markup_leaking():
     buf = io.StringIO()
-    terminal.show(campaign([found()]), Console(file=buf, width=300, color_system=None))
+    analyses.show(campaign([found()]), Console(file=buf, width=300, color_system=None))
     out = buf.getvalue()
     assert "2 graphs tested on ort x fp32, fp16" in out and "1 findings" in out
     assert "discarded 1: ill-conditioned" in out
@@ -73,8 +73,8 @@ def test_terminal_shows_the_campaign_discards_and_findings_without_markup_leakin
 
 
 def test_html_page():
-    page = html.render(cleaned(campaign([found()]).as_dict()))
+    page = analyses.html_page(cleaned(campaign([found()]).as_dict()))
     assert "Findings" in page and "softmax" in page and "odd-size" in page and "Discarded graphs" in page
     assert "&lt;" not in REASON and "[bold]not markup[/bold]" in page
-    empty = html.render(cleaned(campaign().as_dict()))
+    empty = analyses.html_page(cleaned(campaign().as_dict()))
     assert "None." in empty

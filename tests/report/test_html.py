@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
+from fpdiff import analyses
 from fpdiff.analysis.check import Cell, CheckResult
 from fpdiff.cli import main
 from fpdiff.core.compare import Finding
-from fpdiff.report import html
 from fpdiff.report.json_report import cleaned
 
 
@@ -24,7 +24,7 @@ def check_report():
 
 
 def test_a_check_report_is_one_offline_file_with_the_grid_and_findings():
-    text = html.render(check_report())
+    text = analyses.html_page(check_report())
     # nothing to fetch and nothing to run: no script, no stylesheet link, no remote src/href (SVG's xmlns are names)
     assert "<script" not in text and "<link" not in text and not re.findall(r"(?:src|href)=[\"']https?://", text)
     assert text.count("<svg") == 1 and "title='rel L2 0.9 is 2000x the baseline&#x27;s\nnan: 3 values are NAN'" in text
@@ -88,7 +88,7 @@ def test_every_report_renders_in_a_real_browser(chromium, tmp_path, command):
 
 def test_without_matplotlib_the_report_is_whole_and_says_how_to_get_plots(monkeypatch, capsys):
     monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)  # import matplotlib fails as when missing
-    text = html.render(check_report())
+    text = analyses.html_page(check_report())
     err = capsys.readouterr().err
     assert "<svg" not in text and "pip install &#x27;fpdiff[html]&#x27;" in text and "<h2>Errors</h2>" in text
     assert "rel L2 0.9 is 2000x" in text  # the grid is all there
@@ -97,7 +97,7 @@ def test_without_matplotlib_the_report_is_whole_and_says_how_to_get_plots(monkey
 
 def test_the_page_follows_the_reports_kind_and_refuses_an_unknown_one(tmp_path, capsys):
     report = check_report()
-    assert report["kind"] == "check" and "Grid, shapes: static" in html.render(report)
+    assert report["kind"] == "check" and "Grid, shapes: static" in analyses.html_page(report)
     src, out = tmp_path / "run.json", tmp_path / "report.html"
     src.write_text(json.dumps({**report, "kind": "wobble"}))
     assert main(["report", str(src), "-o", str(out)]) == 2
@@ -115,7 +115,8 @@ def test_a_report_written_before_kind_is_read_once_with_a_deprecation_line(tmp_p
 
 
 def test_the_next_commands_are_in_the_page():
-    text = html.render({**check_report(), "next": ["fpdiff locate example:tinycnn --backend iree --precision fp16"]})
+    locate = "fpdiff locate example:tinycnn --backend iree --precision fp16"
+    text = analyses.html_page({**check_report(), "next": [locate]})
     assert "<code>fpdiff locate example:tinycnn --backend iree --precision fp16</code>" in text
 
 
@@ -124,6 +125,6 @@ def test_a_cells_hover_says_which_rules_made_its_verdict():
     cell.revise("float64", "mismatch", "rel L2 1.2 is 40x the baseline's")
     cell.revise("conditioning", "ill-conditioned", "the reference moves as much", why="spread 1.1, within 4x")
     report = cleaned(CheckResult("m", [cell], {"backend": "onnxref", "device": "cpu"}, {}, 1.0).as_dict())
-    text = html.render(report)
+    text = analyses.html_page(report)
     assert ("verdict by rule:\nfloat64: ok -&gt; mismatch (rel L2 1.2 is 40x the baseline&#x27;s)\n"
             "conditioning: mismatch -&gt; ill-conditioned (spread 1.1, within 4x)") in text

@@ -3,6 +3,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from fpdiff import analyses
 from fpdiff.analysis.check import Cell, CheckResult
 from fpdiff.cli import main
 from fpdiff.core.compare import Finding
@@ -31,7 +32,7 @@ def parse(tree):
 @pytest.mark.parametrize("strict", [False, True])
 def test_failures_and_skips_follow_the_exit_rule(strict):
     r = result()
-    suite, cases = parse(junit.junit(r, strict=strict))
+    suite, cases = parse(analyses.junit_suite(r, strict=strict))
     failed = {n for n, c in cases.items() if c.find("failure") is not None}
     # --strict: anything but a clean pass fails, refusals included (as the exit code)
     want = {"iree/cpu/fp16/static"} | ({"openvino/cpu/fp16/static", "inductor/cpu/fp16/static",
@@ -46,7 +47,7 @@ def test_failures_and_skips_follow_the_exit_rule(strict):
 
 def test_the_file_is_xml_a_ci_reads(tmp_path):
     path = tmp_path / "out" / "fpdiff.xml"
-    junit.write(result(), path)
+    junit.write(analyses.junit_suite(result()), path)
     suite = ET.parse(path).getroot()
     assert suite.tag == "testsuite" and suite.get("tests") == "5"
     assert suite.find("properties/property[@name='version.torch']").get("value") == "2.13.0"

@@ -7,12 +7,13 @@ import xml.etree.ElementTree as ET
 import pytest
 from rich.console import Console
 
+from fpdiff import analyses
 from fpdiff.analysis.ops.case import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE, OpsCell
 from fpdiff.analysis.ops.result import OpsResult
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
-from fpdiff.report import html, junit, store, terminal
+from fpdiff.report import store
 from fpdiff.report.json_report import cleaned
 
 POOL_REASON = "rel L2 0.31 is 900x the baseline's [bold]not markup[/bold]"
@@ -50,7 +51,7 @@ def sweep(ort_pool=Status.MISMATCH, iree_support=NOT_IMPLEMENTED, extra=()) -> O
 
 def shown(result, **view) -> str:
     console = Console(record=True, width=200, file=io.StringIO(), color_system=None)
-    terminal.show(result, console, **view)
+    analyses.show(result, console, **view)
     return console.export_text()
 
 
@@ -118,7 +119,7 @@ def test_exit_codes_fail_on_failing_cells_and_strict_on_precision_loss_not_on_re
 
 
 def test_html_renders_the_matrix_and_failing_cells_escaped():
-    text = html.render(cleaned(sweep().as_dict()))
+    text = analyses.html_page(cleaned(sweep().as_dict()))
     assert "<script" not in text and "<h2>Matrix</h2>" in text and "<h2>Failing cells</h2>" in text
     assert "[bold]not markup[/bold]" in text and "worker died (SIGSEGV)" in text and "test_dft" in text
     assert "Repros re-trigger 19 of 20 (95%)" in text and "1 mismatch" in text and "2.13.0" in text
@@ -126,14 +127,14 @@ def test_html_renders_the_matrix_and_failing_cells_escaped():
 
 
 def test_junit_has_a_testcase_per_cell_failing_as_the_exit_code():
-    suite = junit.junit(sweep()).getroot()
+    suite = analyses.junit_suite(sweep()).getroot()
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert suite.get("tests") == "6" and suite.get("failures") == "2" and suite.get("skipped") == "1"
     pool = cases["nn.functional.avg_pool2d#0 ort fp16 static"]
     assert pool.get("classname") == "ops.torch.nn.functional.avg_pool2d"
     assert pool.find("failure").get("type") == "mismatch" and "repro: fpdiff-out" in pool.find("failure").text
     assert cases["nn.functional.avg_pool2d#0 iree bf16 static"].find("skipped") is not None
-    assert junit.junit(sweep(), strict=True).getroot().get("failures") == "3"
+    assert analyses.junit_suite(sweep(), strict=True).getroot().get("failures") == "3"
     ET.tostring(suite)
 
 
@@ -178,16 +179,16 @@ def test_a_file_that_is_not_a_support_table_is_one_line(tmp_path, content, words
 
 def test_two_stored_sweeps_diff_cell_by_cell(tmp_path):
     db = tmp_path / "h.sqlite"
-    a = store.save_result(sweep(), db, {}, 1)
+    a = store.save_result(sweep(), db, {}, 1, store.ops_cells)
     fixed = sweep(ort_pool=Status.PASS)
-    b = store.save_result(fixed, db, {}, 1)
+    b = store.save_result(fixed, db, {}, 1, store.ops_cells)
     broke = sweep()
     broke.cells[1].status = Status.MISMATCH  # torch's avg_pool2d cell
-    c = store.save_result(broke, db, {}, 1)
-    assert store.diff(db, a, a)["changed"] == []
-    better = store.diff(db, a, b)
+    c = store.save_result(broke, db, {}, 1, store.ops_cells)
+    assert store.diff(db, a, a, ["ops"])["changed"] == []
+    better = store.diff(db, a, b, ["ops"])
     assert [(x["cell"], x["kind"]) for x in better["changed"]] == [
         ("ort/nn.functional.avg_pool2d#0/fp16/static", "improvement")]
-    worse = store.diff(db, a, c)
+    worse = store.diff(db, a, c, ["ops"])
     assert worse["regressions"] == 1 and worse["changed"][0]["cell"] == "torch/nn.functional.avg_pool2d#0/fp16/static"
     assert store.runs(db)[0]["kind"] == "ops" and store.runs(db)[0]["cells"]["mismatch"] == 1

@@ -5,17 +5,17 @@ import io
 import pytest
 from rich.console import Console
 
+from fpdiff import analyses
 from fpdiff.analysis.check import Cell, CheckResult
 from fpdiff.analysis.ranges import RangesResult
 from fpdiff.core.status import CELL_STATUSES, Status, worst
-from fpdiff.report import terminal
 
 LOCATE = "fpdiff locate example:tinycnn --backend iree --precision fp16"
 
 
 def shown(result, **view) -> str:
     console = Console(record=True, width=160, file=io.StringIO(), color_system=None)
-    terminal.show(result, console, **view)
+    analyses.show(result, console, **view)
     return console.export_text()
 
 
@@ -31,7 +31,7 @@ def test_a_check_shows_its_grid_then_each_next_command_once():
 
 
 def test_every_kind_has_its_renderer():
-    assert set(terminal.RENDERERS) == {"check", "locate", "ranges", "plan", "ops", "fuzz"}
+    assert {a.name for a in analyses.all_analyses()} == {"check", "locate", "ranges", "plan", "ops", "fuzz"}
     text = shown(RangesResult("example:rmsnorm", ["fp16"]), show_all=True)
     assert "fpdiff ranges example:rmsnorm" in text and "fp16: fits" in text and "next:" not in text
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from fpdiff.analysis.base import Result
+from fpdiff.analysis.options import RunOptions
 from fpdiff.core.errors import UsageError
 from fpdiff.model import graph
 from fpdiff.model.mixed import MOVES, op_name
@@ -386,9 +387,17 @@ def _weights(ep: torch.export.ExportedProgram, dtypes: list[str], result: Ranges
             result.constants.append(ConstantRange(by_input[n.name], "weight", users, big, reasons))
 
 
+@dataclass(frozen=True)
+class RangesOptions:
+    """ranges' own options: the low-precision formats to judge every intermediate for (a list, or a comma list)."""
+    precisions: str | Sequence[str] = ("fp16", "bf16")
+
+
 @rundir.scoped
-def ranges(model: str, *, precisions: str | list[str] = ("fp16", "bf16"), seed: int = 0) -> RangesResult:
-    """Every intermediate of the float64 run of a torch model, judged for each low-precision format."""
+def ranges(model: str, options: RangesOptions | None = None, shared: RunOptions | None = None) -> RangesResult:
+    """Every intermediate of the float64 run of a torch model, judged for each low-precision format (of the shared
+    options, only the seed applies: ranges runs no backend)."""
+    precisions, seed = (options or RangesOptions()).precisions, (shared or RunOptions()).ready().seed
     names = [p.strip() for p in (precisions.split(",") if isinstance(precisions, str) else precisions) if p.strip()]
     bad = [p for p in names if p not in LOW_DTYPES]
     if bad or not names:

@@ -11,7 +11,6 @@ import math
 import sys
 from collections.abc import Callable
 
-from fpdiff.core.errors import UsageError
 from fpdiff.core.status import CELL_STATUSES, FAILING, Status
 
 NO_PLOTS = "plots need matplotlib: pip install 'fpdiff[html]'"
@@ -24,15 +23,13 @@ td.cell{text-align:center;min-width:90px}.muted{color:#666;font-size:12px}.legen
 .finding{margin:6px 0}.remedy{color:#2e7d32}"""
 
 
-def render(report: dict) -> str:
-    """The HTML page of any analysis's JSON report, by its "kind"; a report of another kind is a one-line error."""
-    kind = report.get("kind") if isinstance(report, dict) else None
-    if kind not in BODIES:
-        raise UsageError(f"not an fpdiff report this fpdiff renders (kind {kind!r}; known: {', '.join(BODIES)})")
+def render(report: dict, body: Callable[[dict], str]) -> str:
+    """The HTML page of an analysis's JSON report, its body drawn by that analysis's `body` (its declaration's)."""
     if not plots_available():
         print(f"fpdiff: HTML report without plots: {NO_PLOTS}", file=sys.stderr)
-    body = BODIES[kind](report)
+    kind = report.get("kind", "")
     title = f"fpdiff {kind} {report.get('model', '')}"
+    body = body(report)
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>{body}</body></html>")
 
@@ -113,7 +110,7 @@ def _versions(report: dict) -> str:
     return f"<h2>Versions</h2><table><tr><th>component</th><th>version</th></tr>{rows}</table>" if rows else ""
 
 
-def _check(r: dict) -> str:
+def check_body(r: dict) -> str:
     cells = r["cells"]
     precisions = list(dict.fromkeys(c["precision"] for c in cells))
     judge = r.get("judge") or {}
@@ -199,7 +196,7 @@ def _error_bars(cells: list[dict], precisions: list[str]) -> str:
     return _svg(fig)
 
 
-def _locate(r: dict) -> str:
+def locate_body(r: dict) -> str:
     ops = r.get("ops") or []
     culprit = r.get("culprit") or {}
     out = [f"<p>Backend <b>{_e(r['backend'])}</b> at <b>{_e(r['precision'])}</b>; output error "
@@ -250,7 +247,7 @@ def _profile(ops: list[dict]) -> str:
     return _op_axis(fig, ax, ops, "error profile along the graph")
 
 
-def _ranges(r: dict) -> str:
+def ranges_body(r: dict) -> str:
     ops = r["ops"]
     out = []
     if ops:
@@ -273,7 +270,7 @@ def _magnitudes(ops: list[dict]) -> str:
     return _op_axis(fig, ax, ops, "per-op magnitudes against fp16's limits (bf16 has fp32's range)")
 
 
-def _plan(r: dict) -> str:
+def plan_body(r: dict) -> str:
     out = [f"<p>{_e(r['precision'])} on {_e(r['backend'])}, tolerance {_e(r['tolerance'])}: "
            f"<b>{'verified plan' if r.get('passed') else 'no plan'}</b>. Pure {_e(r['precision'])}: "
            f"{_e(_err(r.get('pure_error')))}; with the plan: {_e(_err(r.get('error')))}; "
@@ -410,7 +407,7 @@ def _ops_extras(r: dict) -> str:
     return "".join(out)
 
 
-def _ops(r: dict) -> str:
+def ops_body(r: dict) -> str:
     summary = ", ".join(f"{n} {_e(s)}" for s, n in (r.get("summary") or {}).items() if n)
     out = [f"<p>{len(r['cells'])} cells judged against float64: {summary}.</p>",
            "<p class='legend'>" + "".join(f"<span style='background:{s.colour}'>{_e(s)}</span>" for s in CELL_STATUSES)
@@ -418,11 +415,7 @@ def _ops(r: dict) -> str:
     return "".join(out) + _versions(r)
 
 
-BODIES: dict[str, Callable[[dict], str]] = {"check": _check, "locate": _locate, "ranges": _ranges, "plan": _plan,
-                                              "ops": _ops}
-
-
-def _fuzz(r: dict) -> str:
+def fuzz_body(r: dict) -> str:
     """The campaign's numbers, discards by reason, and the findings table."""
     disc = r.get("discarded") or {}
     out = [f"<p>{_e(r.get('graphs'))} graphs tested on {_e(', '.join(r.get('backends') or []))} x "
@@ -447,5 +440,3 @@ def _fuzz(r: dict) -> str:
                                       f"</tr>{''.join(rows)}</table>" if rows else "<p class='muted'>None.</p>"))
     return "".join(out) + _next(r) + _versions(r)
 
-
-BODIES["fuzz"] = _fuzz

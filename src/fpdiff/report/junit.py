@@ -1,11 +1,10 @@
 """A run as JUnit XML, the format every CI shows: one testcase per cell, failing exactly as the exit code. Written
-for the kinds whose results have cells (SUITES)."""
+for the analyses whose results have cells (check_suite, ops_suite; each analysis declares its own)."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status, fails
 
 
@@ -14,13 +13,6 @@ def _findings(cell) -> str:
     for f in cell.findings:
         lines.append(f"{f.kind}: {f.message}" + (f"\n  remedy: {f.remedy}" if f.remedy else ""))
     return "\n".join(lines)
-
-
-def junit(result, strict: bool = False) -> ET.ElementTree:
-    """The run's testsuite, by its kind."""
-    if result.kind not in SUITES:
-        raise UsageError(f"JUnit XML is written for {', '.join(SUITES)} runs, not {result.kind}")
-    return SUITES[result.kind](result, strict)
 
 
 def _suite(title: str, result) -> ET.Element:
@@ -54,7 +46,7 @@ def _cases(suite: ET.Element, rows: list[tuple]) -> ET.ElementTree:
     return ET.ElementTree(suite)
 
 
-def _check_suite(result, strict: bool = False) -> ET.ElementTree:
+def check_suite(result, strict: bool = False) -> ET.ElementTree:
     """A testsuite for the model; failures, skips (declared refusals) and passes follow check's exit rule."""
     suite = _suite(f"fpdiff check {result.model}", result)
     if result.judge:
@@ -63,7 +55,7 @@ def _check_suite(result, strict: bool = False) -> ET.ElementTree:
                            fails(c.status, [f.kind for f in c.findings], strict), "") for c in result.cells])
 
 
-def _ops_suite(result, strict: bool = False) -> ET.ElementTree:
+def ops_suite(result, strict: bool = False) -> ET.ElementTree:
     """A testsuite for the sweep: a testcase per cell, failing as the sweep's exit code; declared refusals skip."""
     return _cases(_suite(f"fpdiff {result.model}", result),
                   [(c, f"ops.{c.catalog}.{c.op}", f"{c.case} {c.backend} {c.precision} {c.shape_variant}",
@@ -71,12 +63,9 @@ def _ops_suite(result, strict: bool = False) -> ET.ElementTree:
                    for c in result.cells])
 
 
-SUITES = {"check": _check_suite, "ops": _ops_suite}
-
-
-def write(result, path: str | Path, strict: bool = False) -> None:
+def write(tree: ET.ElementTree, path: str | Path) -> None:
+    """The testsuite an analysis's declaration made (check_suite, ops_suite, a plugin's own), written as a file."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    tree = junit(result, strict)
     ET.indent(tree)
     tree.write(p, encoding="utf-8", xml_declaration=True)

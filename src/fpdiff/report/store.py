@@ -6,7 +6,9 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
@@ -56,33 +58,31 @@ def _connect(path: Path) -> sqlite3.Connection:
         raise UsageError(f"cannot use the history {path}: {e.strerror or e}") from None
 
 
-def save_result(result, path: Path, flags: dict, exit_code: int) -> int:
-    """Store one run of any analysis (its whole JSON report, and its cells where its kind has them) in one
-    transaction; returns the run's id."""
+def save_result(result, path: Path, flags: dict, exit_code: int,
+                cells: Callable[[Any], list[tuple]] | None = None) -> int:
+    """Store one run of any analysis (its whole JSON report, and its cells in the history's columns where its
+    declaration gives them: check_cells, ops_cells; fpdiff diff compares those) in one transaction; returns the run's
+    id."""
     from fpdiff.core.versions import report_versions
     report = result.as_dict()
-    cells = CELLS[result.kind](result) if result.kind in CELLS else []
+    rows = cells(result) if cells else []
     versions = report["versions"] if "versions" in report else report_versions()
     return save(result.kind, result.model, report.get("model_hash") or "", versions, flags, exit_code, report, path,
-                cells)
+                rows)
 
 
-def _check_cells(result) -> list[tuple]:
+def check_cells(result) -> list[tuple]:
     return [(c.backend, c.device, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
              (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
             for c in result.cells]
 
 
-def _ops_cells(result) -> list[tuple]:
+def ops_cells(result) -> list[tuple]:
     """An ops run's cells in the history's columns: the device column holds the case (the sweep runs on one device,
     and a cell is told apart by its case), so `fpdiff diff` keys a cell as backend/case/precision/shape variant."""
     return [(c.backend, c.case, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
              (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
             for c in result.cells]
-
-
-# the kinds whose runs have cells (fpdiff diff compares those), by their rows
-CELLS = {"check": _check_cells, "ops": _ops_cells}
 
 
 def save(kind: str, model: str, model_hash: str, versions: dict, flags: dict, exit_code: int, report: dict,
@@ -123,16 +123,17 @@ def runs(path: Path, model: str | None = None) -> list[dict]:
         con.close()
 
 
-def cells(path: Path, run: int) -> tuple[dict, dict]:
-    """(the run's row, its cells keyed by backend/device/precision/variant)."""
+def cells(path: Path, run: int, compared: Collection[str]) -> tuple[dict, dict]:
+    """(the run's row, its cells keyed by backend/device/precision/variant); `compared`: the kinds of run that store
+    cells (the analyses whose declaration gives them)."""
     con = _connect(path)
     try:
         row = con.execute("SELECT id, model, model_hash, versions, kind FROM runs WHERE id=?", (run,)).fetchone()
         if row is None:
             raise UsageError(f"no run {run} in the history {path} (fpdiff history lists them)")
-        if row[4] not in CELLS:
+        if row[4] not in compared:
             raise UsageError(f"run {run} is a {row[4]} run; fpdiff diff compares runs cell by cell "
-                             f"({', '.join(CELLS)} runs)")
+                             f"({', '.join(compared)} runs)")
         found = {}
         for b, d, p, v, status, rel, mx, reason in con.execute(
                 "SELECT backend, device, precision, variant, status, rel_l2, max_norm, reason FROM cells WHERE run=?",
@@ -144,10 +145,10 @@ def cells(path: Path, run: int) -> tuple[dict, dict]:
         con.close()
 
 
-def diff(path: Path, a: int, b: int) -> dict:
+def diff(path: Path, a: int, b: int, compared: Collection[str]) -> dict:
     """What changed from run a to run b: verdicts, errors (beyond ERROR_GROWTH counts as a regression), versions."""
-    run_a, cells_a = cells(path, a)
-    run_b, cells_b = cells(path, b)
+    run_a, cells_a = cells(path, a, compared)
+    run_b, cells_b = cells(path, b, compared)
     if run_a["kind"] != run_b["kind"]:
         raise UsageError(f"run {a} is a {run_a['kind']} run and run {b} a {run_b['kind']} run: nothing to compare")
     if run_a["model"] != run_b["model"]:

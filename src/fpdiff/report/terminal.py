@@ -1,4 +1,5 @@
-"""Every analysis's result in the terminal: one renderer per kind (RENDERERS), reached through show(), which adds
+"""Every analysis's result in the terminal: one renderer per analysis (its declaration names it), reached through
+show(), which adds
 the commands that explain what the result found. check's grid: one row per (backend, device, shape variant), one
 column per precision."""
 from __future__ import annotations
@@ -14,10 +15,11 @@ from fpdiff.core.judge_status import OVERRULED, SUSPECT, UPHELD
 from fpdiff.core.status import FAILING, Status
 
 
-def show(result, console: Console | None = None, **view) -> None:
-    """A result by its kind's renderer (`view`: that renderer's options, e.g. top, show_all), then what to run next."""
+def show(result, render: Callable[..., None], console: Console | None = None, **view) -> None:
+    """A result by its analysis's renderer (`view`: that renderer's options, e.g. top, show_all), then what to run
+    next."""
     console = console or Console()
-    RENDERERS[result.kind](result, console, **view)
+    render(result, console, **view)
     for command in result.next_steps():
         console.print(f"next: {command}", highlight=False, markup=False, soft_wrap=True)
 
@@ -430,11 +432,6 @@ def render_ops(result, console: Console | None = None, top: int = OPS_FAILING_SH
                   highlight=False)
 
 
-# each analysis's renderer, by its result's kind: (result, console, **view)
-RENDERERS: dict[str, Callable[..., None]] = {"check": render, "locate": render_locate, "ranges": render_ranges,
-                                             "plan": render_plan, "ops": render_ops}
-
-
 FUZZ_SHOWN = 20  # findings listed one a line in the terminal; all are in the JSON
 
 
@@ -469,5 +466,3 @@ def _fuzz_repro(r: dict | None) -> str:
     again = {True: "re-triggers", False: "[yellow]does not re-trigger[/]"}.get(r.get("retriggers"), "not re-run")
     return f"  repro {escape(str(r['path']))} ({again})"
 
-
-RENDERERS["fuzz"] = render_fuzz

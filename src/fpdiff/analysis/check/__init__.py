@@ -4,9 +4,9 @@ first verdict (cells.py) and the rules that revise it (rules.py, the list in rej
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-from fpdiff.analysis.base import flags_by_backend
 from fpdiff.analysis.check import stored
 from fpdiff.analysis.check.explain import next_commands
 from fpdiff.analysis.check.grid import Grid, make_grid
@@ -14,14 +14,14 @@ from fpdiff.analysis.check.rejudge import judge_run, question_judge
 from fpdiff.analysis.check.result import Cell, CheckResult
 from fpdiff.analysis.check.rules import Evidence
 from fpdiff.analysis.check.run import run_grid, worker_env
-from fpdiff.backends import registry
+from fpdiff.analysis.options import RunOptions
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
 from fpdiff.core.versions import report_versions
 from fpdiff.runtime import external, rundir
-from fpdiff.runtime.worker import DEFAULT_TIMEOUT, JobResult
+from fpdiff.runtime.worker import JobResult
 
-__all__ = ["Cell", "CheckResult", "DEFAULT_BACKENDS", "DEFAULT_REPEAT", "check"]
+__all__ = ["Cell", "CheckOptions", "CheckResult", "DEFAULT_BACKENDS", "DEFAULT_REPEAT", "check"]
 
 DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
 # Each cell runs its prepared model twice and flags `nondeterministic` when the outputs differ bitwise: a second
@@ -29,39 +29,46 @@ DEFAULT_BACKENDS = ("torch", "inductor", "ort", "iree")
 DEFAULT_REPEAT = 2
 
 
+@dataclass(frozen=True)
+class CheckOptions:
+    """check's own options (what every analysis shares is RunOptions). `repro_dir`: where the op an overruled judge
+    gets wrong is written (None: not written). `artifacts`: the user's converted files, "BACKEND[:PRECISION]=PATH",
+    each run on its backend in place of fpdiff's conversion and judged at the precision the file computes in (read
+    from it, unless named)."""
+    backends: Sequence[str] = DEFAULT_BACKENDS
+    precisions: Sequence[str] = prec.DEFAULT_PRECISIONS
+    devices: Sequence[str] = ("cpu",)
+    shape_variants: Sequence[str] | None = None
+    allow_nonfinite: bool = False
+    repeat: int = DEFAULT_REPEAT
+    keep_opset: bool = False
+    repro_dir: str | None = "fpdiff-out"
+    artifacts: Sequence[str] = ()
+
+
 @rundir.scoped
-def check(model: str, *, backends: Sequence[str] = DEFAULT_BACKENDS,
-          precisions: Sequence[str] = prec.DEFAULT_PRECISIONS, devices: Sequence[str] = ("cpu",),
-          plugins: Sequence[str] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
-          iree_flags: Sequence[str] = (), shape_variants: Sequence[str] | None = None,
-          inputs: str | None = None, shapes: dict[str, list[int]] | None = None, seed: int = 0,
-          allow_nonfinite: bool = False, timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None | bool = None,
-          repeat: int = DEFAULT_REPEAT, keep_opset: bool = False, repro_dir: str | None = "fpdiff-out",
-          artifacts: Sequence[str] = (),
-          progress: Callable[[str, int, int], None] | None = None) -> CheckResult:
-    """Run the grid and judge every cell. `backend_flags`: each backend's own flags (name -> flags; `iree_flags` is
-    the older spelling of iree's). `cache_dir=False` turns the compile cache off. `repro_dir`: where the op an
-    overruled judge gets wrong is written (None: not written). `artifacts`: the user's converted files,
-    "BACKEND[:PRECISION]=PATH", each run on its backend in place of fpdiff's conversion and judged at the precision
-    the file computes in (read from it, unless named)."""
+def check(model: str, options: CheckOptions | None = None, shared: RunOptions | None = None) -> CheckResult:
+    """Run the grid and judge every cell."""
     t_start = time.perf_counter()
-    reg = registry(plugins)
-    grid = make_grid(model, reg, backends=backends, precisions=precisions, devices=devices,
-                     shape_variants=shape_variants, allow_nonfinite=allow_nonfinite, repeat=repeat,
-                     load_args={"inputs": inputs, "shapes": shapes, "seed": seed, "keep_opset": keep_opset},
-                     plugins=plugins, flags=flags_by_backend(reg, backend_flags, iree_flags), cache_dir=cache_dir,
-                     seed=seed, artifacts=artifacts)
+    o, shared = options or CheckOptions(), (shared or RunOptions()).ready()
+    reg = shared.registry
+    grid = make_grid(model, reg, backends=o.backends, precisions=o.precisions, devices=o.devices,
+                     shape_variants=o.shape_variants, allow_nonfinite=o.allow_nonfinite, repeat=o.repeat,
+                     load_args={"inputs": shared.inputs, "shapes": shared.shapes, "seed": shared.seed,
+                                "keep_opset": o.keep_opset},
+                     plugins=shared.plugins, flags=shared.flags, cache_dir=shared.cache, seed=shared.seed,
+                     artifacts=o.artifacts)
     env = worker_env()
     with external.shared(env):  # one pool for the run: the grid's jobs and every job a rule asks for
-        results, ref = run_grid(grid, timeout, env, progress)
-        verdict = question_judge(grid, results, ref, env, timeout, repro_dir)
-        ev = Evidence(grid, results, _stood_in(ref, verdict), verdict, env, timeout)
+        results, ref = run_grid(grid, shared.timeout, env, shared.progress)
+        verdict = question_judge(grid, results, ref, env, shared.timeout, o.repro_dir)
+        ev = Evidence(grid, results, _stood_in(ref, verdict), verdict, env, shared.timeout)
         cells = judge_run(ev)
     modules = [m for b in dict.fromkeys(k.backend for k in results) for m in reg.cls(b).requires]  # all that ran
     return CheckResult(grid.source.ref.label, cells, _reference(grid, ref), report_versions(modules),
                        time.perf_counter() - t_start, judge=verdict.as_dict(), source=dict(grid.source.notes),
-                       fingerprint=grid.source.fingerprint, next=next_commands(grid, cells, inputs, shapes),
-                       evidence=stored.save(ev))
+                       fingerprint=grid.source.fingerprint, evidence=stored.save(ev),
+                       next=next_commands(grid, cells, shared.inputs, shared.shapes))
 
 
 def _stood_in(ref: JobResult, verdict) -> JobResult:

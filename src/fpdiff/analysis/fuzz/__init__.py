@@ -6,22 +6,24 @@ and report (campaign.py). A campaign runs in batches here or on Ray (analysis/di
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from fpdiff.analysis.check.run import worker_env
 from fpdiff.analysis.fuzz.campaign import BatchAnswer, FuzzConfig, GraphRecord, run_batch
 from fpdiff.analysis.fuzz.graph import FORMS, ONNX, TORCH
 from fpdiff.analysis.fuzz.result import LOST, FuzzResult
-from fpdiff.analysis.ops import sweep_config
-from fpdiff.backends import registry
+from fpdiff.analysis.ops import OP_TIMEOUT, sweep_config
+from fpdiff.analysis.options import RunOptions
 from fpdiff.core.errors import UsageError
 from fpdiff.core.versions import report_versions
 from fpdiff.runtime import external, rundir
 
-__all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "FuzzResult", "fuzz"]
+__all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "FuzzOptions", "FuzzResult", "SHARED_DEFAULTS", "fuzz"]
 
 # the compilers and runtimes where ops meet and get fused, rewritten and re-laid-out; torch eager is the baseline
 DEFAULT_BACKENDS = ("inductor", "ort", "openvino", "iree")
@@ -40,41 +42,57 @@ BATCH_EXTRA_S = 900.0
 Progress = Callable[[str, int, int | None], None]
 
 
+@dataclass(frozen=True)
+class FuzzOptions:
+    """fuzz's own options (what every analysis shares is RunOptions): `graphs` graphs from the seed (or as many as
+    `time_budget` seconds allow), each judged on every backend at every precision; `ops`: case-insensitive globs over
+    the vocabulary's op names and catalog names; `forms`: torch and/or onnx (None: those the backends take); `ray`: a
+    Ray address ("local" starts one); `repro_dir`: where findings' repros go (None: none)."""
+    backends: Sequence[str] = DEFAULT_BACKENDS
+    precisions: Sequence[str] = DEFAULT_PRECISIONS
+    graphs: int | None = None
+    time_budget: float | None = None
+    ops: Sequence[str] | None = None
+    min_ops: int = 2
+    max_ops: int = 6
+    forms: Sequence[str] | None = None
+    ray: str | None = None
+    repro_dir: str | None = "fpdiff-out/fuzz"
+    recheck: bool = True
+    batch: int = BATCH
+    minimize_budget: int | None = None
+
+
+# No compile cache unless one is named: every graph is new, so a cache is only written, never read, and an hour's
+# campaign on four backends wrote gigabytes of artifacts into it.
+SHARED_DEFAULTS = {"timeout": OP_TIMEOUT, "cache_dir": False}
+
+
 @rundir.scoped
-def fuzz(*, backends: Sequence[str] = DEFAULT_BACKENDS, precisions: Sequence[str] = DEFAULT_PRECISIONS,
-         graphs: int | None = None, time_budget: float | None = None, seed: int = 0,
-         ops: Sequence[str] | None = None, min_ops: int = 2, max_ops: int = 6, forms: Sequence[str] | None = None,
-         ray: str | None = None, plugins: Sequence[str] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
-         iree_flags: Sequence[str] = (), timeout: float = 120.0, cache_dir: str | None | bool = False,
-         repro_dir: str | None = "fpdiff-out/fuzz", recheck: bool = True, batch: int = BATCH,
-         minimize_budget: int | None = None, progress: Progress | None = None) -> FuzzResult:
-    """A fuzz campaign: `graphs` graphs from `seed` (or as many as `time_budget` seconds allow), each judged on
-    every backend at every precision; `ops`: case-insensitive globs over the vocabulary's op names and catalog
-    names; `forms`: torch and/or onnx (None: those the backends take); `ray`: a Ray address ("local" starts one).
-    No compile cache unless `cache_dir` names one: every graph is new, so a cache is only written, never read, and
-    an hour's campaign on four backends wrote gigabytes of artifacts into it."""
+def fuzz(options: FuzzOptions | None = None, shared: RunOptions | None = None) -> FuzzResult:
+    """A fuzz campaign."""
     from fpdiff.analysis import distribute
     from fpdiff.analysis.fuzz import campaign
     t0 = time.perf_counter()
-    reg = registry(plugins)
-    sweep = sweep_config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir,
-                       repro_dir, recheck)
-    _check_sizes(graphs, time_budget, min_ops, max_ops, batch, minimize_budget)
-    distribute.check_address(ray)
-    chosen = _forms(reg, backends, forms)
-    _check_ops(ops)
-    config = FuzzConfig(sweep, tuple(ops) if ops else None, min_ops, max_ops, chosen,
-                        minimize_budget or campaign.MINIMIZE_BUDGET, seed)
-    if time_budget is not None:
-        import dataclasses
+    o, shared = options or FuzzOptions(), (shared or RunOptions(**SHARED_DEFAULTS)).ready()
+    reg = shared.registry
+    sweep = sweep_config(shared, o.backends, o.precisions, o.repro_dir, o.recheck)
+    _check_sizes(o.graphs, o.time_budget, o.min_ops, o.max_ops, o.batch, o.minimize_budget)
+    distribute.check_address(o.ray)
+    chosen = _forms(reg, o.backends, o.forms)
+    _check_ops(o.ops)
+    config = FuzzConfig(sweep, tuple(o.ops) if o.ops else None, o.min_ops, o.max_ops, chosen,
+                        o.minimize_budget or campaign.MINIMIZE_BUDGET, shared.seed)
+    if o.time_budget is not None:
         config = dataclasses.replace(config, sweep=dataclasses.replace(
-            sweep, deadline=time.time() + time_budget - (time.perf_counter() - t0)))
-    total = graphs if graphs is not None else (None if time_budget is not None else DEFAULT_GRAPHS)
-    answers = _run(config, total, batch, ray, progress)
-    modules = [m for b in backends for m in reg.cls(b).requires]
+            sweep, deadline=time.time() + o.time_budget - (time.perf_counter() - t0)))
+    total = o.graphs if o.graphs is not None else (None if o.time_budget is not None else DEFAULT_GRAPHS)
+    answers = _run(config, total, o.batch, o.ray, shared.progress)
+    modules = [m for b in o.backends for m in reg.cls(b).requires]
     records, found = _merge(answers)
-    return FuzzResult(records=records, findings=found, backends=list(backends), precisions=list(precisions),
-                      seed=seed, versions=report_versions(modules), duration_s=time.perf_counter() - t0, ray=ray)
+    return FuzzResult(records=records, findings=found, backends=list(o.backends), precisions=list(o.precisions),
+                      seed=shared.seed, versions=report_versions(modules), duration_s=time.perf_counter() - t0,
+                      ray=o.ray)
 
 
 def _check_sizes(graphs, time_budget, min_ops, max_ops, batch, minimize_budget) -> None:

@@ -1,10 +1,10 @@
 """The op where a precision departs: per-op local and accumulated error against float64, in one streamed pass."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 import subprocess
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
@@ -12,10 +12,11 @@ from typing import ClassVar
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from fpdiff.analysis.base import Result, flags_by_backend
+from fpdiff.analysis.base import Result
 from fpdiff.analysis.locate import markall
 from fpdiff.analysis.locate.bisection import Progress
 from fpdiff.analysis.locate.markall import MarkAll
+from fpdiff.analysis.options import RunOptions
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import MESSAGE_CHARS, NoRepro, NotAnalysable, StageError, Unsupported, UsageError
@@ -26,7 +27,6 @@ from fpdiff.model.float64 import float64_everywhere
 from fpdiff.model.weights import cast_is_large
 from fpdiff.runtime import rundir
 from fpdiff.runtime.task import Job
-from fpdiff.runtime.worker import DEFAULT_TIMEOUT
 from fpdiff.sources import load
 
 # An op is the culprit when the error it makes by itself (fed float64-run inputs, computing at P) is over
@@ -415,49 +415,56 @@ class _Lockstep:
                                 _max_abs(ref, stats), flushed))
 
 
+@dataclass(frozen=True)
+class LocateOptions:
+    """locate's own options (what every analysis shares is RunOptions). `repro`: the folder of the repro bundle
+    (None: none). `mark_all`: one run with every tensor an output, on a backend that implements it.
+    `shape_variant`: segments keep this variant's dynamic dims. `artifact`: the user's converted file for
+    `backend`, judged whole first (artifact.py)."""
+    backend: str = "torch"
+    precision: str = "fp16"
+    device: str = "cpu"
+    repro: str | None = None
+    mark_all: bool = False
+    shape_variant: str | None = None
+    artifact: str | None = None
+
+
 @rundir.scoped
-def locate(model: str, *, backend: str = "torch", precision: str = "fp16", device: str = "cpu", seed: int = 0,
-           plugins: tuple[str, ...] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
-           iree_flags: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT,
-           cache_dir: str | None | bool = None, repro: str | None = None, inputs: str | None = None,
-           shapes: dict[str, list[int]] | None = None, mark_all: bool = False,
-           shape_variant: str | None = None, artifact: str | None = None,
-           progress: Progress | None = None) -> LocateResult:
-    """torch: the first op whose own error at `precision` is out of line. Any other backend: the smallest
-    segment of ops that the backend computes wrongly, by bisection over standalone segments. `backend_flags`: each
-    backend's own flags by name (`iree_flags` is `{"iree": flags}`). `progress` is told each step (see Progress).
-    `artifact`: the user's converted file for `backend`, judged whole first (see _artifact)."""
-    if artifact is not None:  # the user's file judged whole, then the source's ops located and read against it
+def locate(model: str, options: LocateOptions | None = None, shared: RunOptions | None = None) -> LocateResult:
+    """torch: the first op whose own error at the precision is out of line. Any other backend: the smallest segment of
+    ops that the backend computes wrongly, by bisection over standalone segments. `shared.progress` is told each step
+    (see Progress)."""
+    o, shared = options or LocateOptions(), (shared or RunOptions()).ready()
+    backend, precision, device, repro, progress = o.backend, o.precision, o.device, o.repro, shared.progress
+    if o.artifact is not None:  # the user's file judged whole, then the source's ops located and read against it
         from fpdiff.analysis.locate.artifact import judge_file, reading
-        said = judge_file(model, artifact, backend, precision, backend_flags, seed=seed, plugins=plugins,
-                          timeout=timeout, cache_dir=cache_dir, inputs=inputs, shapes=shapes)
+        said = judge_file(model, o.artifact, backend, precision, shared)
         if said.finding is not None:  # nothing departs: nothing to locate
             return LocateResult(model, backend, prec.get(precision).name, output_error=said.rel_l2,
                                 artifact=said.as_dict(), findings=[said.finding])
-        result = locate(model, backend=backend, precision=precision, device=device, seed=seed, plugins=plugins,
-                        backend_flags=backend_flags, iree_flags=iree_flags, timeout=timeout, cache_dir=cache_dir,
-                        repro=repro, inputs=inputs, shapes=shapes, progress=progress)
+        result = locate(model, dataclasses.replace(o, artifact=None, mark_all=False, shape_variant=None), shared)
         result.artifact = said.as_dict()
         result.findings.insert(0, reading(said, result))
         return result
     p = prec.get(precision)
-    from fpdiff.backends import judge_for, registry
+    from fpdiff.backends import judge_for
     from fpdiff.runtime.cache import run_folder
-    reg = registry(plugins)
+    reg, plugins, timeout = shared.registry, shared.plugins, shared.timeout
     cls = reg.cls(backend)  # unknown names fail before any work
-    flags = flags_by_backend(reg, backend_flags, iree_flags).get(backend, ())
-    if mark_all and not cls.implements("prepare_marked"):
+    flags = shared.flags.get(backend, ())
+    if o.mark_all and not cls.implements("prepare_marked"):
         can = ", ".join(n for n in reg.names() if reg.cls(n).implements("prepare_marked"))
         raise UsageError(f"--mark-all needs a backend that marks every tensor as an output in one run, which "
                          f"{backend} does not: use --backend {can}")
-    source = load(model, seed=seed, inputs=inputs, shapes=shapes)
+    source = load(model, seed=shared.seed, inputs=shared.inputs, shapes=shared.shapes)
     variant = graph.STATIC
-    if shape_variant:
+    if o.shape_variant:
         if source.ref.kind != "torch" or source.dynamic_shapes is None:
             raise UsageError("--shape-variant needs a torch model that declares dynamic_shapes()")
-        variant = graph.find_variant(source.dynamic_shapes, shape_variant)
-    cache = run_folder(cache_dir)  # False: no cache, as in check
-    if mark_all:
+        variant = graph.find_variant(source.dynamic_shapes, o.shape_variant)
+    cache = run_folder(shared.cache)  # False: no cache, as in check
+    if o.mark_all:
         return _mark_all(source, Job(source.ref, "", backend, p.name, device, graph.STATIC, tuple(plugins), flags,
                                      cache), timeout, progress)
     from fpdiff.analysis.locate.bisection import Bisector, OnnxBisector

@@ -6,11 +6,12 @@ conversion departs as the file does (then the segment stands for the file) or no
 the file was made: its converter, settings or quantization)."""
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fpdiff.analysis.options import RunOptions
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
@@ -38,13 +39,12 @@ class FileVerdict:
                 "localized_by": LOCALIZED_BY}
 
 
-def judge_file(model: str, artifact: str, backend: str, precision: str,
-               backend_flags: Mapping[str, Sequence[str]] | None, **kw: Any) -> FileVerdict:
+def judge_file(model: str, artifact: str, backend: str, precision: str, shared: RunOptions) -> FileVerdict:
     """The file's cell, judged as check judges it; a file that holds gets the note that there is nothing to locate."""
-    from fpdiff.analysis.check import check
+    from fpdiff.analysis.check import CheckOptions, check
     p = prec.get(precision).name
-    r = check(model, backends=[], precisions=[p], artifacts=[f"{backend}:{p}={artifact}"],
-              backend_flags=backend_flags, repeat=1, repro_dir=None, **kw)
+    r = check(model, CheckOptions(backends=[], precisions=[p], artifacts=[f"{backend}:{p}={artifact}"], repeat=1,
+                                  repro_dir=None), dataclasses.replace(shared, progress=None))
     cell = next(c for c in r.cells if c.backend == backend)
     value = (cell.metrics or {}).get("rel_l2")
     said = FileVerdict(artifact, p, str(cell.status), float(value) if value is not None else None, cell.reason or "")

@@ -8,14 +8,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from fpdiff.analysis.base import flags_by_backend
 from fpdiff.analysis.ops.case import CATALOGS, Case, OpsCell
 from fpdiff.analysis.ops.result import OpsResult
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_batch
-from fpdiff.backends import registry
+from fpdiff.analysis.options import RunOptions
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
@@ -23,7 +23,7 @@ from fpdiff.core.versions import report_versions
 from fpdiff.runtime import rundir
 from fpdiff.runtime.cache import run_folder
 
-__all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "OpsResult", "ops"]
+__all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "OP_TIMEOUT", "OpsOptions", "OpsResult", "SHARED_DEFAULTS", "ops"]
 
 DEFAULT_BACKENDS = ("torch", "inductor", "ort", "openvino", "iree")
 # fp32 is every backend's home format; fp16 and bf16 are where kernels go missing or get substituted (the support
@@ -35,61 +35,73 @@ BATCH = 8
 # Worker starts a batch's Ray limit allows for beyond its jobs' own timeouts
 BATCH_STARTS = 2
 
+# one op's cell needs seconds; a cell still running after two minutes is hung, and costs only itself
+OP_TIMEOUT = 120.0
+SHARED_DEFAULTS = {"timeout": OP_TIMEOUT}
+
 Progress = Callable[[str, int, int], None]
 
 
+@dataclass(frozen=True)
+class OpsOptions:
+    """ops' own options (what every analysis shares is RunOptions). `patterns`: case-insensitive globs over op names
+    (None: all); `variants`: generator names (variants.py; None: its defaults, [] none); `samples`: catalog samples
+    per op; `time_budget`: seconds after which no new case starts (the rest is counted as unrun); `ray`: a Ray
+    address ("local" starts one); `repro_dir`: where failing cells' repros go (None: none)."""
+    catalogs: Sequence[str] = CATALOGS
+    patterns: Sequence[str] | None = None
+    variants: Sequence[str] | None = None
+    backends: Sequence[str] = DEFAULT_BACKENDS
+    precisions: Sequence[str] = DEFAULT_PRECISIONS
+    samples: int = 1
+    time_budget: float | None = None
+    ray: str | None = None
+    repro_dir: str | None = "fpdiff-out/ops"
+    recheck: bool = True
+    batch: int = BATCH
+
+
 @rundir.scoped
-def ops(*, catalogs: Sequence[str] = CATALOGS, patterns: Sequence[str] | None = None,
-        variants: Sequence[str] | None = None, backends: Sequence[str] = DEFAULT_BACKENDS,
-        precisions: Sequence[str] = DEFAULT_PRECISIONS, samples: int = 1, time_budget: float | None = None,
-        ray: str | None = None, plugins: Sequence[str] = (), backend_flags: Mapping[str, Sequence[str]] | None = None,
-        iree_flags: Sequence[str] = (), timeout: float = 120.0, seed: int = 0, cache_dir: str | None | bool = None,
-        repro_dir: str | None = "fpdiff-out/ops", recheck: bool = True, batch: int = BATCH,
-        progress: Progress | None = None) -> OpsResult:
-    """Sweep the selected ops. `patterns`: case-insensitive globs over op names (None: all); `variants`: generator
-    names (variants.py; None: its defaults, [] none); `samples`: catalog samples per op; `time_budget`: seconds
-    after which no new case starts (the rest is counted as unrun); `ray`: a Ray address ("local" starts one)."""
+def ops(options: OpsOptions | None = None, shared: RunOptions | None = None) -> OpsResult:
+    """Sweep the selected ops."""
     from fpdiff.analysis import distribute
     from fpdiff.analysis.ops import catalog
     from fpdiff.analysis.ops import variants as variant_mod
     t0 = time.perf_counter()
-    reg = registry(plugins)
-    config = sweep_config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir,
-                     repro_dir, recheck)
-    _check_budget(time_budget, samples, batch)
-    distribute.check_address(ray)
-    names = variant_mod.select(["default"] if variants is None else variants)
-    cases, skipped = catalog.select(list(catalogs), list(patterns) if patterns else None, samples, seed)
-    cases = variant_mod.expand(cases, names, seed) + variant_mod.extra_cases(
-        names, list(patterns) if patterns else None, seed, list(catalogs))
+    o, shared = options or OpsOptions(), (shared or RunOptions(**SHARED_DEFAULTS)).ready()
+    patterns = list(o.patterns) if o.patterns else None
+    config = sweep_config(shared, o.backends, o.precisions, o.repro_dir, o.recheck)
+    _check_budget(o.time_budget, o.samples, o.batch)
+    distribute.check_address(o.ray)
+    names = variant_mod.select(["default"] if o.variants is None else o.variants)
+    cases, skipped = catalog.select(list(o.catalogs), patterns, o.samples, shared.seed)
+    cases = variant_mod.expand(cases, names, shared.seed) + variant_mod.extra_cases(
+        names, patterns, shared.seed, list(o.catalogs))
     if not cases:
         raise UsageError("no case to run: every selected op was skipped (" +
                          "; ".join(sorted({s['reason'] for s in skipped})[:3]) + ")")
-    if time_budget is not None:
-        config = dataclasses.replace(config, deadline=time.time() + time_budget - (time.perf_counter() - t0))
-    batches = [cases[i:i + batch] for i in range(0, len(cases), batch)]
-    outcomes = _run(batches, config, ray, progress, len(cases))
-    return _result(cases, outcomes, skipped, reg, config, catalogs, time.perf_counter() - t0)
+    if o.time_budget is not None:
+        config = dataclasses.replace(config, deadline=time.time() + o.time_budget - (time.perf_counter() - t0))
+    batches = [cases[i:i + o.batch] for i in range(0, len(cases), o.batch)]
+    outcomes = _run(batches, config, o.ray, shared.progress, len(cases))
+    return _result(cases, outcomes, skipped, shared.registry, config, o.catalogs, time.perf_counter() - t0)
 
 
-def sweep_config(reg, backends, precisions, plugins, backend_flags, iree_flags, timeout, seed, cache_dir, repro_dir,
-            recheck) -> SweepConfig:
-    """The sweep's settings, every name checked before any work."""
+def sweep_config(shared: RunOptions, backends: Sequence[str], precisions: Sequence[str], repro_dir: str | None,
+                 recheck: bool) -> SweepConfig:
+    """The sweep's settings, every name checked before any work (`shared` made ready)."""
     if not backends:
         raise UsageError("no backend given")
     for b in backends:
-        reg.create(b)  # an unknown name is its own one-line error
+        shared.registry.create(b)  # an unknown name is its own one-line error
     if not precisions:
         raise UsageError("no precision given")
     for p in precisions:
         if prec.get(p).cuda_only:
             raise UsageError(f"{p} is a CUDA mode; the op sweep runs on cpu")
-    if timeout <= 0:
-        raise UsageError(f"--timeout must be positive, got {timeout:g}")
-    cache = run_folder(cache_dir)
     repro = str(Path(repro_dir).resolve()) if repro_dir else None
-    return SweepConfig(tuple(backends), tuple(precisions), tuple(plugins),
-                       flags_by_backend(reg, backend_flags, iree_flags), timeout, seed, cache, repro, recheck)
+    return SweepConfig(tuple(backends), tuple(precisions), tuple(shared.plugins), dict(shared.flags), shared.timeout,
+                       shared.seed, run_folder(shared.cache), repro, recheck)
 
 
 def _check_budget(time_budget: float | None, samples: int, batch: int) -> None:

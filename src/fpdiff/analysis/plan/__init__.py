@@ -3,9 +3,10 @@ number it reports is the named backend's own, from jobs in a worker (analysis/pl
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from fpdiff.analysis.base import flags_by_backend
+from fpdiff.analysis.options import RunOptions
 from fpdiff.analysis.plan import exports as targets
 from fpdiff.analysis.plan.jobs import SPEED_RUNS, Jobs, ProgramTrials, autocast_remedy, median_ms, speed
 from fpdiff.analysis.plan.search import Export, ExportRun, Plan, Verification
@@ -14,46 +15,55 @@ from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.runtime import rundir
-from fpdiff.runtime.worker import DEFAULT_TIMEOUT
 
-__all__ = ["Export", "ExportRun", "Plan", "plan"]
+__all__ = ["Export", "ExportRun", "Plan", "PlanOptions", "plan"]
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """plan's own options (what every analysis shares is RunOptions). `tolerance`: relative L2 against float64 to
+    meet (None: the precision's check tolerance). `load`: re-verify a saved plan instead of searching. `save`: write
+    the verified plan there. `exports`: {target: path}, or TARGET=PATH strings, each file verified (exports.py);
+    `export_onnx` is `onnx`'s path. `measure_speed`: time the planned model."""
+    precision: str = "fp16"
+    backend: str = "torch"
+    tolerance: float | None = None
+    device: str = "cpu"
+    load: str | None = None
+    save: str | None = None
+    exports: Mapping[str, str] | Iterable[str] | None = None
+    export_onnx: str | None = None
+    measure_speed: bool = True
 
 
 @rundir.scoped
-def plan(model: str, *, precision: str = "fp16", backend: str = "torch", tolerance: float | None = None,
-         device: str = "cpu", seed: int = 0, plugins: tuple[str, ...] = (),
-         backend_flags: Mapping[str, Sequence[str]] | None = None, iree_flags: Sequence[str] = (),
-         timeout: float = DEFAULT_TIMEOUT, cache_dir: str | None | bool = None, inputs: str | None = None,
-         shapes: dict[str, list[int]] | None = None, load: str | None = None, save: str | None = None,
-         exports: Mapping[str, str] | Iterable[str] | None = None, export_onnx: str | None = None,
-         measure_speed: bool = True, progress: Callable[[str, int, int | None], None] | None = None) -> Plan:
-    """Find (or load and re-verify) the ops to keep in fp32 so `model` at `precision` meets `tolerance` on
-    `backend`; try the backend's autocast when the pure precision fails; optionally save, time it and export it to
-    each target in `exports` ({target: path}, or TARGET=PATH strings; `export_onnx` is `onnx`'s path), each file
-    verified (exports.py). Trials, timings and the autocast remedy all run on `backend`. `progress(what,
-    evaluations so far, None)` is called after each end-to-end evaluation."""
-    from fpdiff.backends import registry
+def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | None = None) -> Plan:
+    """Find (or load and re-verify) the ops to keep in fp32 so `model` at the precision meets the tolerance on the
+    backend; try the backend's autocast when the pure precision fails; optionally save, time it and export it. Trials,
+    timings and the autocast remedy all run on the backend. `progress(what, evaluations so far, None)` is called
+    after each end-to-end evaluation."""
     from fpdiff.sources import load as load_source
+    o, shared = options or PlanOptions(), (shared or RunOptions()).ready()
+    precision, backend, load, save, progress = o.precision, o.backend, o.load, o.save, shared.progress
     p = prec.get(precision)
     if p.name not in ("fp16", "bf16"):
         raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32; --precision {precision} is not one")
-    reg = registry(plugins)
+    reg = shared.registry
     cls = reg.cls(backend)  # unknown names fail before any work
-    flags = flags_by_backend(reg, backend_flags, iree_flags)
-    wanted = targets.requested(exports, export_onnx)  # a bad target or path is refused before any work
+    wanted = targets.requested(o.exports, o.export_onnx)  # a bad target or path is refused before any work
     loaded = Plan.load(load) if load else None
     if loaded is not None and loaded.precision != p.name:
         raise UsageError(f"the plan in {load} is for {loaded.precision}, not {p.name}")
-    source = load_source(model, seed=seed, inputs=inputs, shapes=shapes)
+    source = load_source(model, seed=shared.seed, inputs=shared.inputs, shapes=shared.shapes)
     if source.ref.kind not in cls.kinds:
         can = ", ".join(n for n in reg.names() if source.ref.kind in reg.cls(n).kinds)
         raise UsageError(f"{backend} does not run {source.ref.kind} models, so it cannot run this plan's trials; "
                          f"backends that do: {can}")
-    tol = tolerance if tolerance is not None else source.tolerance.get(p.name, p.tolerance)
+    tol = o.tolerance if o.tolerance is not None else source.tolerance.get(p.name, p.tolerance)
     if not (tol > 0 and math.isfinite(tol)):
         raise UsageError(f"--tolerance must be a positive number, got {tol}")
     from fpdiff.runtime.cache import run_folder
-    jobs = Jobs(device, tuple(plugins), flags, timeout, run_folder(cache_dir))  # False: no cache, as in check
+    jobs = Jobs(o.device, shared.plugins, shared.flags, shared.timeout, run_folder(shared.cache))  # False: no cache
     try:
         if source.ref.kind == ONNX:
             from fpdiff.analysis.plan.onnx_models import plan_onnx as planner
@@ -64,12 +74,12 @@ def plan(model: str, *, precision: str = "fp16", backend: str = "torch", toleran
         result, trials = planner(source, p, jobs=jobs, backend=backend, tolerance=tol, load=loaded,
                                  progress=progress)
         result.verification = _verified(jobs.verification, result)
-        if result.passed and measure_speed:
+        if result.passed and o.measure_speed:
             result.speed = speed(trials, result.kept, p.name)
         if not any(t.passed for t in result.trials if not t.keep):  # the pure precision failed (where computed)
-            fp32_ms = _fp32_ms(result, trials) if measure_speed else None
+            fp32_ms = _fp32_ms(result, trials) if o.measure_speed else None
             result.autocast = autocast_remedy(jobs, backend, source, trials.expected, p.name, tol, fp32_ms,
-                                              timed=measure_speed)
+                                              timed=o.measure_speed)
         if wanted and result.passed:
             result.exports = targets.write_all(reg, trials, result.kept, p, wanted)
     finally:
