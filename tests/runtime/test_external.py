@@ -477,9 +477,8 @@ def test_the_files_beside_a_model_and_the_users_file_travel_with_the_job(tmp_pat
 
 def test_an_op_case_spec_loads_its_sample_in_another_interpreter():
     """The op sweep's case spec reads its sample from the .pt beside it: that file travels too."""
-    from fpdiff.analysis.ops import ops
     routes.configure(python={"torch@other": sys.executable})
-    r = ops(catalogs=["torch"], patterns=["sin"], variants=["sample"], backends=["torch@other"],
+    r = fpdiff.ops(catalogs=["torch"], patterns=["sin"], variants=["sample"], backends=["torch@other"],
                    precisions=["fp32"], samples=1)
     assert [c.status for c in r.cells] == [Status.PASS], [c.reason for c in r.cells]
 
