@@ -63,7 +63,7 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
     if not (tol > 0 and math.isfinite(tol)):
         raise UsageError(f"--tolerance must be a positive number, got {tol}")
     from fpdiff.runtime.cache import run_folder
-    jobs = Jobs(o.device, shared.plugins, shared.flags, shared.timeout, run_folder(shared.cache))  # False: no cache
+    jobs = Jobs(o.device, shared.plugins, shared.flags, shared.timeout, run_folder(shared.cache), reg)
     try:
         if source.ref.kind == ONNX:
             from fpdiff.analysis.plan.onnx_models import plan_onnx as planner

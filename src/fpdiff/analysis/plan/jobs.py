@@ -38,13 +38,22 @@ class Jobs:
     this process: a backend that crashes costs one job."""
 
     def __init__(self, device: str, plugins: tuple[str, ...], flags: dict[str, tuple[str, ...]], timeout: float,
-                 cache: str | None) -> None:
+                 cache: str | None, reg=None) -> None:
         self.device, self.plugins, self.flags, self.timeout, self.cache = device, plugins, flags, timeout, cache
+        self._reg = reg  # the run's registry (RunOptions.ready); built from the plugins when not given
         self.dir = rundir.mkdtemp(prefix="fpdiff-plan-")
         self.count = 0
         self.verification: Verification | None = None  # where_computed()'s: trials then pass only there too
         self._router = None
         self._source_data: str | None = None
+
+    @property
+    def reg(self):
+        """The run's backend registry."""
+        if self._reg is None:
+            from fpdiff.backends import registry
+            self._reg = registry(self.plugins)
+        return self._reg
 
     def path(self, name: str, suffix: str) -> Path:
         """A fresh file name in the plan's scratch folder."""

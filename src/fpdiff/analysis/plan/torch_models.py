@@ -113,9 +113,8 @@ class TorchTrials(ProgramTrials):
         """The judge (torch eager) runs the keep-set's module here, as eager trials do, on the CPU: no program file
         loaded again in a worker."""
         from fpdiff.analysis.plan.jobs import VERIFY_DEVICE
-        from fpdiff.backends import registry
         from fpdiff.model.weights import cast_is_large
-        judge = registry(self.jobs.plugins).create(backend)
+        judge = self.jobs.reg.create(backend)
         if not judge.implements("prepare_module"):
             return super().verify_run(keep, backend)
         with self._prepared(keep, cast_is_large(self.gm, self.p.dtype), judge, VERIFY_DEVICE) as prepared:
@@ -232,8 +231,7 @@ def plan_torch(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance
     units = units_of(gm)
     plan = Plan(source.ref.label, p.name, backend, tolerance, graph_digest(units), units=len(units))
     expected = _float64_outputs(source.module, source.inputs)
-    from fpdiff.backends import registry
-    reg = registry(jobs.plugins)
+    reg = jobs.reg
     here = reg.create(backend) if reg.cls(backend).implements("prepare_module") else None
     trials = TorchTrials(jobs, backend, gm, source.inputs, source.input_names, expected, p, tolerance, here)
     search = Search(units, trials, tolerance, progress)
