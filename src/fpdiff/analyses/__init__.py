@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.metadata
 import inspect
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -17,10 +15,10 @@ from typing import Any
 
 from fpdiff.analysis import options as shared_options
 from fpdiff.analysis.base import Result
+from fpdiff.core import plugins as entry_points
 from fpdiff.core.errors import UsageError
 
 ENTRY_POINT_GROUP = "fpdiff.analyses"
-NO_AUTOLOAD = "FPDIFF_DISABLE_PLUGIN_AUTOLOAD"
 # the CLI's commands that are not analyses, and the API's names that are not: an analysis may take neither
 RESERVED = frozenset({"examples", "backends", "rejudge", "report", "history", "diff", "cache", "worker",
                       "assert_agrees"})
@@ -128,16 +126,11 @@ class Analyses:
         self._origin[a.name] = origin
 
     def load_entry_points(self, autoload: bool) -> None:
-        eps = sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
-                     key=lambda ep: not ep.value.startswith("fpdiff."))
-        for ep in eps:
-            if not autoload and not ep.value.startswith("fpdiff."):
-                continue
-            try:
-                self.register(ep.load(), f"entry point {ep.value}")
-            except Exception as e:
-                self.skipped[ep.name] = f"analysis entry point {ep.name} = {ep.value} skipped: {e}"
-                print(f"fpdiff: {self.skipped[ep.name]}", file=sys.stderr)
+        """The analyses' entry points (core.plugins: fpdiff's own first); a broken one skipped, said on stderr."""
+        skipped = entry_points.load(ENTRY_POINT_GROUP, self.register, "analysis", autoload)
+        for why in skipped.values():
+            print(f"fpdiff: {why}", file=sys.stderr)
+        self.skipped.update(skipped)
 
     def get(self, name: str) -> Analysis:
         if name not in self._by_name:
@@ -157,7 +150,7 @@ def registered() -> Analyses:
     global _registered
     if _registered is None:
         found = Analyses()
-        found.load_entry_points(autoload=os.environ.get(NO_AUTOLOAD, "") in ("", "0"))
+        found.load_entry_points(autoload=entry_points.autoload())
         _registered = found
     return _registered
 

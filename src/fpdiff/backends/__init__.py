@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import importlib.util
 import inspect
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,15 +11,14 @@ from typing import Any
 
 from fpdiff.backends import routes
 from fpdiff.backends.base import PROGRAM, Backend, PluginAdapter, Prepared, RoutedBackend, Task, adapt, routed
+from fpdiff.core import plugins as entry_points
 from fpdiff.core.errors import UsageError
+from fpdiff.core.plugins import NO_AUTOLOAD
 
-__all__ = ["PROGRAM", "Backend", "Prepared", "Registry", "Task", "cross_check_for", "judge_for", "registry",
-           "to_numpy"]
+__all__ = ["NO_AUTOLOAD", "PROGRAM", "Backend", "Prepared", "Registry", "Task", "cross_check_for", "judge_for",
+           "registry", "to_numpy"]
 
 ENTRY_POINT_GROUP = "fpdiff.backends"
-# Set to 1 to load only fpdiff's own entry points: a broken or unwanted third-party backend package stays out of
-# every command (as PYTEST_DISABLE_PLUGIN_AUTOLOAD does for pytest). --plugin files still load.
-NO_AUTOLOAD = "FPDIFF_DISABLE_PLUGIN_AUTOLOAD"
 _reported: set[str] = set()  # skipped entry points already told about in this process
 # Declarations that name model kinds a backend serves alone: one judge and one cross-check per kind.
 _ONE_PER_KIND = ("judges", "cross_checks")
@@ -68,17 +65,8 @@ class Registry:
         self._origin[name] = origin
 
     def load_entry_points(self, autoload: bool = True) -> None:
-        """fpdiff's own entry points first, so a third-party one can never take a built-in's name; one that fails to
-        load or to register is skipped with its reason (one broken package must not stop every command)."""
-        eps = sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP),
-                     key=lambda ep: not ep.value.startswith("fpdiff."))
-        for ep in eps:
-            if not autoload and not ep.value.startswith("fpdiff."):
-                continue
-            try:
-                self.register(ep.load(), f"entry point {ep.value}")
-            except Exception as e:
-                self.skipped[ep.name] = f"backend entry point {ep.name} = {ep.value} skipped: {e}"
+        """The backends' entry points (core.plugins: fpdiff's own first; a broken one skipped with its reason)."""
+        self.skipped.update(entry_points.load(ENTRY_POINT_GROUP, self.register, "backend", autoload))
 
     def load_plugin_file(self, path: str) -> list[str]:
         p = Path(path)
@@ -158,7 +146,7 @@ def _entry_points() -> Registry:
     """The registered backends without plugins or routes: who judges a kind never depends on a --plugin file, and a
     route runs a backend elsewhere under its name without changing what it is."""
     reg = Registry()
-    reg.load_entry_points(autoload=os.environ.get(NO_AUTOLOAD, "") in ("", "0"))
+    reg.load_entry_points(autoload=entry_points.autoload())
     return reg
 
 
@@ -167,7 +155,7 @@ def registry(plugins: Sequence[str] = (), routed: bool = True) -> Registry:
     False (a worker runs what it is sent), the routes in force. Skipped entry points are told once per process on
     stderr, one line each."""
     reg = Registry()
-    reg.load_entry_points(autoload=os.environ.get(NO_AUTOLOAD, "") in ("", "0"))
+    reg.load_entry_points(autoload=entry_points.autoload())
     for why in reg.skipped.values():
         if why not in _reported:
             _reported.add(why)

@@ -1,0 +1,31 @@
+"""Entry points, read the one way every registry of fpdiff reads them (backends, analyses): fpdiff's own first, so a
+third-party one can never take a built-in's name; with autoload off, fpdiff's own only; one that fails to load or to
+register is skipped with its reason (one broken package must not stop every command)."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Callable
+
+# Set to 1 to load only fpdiff's own entry points: a broken or unwanted third-party package stays out of every command
+# (as PYTEST_DISABLE_PLUGIN_AUTOLOAD does for pytest). --plugin files still load.
+NO_AUTOLOAD = "FPDIFF_DISABLE_PLUGIN_AUTOLOAD"
+
+
+def autoload() -> bool:
+    return os.environ.get(NO_AUTOLOAD, "") in ("", "0")
+
+
+def load(group: str, register: Callable[[object, str], None], what: str, autoload: bool = True) -> dict[str, str]:
+    """Each entry point of `group` loaded and given to register(obj, origin); returns those skipped, by name, with
+    the line that says why."""
+    skipped: dict[str, str] = {}
+    eps = sorted(importlib.metadata.entry_points(group=group), key=lambda ep: not ep.value.startswith("fpdiff."))
+    for ep in eps:
+        if not autoload and not ep.value.startswith("fpdiff."):
+            continue
+        try:
+            register(ep.load(), f"entry point {ep.value}")
+        except Exception as e:
+            skipped[ep.name] = f"{what} entry point {ep.name} = {ep.value} skipped: {e}"
+    return skipped
