@@ -29,22 +29,31 @@ OUTPUT = "output"  # the ONNX graph's output name
 
 
 def value_types(graph: Graph) -> list[TensorType]:
-    """The type of every value id (inputs, then node outputs), each node typed by its op's infer."""
+    """The type of every value id (inputs, then node outputs), each node typed by its op's infer; a graph that does
+    not type is a usage error (a graph the user gave)."""
+    types, problem = typed(graph)
+    if problem:
+        raise UsageError(problem)
+    return types
+
+
+def typed(graph: Graph) -> tuple[list[TensorType], str | None]:
+    """The types of the values as far as they go, and why the graph does not type (None: it does)."""
     types = [x.type for x in graph.inputs]
     for i, node in enumerate(graph.nodes):
         op = VOCAB.get(node.op)
         if op is None:
-            raise UsageError(f"graph node {i} names {node.op!r}, which is not in the fuzz vocabulary")
+            return types, f"graph node {i} names {node.op!r}, which is not in the fuzz vocabulary"
         if len(node.args) != op.arity or any(not 0 <= a < len(types) for a in node.args):
-            raise UsageError(f"graph node {i} ({node.op}) takes value ids {list(node.args)}; it takes {op.arity} "
-                             f"of the {len(types)} values before it")
+            return types, (f"graph node {i} ({node.op}) takes value ids {list(node.args)}; it takes {op.arity} "
+                           f"of the {len(types)} values before it")
         try:
             types.append(op.infer([types[a] for a in node.args], node.attr))
         except (ValueError, KeyError, TypeError) as e:
-            raise UsageError(f"graph node {i} ({node.op}) does not fit its arguments: {e}") from e
+            return types, f"graph node {i} ({node.op}) does not fit its arguments: {e}"
     if not 0 <= graph.output < len(types):
-        raise UsageError(f"graph output {graph.output} is not a value id (the graph has {len(types)})")
-    return types
+        return types, f"graph output {graph.output} is not a value id (the graph has {len(types)})"
+    return types, None
 
 
 def interpret(graph: Graph, tensors: tuple, upto: int | None = None) -> list:
