@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from collections.abc import Callable
+from typing import Any
 
 # Set to 1 to load only fpdiff's own entry points: a broken or unwanted third-party package stays out of every command
 # (as PYTEST_DISABLE_PLUGIN_AUTOLOAD does for pytest). --plugin files still load.
@@ -16,7 +17,7 @@ def autoload() -> bool:
     return os.environ.get(NO_AUTOLOAD, "") in ("", "0")
 
 
-def load(group: str, register: Callable[[object, str], None], what: str, autoload: bool = True) -> dict[str, str]:
+def load(group: str, register: Callable[[Any, str], None], what: str, autoload: bool = True) -> dict[str, str]:
     """Each entry point of `group` loaded and given to register(obj, origin); returns those skipped, by name, with
     the line that says why."""
     skipped: dict[str, str] = {}
