@@ -43,7 +43,7 @@ def function(a: Analysis) -> Callable[..., Any]:
         iree = given.pop("iree_flags", ())
         if iree:
             flags = dict(given.get("backend_flags") or {})
-            flags["iree"] = [*((iree,) if isinstance(iree, str) else iree), *flags.get("iree", ())]
+            flags["iree"] = [*flags.get("iree", ()), *((iree,) if isinstance(iree, str) else iree)]
             given["backend_flags"] = flags
         own, shared = shared_options.split(given, a.options)
         if shared.get("backend_flags") is None and "backend_flags" in shared:

@@ -63,3 +63,14 @@ def test_the_builtins_register_as_entry_points_and_unknown_names_list_them():
 def test_a_report_of_a_kind_no_analysis_renders_is_one_line():
     with pytest.raises(UsageError, match="kind 'other'; known: check"):
         analyses.html_page({"kind": "other"})
+
+
+def test_the_api_function_splits_its_keywords_and_keeps_iree_flags_after_backend_flags():
+    from fpdiff.api import function
+    probe = declared(shared=("backend_flags", "timeout", "routes"), defaults={"timeout": 7.0},
+                     run=lambda model, options, shared: (model, options, shared))
+    model, options, shared = function(probe)("m", level=3, backend_flags={"iree": ["--a"]}, iree_flags=["--b"])
+    assert model == "m" and options == Opts(level=3) and shared.timeout == 7.0
+    assert shared.flags == {"iree": ("--a", "--b")} and shared.registry is not None
+    with pytest.raises(TypeError, match="seed"):
+        function(probe)("m", seed=1)  # not a shared option this analysis reads
