@@ -40,3 +40,13 @@ def test_ops_inside_if_branches_are_counted_by_the_dtype_they_ran_in(tmp_path):
     onnx.save(cast_model(om.if_conv(), TP.FLOAT16), str(path))
     counts = op_dtypes(path)
     assert sum(counts.values()) >= 7, counts  # Conv, Relu, Mul in each branch, and the Tanh
+
+
+def test_the_optimized_graph_is_written_apart_from_the_shared_cache(tmp_path):
+    """Two runs of one model at once read the same cached graph: ONNX Runtime's optimized copy, rewritten at every
+    session, must not sit beside it (one run read the file torn while the other wrote it: a false `error`)."""
+    cache = tmp_path / "cache"
+    r = fpdiff.check("example:tinycnn", backends=["ort"], precisions=["fp16"], repeat=1, shape_variants=["static"],
+                     cache_dir=str(cache))
+    assert r.cells[0].status == "pass" and r.cells[0].op_dtypes, r.cells[0].reason  # the optimized graph was read
+    assert sorted(p.name for p in cache.rglob("*.onnx") if ".ort-" in p.name) == []

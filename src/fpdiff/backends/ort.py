@@ -161,6 +161,17 @@ def cell_graph(task: Task) -> tuple[Path, dict[str, Any]]:
     return path, info
 
 
+def _scratch() -> Path:
+    """A folder of this cell's own for the graph ONNX Runtime writes as it optimizes."""
+    import tempfile
+    return Path(tempfile.mkdtemp(prefix="fpdiff-ort-"))
+
+
+def _remover(folder: Path) -> Callable[[], None]:
+    import shutil
+    return lambda: shutil.rmtree(folder, ignore_errors=True)
+
+
 def prepared(run: Callable[..., list[Any]], info: dict[str, Any]) -> Prepared:
     """A Prepared with the exporter's record: shown in info, its float64 departure also the typed field check
     reads."""
@@ -226,10 +237,14 @@ class OrtBackend(Backend):
 
     def prepare_task(self, task: Task) -> Prepared:
         path, info = cell_graph(task)
-        optimized = path.with_name(path.stem + f".ort-{task.device.replace(':', '')}.onnx")
+        # the optimized graph goes to this cell's own scratch folder, never beside the cached graph: two runs of the
+        # same model at once would write one file while the other reads it (a torn file, a false error)
+        scratch = _scratch()
+        optimized = scratch / "optimized.onnx"
         with stage(LOAD, "onnxruntime"):
             session = open_session(path, task.device, optimized)
         cell = prepared(feeder(session), info)
+        cell.release = _remover(scratch)
         want = task.requested_dtype
         # an autocast graph or a program keeps ops wider on purpose: there the graph's own types are what it asks
         asked = None if task.precision.autocast is not None or task.is_program else want
@@ -258,15 +273,13 @@ class OrtBackend(Backend):
     def prepare_artifact(self, task: Task, path: Path) -> Prepared:
         """The user's ONNX file as ONNX Runtime runs it, with the float ops its optimized graph ran counted by dtype
         (its CPU provider runs many float16 nodes in float32: the dtype-changed rule reads the count)."""
-        import shutil
-        import tempfile
-        scratch = Path(tempfile.mkdtemp(prefix="fpdiff-ort-"))  # the optimized graph, read once and removed
+        scratch = _scratch()  # the optimized graph, read once and removed
         optimized = scratch / "optimized.onnx"
         with stage(LOAD, "onnxruntime"):
             session = open_session(path, task.device, optimized)
         cell = Prepared(feeder(session), info={"support": kernel_support(path, optimized if optimized.exists()
                                                                          else None, provider(task.device), None)},
-                        release=lambda: shutil.rmtree(scratch, ignore_errors=True))
+                        release=_remover(scratch))
         if optimized.exists():
             counts = op_dtypes(optimized)
             cell.op_dtypes = dict(counts) or None
