@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -138,6 +139,24 @@ def user_ops(program: Any) -> set[str]:
     """The ops of the program as exported (before fpdiff's decomposition), spelled as iree-compile names them
     without the dialect prefix: aten.squeeze.dim, aten.roll (a `.default` overload is unnamed there)."""
     return {str(n.target).removesuffix(".default") for n in program.graph.nodes if n.op == "call_function"}
+
+
+def _place(built: Path, final: Path) -> None:
+    """A folder this run built, moved into place in one rename; where another run placed the same build first, theirs
+    stays (a reader never sees a folder half written or half removed)."""
+    if not built.exists():
+        return
+    try:
+        os.replace(built, final)
+    except OSError:
+        shutil.rmtree(built, ignore_errors=True)
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """A file written beside and renamed into place, so a concurrent reader sees all of it or none."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _run_compile(mlir: Path, flags: list[str], out: Path, phases: Path | None) -> subprocess.CompletedProcess:
@@ -420,10 +439,10 @@ class IreeBackend(Backend):
         # "import-v3" in the key: modules compiled before roll and squeeze were kept whole have no decomposition record
         vmfb, hit = task.cache.get_or_build(*task.key("iree", "import-v3", *flags), suffix=".vmfb",
                                             build=lambda out: made.update(self._compile(task, flags, out)))
-        route = vmfb.with_suffix(".import.json")
-        if made:
-            route.write_text(json.dumps(made))
-        phases = vmfb.with_suffix(".phases")
+        route, phases = vmfb.with_suffix(".import.json"), vmfb.with_suffix(".phases")
+        if made:  # this process built it: its records move into place whole (another run may be reading them)
+            _place(Path(made.pop("phases_built")), phases)
+            _write_whole(route, json.dumps(made))
         counts, demoted = computed_dtypes(phases)
         info: dict[str, Any] = {"cache": "hit" if hit else "miss", "flags": flags}
         info.update(json.loads(route.read_text()) if route.exists() else {})
@@ -446,20 +465,29 @@ class IreeBackend(Backend):
         """Import and compile into `out`; returns how the model was imported (and exported, for ONNX graphs)."""
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-") as tmp:
             mlir = Path(tmp) / "model.mlir"
-            phases = out.with_name(out.name.split(".tmp")[0].removesuffix(".vmfb") + ".phases")
+            # the phases go beside this build's own temporary file; prepare_task moves them into place with it
+            phases = out.with_name(out.name + ".phases")
             shutil.rmtree(phases, ignore_errors=True)
-            if task.is_torch:
-                with stage(TORCH_EXPORT, "torch.export"):
-                    program = task.program()
-                return compile_program(program, task.precision.name, flags, mlir, out, phases)
-            r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
-                               capture_output=True, text=True)
-            if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
-                last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:MESSAGE_CHARS]
-                raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
-            r = _run_compile(mlir, flags, out, phases)
-            if r.returncode:
-                raise compile_failure(r.stderr, r.returncode, task.precision.name, "iree-import-onnx")
+            try:
+                made = self._import_and_compile(task, flags, mlir, out, phases)
+            except BaseException:
+                shutil.rmtree(phases, ignore_errors=True)
+                raise
+        return {**made, "phases_built": str(phases)}
+
+    def _import_and_compile(self, task: Task, flags: list[str], mlir: Path, out: Path, phases: Path) -> dict[str, Any]:
+        if task.is_torch:
+            with stage(TORCH_EXPORT, "torch.export"):
+                program = task.program()
+            return compile_program(program, task.precision.name, flags, mlir, out, phases)
+        r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
+                           capture_output=True, text=True)
+        if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
+            last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:MESSAGE_CHARS]
+            raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
+        r = _run_compile(mlir, flags, out, phases)
+        if r.returncode:
+            raise compile_failure(r.stderr, r.returncode, task.precision.name, "iree-import-onnx")
         return {"iree_import": "iree-import-onnx"}
 
     def repro(self, r: Repro) -> str | None:
