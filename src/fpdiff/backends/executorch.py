@@ -16,6 +16,7 @@ from fpdiff.backends.base import TORCH, TORCH_INPUTS, Artifact, Backend, Prepare
 from fpdiff.backends.torch_ops import MOVES, count_op_dtypes, float_dtype, op_name, refused_op
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import COMPILE, LOAD, Unsupported, UsageError, stage
+from fpdiff.core.paths import write_whole
 
 PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 PARTITIONERS = ("xnnpack", "none")
@@ -140,10 +141,10 @@ class ExecuTorchBackend(Backend):
         if hit and record.exists():
             placed = json.loads(record.read_text())
         elif placed:
-            record.write_text(json.dumps(placed))
+            write_whole(record, json.dumps(placed))
         else:  # a cached .pte whose record was lost: lowered again to read it
             placed = write_pte(self.export(task), how, pte)
-            record.write_text(json.dumps(placed))
+            write_whole(record, json.dumps(placed))
         return self._prepared(pte, placed, how, p.name if not task.is_program else None)
 
     def _prepared(self, pte: Path, placed: dict[str, Any], how: str, want: str | None) -> Prepared:

@@ -43,6 +43,7 @@ from fpdiff.core.errors import (
     plain,
     stage,
 )
+from fpdiff.core.paths import write_whole
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 # sm_80 compiles and runs on H100/H200 with iree-base-compiler 3.13; sm_90 fails with "missing GPU target".
@@ -150,13 +151,6 @@ def _place(built: Path, final: Path) -> None:
         os.replace(built, final)
     except OSError:
         shutil.rmtree(built, ignore_errors=True)
-
-
-def _write_whole(path: Path, text: str) -> None:
-    """A file written beside and renamed into place, so a concurrent reader sees all of it or none."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _run_compile(mlir: Path, flags: list[str], out: Path, phases: Path | None) -> subprocess.CompletedProcess:
@@ -442,7 +436,7 @@ class IreeBackend(Backend):
         route, phases = vmfb.with_suffix(".import.json"), vmfb.with_suffix(".phases")
         if made:  # this process built it: its records move into place whole (another run may be reading them)
             _place(Path(made.pop("phases_built")), phases)
-            _write_whole(route, json.dumps(made))
+            write_whole(route, json.dumps(made))
         counts, demoted = computed_dtypes(phases)
         info: dict[str, Any] = {"cache": "hit" if hit else "miss", "flags": flags}
         info.update(json.loads(route.read_text()) if route.exists() else {})
