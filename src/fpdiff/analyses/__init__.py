@@ -75,10 +75,12 @@ class Analysis:
         return shared_options.RunOptions(**{**self.defaults, **given})
 
     def start(self, model: str | None, options: Any, shared: shared_options.RunOptions) -> Result:
-        """One run (the routes in force around it, `shared` made ready once)."""
+        """One run (the routes in force around it, `shared` checked once, and the run's registry built once for an
+        analysis that runs backends: one that reads plugins or backend flags)."""
         from fpdiff.backends.routes import using
         with using(shared.routes):
-            shared = shared.ready()
+            backends = {"plugins", "backend_flags"} & set(self.shared)
+            shared = shared.ready() if backends else shared.checked()
             return self.run(model, options, shared) if self.takes_model else self.run(options, shared)
 
 

@@ -40,6 +40,11 @@ class RunOptions:
     registry: Registry | None = field(default=None, compare=False, repr=False)
     flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False, repr=False)
 
+    def checked(self) -> RunOptions:
+        """These options checked, for an analysis that runs no backend (no registry built: ranges)."""
+        _check(self)
+        return dataclasses.replace(self, plugins=tuple(self.plugins), shapes=_shapes(self.shapes))
+
     def ready(self) -> RunOptions:
         """These options checked, with the run's registry built (under the routes in force); once per run: options
         already made ready are returned as they are."""

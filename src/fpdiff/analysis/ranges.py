@@ -397,7 +397,7 @@ class RangesOptions:
 def ranges(model: str, options: RangesOptions | None = None, shared: RunOptions | None = None) -> RangesResult:
     """Every intermediate of the float64 run of a torch model, judged for each low-precision format (of the shared
     options, only the seed applies: ranges runs no backend)."""
-    precisions, seed = (options or RangesOptions()).precisions, (shared or RunOptions()).ready().seed
+    precisions, seed = (options or RangesOptions()).precisions, (shared or RunOptions()).checked().seed
     names = [p.strip() for p in (precisions.split(",") if isinstance(precisions, str) else precisions) if p.strip()]
     bad = [p for p in names if p not in LOW_DTYPES]
     if bad or not names:
