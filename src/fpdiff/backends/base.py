@@ -161,7 +161,7 @@ class Backend:
         precision as its own conversion's job; a program job (a segment, a plan trial) as written."""
         from fpdiff.core import precision as prec
         with stage(TORCH_EXPORT, "torch.export"):
-            return (task if task.is_program or not fp32 else task.at(prec.get("fp32"))).program()
+            return (task if task.is_program or not fp32 else task.at(prec.FP32)).program()
 
     def handed(self, task: Task) -> tuple[Any, list[Any], list[str] | None]:
         """What this backend was handed for the cell, so a repro can hand it the same: (the torch program, or the

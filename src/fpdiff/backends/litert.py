@@ -434,7 +434,7 @@ class LiteRtBackend(Backend):
         force = p.name == "fp16" and meaning == XNNPACK
         made: dict[str, Any] = {}
 
-        owner = task if task.is_program else task.at(prec.get("fp32"))  # fp32 and force-fp16 share one file
+        owner = task if task.is_program else task.at(prec.FP32)  # fp32 and force-fp16 share one file
 
         def build(out: Path) -> None:  # the fp32 program: LiteRT's conversion takes the precision
             program = self.export(task, fp32=True)

@@ -205,7 +205,7 @@ class OpenVinoBackend(Backend):
                 return task.onnx_file()
             with stage(TORCH_EXPORT, "torch.export"):
                 return task.program()
-        fp32 = task.at(prec.get("fp32"))
+        fp32 = task.at(prec.FP32)
         if task.is_torch:
             with stage(TORCH_EXPORT, "torch.export"):
                 return fp32.program()

@@ -53,6 +53,9 @@ PRECISIONS: dict[str, Precision] = {
     )
 }
 
+# the formats code refers to by role (the judge's float64, the fp32 home format, the two 16-bit formats), as objects
+FP64, FP32, FP16, BF16 = (PRECISIONS[n] for n in ("fp64", "fp32", "fp16", "bf16"))
+
 DEFAULT_PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "amp-bf16")
 
 

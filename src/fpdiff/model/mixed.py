@@ -284,7 +284,7 @@ def fp32_module(module: torch.nn.Module, inputs: tuple, dynamic_shapes=None) -> 
     """The model's fp32 export as a graph module (autocast's starting point: its units are the fp32 ops), with
     in-place ops made functional (casts cannot follow a mutation into a copy) and mode subgraphs inlined."""
     m = cast_copy(module, torch.float32)
-    ep = torch.export.export(m, prec.cast_inputs(inputs, prec.get("fp32")), dynamic_shapes=dynamic_shapes, strict=False)
+    ep = torch.export.export(m, prec.cast_inputs(inputs, prec.FP32), dynamic_shapes=dynamic_shapes, strict=False)
     gm = graph.functional(ep).module()
     _inline_mode_wrappers(gm)
     gm.meta[WORKING] = torch.float32

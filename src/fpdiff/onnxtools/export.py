@@ -132,11 +132,11 @@ def export_departure(program, path: Path, args: tuple | None, record: dict) -> s
     import torch
     from torch.utils._pytree import tree_flatten
 
-    from fpdiff.core.precision import PRECISIONS
+    from fpdiff.core.precision import FP32
     args = tuple(program.example_inputs[0]) if args is None else tuple(args)
     if not _float64_export(program):
         return None
-    gross = PRECISIONS["fp32"].tolerance
+    gross = FP32.tolerance
     try:
         with torch.no_grad():
             want = [t.detach().double().numpy() if t.is_floating_point() else t.detach().numpy()

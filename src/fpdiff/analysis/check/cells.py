@@ -110,7 +110,7 @@ def _computed_format(r: JobResult, p: prec.Precision) -> prec.Precision | None:
     bits = _narrowest_bits(r)
     if bits is None or not p.is_cast or bits >= compare.mantissa_bits(p.compute):
         return None
-    return next((q for q in (prec.get("bf16"), prec.get("fp16")) if compare.mantissa_bits(q.compute) == bits), None)
+    return next((q for q in (prec.BF16, prec.FP16) if compare.mantissa_bits(q.compute) == bits), None)
 
 
 def _judge_as_computed(cell: Cell, m: Metrics, p: prec.Precision, fmt: prec.Precision,

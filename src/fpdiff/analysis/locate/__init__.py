@@ -307,7 +307,7 @@ def analyse(module: torch.nn.Module, inputs: tuple, p: prec.Precision, own: bool
         program = segments.export_at(module, inputs, p, graph.STATIC, None, lazy=_streamed(module, p))
     gmp = program.module()
     # two weight sets at most: the program's at P, and the caller's, read as float64 op by op (LazyCast)
-    gm64 = segments.widen(gmp, graph.cast_module(module, prec.get("fp64"), lazy=True))
+    gm64 = segments.widen(gmp, graph.cast_module(module, prec.FP64, lazy=True))
     return _Lockstep(gm64, gmp, p, progress).run(inputs)
 
 
@@ -612,7 +612,7 @@ def _mark_all(source, job: Job, timeout: float, progress: Progress | None = None
         own = onnx.load(ref.original) if ref.original else None
     else:
         path = d / "model.onnx"
-        export_program(graph.export(source.module, source.inputs, prec.get("fp32"), graph.STATIC, None), path)
+        export_program(graph.export(source.module, source.inputs, prec.FP32, graph.STATIC, None), path)
         model, own = onnx.load(str(path)), None
         ref, names, inputs = SourceRef(ONNX, str(path), source.ref.label), graph_inputs(model), source.inputs
         fingerprint = digest(path.read_bytes(), source.fingerprint)

@@ -79,7 +79,7 @@ class Bisector:
             _, ins, outs = segments.cut(self.gmp, list(self.units[self.unit_of(only)]))
             keep = set(ins) | set(outs)
         # float64 weights cast as each op reads them: no float64 copy of the model
-        self.v64 = segments.values64(self.gmp, graph.cast_module(module, prec.get("fp64"), lazy=True), inputs, keep)
+        self.v64 = segments.values64(self.gmp, graph.cast_module(module, prec.FP64, lazy=True), inputs, keep)
 
     def _setup(self, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
                flags: tuple[str, ...], timeout: float, cache: str | None, progress: Progress | None = None) -> None:

@@ -107,7 +107,7 @@ def expected_disagreement(case: Case, ref_out: list[np.ndarray]) -> dict | None:
     pairs = [(r, e) for r, e in zip(ref_out, exp) if np.asarray(e).dtype.kind in "fiub"]
     if not pairs:
         return None
-    m = compare.measure([np.asarray(r) for r, _ in pairs], [e for _, e in pairs], prec.get("fp32").compute)
+    m = compare.measure([np.asarray(r) for r, _ in pairs], [e for _, e in pairs], prec.FP32.compute)
     if m.flips == 0 and m.nan == 0 and m.inf == 0 and m.rel_l2 <= EXPECTED_TOLERANCE:
         return None
     return {**base, "rel_l2": compare.json_float(m.rel_l2),

@@ -471,5 +471,5 @@ def rel_l2(expected: list, outputs: list) -> float:
     import numpy as np
 
     from fpdiff.core import compare
-    m = compare.measure([np.asarray(e) for e in expected], [np.asarray(o) for o in outputs], prec.get("fp32").compute)
+    m = compare.measure([np.asarray(e) for e in expected], [np.asarray(o) for o in outputs], prec.FP32.compute)
     return m.rel_l2 if (m.nan + m.inf) == 0 else math.inf

@@ -24,7 +24,7 @@ from fpdiff.runtime.worker import INTERNAL, JobResult, failure
 if TYPE_CHECKING:
     from fpdiff.analysis.plan.search import Progress
 
-FP32 = prec.get("fp32")
+
 _CONTRACT = {"mm", "bmm", "addmm", "baddbmm", "linear", "matmul", "conv1d", "conv2d", "conv3d", "convolution",
              "conv_transpose1d", "conv_transpose2d", "scaled_dot_product_attention", "einsum"}
 
@@ -60,7 +60,7 @@ def units_of(gm: torch.fx.GraphModule) -> list[Unit]:
 def _float64_outputs(module: torch.nn.Module, inputs: tuple) -> list[np.ndarray]:
     """The float64 judge check uses: every float op in float64, the model's own casts to fp32 promoted too."""
     from fpdiff.model.float64 import run_float64
-    out, _ = run_float64(graph.cast_module(module, prec.get("fp64"), lazy=True), *inputs)  # weights cast per op
+    out, _ = run_float64(graph.cast_module(module, prec.FP64, lazy=True), *inputs)  # weights cast per op
     return _outputs(out)
 
 
@@ -77,7 +77,7 @@ class TorchTrials(ProgramTrials):
 
     def __init__(self, jobs: Jobs, backend: str, gm: torch.fx.GraphModule, inputs: tuple, input_names: list[str],
                  expected: list, p: prec.Precision, tolerance: float, here: Backend | None = None) -> None:
-        super().__init__(jobs, backend, prec.cast_inputs(inputs, FP32), input_names, expected, tolerance,
+        super().__init__(jobs, backend, prec.cast_inputs(inputs, prec.FP32), input_names, expected, tolerance,
                          [u.node for u in units_of(gm)])
         self.gm, self.p, self.here = gm, p, here
         from fpdiff.model.weights import cast_is_large
