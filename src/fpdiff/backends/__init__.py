@@ -15,8 +15,8 @@ from fpdiff.core import plugins as entry_points
 from fpdiff.core.errors import UsageError
 from fpdiff.core.plugins import NO_AUTOLOAD
 
-__all__ = ["NO_AUTOLOAD", "PROGRAM", "Backend", "Prepared", "Registry", "Task", "cross_check_for", "judge_for",
-           "registry", "to_numpy"]
+__all__ = ["NO_AUTOLOAD", "PROGRAM", "Backend", "Prepared", "Registry", "Task", "cross_check_for", "judge_flags",
+           "judge_for", "registry", "to_numpy"]
 
 ENTRY_POINT_GROUP = "fpdiff.backends"
 _reported: set[str] = set()  # skipped entry points already told about in this process
@@ -139,6 +139,12 @@ def judge_for(kind: str) -> str:
 def cross_check_for(kind: str) -> str | None:
     """The built-in independent cross-check of the judge on a model kind (ONNX Runtime for ONNX), if any."""
     return _entry_points().cross_check_for(kind)
+
+
+def judge_flags(kind_judge: str) -> tuple[str, ...]:
+    """The flags that make a judge backend's fp64 job the float64 judge (base.py judge_flags), from the registered
+    backends (a judge is never a --plugin file's or a route's)."""
+    return tuple(getattr(_entry_points().cls(kind_judge), "judge_flags", ()))
 
 
 @functools.cache

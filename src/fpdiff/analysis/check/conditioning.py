@@ -252,8 +252,8 @@ def measure_spread(source, ref_out, judge_backend: str, data_path: str, p: prec.
 
 def _judge_flags(judge_backend: str) -> tuple[str, ...]:
     """The flags that make the judge backend's fp64 job the float64 judge (backends/base.py judge_flags)."""
-    from fpdiff.backends import registry
-    return tuple(getattr(registry().cls(judge_backend), "judge_flags", ()))
+    from fpdiff.backends import judge_flags
+    return judge_flags(judge_backend)
 
 
 def _number(v) -> float | None:
