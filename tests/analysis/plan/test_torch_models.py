@@ -200,11 +200,11 @@ def test_a_model_torch_export_cannot_take_at_fp16_is_refused_in_one_line(capsys)
 
 def test_an_internal_error_is_one_line(capsys, monkeypatch):
     """A bug of fpdiff's own reaches the user as one line (the traceback with --debug)."""
-    import fpdiff.api
+    from fpdiff.analysis.plan import exports
 
     def broken(*a, **k):
         raise KeyError("no_such_node")
-    monkeypatch.setattr(fpdiff.api, "plan", broken)
+    monkeypatch.setattr(exports, "requested", broken)  # a step inside plan(), as the CLI reaches it
     assert main(["plan", "example:rmsnorm", "--no-store"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error in fpdiff: KeyError" in err
