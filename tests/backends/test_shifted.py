@@ -4,6 +4,7 @@ under its name: its error against float64 is the shift, in check, in locate (seg
 plan; ranges computes float64 alone and never reports the plugin's numbers."""
 import importlib.util
 import inspect
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,9 @@ def test_the_users_own_file_on_the_plugin_shows_exactly_its_shift(onnx_model):
     c = next(x for x in r.cells if x.backend == "shifted")
     assert c.status == Status.MISMATCH and near(c.metrics["rel_l2"]), (c.status, c.metrics)
     assert c.info["artifact"] == str(Path(onnx_model).resolve())
+    # the command that explains it localizes the same file, on the same plugin
+    assert r.next == [shlex.join(["fpdiff", "locate", str(onnx_model), "--backend", "shifted", "--precision", "fp32",
+                                  "--artifact", str(Path(onnx_model).resolve()), "--plugin", PLUGIN])], r.next
 
 
 @pytest.mark.parametrize("model,other", [("example:tinycnn", "torch"), ("onnx", "ort")])

@@ -28,7 +28,9 @@ def _command(grid: Grid, cell: Cell, inputs: str | None, shapes: Mapping[str, li
     place = ["--device", cell.device] * (cell.device != "cpu")
     if cell.status == Status.MISMATCH:
         variant = ["--shape-variant", cell.shape_variant] * (cell.shape_variant != STATIC.name)
-        args, backend = ["locate", "--backend", cell.backend, "--precision", p.name, *place, *variant], cell.backend
+        art = grid.artifacts.get((cell.backend, p.name))  # the user's own file: locate judges it, then localizes
+        args, backend = ["locate", "--backend", cell.backend, "--precision", p.name, *place, *variant,
+                         *(["--artifact", art] if art else [])], cell.backend
     elif cell.status == Status.PRECISION_LOSS and p.is_cast and p.dtype in (torch.float16, torch.bfloat16):
         args, backend = ["plan", "--precision", p.name, "--backend", cell.backend, *place], cell.backend
     elif cell.status == Status.PRECISION_LOSS and grid.source.ref.kind == "torch":
@@ -40,10 +42,22 @@ def _command(grid: Grid, cell: Cell, inputs: str | None, shapes: Mapping[str, li
 
 
 def _same_run(grid: Grid, backend: str, inputs: str | None, shapes: Mapping[str, list[int]]) -> list[str]:
-    """The options that make the command see what the check saw: the plugin, flags, inputs, shapes and seed."""
+    """The options that make the command see what the check saw: the plugin, the route, flags, inputs, shapes and
+    seed."""
     plugin = grid.reg.plugin_file(backend)
     out = ["--plugin", plugin] if plugin else []
+    out += route_options(grid.reg.cls(backend).route)
     out += [a for f in grid.flags.get(backend, ()) for a in ("--backend-flag", f"{backend}={f}")]
     out += ["--inputs", inputs] if inputs else []
     out += [a for name, dims in shapes.items() for a in ("--shape", f"{name}={','.join(map(str, dims))}")]
     return out + (["--seed", str(grid.seed)] if grid.seed else [])
+
+
+def route_options(route) -> list[str]:
+    """A routed backend's route as the command line gives it (none for a backend that runs here)."""
+    if route is None:
+        return []
+    if route.python:
+        return ["--backend-python", f"{route.name}={route.python}"]
+    return ["--backend-host", f"{route.name}={route.host}", *(["--token-file", route.token_file] if route.token_file
+                                                              else [])]
