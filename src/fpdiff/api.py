@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ def function(a: Analysis) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)  # an unknown keyword is Python's own TypeError, as for any function
         given = dict(bound.arguments)
-        model = given.pop("model", None)
+        model = _held_model(a, given.pop("model", None), given)
         iree = given.pop("iree_flags", ())
         if iree:
             flags = dict(given.get("backend_flags") or {})
@@ -56,16 +57,36 @@ def function(a: Analysis) -> Callable[..., Any]:
     return run
 
 
+def _held_model(a: Analysis, model: Any, given: dict[str, Any]) -> str | None:
+    """MODEL as the analysis takes it: a path or name as given; a model held in Python (an nn.Module, its example
+    inputs in `inputs=`) as the spec file its workers load (sources/module.py); anything else one line."""
+    import torch
+
+    from fpdiff.core.errors import UsageError
+    from fpdiff.sources.module import example_inputs, module_spec
+    reads_file = "inputs" in a.shared
+    if model is None or isinstance(model, (str, os.PathLike)):
+        if not reads_file and given.pop("inputs", None) is not None:
+            raise UsageError(f"{a.name} reads no inputs file: inputs= goes with an nn.Module")
+        return None if model is None else str(model)
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"{a.name}: MODEL is a spec .py file, an .onnx file, example:NAME or an nn.Module with its "
+                         f"inputs=(tensor, ...), not {type(model).__name__}")
+    return module_spec(model, example_inputs(given.pop("inputs", None), f"{a.name}(module)"), who=a.name)
+
+
 def _signature(a: Analysis) -> inspect.Signature:
     kw = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation="str")] \
-        if a.takes_model else []
+    params = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation="str | torch.nn.Module")] if a.takes_model else []
     for f in dataclasses.fields(a.options):
         params.append(inspect.Parameter(f.name, kw, default=_default(f), annotation=f.type))
     shared = {f.name: f for f in dataclasses.fields(RunOptions)}
     for name in a.shared:
         default = a.defaults[name] if name in a.defaults else _default(shared[name])
         params.append(inspect.Parameter(name, kw, default=default, annotation=shared[name].type))
+    if a.takes_model and "inputs" not in a.shared:  # a module's example inputs, for an analysis that reads no file
+        params.append(inspect.Parameter("inputs", kw, default=None, annotation="Sequence[torch.Tensor] | None"))
     if "backend_flags" in a.shared:
         params.append(inspect.Parameter("iree_flags", kw, default=(), annotation="Sequence[str]"))
     return inspect.Signature(params)

@@ -2,7 +2,6 @@
 the CLI. The pytest plugin (fpdiff/pytest_plugin.py) adds a marker and fixtures on top."""
 from __future__ import annotations
 
-import inspect
 import io
 import tempfile
 from collections.abc import Sequence
@@ -11,45 +10,7 @@ from pathlib import Path
 import torch
 
 from fpdiff.core.errors import UsageError
-
-_SPEC = '''"""Written by fpdiff.assert_agrees for an in-memory module; its class imports from where it was defined."""
-import sys
-
-import torch
-
-sys.path[:0] = {paths!r}
-
-
-def model():
-    return torch.load({module!r}, weights_only=False)
-
-
-def inputs():
-    return tuple(torch.load({inputs!r}))
-'''
-
-
-def _as_spec(model: torch.nn.Module, inputs: tuple, folder: Path) -> str:
-    """An in-memory module as a spec file the workers can load: the module pickled, its defining file's root on
-    sys.path so the class imports there too."""
-    cls = type(model)
-    paths = []
-    try:
-        file = Path(inspect.getfile(cls)).resolve()
-        paths.append(str(file.parents[cls.__module__.count(".")]))
-    except (TypeError, OSError, IndexError):
-        pass
-    buf = io.BytesIO()
-    try:
-        torch.save(model, buf)
-    except Exception as e:
-        raise UsageError(f"assert_agrees cannot hand {cls.__name__} to its workers ({type(e).__name__}: {e}); "
-                         "write a spec file (model(), inputs()) and pass its path") from None
-    (folder / "module.pt").write_bytes(buf.getvalue())
-    torch.save(tuple(t.detach().cpu() for t in inputs), folder / "inputs.pt")
-    spec = folder / "fpdiff_module_spec.py"
-    spec.write_text(_SPEC.format(paths=paths, module=str(folder / "module.pt"), inputs=str(folder / "inputs.pt")))
-    return str(spec)
+from fpdiff.sources.module import module_spec
 
 
 def grid_text(result, width: int = 140) -> str:
@@ -74,7 +35,7 @@ def assert_agrees(model, inputs: Sequence[torch.Tensor] | torch.Tensor | None = 
             if inputs is None:
                 raise UsageError("assert_agrees(module, inputs): the inputs are needed with a module")
             inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
-            model = _as_spec(model, inputs, Path(tmp))
+            model = module_spec(model, inputs, Path(tmp), who="assert_agrees")
         elif inputs is not None:
             raise UsageError("assert_agrees: inputs go with a module; a spec file makes its own")
         result = get("check").start(str(model), *_options(backends, precisions, check_kwargs))

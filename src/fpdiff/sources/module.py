@@ -1,0 +1,76 @@
+"""A model the user holds in Python (an nn.Module and its example inputs) as a spec file the workers load: the module
+pickled, its defining file's root on sys.path so its class imports there too. Written once per module and inputs
+under a folder that outlives the run, so the commands a result suggests run as printed."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from fpdiff.core.errors import UsageError
+
+MODULES_DIR = "fpdiff-out/modules"  # beside the repro bundles: what a run writes for the user to run again
+
+_SPEC = '''"""Written by fpdiff for an in-memory {name}; its class imports from where it was defined."""
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path[:0] = {paths!r}
+HERE = Path(__file__).parent
+
+
+def model():
+    return torch.load(HERE / "module.pt", weights_only=False)
+
+
+def inputs():
+    return tuple(torch.load(HERE / "inputs.pt"))
+'''
+
+
+def example_inputs(inputs: object, who: str) -> tuple:
+    """A tensor or a sequence of tensors as the model's example inputs; anything else is one line."""
+    found = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs) if isinstance(inputs, Sequence) else None
+    if not found or not all(isinstance(t, torch.Tensor) for t in found):
+        raise UsageError(f"{who} needs the module's example inputs: inputs=(tensor, ...), not {type(inputs).__name__}")
+    return tuple(t.detach().cpu() for t in found)
+
+
+def module_spec(model: torch.nn.Module, inputs: tuple, folder: str | Path | None = None, who: str = "fpdiff") -> str:
+    """The spec file of an in-memory module and its inputs, in `folder` (default: MODULES_DIR/CLASS-DIGEST, the same
+    folder for the same module and inputs)."""
+    cls = type(model)
+    buf = io.BytesIO()
+    try:
+        torch.save(model, buf)
+    except Exception as e:
+        raise UsageError(f"{who} cannot hand {cls.__name__} to its workers ({type(e).__name__}: {e}); write a spec "
+                         "file (model(), inputs()) and pass its path") from None
+    data = io.BytesIO()
+    torch.save(tuple(inputs), data)
+    digest = hashlib.sha256(buf.getvalue() + data.getvalue()).hexdigest()[:12]
+    out = Path(folder) if folder is not None else Path(MODULES_DIR) / f"{cls.__name__}-{digest}"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "module.pt").write_bytes(buf.getvalue())
+        (out / "inputs.pt").write_bytes(data.getvalue())
+        spec = out / "spec.py"
+        spec.write_text(_SPEC.format(name=cls.__name__, paths=_class_roots(cls)))
+    except OSError as e:
+        raise UsageError(f"cannot write the module's spec under {out}: {e.strerror or e}") from None
+    return str(spec)
+
+
+def _class_roots(cls: type) -> list[str]:
+    """The folder the module's class imports from (its file's package root), when it has a file."""
+    try:
+        file = Path(inspect.getfile(cls)).resolve()
+        return [str(file.parents[cls.__module__.count(".")])]
+    except (TypeError, OSError, IndexError):
+        return []
