@@ -65,7 +65,7 @@ def test_the_api_hands_it_on_with_its_options_and_the_shared_ones(installed):
             "try:\n    fpdiff.toy('example:tinycnn', timeout=5)\nexcept TypeError as e:\n    print('refused:', e)\n")
     r = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
-    assert "['limit', 'model', 'progress', 'scale', 'seed']" in r.stdout
+    assert "['inputs', 'limit', 'model', 'progress', 'scale', 'seed']" in r.stdout  # inputs: a module's tensors
     assert "refused:" in r.stdout and "timeout" in r.stdout
 
 
