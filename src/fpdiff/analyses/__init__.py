@@ -11,9 +11,8 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fpdiff.analysis import options as shared_options
 from fpdiff.analysis.base import Result
 from fpdiff.core import plugins as entry_points
 from fpdiff.core.errors import UsageError
@@ -22,6 +21,9 @@ ENTRY_POINT_GROUP = "fpdiff.analyses"
 # the CLI's commands that are not analyses, and the API's names that are not: an analysis may take neither
 RESERVED = frozenset({"examples", "backends", "rejudge", "report", "history", "diff", "cache", "worker",
                       "assert_agrees"})
+if TYPE_CHECKING:
+    from fpdiff.analysis.options import RunOptions
+
 NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -70,11 +72,12 @@ class Analysis:
         return self.options(**{f.name: getattr(args, f.name) for f in dataclasses.fields(self.options)
                                if hasattr(args, f.name)})
 
-    def shared_options(self, **given: Any) -> shared_options.RunOptions:
+    def shared_options(self, **given: Any) -> RunOptions:
         """The shared options of one run: what was given, on this analysis's defaults."""
-        return shared_options.RunOptions(**{**self.defaults, **given})
+        from fpdiff.analysis.options import RunOptions
+        return RunOptions(**{**self.defaults, **given})
 
-    def start(self, model: str | None, options: Any, shared: shared_options.RunOptions) -> Result:
+    def start(self, model: str | None, options: Any, shared: RunOptions) -> Result:
         """One run (the routes in force around it, `shared` checked once, and the run's registry built once for an
         analysis that runs backends: one that reads plugins or backend flags)."""
         from fpdiff.backends.routes import using
@@ -86,6 +89,7 @@ class Analysis:
 
 def check_declaration(a: Analysis) -> None:
     """A declaration's parts fit together, said when it registers (not when a user first runs it)."""
+    from fpdiff.analysis import options as shared_options  # here: it loads torch, which `fpdiff --version` need not
     if not isinstance(a, Analysis):
         raise UsageError(f"{a!r} is not an fpdiff Analysis declaration")
     if not NAME.fullmatch(a.name) or a.name in RESERVED:
