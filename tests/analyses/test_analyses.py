@@ -74,3 +74,9 @@ def test_the_api_function_splits_its_keywords_and_keeps_iree_flags_after_backend
     assert shared.flags == {"iree": ("--a", "--b")} and shared.registry is not None
     with pytest.raises(TypeError, match="seed"):
         function(probe)("m", seed=1)  # not a shared option this analysis reads
+
+
+def test_a_model_run_reads_every_shared_option():
+    from fpdiff.analyses import MODEL_RUN
+    from fpdiff.analysis.options import fields
+    assert MODEL_RUN == fields()

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from fpdiff.analysis.options import RunOptions
 
 NAME = re.compile(r"[a-z][a-z0-9_]*")
+# the shared options an analysis that loads a model and runs backends reads: all of RunOptions' (test_analyses holds
+# the two lists together)
+MODEL_RUN = ("plugins", "backend_flags", "timeout", "seed", "cache_dir", "inputs", "shapes", "task", "progress",
+             "routes")
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class Analysis:
     terminal: Callable[..., None]
     html: Callable[[dict], str]
     takes_model: bool = True
-    model_help: str = "spec .py file, .onnx file, or example:NAME"
+    model_help: str = "spec .py, .onnx, exported program .pt2, hf:DIR (a Hugging Face checkpoint) or example:NAME"
     shared: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
     arguments: Callable[[argparse.ArgumentParser], None] | None = None

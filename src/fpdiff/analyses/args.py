@@ -79,9 +79,17 @@ def _device(p: argparse.ArgumentParser) -> None:
 
 
 def _inputs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--inputs", help="npz with one array per ONNX input")
+    p.add_argument("--inputs", help="npz with one array per input, by name (an ONNX model, a .pt2, an hf: "
+                   "checkpoint)")
     p.add_argument("--shape", type=shape, action="append", default=[], metavar="NAME=D0,D1",
                    help="shape of an ONNX input with symbolic dims (repeatable)")
+
+
+def _task(p: argparse.ArgumentParser) -> None:
+    from fpdiff.sources.hf import TASKS
+    p.add_argument("--task", metavar="TASK", help="the class of a Hugging Face checkpoint (hf:DIR): "
+                   f"{', '.join(TASKS)}, or a transformers class (AutoModelForCausalLM); default: the config's "
+                   "architecture")
 
 
 def _routes(p: argparse.ArgumentParser) -> None:
@@ -110,10 +118,10 @@ def _history(p: argparse.ArgumentParser) -> None:
 
 GROUPS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "plugins": _plugins, "flags": _flags, "timeout": _timeout, "cache": _cache, "seed": _seed, "device": _device,
-    "inputs": _inputs, "routes": _routes, "reports": _reports, "junit": _junit, "store": _history}
+    "inputs": _inputs, "task": _task, "routes": _routes, "reports": _reports, "junit": _junit, "store": _history}
 # the command-line group of each shared option (RunOptions field); progress has none (the display is the CLI's)
 GROUP_OF = {"plugins": "plugins", "backend_flags": "flags", "timeout": "timeout", "seed": "seed",
-            "cache_dir": "cache", "inputs": "inputs", "shapes": "inputs", "routes": "routes"}
+            "cache_dir": "cache", "inputs": "inputs", "shapes": "inputs", "task": "task", "routes": "routes"}
 
 
 def shared(*names: str) -> list[argparse.ArgumentParser]:
@@ -155,7 +163,7 @@ def shared_values(args: argparse.Namespace, fields: tuple[str, ...], defaults: d
     read: dict[str, Callable[[], Any]] = {
         "plugins": lambda: tuple(args.plugin), "backend_flags": lambda: backend_flags(args),
         "timeout": lambda: args.timeout, "seed": lambda: args.seed, "inputs": lambda: args.inputs,
-        "shapes": lambda: dict(args.shape), "routes": lambda: routes(args),
+        "shapes": lambda: dict(args.shape), "task": lambda: args.task, "routes": lambda: routes(args),
         "cache_dir": lambda: False if args.no_cache else
         (args.cache_dir if args.cache_dir is not None else defaults.get("cache_dir"))}
     return {f: read[f]() for f in fields if f in read}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from fpdiff.analyses import Analysis
+from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analyses.args import csv
 from fpdiff.analysis.check import DEFAULT_BACKENDS, DEFAULT_REPEAT, Cell, CheckOptions, CheckResult, check
 from fpdiff.core.precision import DEFAULT_PRECISIONS, PRECISIONS
@@ -45,7 +45,7 @@ def _epilog() -> str:
 
 CHECK = Analysis(
     name="check", summary="the precision x backend x shape grid, judged by float64", run=check, options=CheckOptions,
-    shared=("plugins", "backend_flags", "timeout", "seed", "cache_dir", "inputs", "shapes", "progress", "routes"),
+    shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "junit", "store"), epilog=_epilog,
     progress_label="loading the model", terminal=terminal.render, html=html.check_body, junit=junit.check_suite,
     cells=store.check_cells, names={"CheckResult": CheckResult, "Cell": Cell, "CheckOptions": CheckOptions})

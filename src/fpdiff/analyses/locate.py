@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from fpdiff.analyses import Analysis
+from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analysis.locate import LOCAL_FACTOR, LocateOptions, LocateResult, locate
 from fpdiff.core.errors import UsageError
 from fpdiff.report import html, model_explorer, terminal
@@ -56,8 +56,8 @@ def _files(args: argparse.Namespace, console, result: LocateResult) -> None:
 
 LOCATE = Analysis(
     name="locate", summary="the first op whose own error at a precision is out of line", run=locate,
-    options=LocateOptions, model_help="spec .py file, .onnx file or example:NAME",
-    shared=("plugins", "backend_flags", "timeout", "seed", "cache_dir", "inputs", "shapes", "progress", "routes"),
+    options=LocateOptions, model_help="spec .py, .onnx, exported program .pt2, hf:DIR or example:NAME",
+    shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "store"), progress_label="locate",
     progress_unit="", progress=_progress, view=lambda args: {"top": args.top}, files=_files,
     terminal=terminal.render_locate, html=html.locate_body,

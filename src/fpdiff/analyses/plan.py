@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from fpdiff.analyses import Analysis
+from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analysis.plan import Plan, PlanOptions, plan
 from fpdiff.analysis.plan.torch_models import apply_plan
 from fpdiff.core.errors import UsageError
@@ -44,7 +44,7 @@ def _save(args: argparse.Namespace, console, result: Plan) -> None:
 PLAN = Analysis(
     name="plan", summary="the ops to keep in fp32 so fp16/bf16 meets a tolerance, verified", run=plan,
     options=PlanOptions,
-    shared=("plugins", "backend_flags", "timeout", "seed", "cache_dir", "inputs", "shapes", "progress", "routes"),
+    shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "store"),
     progress_label="planning: evidence, then trials", progress_unit="evaluations", files=_save,
     terminal=terminal.render_plan, html=html.plan_body,

@@ -16,7 +16,8 @@ def _arguments(r: argparse.ArgumentParser) -> None:
 
 RANGES = Analysis(
     name="ranges", summary="ranges of every float64 intermediate, judged for fp16 and bf16", run=ranges,
-    options=RangesOptions, model_help="spec .py file or example:NAME", shared=("seed",), arguments=_arguments,
+    options=RangesOptions, model_help="spec .py, .pt2, hf:DIR or example:NAME", shared=("seed", "task"),
+    arguments=_arguments,
     progress_label="ranges: every float64 intermediate", view=lambda args: {"show_all": args.all},
     terminal=terminal.render_ranges, html=html.ranges_body,
     names={"RangesResult": RangesResult, "RangesOptions": RangesOptions})

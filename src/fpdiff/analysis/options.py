@@ -1,7 +1,7 @@
 """What every analysis that runs backends shares, in one object with one meaning per option, validated once per
 run: the backends (built-ins, entry points, --plugin files, routes) built into one registry, each backend's own
 flags, the seconds a job may take, the seed of generated inputs, the compile cache, the user's inputs and shapes,
-and where progress goes. An analysis's own options are its own dataclass beside it."""
+a checkpoint's task, and where progress goes. An analysis's own options are its own dataclass beside it."""
 from __future__ import annotations
 
 import dataclasses
@@ -34,6 +34,7 @@ class RunOptions:
     cache_dir: str | Path | bool | None = None
     inputs: str | Path | None = None
     shapes: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    task: str | None = None  # a Hugging Face checkpoint's class (hf:DIR): a task name or a transformers class
     progress: Progress | None = None
     routes: Routes | None = None
     # set by ready(): the one registry of this run and each backend's flags, checked against it
@@ -55,6 +56,10 @@ class RunOptions:
         reg = registry(tuple(self.plugins))
         return dataclasses.replace(self, plugins=tuple(self.plugins), shapes=_shapes(self.shapes), registry=reg,
                                    flags=flags_by_backend(reg, self.backend_flags))
+
+    def load_args(self) -> dict[str, Any]:
+        """What loading the model reads of these options (sources.load's keywords)."""
+        return {"inputs": self.inputs, "shapes": self.shapes, "seed": self.seed, "task": self.task}
 
     @property
     def cache(self) -> str | bool | None:
@@ -79,6 +84,8 @@ def _check(o: RunOptions) -> None:
         raise UsageError(f"cache_dir is a folder, None (the default folder) or False (no cache), not {o.cache_dir!r}")
     if o.inputs is not None and not isinstance(o.inputs, (str, Path)):
         raise UsageError(f"inputs is the path of an .npz file, not {type(o.inputs).__name__}")
+    if o.task is not None and not (isinstance(o.task, str) and o.task):
+        raise UsageError(f"task names a task or a transformers class (causal-lm, AutoModelForCausalLM), not {o.task!r}")
     if not isinstance(o.backend_flags, Mapping):
         raise UsageError("backend_flags maps a backend's name to its flags ({'iree': ['--iree-opt-level=O3']})")
     if o.progress is not None and not callable(o.progress):

@@ -396,8 +396,8 @@ class RangesOptions:
 @rundir.scoped
 def ranges(model: str, options: RangesOptions | None = None, shared: RunOptions | None = None) -> RangesResult:
     """Every intermediate of the float64 run of a torch model, judged for each low-precision format (of the shared
-    options, only the seed applies: ranges runs no backend)."""
-    precisions, seed = (options or RangesOptions()).precisions, (shared or RunOptions()).checked().seed
+    options, only the seed and a checkpoint's task apply: ranges runs no backend)."""
+    precisions, shared = (options or RangesOptions()).precisions, (shared or RunOptions()).checked()
     names = [p.strip() for p in (precisions.split(",") if isinstance(precisions, str) else precisions) if p.strip()]
     bad = [p for p in names if p not in LOW_DTYPES]
     if bad or not names:
@@ -408,7 +408,7 @@ def ranges(model: str, options: RangesOptions | None = None, shared: RunOptions 
                             "model's ranges itself)")
     if str(model).lower().endswith(".onnx"):  # said before loading: an ONNX model's own input errors do not apply
         raise torch_only
-    source = load(model, seed=seed)
+    source = load(model, seed=shared.seed, task=shared.task)
     if source.ref.kind != "torch":
         raise torch_only
     return measure(source.module, source.inputs, names, source.ref.label)

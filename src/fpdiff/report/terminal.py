@@ -36,6 +36,19 @@ def _cell_text(c) -> str:
     return text
 
 
+def _brought_in(notes: dict, console: Console) -> None:
+    """How a checkpoint or an exported program was brought in: its class, its inputs, the outputs judged."""
+    hf, program = notes.get("hf"), notes.get("program")
+    if hf:
+        console.print(f"[cyan]checkpoint[/cyan] {escape(hf['class'])} ({escape(hf['chosen'])}); inputs: "
+                      f"{escape(hf['inputs'])}; outputs judged: {escape(', '.join(hf.get('outputs', [])))}",
+                      highlight=False)
+    if program:
+        dims = ", ".join(f"{n}{d}" for n, d in program.get("dynamic dims", {}).items()) or "none"
+        console.print(f"[cyan]exported program[/cyan]: inputs {escape(program['inputs'])}; dynamic dims: "
+                      f"{escape(dims)}", highlight=False)
+
+
 def render(result, console: Console | None = None) -> None:
     console = console or Console()
     precisions = list(dict.fromkeys(c.precision for c in result.cells))
@@ -50,6 +63,7 @@ def render(result, console: Console | None = None) -> None:
         table.add_column(p, justify="center")
     for (b, d, v), by_p in rows.items():
         table.add_row(b, d, v, *[_cell_text(by_p[p]) if p in by_p else "" for p in precisions])
+    _brought_in(getattr(result, "source", None) or {}, console)
     console.print(table)
     for c in result.cells:  # the user's own converted files: which cell ran which, at what precision and why
         said = (c.info or {}).get("artifact")

@@ -1,4 +1,5 @@
-"""Load what the user points at (spec file, ONNX file, example:NAME) into one Source shape."""
+"""Load what the user points at (spec file, ONNX file, exported program, Hugging Face checkpoint, example:NAME) into
+one Source shape."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,16 @@ __all__ = ["Source", "SourceRef", "digest", "load"]
 
 
 def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] | None = None,
-         seed: int = 0, keep_opset: bool = False) -> Source:
+         seed: int = 0, keep_opset: bool = False, task: str | None = None) -> Source:
     """Resolve MODEL as given on the command line."""
+    from fpdiff.sources import hf
+    if task and not hf.is_hf(model):
+        raise UsageError(f"--task chooses the class of a Hugging Face checkpoint (hf:DIR), not of {model}")
+    if hf.is_hf(model):
+        if shapes:
+            raise UsageError("--shape applies to ONNX models; a checkpoint's inputs are made at fixed shapes "
+                             "(--inputs gives your own)")
+        return hf.load(model, task, seed, inputs)
     if model.startswith("example:"):
         from fpdiff.sources.examples import example_path
         return _torch_spec(example_path(model.removeprefix("example:")), label=model, seed=seed)
@@ -19,15 +28,24 @@ def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] 
     if not path.exists():
         raise UsageError(f"model file not found: {model}")
     if path.is_dir():
-        raise UsageError(f"model must be a file (spec .py or .onnx), got a directory: {model}")
+        raise UsageError(f"model must be a file (spec .py, .onnx or .pt2), got a directory: {model}"
+                         + (" (a Hugging Face checkpoint: hf:DIR)" if (path / "config.json").exists() else ""))
     if path.suffix == ".onnx":
         from fpdiff.sources.onnx_file import load_onnx
         return load_onnx(path, inputs=inputs, shapes=shapes or {}, seed=seed, keep_opset=keep_opset)
+    if path.suffix == ".pt2":
+        if shapes:
+            raise UsageError("--shape applies to ONNX models; an exported program's inputs are saved with it "
+                             "(--inputs gives your own)")
+        from fpdiff.sources import program
+        return program.load(path, seed, inputs)
     if path.suffix == ".py":
         if inputs:
-            raise UsageError("--inputs applies to ONNX models; a spec file defines inputs() itself")
+            raise UsageError("--inputs applies to ONNX models, exported programs and hf: checkpoints; a spec file "
+                             "defines inputs() itself")
         return _torch_spec(path, label=str(path), seed=seed)
-    raise UsageError(f"unknown model kind {path.suffix!r}: give a spec .py file, an .onnx file or example:NAME")
+    raise UsageError(f"unknown model kind {path.suffix!r}: give a spec .py, an .onnx, an exported program .pt2, "
+                     "hf:DIR or example:NAME")
 
 
 def _torch_spec(path: Path, label: str, seed: int) -> Source:

@@ -56,14 +56,21 @@ def module_spec(model: torch.nn.Module, inputs: tuple, folder: str | Path | None
     torch.save(tuple(inputs), data)
     digest = hashlib.sha256(buf.getvalue() + data.getvalue()).hexdigest()[:12]
     out = Path(folder) if folder is not None else Path(MODULES_DIR) / f"{cls.__name__}-{digest}"
+    text = _SPEC.format(name=cls.__name__, paths=_class_roots(cls))
+    return write_spec(out, text, {"module.pt": buf.getvalue(), "inputs.pt": data.getvalue()})
+
+
+def write_spec(out: Path, text: str, files: dict[str, bytes]) -> str:
+    """A written spec: its text as `out`/spec.py beside `files` (name -> bytes); a folder that cannot be written is
+    one line."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "module.pt").write_bytes(buf.getvalue())
-        (out / "inputs.pt").write_bytes(data.getvalue())
+        for name, data in files.items():
+            (out / name).write_bytes(data)
         spec = out / "spec.py"
-        spec.write_text(_SPEC.format(name=cls.__name__, paths=_class_roots(cls)))
+        spec.write_text(text)
     except OSError as e:
-        raise UsageError(f"cannot write the module's spec under {out}: {e.strerror or e}") from None
+        raise UsageError(f"cannot write the model's spec under {out}: {e.strerror or e}") from None
     return str(spec)
 
 

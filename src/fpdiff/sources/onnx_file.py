@@ -8,6 +8,7 @@ import numpy as np
 from fpdiff.core.errors import UsageError
 from fpdiff.core.paths import cache_root
 from fpdiff.sources.base import Source, SourceRef, digest
+from fpdiff.sources.npz import read_npz
 
 
 def read_model(path: Path):
@@ -85,13 +86,7 @@ def declared_dims(model) -> dict | None:
 
 
 def _from_npz(path: Path, sig: dict) -> dict[str, np.ndarray]:
-    if not path.exists():
-        raise UsageError(f"inputs file not found: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except Exception as e:
-        raise UsageError(f"cannot read inputs file {path}: {e}") from e
+    data = read_npz(path)
     missing = [n for n in sig if n not in data]
     if missing:
         raise UsageError(f"inputs file {path} lacks arrays for inputs {missing} (it has {sorted(data)})")

@@ -54,8 +54,7 @@ def check(model: str, options: CheckOptions | None = None, shared: RunOptions | 
     reg = shared.registry
     grid = make_grid(model, reg, backends=o.backends, precisions=o.precisions, devices=o.devices,
                      shape_variants=o.shape_variants, allow_nonfinite=o.allow_nonfinite, repeat=o.repeat,
-                     load_args={"inputs": shared.inputs, "shapes": shared.shapes, "seed": shared.seed,
-                                "keep_opset": o.keep_opset},
+                     load_args={**shared.load_args(), "keep_opset": o.keep_opset},
                      plugins=shared.plugins, flags=shared.flags, cache_dir=shared.cache, seed=shared.seed,
                      artifacts=o.artifacts)
     env = worker_env()
@@ -68,7 +67,7 @@ def check(model: str, options: CheckOptions | None = None, shared: RunOptions | 
     return CheckResult(grid.source.ref.label, cells, _reference(grid, ref), report_versions(modules),
                        time.perf_counter() - t_start, judge=verdict.as_dict(), source=dict(grid.source.notes),
                        fingerprint=grid.source.fingerprint, evidence=stored.save(ev),
-                       next=next_commands(grid, cells, shared.inputs, shared.shapes))
+                       next=next_commands(grid, cells, shared))
 
 
 def _stood_in(ref: JobResult, verdict) -> JobResult:

@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
 
 import torch
 
 from fpdiff.analysis.check.grid import Grid
 from fpdiff.analysis.check.result import Cell
+from fpdiff.analysis.options import RunOptions
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
 
 
-def next_commands(grid: Grid, cells: list[Cell], inputs: str | None,
-                  shapes: Mapping[str, list[int]] | None) -> list[str]:
+def next_commands(grid: Grid, cells: list[Cell], shared: RunOptions) -> list[str]:
     """The distinct commands that explain the grid's precision-loss and mismatch cells, in grid order."""
-    found = (_command(grid, c, inputs, shapes or {}) for c in cells)
+    found = (_command(grid, c, shared) for c in cells)
     return list(dict.fromkeys(c for c in found if c))
 
 
-def _command(grid: Grid, cell: Cell, inputs: str | None, shapes: Mapping[str, list[int]]) -> str | None:
+def _command(grid: Grid, cell: Cell, shared: RunOptions) -> str | None:
     """locate on the cell's backend for a mismatch; plan for a 16-bit float cast that loses precision; locate's
     op-by-op analysis on the judge for other losses of a torch model; None for the rest."""
     p = prec.get(cell.precision)
@@ -38,18 +37,19 @@ def _command(grid: Grid, cell: Cell, inputs: str | None, shapes: Mapping[str, li
     else:
         return None
     args[1:1] = [grid.source.ref.label]
-    return "fpdiff " + shlex.join(args + _same_run(grid, backend, inputs, shapes))
+    return "fpdiff " + shlex.join(args + _same_run(grid, backend, shared))
 
 
-def _same_run(grid: Grid, backend: str, inputs: str | None, shapes: Mapping[str, list[int]]) -> list[str]:
-    """The options that make the command see what the check saw: the plugin, the route, flags, inputs, shapes and
-    seed."""
+def _same_run(grid: Grid, backend: str, shared: RunOptions) -> list[str]:
+    """The options that make the command see what the check saw: the plugin, the route, flags, inputs, shapes, the
+    checkpoint's task and seed."""
     plugin = grid.reg.plugin_file(backend)
     out = ["--plugin", plugin] if plugin else []
     out += route_options(grid.reg.cls(backend).route)
     out += [a for f in grid.flags.get(backend, ()) for a in ("--backend-flag", f"{backend}={f}")]
-    out += ["--inputs", inputs] if inputs else []
-    out += [a for name, dims in shapes.items() for a in ("--shape", f"{name}={','.join(map(str, dims))}")]
+    out += ["--inputs", str(shared.inputs)] if shared.inputs else []
+    out += [a for name, dims in shared.shapes.items() for a in ("--shape", f"{name}={','.join(map(str, dims))}")]
+    out += ["--task", shared.task] if shared.task else []
     return out + (["--seed", str(grid.seed)] if grid.seed else [])
 
 

@@ -457,7 +457,7 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
         can = ", ".join(n for n in reg.names() if reg.cls(n).implements("prepare_marked"))
         raise UsageError(f"--mark-all needs a backend that marks every tensor as an output in one run, which "
                          f"{backend} does not: use --backend {can}")
-    source = load(model, seed=shared.seed, inputs=shared.inputs, shapes=shared.shapes)
+    source = load(model, **shared.load_args())
     variant = graph.STATIC
     if o.shape_variant:
         if source.ref.kind != "torch" or source.dynamic_shapes is None:

@@ -54,7 +54,7 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
     loaded = Plan.load(load) if load else None
     if loaded is not None and loaded.precision != p.name:
         raise UsageError(f"the plan in {load} is for {loaded.precision}, not {p.name}")
-    source = load_source(model, seed=shared.seed, inputs=shared.inputs, shapes=shared.shapes)
+    source = load_source(model, **shared.load_args())
     if source.ref.kind not in cls.kinds:
         can = ", ".join(n for n in reg.names() if source.ref.kind in reg.cls(n).kinds)
         raise UsageError(f"{backend} does not run {source.ref.kind} models, so it cannot run this plan's trials; "
