@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
 # what the extras install; none of it may come with the core
 EXTRAS_ONLY = {"onnxruntime", "iree-base-compiler", "iree-base-runtime", "iree-turbine", "openvino", "coremltools",
-               "matplotlib"}
+               "matplotlib", "transformers"}
 
 
 def _run(cmd: list[str], cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
