@@ -47,8 +47,6 @@ def function(a: Analysis) -> Callable[..., Any]:
             flags["iree"] = [*flags.get("iree", ()), *((iree,) if isinstance(iree, str) else iree)]
             given["backend_flags"] = flags
         own, shared = shared_options.split(given, a.options)
-        if shared.get("backend_flags") is None and "backend_flags" in shared:
-            shared["backend_flags"] = {}
         return a.start(model, a.options(**own), a.shared_options(**shared))
 
     run.__name__ = run.__qualname__ = a.name

@@ -2,9 +2,9 @@
 shows of it (headless Chromium: no console errors, every plot rendered, a screenshot to look at)."""
 import json
 import re
-import shutil
 import subprocess
 
+import headless
 import pytest
 
 from fpdiff import analyses
@@ -53,16 +53,7 @@ def test_an_unwritable_output_is_one_line(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def chromium():
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:  # the test setup may install Debian's chromium; without it the browser test says why
-        p = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True)
-        if p.returncode:  # a fresh machine's package lists may be empty
-            subprocess.run(["apt-get", "update", "-q"], capture_output=True, text=True)
-            p = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], capture_output=True, text=True)
-        exe = shutil.which("chromium")
-        if exe is None:
-            pytest.skip(f"no chromium and apt-get could not install it: {(p.stderr.strip().splitlines() or ['?'])[-1]}")
-    return exe
+    return headless.chromium()
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fpdiff.analysis.base import Result
+from fpdiff.analysis.base import Result, View, find_views_with
 from fpdiff.core import plugins as entry_points
 from fpdiff.core.errors import UsageError
 
@@ -29,6 +29,7 @@ NAME = re.compile(r"[a-z][a-z0-9_]*")
 # the two lists together)
 MODEL_RUN = ("plugins", "backend_flags", "timeout", "seed", "cache_dir", "inputs", "shapes", "task", "progress",
              "routes")
+SWEEP = tuple(f for f in MODEL_RUN if f not in ("inputs", "shapes", "task"))  # a sweep brings its own models
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,10 @@ class Analysis:
       history); `view(args)`: the terminal renderer's options; `files(args, console, result)`: its own files;
       `before(args, console)`: an answer before any run (an exit code, or None to run); `progress(args, display)`:
       what the progress display is told.
-    - The reports: `terminal(result, console, **view)`; `html(report)`: the page's body; `junit(result, strict)`: a
-      testsuite; `cells(result)`: its rows in the history's columns (fpdiff diff compares those).
+    - The reports: `terminal(result, console, **view)`; `html(report)`: the page's body (a notebook shows it too);
+      `junit(result, strict)`: a testsuite; `cells(result)`: its rows in the history's columns (fpdiff diff compares
+      those); `rows(report)`: its rows as a notebook's DataFrame (`result.to_pandas()`; default: the report's cells,
+      else one row of its fields).
     - `names`: the other public names it hands on (its result and options classes...)."""
     name: str
     summary: str
@@ -67,6 +70,7 @@ class Analysis:
     before: Callable[[argparse.Namespace, Any], int | None] | None = None
     junit: Callable[[Result, bool], Any] | None = None
     cells: Callable[[Result], list[tuple]] | None = None
+    rows: Callable[[dict], list[dict]] | None = None
     names: Mapping[str, Any] = field(default_factory=dict)
 
     def options_from(self, args: argparse.Namespace) -> Any:
@@ -117,6 +121,9 @@ def check_declaration(a: Analysis) -> None:
     for part in ("terminal", "html"):
         if not callable(getattr(a, part)):
             raise UsageError(f"analysis {a.name}: {part} must be a function")
+    for part in ("junit", "cells", "rows"):
+        if getattr(a, part) is not None and not callable(getattr(a, part)):
+            raise UsageError(f"analysis {a.name}: {part} must be a function or None")
 
 
 class Analyses:
@@ -201,6 +208,19 @@ def junit_suite(result: Result, strict: bool = False) -> Any:
         takes = ", ".join(x.name for x in all_analyses() if x.junit is not None)
         raise UsageError(f"JUnit XML is written for {takes} runs, not {result.kind}")
     return a.junit(result, strict)
+
+
+def notebook_view(kind: str) -> View | None:
+    """How a notebook shows a result of `kind`: its registered declaration's renderers (None: no analysis of that
+    kind is registered). Results find it through analysis.base, which this registry hands it to as it loads."""
+    declared = next((a for a in all_analyses() if a.name == kind), None)
+    if declared is None:
+        return None
+    from fpdiff.report import notebook
+    return notebook.view(declared.html, declared.terminal, declared.rows)
+
+
+find_views_with(notebook_view)
 
 
 def compared_kinds() -> list[str]:

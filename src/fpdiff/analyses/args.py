@@ -36,6 +36,25 @@ def duration(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
+def grid(p: argparse.ArgumentParser, backends: tuple[str, ...], precisions: tuple[str, ...]) -> None:
+    """--backends and --precisions of an analysis that sweeps a grid, with its defaults."""
+    p.add_argument("--backends", type=csv, default=list(backends), help=f"comma list (default {','.join(backends)})")
+    p.add_argument("--precisions", "--precision", dest="precisions", type=csv, default=list(precisions),
+                   help=f"comma list (default {','.join(precisions)})")
+
+
+def sweep(p: argparse.ArgumentParser, time_help: str, repro_dir: str) -> None:
+    """What a sweep without a model shares: its time budget, Ray, where repros go."""
+    p.add_argument("--time", type=duration, default=None, metavar="BUDGET", help=time_help)
+    p.add_argument("--ray", metavar="ADDRESS", help="spread batches over a Ray cluster ('local' starts one)")
+    p.add_argument("--repro-dir", default=repro_dir, help="where failures' repros go (default %(default)s)")
+    p.add_argument("--no-repro", action="store_true", help="write no repro")
+
+
+def repro_dir(args: argparse.Namespace) -> str | None:
+    return None if args.no_repro else args.repro_dir
+
+
 def _backend_flag(text: str) -> tuple[str, str]:
     name, _, flag = text.partition("=")
     if not name.strip() or not flag:

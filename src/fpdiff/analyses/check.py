@@ -8,7 +8,7 @@ from fpdiff.analyses.args import csv
 from fpdiff.analysis.check import DEFAULT_BACKENDS, DEFAULT_REPEAT, Cell, CheckOptions, CheckResult, check
 from fpdiff.core.precision import DEFAULT_PRECISIONS, PRECISIONS
 from fpdiff.core.status import NOTHING_JUDGED
-from fpdiff.report import html, junit, store, terminal
+from fpdiff.report import html, junit, notebook, store, terminal
 
 
 def _arguments(c: argparse.ArgumentParser) -> None:
@@ -47,5 +47,6 @@ CHECK = Analysis(
     name="check", summary="the precision x backend x shape grid, judged by float64", run=check, options=CheckOptions,
     shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "junit", "store"), epilog=_epilog,
-    progress_label="loading the model", terminal=terminal.render, html=html.check_body, junit=junit.check_suite,
+    progress_label="loading the model", terminal=terminal.render, html=html.check_body, rows=notebook.check_rows,
+    junit=junit.check_suite,
     cells=store.check_cells, names={"CheckResult": CheckResult, "Cell": Cell, "CheckOptions": CheckOptions})

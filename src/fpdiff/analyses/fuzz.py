@@ -4,43 +4,37 @@ from __future__ import annotations
 
 import argparse
 
-from fpdiff.analyses import Analysis
-from fpdiff.analyses.args import csv, duration
+from fpdiff.analyses import SWEEP, Analysis
+from fpdiff.analyses.args import csv, grid, repro_dir, sweep
 from fpdiff.analysis.fuzz import DEFAULT_BACKENDS, DEFAULT_PRECISIONS, SHARED_DEFAULTS, FuzzOptions, FuzzResult, fuzz
 from fpdiff.core.status import NOTHING_JUDGED
-from fpdiff.report import html, terminal
+from fpdiff.report import html, notebook, terminal
 
 
 def _arguments(f: argparse.ArgumentParser) -> None:
-    f.add_argument("--backends", type=csv, default=list(DEFAULT_BACKENDS),
-                   help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
-    f.add_argument("--precisions", "--precision", dest="precisions", type=csv, default=list(DEFAULT_PRECISIONS),
-                   help=f"comma list (default {','.join(DEFAULT_PRECISIONS)})")
+    grid(f, DEFAULT_BACKENDS, DEFAULT_PRECISIONS)
     f.add_argument("--graphs", type=int, default=None, metavar="N",
                    help="graphs to generate (default 50 when --time is not given)")
-    f.add_argument("--time", type=duration, default=None, metavar="BUDGET",
-                   help="no new graph starts after this long (90s, 10m, 2h); found failures are still minimized")
     f.add_argument("--ops", type=csv, default=None, metavar="PATTERN[,PATTERN...]",
                    help="case-insensitive globs over the vocabulary's ops and their catalog names ('*softmax*')")
     f.add_argument("--max-ops", type=int, default=6, help="ops per graph at most (default %(default)s)")
     f.add_argument("--forms", type=csv, default=None, metavar="torch,onnx",
                    help="graph forms: torch programs (every backend), ONNX graphs (ONNX backends); default both")
-    f.add_argument("--ray", metavar="ADDRESS", help="spread batches over a Ray cluster ('local' starts one)")
-    f.add_argument("--repro-dir", default="fpdiff-out/fuzz", help="where findings' repros go (default %(default)s)")
-    f.add_argument("--no-repro", action="store_true", help="write no repro")
+    sweep(f, "no new graph starts after this long (90s, 10m, 2h); found failures are still minimized",
+          "fpdiff-out/fuzz")
 
 
 def _options(args: argparse.Namespace) -> FuzzOptions:
     return FuzzOptions(backends=args.backends, precisions=args.precisions, graphs=args.graphs, time_budget=args.time,
                        ops=args.ops, max_ops=args.max_ops, forms=args.forms, ray=args.ray,
-                       repro_dir=None if args.no_repro else args.repro_dir)
+                       repro_dir=repro_dir(args))
 
 
 FUZZ = Analysis(
     name="fuzz", summary="random graphs of the catalog's ops on every backend, judged by float64, failures "
     "minimized and deduplicated", run=fuzz, options=FuzzOptions, takes_model=False,
-    shared=("plugins", "backend_flags", "timeout", "seed", "cache_dir", "progress", "routes"),
+    shared=SWEEP,
     defaults=SHARED_DEFAULTS, arguments=_arguments, from_args=_options,
     epilog=lambda: f"exit 0: no finding; 1: a finding; {NOTHING_JUDGED}: no graph could be judged; 2: usage error",
     progress_label="generating graphs", progress_unit="graphs", terminal=terminal.render_fuzz,
-    html=html.fuzz_body, names={"FuzzResult": FuzzResult, "FuzzOptions": FuzzOptions})
+    html=html.fuzz_body, rows=notebook.fuzz_rows, names={"FuzzResult": FuzzResult, "FuzzOptions": FuzzOptions})

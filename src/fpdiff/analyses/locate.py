@@ -7,7 +7,7 @@ import argparse
 from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analysis.locate import LOCAL_FACTOR, LocateOptions, LocateResult, locate
 from fpdiff.core.errors import UsageError
-from fpdiff.report import html, model_explorer, terminal
+from fpdiff.report import html, model_explorer, notebook, terminal
 
 
 def _arguments(loc: argparse.ArgumentParser) -> None:
@@ -60,5 +60,5 @@ LOCATE = Analysis(
     shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "store"), progress_label="locate",
     progress_unit="", progress=_progress, view=lambda args: {"top": args.top}, files=_files,
-    terminal=terminal.render_locate, html=html.locate_body,
+    terminal=terminal.render_locate, html=html.locate_body, rows=notebook.locate_rows,
     names={"LocateResult": LocateResult, "LocateOptions": LocateOptions})

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import argparse
 
-from fpdiff.analyses import Analysis
-from fpdiff.analyses.args import csv, duration
+from fpdiff.analyses import SWEEP, Analysis
+from fpdiff.analyses.args import csv, grid, repro_dir, sweep
 from fpdiff.analysis.ops import DEFAULT_BACKENDS, DEFAULT_PRECISIONS, SHARED_DEFAULTS, OpsOptions, OpsResult, ops
-from fpdiff.report import html, junit, store, terminal
+from fpdiff.report import html, junit, notebook, store, terminal
 
 
 def _arguments(o: argparse.ArgumentParser) -> None:
@@ -16,25 +16,18 @@ def _arguments(o: argparse.ArgumentParser) -> None:
     o.add_argument("--variants", type=csv, default=None, metavar="NAME,...",
                    help="variant generators, or default, all, sample (the catalogs' own samples only); "
                    "--list-variants says what each finds")
-    o.add_argument("--backends", type=csv, default=list(DEFAULT_BACKENDS),
-                   help=f"comma list (default {','.join(DEFAULT_BACKENDS)})")
-    o.add_argument("--precisions", type=csv, default=list(DEFAULT_PRECISIONS),
-                   help=f"comma list (default {','.join(DEFAULT_PRECISIONS)})")
+    grid(o, DEFAULT_BACKENDS, DEFAULT_PRECISIONS)
     o.add_argument("--samples", type=int, default=1, help="catalog samples per op (default %(default)s)")
-    o.add_argument("--time", type=duration, default=None, metavar="BUDGET",
-                   help="no new batch starts after this long (90s, 10m, 2h); the rest is counted as unrun")
-    o.add_argument("--ray", metavar="ADDRESS", help="spread batches over a Ray cluster ('local' starts one)")
+    sweep(o, "no new batch starts after this long (90s, 10m, 2h); the rest is counted as unrun", "fpdiff-out/ops")
     o.add_argument("--save", metavar="TABLE", help="write the support table of this stack here (JSON; "
                    "fpdiff diff A.json B.json says what changed)")
-    o.add_argument("--repro-dir", default="fpdiff-out/ops", help="where failing cells' repros go (default %(default)s)")
-    o.add_argument("--no-repro", action="store_true", help="write no repro")
     o.add_argument("--list-variants", action="store_true", help="list the variant generators and exit")
 
 
 def _options(args: argparse.Namespace) -> OpsOptions:
     return OpsOptions(catalogs=args.catalog, patterns=args.ops, variants=args.variants, backends=args.backends,
                       precisions=args.precisions, samples=args.samples, time_budget=args.time, ray=args.ray,
-                      repro_dir=None if args.no_repro else args.repro_dir)
+                      repro_dir=repro_dir(args))
 
 
 def _list_variants(args: argparse.Namespace, console) -> int | None:
@@ -55,9 +48,9 @@ def _save_table(args: argparse.Namespace, console, result: OpsResult) -> None:
 OPS = Analysis(
     name="ops", summary="every op of the catalogs, under variants, on every backend, judged by float64", run=ops,
     options=OpsOptions, takes_model=False,
-    shared=("plugins", "backend_flags", "timeout", "seed", "cache_dir", "progress", "routes"),
+    shared=SWEEP,
     defaults=SHARED_DEFAULTS, arguments=_arguments, from_args=_options, cli_groups=("junit", "store"),
     epilog=lambda: "exit 0: no cell failed; 1: a cell is mismatch, error, crash or timeout; 2: usage error (an "
     "unknown op pattern lists the closest names)", progress_label="selecting cases", before=_list_variants,
-    files=_save_table, terminal=terminal.render_ops, html=html.ops_body, junit=junit.ops_suite,
+    files=_save_table, terminal=terminal.render_ops, html=html.ops_body, rows=notebook.ops_rows, junit=junit.ops_suite,
     cells=store.ops_cells, names={"OpsResult": OpsResult, "OpsOptions": OpsOptions})

@@ -7,7 +7,7 @@ from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analysis.plan import Plan, PlanOptions, plan
 from fpdiff.analysis.plan.torch_models import apply_plan
 from fpdiff.core.errors import UsageError
-from fpdiff.report import html, terminal
+from fpdiff.report import html, notebook, terminal
 
 
 def _arguments(pl: argparse.ArgumentParser) -> None:
@@ -47,5 +47,5 @@ PLAN = Analysis(
     shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "store"),
     progress_label="planning: evidence, then trials", progress_unit="evaluations", files=_save,
-    terminal=terminal.render_plan, html=html.plan_body,
+    terminal=terminal.render_plan, html=html.plan_body, rows=notebook.plan_rows,
     names={"Plan": Plan, "PlanOptions": PlanOptions, "apply_plan": apply_plan})

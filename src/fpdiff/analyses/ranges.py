@@ -5,7 +5,7 @@ import argparse
 
 from fpdiff.analyses import Analysis
 from fpdiff.analysis.ranges import RangesOptions, RangesResult, ranges
-from fpdiff.report import html, terminal
+from fpdiff.report import html, notebook, terminal
 
 
 def _arguments(r: argparse.ArgumentParser) -> None:
@@ -19,5 +19,5 @@ RANGES = Analysis(
     options=RangesOptions, model_help="spec .py, .pt2, hf:DIR or example:NAME", shared=("seed", "task"),
     arguments=_arguments,
     progress_label="ranges: every float64 intermediate", view=lambda args: {"show_all": args.all},
-    terminal=terminal.render_ranges, html=html.ranges_body,
+    terminal=terminal.render_ranges, html=html.ranges_body, rows=notebook.ranges_rows,
     names={"RangesResult": RangesResult, "RangesOptions": RangesOptions})

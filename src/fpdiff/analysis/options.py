@@ -26,9 +26,10 @@ Progress = Callable[[str, int, "int | None"], None]
 class RunOptions:
     """The options every analysis reads the same way. `cache_dir`: None the default folder (FPDIFF_CACHE, else
     ~/.cache/fpdiff), False no compile cache, a path that folder. `backend_flags`: backend name -> its own flags.
-    `routes`: backends run in another interpreter or on a worker host, for this run only."""
+    `routes`: backends run in another interpreter or on a worker host, for this run only. None for backend_flags
+    is none."""
     plugins: Sequence[str] = ()
-    backend_flags: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    backend_flags: Mapping[str, Sequence[str]] | None = field(default_factory=dict)
     timeout: float = DEFAULT_TIMEOUT
     seed: int = 0
     cache_dir: str | Path | bool | None = None
@@ -44,18 +45,18 @@ class RunOptions:
     def checked(self) -> RunOptions:
         """These options checked, for an analysis that runs no backend (no registry built: ranges)."""
         _check(self)
-        return dataclasses.replace(self, plugins=tuple(self.plugins), shapes=_shapes(self.shapes))
+        return dataclasses.replace(self, plugins=tuple(self.plugins), shapes=_shapes(self.shapes),
+                                   backend_flags=dict(self.backend_flags or {}))
 
     def ready(self) -> RunOptions:
         """These options checked, with the run's registry built (under the routes in force); once per run: options
         already made ready are returned as they are."""
         if self.registry is not None:
             return self
-        _check(self)
+        o = self.checked()
         from fpdiff.backends import registry
-        reg = registry(tuple(self.plugins))
-        return dataclasses.replace(self, plugins=tuple(self.plugins), shapes=_shapes(self.shapes), registry=reg,
-                                   flags=flags_by_backend(reg, self.backend_flags))
+        reg = registry(o.plugins)
+        return dataclasses.replace(o, registry=reg, flags=flags_by_backend(reg, o.backend_flags))
 
     def load_args(self) -> dict[str, Any]:
         """What loading the model reads of these options (sources.load's keywords)."""
@@ -86,7 +87,7 @@ def _check(o: RunOptions) -> None:
         raise UsageError(f"inputs is the path of an .npz file, not {type(o.inputs).__name__}")
     if o.task is not None and not (isinstance(o.task, str) and o.task):
         raise UsageError(f"task names a task or a transformers class (causal-lm, AutoModelForCausalLM), not {o.task!r}")
-    if not isinstance(o.backend_flags, Mapping):
+    if o.backend_flags is not None and not isinstance(o.backend_flags, Mapping):
         raise UsageError("backend_flags maps a backend's name to its flags ({'iree': ['--iree-opt-level=O3']})")
     if o.progress is not None and not callable(o.progress):
         raise UsageError("progress is a function (what, done, total)")

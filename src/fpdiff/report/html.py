@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import re
 import sys
 from collections.abc import Callable
 
@@ -21,6 +22,72 @@ h1{font-size:22px}h2{font-size:18px;margin-top:28px}table{border-collapse:collap
 td,th{border:1px solid #bbb;padding:4px 8px;font-size:13px;vertical-align:top}th{background:#f5f5f5}
 td.cell{text-align:center;min-width:90px}.muted{color:#666;font-size:12px}.legend span{padding:2px 8px;margin-right:6px}
 .finding{margin:6px 0}.remedy{color:#2e7d32}"""
+
+
+FRAGMENT = "fpdiff-result"  # the one class a notebook fragment's CSS is scoped under
+# the page's classes, named fpdiff-* in a fragment: a notebook's own CSS (a `.cell` of its own) cannot reach them
+OWN_CLASSES = ("cell", "muted", "legend", "finding", "remedy")
+# a notebook's theme is its own: text takes its colour, lines and headers a grey that reads on light and dark, and
+# only what has its own light background (a cell's verdict colour, a plot) sets a dark text on it; tables keep each
+# value on one line and scroll sideways in a narrow output
+FRAGMENT_RULES = (
+    ("", "font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;line-height:1.45;color:inherit;"
+         "max-width:100%;overflow-x:auto;text-align:left"),
+    (".fpdiff-title", "font-size:15px;font-weight:600;margin:2px 0 6px"),
+    (".fpdiff-h", "font-size:14px;font-weight:600;margin:14px 0 4px"),
+    ("p", "margin:4px 0"),
+    ("table", "border-collapse:collapse;table-layout:auto;margin:6px 0;width:auto"),
+    ("td, th", "border:1px solid rgba(127,127,127,.45);padding:3px 8px;font-size:12px;vertical-align:top;"
+               "text-align:left;white-space:nowrap;color:inherit;background:transparent"),
+    ("th", "background:rgba(127,127,127,.16);font-weight:600"),
+    ("td.fpdiff-cell", "text-align:center;min-width:80px"),
+    ("[style*=background]", "color:#1a1a1a"),
+    (".fpdiff-muted", "opacity:.75;font-size:11px"),
+    (".fpdiff-legend span", "padding:1px 7px;margin-right:5px;border-radius:3px"),
+    (".fpdiff-finding", "margin:4px 0"),
+    (".fpdiff-remedy", "color:#43a047"),
+    ("code", "font-size:12px"),
+    ("svg", "max-width:100%;height:auto;background:#fff;border-radius:4px"),
+)
+
+
+def _scope(selector: str) -> str:
+    """A selector list confined to the fragment: each selector under FRAGMENT (the empty one is FRAGMENT itself)."""
+    return ",".join(f".{FRAGMENT} {s.strip()}".rstrip() for s in selector.split(","))
+
+
+FRAGMENT_STYLE = "".join(f"{_scope(selector)}{{{rules}}}" for selector, rules in FRAGMENT_RULES)
+
+
+def fragment(report: dict, body: Callable[[dict], str]) -> str:
+    """An analysis's report for a notebook's output: its body without the page (no html, head or body, nothing to
+    fetch, no script), its CSS scoped under FRAGMENT so it cannot restyle the notebook around it."""
+    title = f"fpdiff {report.get('kind', '')} {report.get('model', '')}"
+    inner = _scoped_svg(_own_classes(_no_headings(body(report))))
+    return (f"<div class='{FRAGMENT}'><style>{FRAGMENT_STYLE}</style><div class='fpdiff-title'>{_e(title)}</div>"
+            f"{inner}</div>")
+
+
+def _no_headings(text: str) -> str:
+    """Section titles as styled lines, not headings: a notebook lists every heading of an output in its table of
+    contents and gives each an anchor."""
+    return re.sub(r"<(/?)h[1-6]\b[^>]*>", lambda m: "</div>" if m.group(1) else "<div class='fpdiff-h'>", text)
+
+
+def _own_classes(text: str) -> str:
+    """The page's classes (OWN_CLASSES) renamed fpdiff-*; a class of the analysis's own is left as it is."""
+    def rename(m: re.Match) -> str:
+        names = (f"fpdiff-{c}" if c in OWN_CLASSES else c for c in m.group(1).split())
+        return f"class='{' '.join(names)}'"
+    return re.sub(r"class='([^']*)'", rename, text)
+
+
+def _scoped_svg(text: str) -> str:
+    """The plots' own CSS (matplotlib's `*{...}` rule) scoped to them, and the ids nothing refers to dropped: every
+    figure names its groups figure_1, axes_1, ..., which would repeat across a notebook's outputs."""
+    text = re.sub(r"(<style[^>]*>)\s*\*\s*\{", rf"\1.{FRAGMENT} svg *{{", text)
+    used = set(re.findall(r"(?:href=\"#|url\(#)([^\")]+)", text))
+    return re.sub(r'\sid="([^"]+)"', lambda m: m.group(0) if m.group(1) in used else "", text)
 
 
 def render(report: dict, body: Callable[[dict], str]) -> str:
