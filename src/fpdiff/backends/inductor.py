@@ -8,6 +8,7 @@ import torch
 from fpdiff.backends.base import TORCH_INPUTS, Backend, Prepared, Repro, Task
 from fpdiff.backends.torch_eager import computed_dtype, device_runner
 from fpdiff.core.errors import Unsupported
+from fpdiff.model.graph import to_device
 
 
 class InductorBackend(Backend):
@@ -17,7 +18,7 @@ class InductorBackend(Backend):
         if not task.is_torch:
             raise Unsupported("torch.compile runs torch models; this model is ONNX")
         torch._dynamo.reset()  # no guards or graphs carried over from another cell
-        module = task.module().to(task.device)
+        module = to_device(task.module(), task.device)
         if task.precision.autocast is not None:
             # autocast inside the compiled region: traced into the graph, so the graph itself differs per
             # autocast dtype (entered outside, a graph compiled under amp-fp16 was seen reused for amp-bf16)

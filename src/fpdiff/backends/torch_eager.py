@@ -10,6 +10,7 @@ import torch
 from fpdiff.backends.base import TORCH, TORCH_INPUTS, Backend, Prepared, Repro, Task
 from fpdiff.core.errors import Unsupported
 from fpdiff.core.precision import Precision, dtype_name, get
+from fpdiff.model.graph import to_device
 
 
 def precision_context(precision: Precision, device: str, autocast: bool = True) -> contextlib.ExitStack:
@@ -69,7 +70,7 @@ class TorchBackend(Backend):
             raise Unsupported("torch eager runs torch models; this model is ONNX")
         # on the CPU the weights are cast as each op reads them where a cast copy would be large (the same
         # numbers); a device copy is made whole anyway
-        module = task.module(streamed=task.device == "cpu").to(task.device)
+        module = to_device(task.module(streamed=task.device == "cpu"), task.device)
         watch_blocks(module)
         if task.precision.is_cast and task.precision.dtype == torch.float64:
             return float64_prepared(module, task.device, judge=FLOAT64_JUDGE in task.flags)
@@ -77,7 +78,8 @@ class TorchBackend(Backend):
 
     def prepare_module(self, module: Any, device: str, flags: tuple[str, ...] = ()) -> Prepared:
         """Eager needs no compile: the module is called as it is, here (plan's trials)."""
-        return Prepared(device_runner(module.to(device), get("fp32"), device))  # fp32 in and out, its casts inside
+        # fp32 in and out, its casts inside
+        return Prepared(device_runner(to_device(module, device), get("fp32"), device))
 
     def repro(self, r: Repro) -> str | None:
         if r.onnx_segment:

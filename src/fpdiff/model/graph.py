@@ -75,6 +75,32 @@ def find_variant(spec, name: str) -> ShapeVariant:
     raise UsageError(f"unknown shape variant {name!r}; this model has: {', '.join(v.name for v in variants(spec))}")
 
 
+def to_device(module: torch.nn.Module, device: str) -> torch.nn.Module:
+    """`module` on `device`. A graph torch.export traced (a .pt2's module, plan's mixed programs, locate's segments)
+    has the device it was traced on written into its factory ops (transformers' attention bias: `device=cpu`) and may
+    hold tensor constants outside its parameters and buffers: both are moved too, or the graph mixes devices."""
+    if isinstance(module, torch.fx.GraphModule) and torch.device(device).type != "cpu":
+        target = torch.device(device)
+        for node in module.graph.nodes:  # `device=` of factory ops, and the device argument of aten.to.device
+            if isinstance(node.kwargs.get("device"), torch.device) and node.kwargs["device"] != target:
+                node.update_kwarg("device", target)
+            if any(isinstance(a, torch.device) and a != target for a in node.args):
+                node.args = tuple(target if isinstance(a, torch.device) else a for a in node.args)
+            if node.op == "get_attr":
+                _move_attr(module, str(node.target), target)
+        module.recompile()
+    return module.to(device)
+
+
+def _move_attr(module: torch.nn.Module, target: str, device: torch.device) -> None:
+    """A tensor attribute the graph reads (a constant, not a parameter or buffer), moved to `device`."""
+    owner, _, name = target.rpartition(".")
+    holder = module.get_submodule(owner) if owner else module
+    value = getattr(holder, name, None)
+    if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter) and name not in holder._buffers:
+        setattr(holder, name, value.to(device))
+
+
 def cast_module(module: torch.nn.Module, precision: Precision, lazy: bool = False) -> torch.nn.Module:
     """Whole-model cast for cast precisions (like .half()); autocast precisions keep fp32 weights. The copy shares
     the model's weights where the dtype is the same and makes each cast weight once (model/weights.py); `lazy` casts
