@@ -271,8 +271,10 @@ def render_plan(plan, console: Console | None = None) -> None:
     extra = f" + {len(plan.analyses)} analysis passes ({'; '.join(plan.analyses)})" if plan.analyses else ""
     console.print(f"search: {plan.evaluations} end-to-end evaluations{extra}, {plan.seconds:.1f} s", highlight=False)
     if not plan.passed:
-        console.print(f"[bold red]no plan[/]: {escape(plan.message or 'the plan fails its verification')} "
-                      f"({'error' if v is None else f'on {plan.backend}:'} {_err(plan.error)})", highlight=False)
+        ran = plan.pure_status == Status.OK or plan.error != float("inf")  # else no error was measured: none ran
+        error = f" ({'error' if v is None else f'on {plan.backend}:'} {_err(plan.error)})" if ran else ""
+        console.print(f"[bold red]no plan[/]: {escape(plan.message or 'the plan fails its verification')}{error}",
+                      highlight=False)
     elif not plan.keep:
         where = f" (on {plan.backend}, and in real {plan.precision} on {v.backend})" if v is not None else ""
         console.print(f"[green]empty plan[/]: the whole model meets the tolerance at {plan.precision}{where}",

@@ -437,14 +437,15 @@ def finish(plan: Plan, search: Search, found: frozenset[str] | None, why: dict[s
     pure = search.trial(())
     plan.pure_error, plan.pure_status, plan.pure_reason = pure.error, pure.status, pure.reason
     everything = frozenset(search.names)
-    if everything in search.trials:
+    if everything in search.trials and search.trials[everything].status == Status.OK:  # a failed run has no error
         plan.fp32_error = search.trials[everything].error
     if found is None:
         plan.passed = False
         best = min(search.trials.values(), key=worst_error)
         plan.error = best.error
-        plan.message = (f"no plan meets tolerance {plan.tolerance:g}: even every op in fp32 gives "
-                        f"{plan.fp32_error:.3g}; best reachable {worst_error(best):.3g}")
+        fp32 = f"{plan.fp32_error:.3g}" if plan.fp32_error is not None else "no run"
+        plan.message = (f"no plan meets tolerance {plan.tolerance:g}: even every op in fp32 gives {fp32}; best "
+                        f"reachable {worst_error(best):.3g}")
         if all(t.status != Status.OK for t in search.trials.values()):
             plan.message = (f"no plan: {plan.backend} ran none of the {len(search.trials)} trials "
                             f"({pure.status}: {pure.reason})")
