@@ -4,17 +4,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench clean ipex-env litert-env
+.PHONY: install demo test test-fast lint docs docs-build bench clean ipex-env litert-env
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
 # torch first, pinned: a CPU wheel of exactly this version is available; an unpinned torch pulls a CUDA build.
-# Then every backend and the test tools at the exact versions in constraints.txt (pyproject.toml has ranges).
+# Then every backend, the test tools and the docs tools at the exact versions in constraints.txt (pyproject.toml has
+# ranges).
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[all,test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[all,test,docs]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -34,8 +35,17 @@ test-fast: install
 
 # style everywhere, types where the seam between fpdiff and a backend is (mypy's settings: pyproject.toml)
 lint: install
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench docs/examples
 	$(BIN)/mypy src/fpdiff/core src/fpdiff/backends
+
+# the documentation site (mkdocs.yml, docs/): served at http://127.0.0.1:8000 while you edit; docs-build builds it
+# into site/ as CI does (--strict: a broken link, anchor or snippet fails), and tests/test_docs.py runs its examples.
+# NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2.0, printed on every build
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-build: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # benchmarks compare against Polygraphy and onnxconverter-common: installed here only, never dependencies of fpdiff
 bench: install
@@ -46,7 +56,7 @@ bench: install
 	$(BIN)/python bench/bench_plan.py
 
 clean:
-	rm -rf $(VENV) .fpdiff-cache fpdiff-out
+	rm -rf $(VENV) .fpdiff-cache fpdiff-out site
 
 # IPEX pins its own torch (2.8), so it gets its own interpreter; fpdiff's worker goes in beside it. PyPI's torch 2.8
 # is the CUDA build (about 7 GB with its nvidia libraries); IPEX's CPU build runs on it. Then:
