@@ -103,6 +103,19 @@ def test_task_chooses_the_head(hub):
     assert load(f"hf:{hub / 'llama'}", task="LlamaModel").notes["hf"]["chosen"] == "--task LlamaModel"
 
 
+def test_weights_the_checkpoint_lacks_are_said(hub):
+    """A class with weights the checkpoint does not hold (a head, a pooler): transformers draws them at random and
+    its warning is silenced, so the notes name them; every process draws the same ones."""
+    s = load(f"hf:{hub / 'bert'}", task="sequence-classification")
+    made = s.notes["hf"]
+    assert made["newly_initialized"] == ["bert.pooler.dense.bias", "bert.pooler.dense.weight", "classifier.bias",
+                                         "classifier.weight"]
+    assert made["chosen"].startswith("--task sequence-classification; 4 of its weights are not in the checkpoint")
+    again = load(f"hf:{hub / 'bert'}", task="sequence-classification").module.model.classifier.weight
+    assert torch.equal(s.module.model.classifier.weight, again)
+    assert "newly_initialized" not in load(f"hf:{hub / 'bert'}").notes["hf"]  # the checkpoint's own class: all there
+
+
 def test_inputs_file_replaces_the_made_inputs(hub, tmp_path):
     npz = tmp_path / "ids.npz"
     np.savez(npz, input_ids=np.array([[2, 5, 6, 3]]), attention_mask=np.ones((1, 4), dtype=np.int64))

@@ -78,8 +78,18 @@ def load(model: str, task: str | None, seed: int, inputs: str | None) -> Source:
     with torch.inference_mode():  # one float32 forward, for the names of the output's tensors
         made["outputs"] = output_names(source.module.model(**dict(zip(source.input_names, source.inputs)),
                                                            **_call(source.module.model)))
+    new = getattr(source.module.model, NEW_WEIGHTS, [])
+    if new:  # outputs computed from weights the checkpoint lacks: said where the class is, not hidden
+        made["newly_initialized"] = new
+        made["chosen"] += f"; {_said_new(new)}"
     source.notes["hf"] = made
     return source
+
+
+def _said_new(new: list[str]) -> str:
+    """The weights of the class that the checkpoint does not hold, in one clause."""
+    shown = ", ".join(new[:4]) + (f" and {len(new) - 4} more" if len(new) > 4 else "")
+    return f"{len(new)} of its weights are not in the checkpoint, drawn at random (seeded): {shown}"
 
 
 def spec_of(model: str, task: str | None, seed: int, inputs: str | None) -> tuple[str, dict]:
@@ -164,17 +174,21 @@ def model_class(config, task: str | None) -> tuple[str, str]:
 
 def pretrained(where: str | Path, cls: str) -> torch.nn.Module:
     """The checkpoint's weights in `cls`, in float32 (fpdiff casts per precision; a 16-bit checkpoint widens
-    exactly), in eval mode."""
+    exactly), in eval mode; the weights it lacks named on the model (NEW_WEIGHTS)."""
     tf = _transformers()
     try:
-        model = getattr(tf, cls).from_pretrained(str(where), dtype=torch.float32)
+        model, info = getattr(tf, cls).from_pretrained(str(where), dtype=torch.float32, output_loading_info=True)
     except Exception as e:  # noqa: BLE001 - the checkpoint does not fit the class: one line
         first = (str(e).strip().splitlines() or [""])[0]
         raise UsageError(f"hf:{where}: {cls} cannot load it ({type(e).__name__}: {first}); --task chooses another "
                          "class") from None
+    # transformers initializes what the checkpoint lacks (a pooler, a head) and its warning is silenced here: kept
+    setattr(model, NEW_WEIGHTS, sorted(info.get("missing_keys") or []))
     return model.eval()
 
 
+# the attribute of a loaded model naming the weights transformers drew at random (the checkpoint lacks them)
+NEW_WEIGHTS = "fpdiff_newly_initialized"
 # how the spec calls the model: a ModelOutput (named fields), no key/value cache (its tensors are not the answer)
 CALL = {"use_cache": False}
 
