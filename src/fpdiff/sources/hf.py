@@ -4,11 +4,13 @@ output's tensors judged and named. The checkpoint is written as a spec file (its
 workers, repro bundles and the commands a result suggests load it as they load any spec."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import io
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +75,8 @@ def is_hf(model: str) -> bool:
 def load(model: str, task: str | None, seed: int, inputs: str | None) -> Source:
     """Checkpoint `model` (hf:...) as a torch source: its spec written, then loaded as any spec is; the notes say
     which class, which inputs and which outputs."""
-    spec, made = spec_of(model, task, seed, inputs)
+    with _quiet():
+        spec, made = spec_of(model, task, seed, inputs)
     source = load_spec(Path(spec), label=model, seed=seed)
     with torch.inference_mode():  # one float32 forward, for the names of the output's tensors
         made["outputs"] = output_names(source.module.model(**dict(zip(source.input_names, source.inputs)),
@@ -138,6 +141,26 @@ def _transformers():
     return transformers
 
 
+# Loggers of libraries transformers probes as it imports a model's code: torchao says which of its optional kernels
+# its wheel lacks and torch's pytree that torchao registers enums the old way, on every run; nothing fpdiff runs uses
+# them, so they are held to errors while a model class is imported and loaded
+PROBED = ("torchao", "torch.utils._pytree")
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The probed libraries' warnings held back (their errors still show)."""
+    loggers = [logging.getLogger(n) for n in PROBED]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
 def checkpoint(name: str) -> Path:
     """A save_pretrained directory, or a hub id's snapshot in the local cache (never downloaded)."""
     path = Path(name).expanduser()
@@ -177,7 +200,8 @@ def pretrained(where: str | Path, cls: str) -> torch.nn.Module:
     exactly), in eval mode; the weights it lacks named on the model (NEW_WEIGHTS)."""
     tf = _transformers()
     try:
-        model, info = getattr(tf, cls).from_pretrained(str(where), dtype=torch.float32, output_loading_info=True)
+        with _quiet():
+            model, info = getattr(tf, cls).from_pretrained(str(where), dtype=torch.float32, output_loading_info=True)
     except Exception as e:  # noqa: BLE001 - the checkpoint does not fit the class: one line
         first = (str(e).strip().splitlines() or [""])[0]
         raise UsageError(f"hf:{where}: {cls} cannot load it ({type(e).__name__}: {first}); --task chooses another "
