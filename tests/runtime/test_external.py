@@ -43,8 +43,16 @@ def test_a_backend_in_another_interpreter_is_a_cell_like_any_other():
         assert c[("torch@other", p)].metrics["rel_l2"] == c[("torch", p)].metrics["rel_l2"]
 
 
+def test_a_bare_interpreter_name_is_found_on_path(monkeypatch):
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    routes.configure(python={"torch@other": Path(sys.executable).name})
+    r = fpdiff.check("example:tinycnn", backends=["torch@other"], precisions=["fp32"])
+    assert r.cells[0].status == Status.PASS, r.cells[0].reason
+
+
 @pytest.mark.parametrize("python, words", [
     ("/no/such/python", "no such Python interpreter: /no/such/python"),
+    ("python-of-nowhere", "no such Python interpreter: python-of-nowhere (not on PATH)"),
     ("BARE", "is not an fpdiff worker"),
     ("FOREIGN", "speaks fpdiff job protocol 999"),
 ])

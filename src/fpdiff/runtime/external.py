@@ -7,6 +7,7 @@ import contextlib
 import contextvars
 import os
 import select
+import shutil
 import socket
 import subprocess
 import time
@@ -156,8 +157,10 @@ class ExternalPool:
     def _spawn(self) -> bytes:
         """Start the interpreter's worker on a pipe and hand it a fresh token: the same handshake and MACs as TCP."""
         exe = self.route.python
+        if os.sep not in exe:  # a bare name (python3.11) is looked up on PATH, as a shell would
+            exe = shutil.which(exe) or exe
         if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
-            raise _Unreachable(f"no such Python interpreter: {exe}")
+            raise _Unreachable(f"no such Python interpreter: {exe}" + (" (not on PATH)" if os.sep not in exe else ""))
         with open(self._log, "wb") as log:
             try:
                 self._proc = subprocess.Popen([exe, "-m", "fpdiff.runtime.serve", "--stdio"], stdin=subprocess.PIPE,
