@@ -2,7 +2,6 @@
 the CLI. The pytest plugin (fpdiff/pytest_plugin.py) adds a marker and fixtures on top."""
 from __future__ import annotations
 
-import io
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,12 +14,9 @@ from fpdiff.sources.module import module_spec
 
 def grid_text(result, width: int = 140) -> str:
     """The check grid, its reasons and what to run next, as plain text, as the terminal shows them."""
-    from rich.console import Console
-
     from fpdiff import analyses
-    console = Console(record=True, width=width, file=io.StringIO(), color_system=None)
-    analyses.show(result, console)
-    return console.export_text()
+    from fpdiff.report import notebook
+    return notebook.text(result, analyses.get(result.kind).terminal, width)
 
 
 def assert_agrees(model, inputs: Sequence[torch.Tensor] | torch.Tensor | None = None, *,

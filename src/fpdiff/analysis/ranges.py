@@ -408,7 +408,7 @@ def ranges(model: str, options: RangesOptions | None = None, shared: RunOptions 
                             "model's ranges itself)")
     if str(model).lower().endswith(".onnx"):  # said before loading: an ONNX model's own input errors do not apply
         raise torch_only
-    source = load(model, seed=shared.seed, task=shared.task)
+    source = load(model, **shared.load_args())
     if source.ref.kind != "torch":
         raise torch_only
     return measure(source.module, source.inputs, names, source.ref.label)

@@ -37,11 +37,11 @@ def _rows(result: Result, lay_out: Rows) -> list[dict]:
     return lay_out(cleaned(result.as_dict()))
 
 
-def text(result: Result, render: Callable[..., None]) -> str:
-    """What the terminal shows of a result, then what to run next, as plain text (no colour codes), as wide as the
-    terminal, or TEXT_WIDTH columns where there is none."""
+def text(result: Result, render: Callable[..., None], width: int | None = None) -> str:
+    """What the terminal shows of a result, then what to run next, as plain text (no colour codes), `width` columns
+    wide (default: the terminal's, or TEXT_WIDTH where there is none)."""
     out = io.StringIO()
-    width = shutil.get_terminal_size((TEXT_WIDTH, 24)).columns
+    width = width or shutil.get_terminal_size((TEXT_WIDTH, 24)).columns
     terminal.show(result, render, Console(file=out, width=width, color_system=None, force_terminal=False,
                                           force_jupyter=False))
     return out.getvalue().rstrip("\n")

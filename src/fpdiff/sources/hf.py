@@ -5,7 +5,6 @@ workers, repro bundles and the commands a result suggests load it as they load a
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import inspect
 import io
 import logging
@@ -17,7 +16,7 @@ import numpy as np
 import torch
 
 from fpdiff.core.errors import UsageError
-from fpdiff.sources.base import Source
+from fpdiff.sources.base import Source, digest
 from fpdiff.sources.module import write_spec
 from fpdiff.sources.spec import load_spec
 
@@ -111,8 +110,8 @@ def spec_of(model: str, task: str | None, seed: int, inputs: str | None) -> tupl
     text = _SPEC.format(where=model, path=str(where), cls=cls, names=names, call=call, how=how)
     data = io.BytesIO()
     torch.save(tuple(made.values()), data)
-    digest = hashlib.sha256(text.encode() + data.getvalue()).hexdigest()[:12]
-    spec = write_spec(Path(HF_DIR) / f"{where.name}-{digest}", text, {"inputs.pt": data.getvalue()})
+    folder = Path(HF_DIR) / f"{where.name}-{digest(text, data.getvalue())[:12]}"
+    spec = write_spec(folder, text, {"inputs.pt": data.getvalue()})
     return spec, {"checkpoint": str(where), "class": cls, "chosen": chosen, "inputs": how}
 
 

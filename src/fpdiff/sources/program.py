@@ -4,7 +4,6 @@ bundles and suggested commands load it as they load any spec."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from fpdiff.core.errors import UsageError
-from fpdiff.sources.base import Source
+from fpdiff.sources.base import Source, digest
 from fpdiff.sources.module import write_spec
 from fpdiff.sources.spec import load_spec
 
@@ -53,8 +52,8 @@ def load(path: Path, seed: int, inputs: str | None) -> Source:
     data = io.BytesIO()
     torch.save(args, data)
     text = _SPEC.format(path=str(path.resolve()), how=how)
-    digest = hashlib.sha256(text.encode() + data.getvalue() + str(path.stat().st_mtime_ns).encode()).hexdigest()[:12]
-    spec = write_spec(Path(PROGRAMS_DIR) / f"{path.stem}-{digest}", text, {"inputs.pt": data.getvalue()})
+    made = digest(text, data.getvalue(), str(path.stat().st_mtime_ns))[:12]
+    spec = write_spec(Path(PROGRAMS_DIR) / f"{path.stem}-{made}", text, {"inputs.pt": data.getvalue()})
     source = load_spec(Path(spec), label=str(path), seed=seed)
     source.input_names = names
     dims = {n: sorted(d) for n, d in (source.dynamic_shapes or {}).items() if d}
