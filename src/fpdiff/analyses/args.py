@@ -49,6 +49,8 @@ def sweep(p: argparse.ArgumentParser, time_help: str, repro_dir: str) -> None:
     p.add_argument("--ray", metavar="ADDRESS", help="spread batches over a Ray cluster ('local' starts one)")
     p.add_argument("--repro-dir", default=repro_dir, help="where failures' repros go (default %(default)s)")
     p.add_argument("--no-repro", action="store_true", help="write no repro")
+    p.add_argument("--resume", metavar="RUN.json", default=None,
+                   help="continue a cut run from its JSON report (--json): what it judged is kept, not rerun")
 
 
 def repro_dir(args: argparse.Namespace) -> str | None:

@@ -26,7 +26,7 @@ def _arguments(f: argparse.ArgumentParser) -> None:
 
 def _options(args: argparse.Namespace) -> FuzzOptions:
     return FuzzOptions(backends=args.backends, precisions=args.precisions, graphs=args.graphs, time_budget=args.time,
-                       ops=args.ops, max_ops=args.max_ops, forms=args.forms, ray=args.ray,
+                       ops=args.ops, max_ops=args.max_ops, forms=args.forms, ray=args.ray, resume=args.resume,
                        repro_dir=repro_dir(args))
 
 

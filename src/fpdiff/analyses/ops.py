@@ -27,7 +27,7 @@ def _arguments(o: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace) -> OpsOptions:
     return OpsOptions(catalogs=args.catalog, patterns=args.ops, variants=args.variants, backends=args.backends,
                       precisions=args.precisions, samples=args.samples, time_budget=args.time, ray=args.ray,
-                      repro_dir=repro_dir(args))
+                      repro_dir=repro_dir(args), resume=args.resume)
 
 
 def _list_variants(args: argparse.Namespace, console) -> int | None:

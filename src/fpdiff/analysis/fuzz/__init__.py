@@ -61,6 +61,7 @@ class FuzzOptions:
     recheck: bool = True
     batch: int = BATCH
     minimize_budget: int | None = None
+    resume: str | None = None  # a cut run's JSON report: what it judged is kept, the rest is run
 
 
 # No compile cache unless one is named: every graph is new, so a cache is only written, never read, and an hour's

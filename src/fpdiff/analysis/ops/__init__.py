@@ -59,6 +59,7 @@ class OpsOptions:
     repro_dir: str | None = "fpdiff-out/ops"
     recheck: bool = True
     batch: int = BATCH
+    resume: str | None = None  # a cut run's JSON report: what it judged is kept, the rest is run
 
 
 @rundir.scoped
