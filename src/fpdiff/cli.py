@@ -67,6 +67,13 @@ def _other_parsers(sub) -> None:
     d.add_argument("run_a", metavar="A", help="a stored run's id, or a support table saved by fpdiff ops --save")
     d.add_argument("run_b", metavar="B", help="the same for the other side")
     d.add_argument("--store", metavar="PATH", help="the run history (default as for check)")
+    pub = sub.add_parser("publish", help="a searchable HTML page and a Markdown summary of support tables: per "
+                         "backend and version, each op's support and error at each precision")
+    pub.add_argument("tables", nargs="+", metavar="TABLE.json",
+                     help="support tables (fpdiff ops --save) or ops reports (--json); of one sweep at two versions, "
+                     "oldest first, the page says what the newer gained and lost")
+    pub.add_argument("--out", required=True, metavar="DIR", help="the folder to write index.html and SUPPORT.md in")
+    pub.add_argument("--title", metavar="T", help="the page's title (default: the sweeps' names)")
     c = sub.add_parser("cache", help="the compile cache: where it is, its size and limit (info), or empty it (clear)",
                        epilog="the limit: FPDIFF_CACHE_MAX, in bytes or with a suffix (500M, 4G), 0 or off for none; "
                        "past it a build evicts the least recently used entries")
@@ -126,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    if args.command in ("worker", "history", "diff", "report", "cache"):
+    if args.command in ("worker", "history", "diff", "report", "cache", "publish"):
         return {"worker": _worker, "history": _history, "diff": _history, "report": _report,
-                "cache": _cache_command}[args.command](args)
+                "cache": _cache_command, "publish": _publish}[args.command](args)
     from fpdiff.backends import routes
     with routes.using(cli_args.routes(args)):  # this run's routes (the API's routes=), on top of fpdiff.toml
         if not _json_to_stdout(args):
@@ -333,6 +340,14 @@ def _report(args) -> int:
     from fpdiff.report.json_report import load
     _write_html(args.output, load(args.json_file))
     print(f"HTML report: {args.output}")
+    return EXIT_OK
+
+
+def _publish(args) -> int:
+    """fpdiff publish TABLE.json ... --out DIR: the page and the Markdown summary, and where they are."""
+    from fpdiff.report.support_page import publish
+    for what, path in publish(args.tables, args.out, title=args.title).items():
+        print(f"{what}: {path}")
     return EXIT_OK
 
 

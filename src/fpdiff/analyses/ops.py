@@ -6,6 +6,7 @@ import argparse
 from fpdiff.analyses import SWEEP, Analysis
 from fpdiff.analyses.args import csv, grid, repro_dir, sweep
 from fpdiff.analysis.ops import DEFAULT_BACKENDS, DEFAULT_PRECISIONS, SHARED_DEFAULTS, OpsOptions, OpsResult, ops
+from fpdiff.analysis.ops.batch import PROGRAM_SIZE
 from fpdiff.report import html, junit, notebook, store, terminal
 
 
@@ -18,6 +19,9 @@ def _arguments(o: argparse.ArgumentParser) -> None:
                    "--list-variants says what each finds")
     grid(o, DEFAULT_BACKENDS, DEFAULT_PRECISIONS)
     o.add_argument("--samples", type=int, default=1, help="catalog samples per op (default %(default)s)")
+    o.add_argument("--per-program", type=int, default=PROGRAM_SIZE, metavar="N",
+                   help="one-op cases of one kind exported and compiled together as one program, each judged on its "
+                   "own outputs, every failing cell rerun alone (default %(default)s; 1: each case alone)")
     sweep(o, "no new batch starts after this long (90s, 10m, 2h); the rest is counted as unrun", "fpdiff-out/ops")
     o.add_argument("--save", metavar="TABLE", help="write the support table of this stack here (JSON; "
                    "fpdiff diff A.json B.json says what changed)")
@@ -27,7 +31,7 @@ def _arguments(o: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace) -> OpsOptions:
     return OpsOptions(catalogs=args.catalog, patterns=args.ops, variants=args.variants, backends=args.backends,
                       precisions=args.precisions, samples=args.samples, time_budget=args.time, ray=args.ray,
-                      repro_dir=repro_dir(args), resume=args.resume)
+                      repro_dir=repro_dir(args), resume=args.resume, program_size=args.per_program)
 
 
 def _list_variants(args: argparse.Namespace, console) -> int | None:

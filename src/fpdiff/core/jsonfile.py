@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from fpdiff.core.compare import json_float
+from fpdiff.core.errors import UsageError
 
 
 def plain(x: object) -> object:
@@ -22,3 +23,13 @@ def dump(data: dict, path: str | Path) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(plain(data), indent=2, default=str))
+
+
+def read(path: str | Path, wanted: str) -> object:
+    """A JSON file fpdiff wrote; one that cannot be read or is not JSON is a one-line usage error naming `wanted`."""
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path} is not JSON ({e}): give {wanted}") from None

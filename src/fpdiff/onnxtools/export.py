@@ -207,23 +207,9 @@ def _evaluate(model: onnx.ModelProto, args: tuple) -> list:
     from onnx.reference import ReferenceEvaluator
 
     from fpdiff.onnxtools.graph import float64_ops, graph_inputs
-    ev = ReferenceEvaluator(model, new_ops=[*float64_ops(), _gather_elements()])
+    ev = ReferenceEvaluator(model, new_ops=float64_ops())
     feeds = {n: a.detach().numpy() for n, a in zip(graph_inputs(model), args)}
     return ev.run(None, feeds)
-
-
-def _gather_elements():
-    """GatherElements by numpy's take_along_axis: the evaluator's own fails on index tensors wider than the data
-    along the other axes' broadcast (BERT's position ids, exported by dynamo: "cannot reshape array of size 1")."""
-    from onnx.reference.op_run import OpRun
-
-    class GatherElements(OpRun):
-        op_domain = ""
-
-        def _run(self, data, indices, axis=0):
-            idx = np.where(indices < 0, indices + data.shape[axis], indices)
-            return (np.take_along_axis(data, idx.astype(np.int64), axis=axis),)
-    return GatherElements
 
 
 def scaled_rel_l2(want: np.ndarray, got: np.ndarray) -> float:
@@ -260,6 +246,38 @@ def _dynamo(program, path: Path) -> None:
     with contextlib.redirect_stdout(io.StringIO()):
         onnx_program = torch.onnx.export(program, (), dynamo=True, optimize=False, verbose=False, **opset)
     onnx_program.save(str(path))
+    keep_inputs(program, path)
+
+
+def keep_inputs(program, path: Path) -> None:
+    """Puts back the program's inputs the exporter dropped because no op reads their values (a float read only for
+    its dtype: `i.to(x.dtype)`; a model's unused token_type_ids): every backend feeds a cell's inputs by position,
+    and a graph with fewer inputs would take the wrong tensor in each place after the first one dropped."""
+    import onnx
+    from onnx import helper
+    names = list(program.graph_signature.user_inputs)
+    model = onnx.load(str(path), load_external_data=False)
+    have = [i.name for i in model.graph.input]
+    if have == names or not set(have) <= set(names) or [n for n in names if n in have] != have:
+        return  # nothing dropped, or names this check cannot match: the graph is left as the exporter wrote it
+    spots = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
+    made = {i.name: i for i in model.graph.input}
+    for name in names:
+        if name not in made:
+            val = spots[name].meta.get("val")
+            made[name] = helper.make_tensor_value_info(name, _onnx_dtype(val.dtype), [
+                int(d) if isinstance(d, int) else str(d) for d in val.shape])
+    del model.graph.input[:]
+    model.graph.input.extend(made[n] for n in names)
+    onnx.save(model, str(path))
+
+
+def _onnx_dtype(dtype) -> int:
+    import torch
+    from onnx import TensorProto
+    return {torch.float64: TensorProto.DOUBLE, torch.float32: TensorProto.FLOAT, torch.float16: TensorProto.FLOAT16,
+            torch.bfloat16: TensorProto.BFLOAT16, torch.int64: TensorProto.INT64, torch.int32: TensorProto.INT32,
+            torch.bool: TensorProto.BOOL}.get(dtype, TensorProto.FLOAT)
 
 
 def _computes_in(program, dtype) -> bool:

@@ -343,6 +343,20 @@ class BatchNormalization(OpRun):
         return (_batchnorm_test_mode(x, scale, bias, mean, var, epsilon=eps),)
 
 
+class GatherElements(OpRun):
+    """out[i][j] = data[idx[i][j]][j] (axis 0) by numpy's take_along_axis: the evaluator's kernel (numpy's choose)
+    refuses indices narrower than the data outside the axis (the fuzzer's gathers), an axis longer than 64, and
+    index tensors wider than size-1 data axes (BERT's position ids exported by dynamo: "cannot reshape array of
+    size 1"), which take_along_axis broadcasts."""
+    op_domain = ""
+
+    def _run(self, data, indices, axis=None):
+        axis = (axis or 0) % data.ndim
+        idx = np.where(indices < 0, indices + data.shape[axis], indices).astype(np.int64)
+        crop = tuple(slice(None) if d == axis or n > data.shape[d] else slice(0, n) for d, n in enumerate(idx.shape))
+        return (np.take_along_axis(data[crop], idx, axis=axis),)
+
+
 def fast_ops() -> list:
     """The kernels above, for the evaluator's new_ops."""
-    return [Conv, ConvTranspose, MatMul, MaxPool, GlobalMaxPool, BatchNormalization]
+    return [Conv, ConvTranspose, MatMul, MaxPool, GlobalMaxPool, BatchNormalization, GatherElements]

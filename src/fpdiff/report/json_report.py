@@ -6,24 +6,15 @@ import sys
 from pathlib import Path
 
 from fpdiff.core.errors import UsageError
-from fpdiff.core.jsonfile import dump, plain
+from fpdiff.core.jsonfile import dump, plain, read
 
-__all__ = ["cleaned", "dump", "load", "read"]  # dump: every report's writer, core/jsonfile.py's (a plan saves with it)
+# dump and read: every report's writer and reader, core/jsonfile.py's (a plan saves with it, a resumed sweep reads)
+__all__ = ["cleaned", "dump", "load", "read"]
 
 
 def cleaned(data: dict) -> dict:
     """The report as its JSON file holds it (plain types, inf as "inf"), for renderers that take either."""
     return json.loads(json.dumps(plain(data), default=str))
-
-
-def read(path: str | Path, wanted: str) -> object:
-    """A JSON file fpdiff wrote; one that cannot be read or is not JSON is a one-line usage error naming `wanted`."""
-    try:
-        return json.loads(Path(path).read_text())
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path} is not JSON ({e}): give {wanted}") from None
 
 
 def load(path: str | Path) -> dict:

@@ -421,6 +421,9 @@ def _ops_extras(result, console: Console) -> None:
         console.print(f"skipped {len(result.skipped)} catalog entries: {top}{more}", highlight=False)
     if result.unrun:
         console.print(f"[yellow]{result.unrun} cases not started[/]: the --time budget ran out", highlight=False)
+    if getattr(result, "resumed", 0):
+        console.print(f"{result.resumed} cases resumed from --resume's report (kept as judged there, not run again)",
+                      highlight=False)
     for d in result.judge_disagreements[:OPS_TOP]:
         err = d.get("rel_l2")
         err = f"{err:.1e}" if isinstance(err, float) else str(err)
@@ -470,9 +473,22 @@ def render_fuzz(result, console: Console | None = None) -> None:
         console.print(f"[{style}]{f.status}[/] {escape(f.backend)}/{escape(f.precision)}  "
                       f"[bold]{escape(' > '.join(f.ops))}[/] ({escape(f.variant)})  hits {len(f.hits) + len(f.matched)}"
                       f"  minimized {m['ops_before']} -> {m['ops_after']} ops in {m['probes']} probes: "
-                      f"{escape(f.reason)}{_fuzz_repro(f.repro)}", highlight=False, soft_wrap=True)
+                      f"{escape(f.reason)}{_fuzz_shapes(f.shapes)}{_fuzz_repro(f.repro)}", highlight=False,
+                      soft_wrap=True)
     if len(result.findings) > FUZZ_SHOWN:
         console.print(f"... and {len(result.findings) - FUZZ_SHOWN} more findings, see --json", highlight=False)
+
+
+def _fuzz_shapes(shapes: dict) -> str:
+    """The shape variants side by side (static pass, dynamic pass, 2 of 3 mixes mismatch), when it has several."""
+    if len(shapes) < 2:
+        return ""
+    ends = [f"{v} {shapes[v]}" for v in ("static", "dynamic") if v in shapes]
+    mixes = [st for v, st in shapes.items() if v.startswith("mixed:")]
+    worst = [st for st in dict.fromkeys(mixes) if st != "pass"]
+    tail = [f"{sum(st == w for st in mixes)} of {len(mixes)} mixes {w}" for w in worst] or \
+        ([f"{len(mixes)} mixes pass"] if mixes else [])
+    return "  shapes: " + escape(", ".join(ends + tail))
 
 
 def _fuzz_repro(r: dict | None) -> str:

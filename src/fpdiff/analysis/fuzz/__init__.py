@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fpdiff.analysis.check.run import worker_env
-from fpdiff.analysis.fuzz.campaign import BatchAnswer, FuzzConfig, GraphRecord, run_batch
+from fpdiff.analysis.fuzz.campaign import BatchAnswer, Found, FuzzConfig, GraphRecord, run_batch
 from fpdiff.analysis.fuzz.graph import FORMS, ONNX, TORCH
-from fpdiff.analysis.fuzz.result import LOST, FuzzResult
+from fpdiff.analysis.fuzz.result import LOST, UNRUN, FuzzResult
 from fpdiff.analysis.ops import OP_TIMEOUT, sweep_config
 from fpdiff.analysis.options import RunOptions
 from fpdiff.core.errors import UsageError
@@ -88,12 +88,14 @@ def fuzz(options: FuzzOptions | None = None, shared: RunOptions | None = None) -
         config = dataclasses.replace(config, sweep=dataclasses.replace(
             sweep, deadline=time.time() + o.time_budget - (time.perf_counter() - t0)))
     total = o.graphs if o.graphs is not None else (None if o.time_budget is not None else DEFAULT_GRAPHS)
-    answers = _run(config, total, o.batch, o.ray, shared.progress)
+    before = resumed(o.resume, o, shared.seed) if o.resume else BatchAnswer([], [])
+    start = max((r.index for r in before.records), default=-1) + 1
+    answers = [before, *_run(config, total, o.batch, o.ray, shared.progress, start)]
     modules = [m for b in o.backends for m in reg.cls(b).requires]
     records, found = _merge(answers)
     return FuzzResult(records=records, findings=found, backends=list(o.backends), precisions=list(o.precisions),
                       seed=shared.seed, versions=report_versions(modules), duration_s=time.perf_counter() - t0,
-                      ray=o.ray)
+                      ray=o.ray, selection=_selection(o), resumed=len(before.records))
 
 
 def _check_sizes(graphs, time_budget, min_ops, max_ops, batch, minimize_budget) -> None:
@@ -131,8 +133,35 @@ def _check_ops(ops: Sequence[str] | None) -> None:
         generate.select_ops(list(ops))
 
 
+def resumed(path: str, o: FuzzOptions, seed: int) -> BatchAnswer:
+    """A cut campaign's graphs and findings (its JSON report), held to this run's backends, precisions, seed and
+    selection: graph i of a campaign is the same graph only under the same seed and options."""
+    from fpdiff.core.jsonfile import read
+    data = read(path, "a fuzz report (fpdiff fuzz --json RUN.json)")
+    if not isinstance(data, dict) or data.get("kind") != "fuzz" or not isinstance(data.get("records"), list):
+        raise UsageError(f"--resume {path}: not a fuzz report; give the file fpdiff fuzz --json wrote")
+    mine = {"backends": list(o.backends), "precisions": list(o.precisions), "seed": seed, **_selection(o)}
+    theirs = {k: data.get(k, mine[k]) for k in mine}
+    if theirs != mine:
+        diff = ", ".join(f"{k} {theirs[k]} (this run: {mine[k]})" for k in mine if theirs[k] != mine[k])
+        raise UsageError(f"--resume {path}: a campaign of other settings: {diff}")
+    keep = {f.name for f in dataclasses.fields(Found)} - {"sample"}
+    try:
+        records = [GraphRecord(**r) for r in data["records"] if r.get("outcome") != UNRUN]
+        found = [Found(**{k: v for k, v in f.items() if k in keep}) for f in data.get("findings", [])]
+    except TypeError as e:
+        raise UsageError(f"--resume {path}: its records do not read as this fpdiff's ({e})") from None
+    return BatchAnswer(records, found)
+
+
+def _selection(o: FuzzOptions) -> dict:
+    """The options that decide which graph index i is (the report records them; --resume holds them equal)."""
+    return {"ops": list(o.ops) if o.ops else None, "forms": list(o.forms) if o.forms else None,
+            "min_ops": o.min_ops, "max_ops": o.max_ops}
+
+
 def _run(config: FuzzConfig, total: int | None, batch: int, ray: str | None,
-         progress: Progress | None) -> list[BatchAnswer]:
+         progress: Progress | None, start: int = 0) -> list[BatchAnswer]:
     """Batches of graph indices, here or on Ray, until `total` graphs or the deadline."""
     t0, seen, found = time.perf_counter(), [0], [0]
 
@@ -145,15 +174,15 @@ def _run(config: FuzzConfig, total: int | None, batch: int, ray: str | None,
     # here the workers stay warm from batch to batch (a batch is then only the unit of the in-batch dedup); on Ray
     # each task starts its own
     with external.shared(worker_env()) if ray is None else contextlib.nullcontext():
-        return _rounds(config, total, batch, ray, tick, found)
+        return _rounds(config, total, batch, ray, tick, found, start)
 
 
-def _rounds(config: FuzzConfig, total: int | None, batch: int, ray: str | None, tick, found: list[int]
-            ) -> list[BatchAnswer]:
-    """Rounds of batches (one here, one per CPU on Ray) until `total` graphs are made or the deadline passes."""
+def _rounds(config: FuzzConfig, total: int | None, batch: int, ray: str | None, tick, found: list[int],
+            start: int = 0) -> list[BatchAnswer]:
+    """Rounds of batches (one here, one per CPU on Ray) from graph `start` until `total` graphs are made or the
+    deadline passes."""
     from fpdiff.analysis import distribute
     answers: list[BatchAnswer] = []
-    start = 0
     per_round = 1 if ray is None else max(1, os.cpu_count() or 1)
     while total is None or start < total:
         if config.sweep.deadline is not None and time.time() > config.sweep.deadline:

@@ -71,7 +71,10 @@ class Found:
     matched: list[str] = field(default_factory=list)  # ids of graphs counted by containing its op sequence
     repro: dict | None = None
     report: str | None = None
-    sample: bytes = field(default=b"", repr=False)  # the minimized Sample (Sample.to_bytes), for the repro
+    sample: bytes = field(default=b"", repr=False)
+    # the minimized graph's status in each shape variant on the failing cell (static, dynamic, each mix): the
+    # variants judged against each other, where SEEDS #2's signature shows (right at the ends, wrong in a mix)
+    shapes: dict = field(default_factory=dict)  # the minimized Sample (Sample.to_bytes), for the repro
 
     def as_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -174,13 +177,16 @@ def _finding(sample: Sample, f: oracle.Failure, config: FuzzConfig, reg, work: P
     seconds = time.perf_counter() - t0
     variant = variant_of(matters)
     cell, repro, report = _repro(small, f, variant, config, reg, work)
+    if cell is not None and cell.mixed_only:
+        variant = "+".join([*(v for v in variant.split("+") if v != "plain"), oracle.MIXED_ONLY])
     sig = _signature(f, small.graph.ops(), variant)
     return Found(sig, f.backend, f.precision, f.status, f.status_class, small.graph.ops(), variant,
                  cell.reason if cell else f.reason, cell.metrics if cell else f.metrics, small.form,
                  {"minimized": small.graph.as_dict(), "id": small.id, "original": sample.id},
                  {"ops_before": len(sample.graph.ops()), "ops_after": len(small.graph.ops()), "probes": probes,
                   "seconds": round(seconds, 2), "steps": steps, "matters": matters},
-                 hits=[sample.id], repro=repro, report=report, sample=small.to_bytes())
+                 hits=[sample.id], repro=repro, report=report, sample=small.to_bytes(),
+                 shapes=cell.shapes if cell else {})
 
 
 def variant_of(matters: list[str]) -> str:
@@ -195,6 +201,10 @@ class _Judged:
     """The minimized graph's failing cell as judged again: what the finding reports of it."""
     reason: str
     metrics: dict | None
+    mixed_only: bool = False  # wrong only where static and dynamic dims mix (oracle.mixed_only)
+    shapes: dict = field(default_factory=dict)  # shape variant -> status of the minimized graph on the failing cell
+    mixed_only: bool = False  # wrong only where static and dynamic dims mix (oracle.mixed_only)
+    shapes: dict = field(default_factory=dict)  # shape variant -> status of the minimized graph on the failing cell
 
 
 def _signature(f: oracle.Failure, ops: list[str], variant: str) -> str:
@@ -218,8 +228,10 @@ def _repro(small: Sample, f: oracle.Failure, variant: str, config: FuzzConfig, r
     if not cells:
         return None, {"path": None, "retriggers": None, "error": "the minimized graph passed when judged again"}, None
     cell = cells[0]
+    judged = _Judged(cell.reason, cell.metrics, oracle.mixed_only(outcome.cells, f.status_class),
+                     {c.shape_variant: str(c.status) for c in outcome.cells})
     if not root:
-        return _Judged(cell.reason, cell.metrics), None, None
+        return judged, None, None
     mine = [r for r in requests if r[2] is cell]
     ops_verdict.write_repros(mine, Path(root))
     if config.sweep.recheck:
@@ -234,4 +246,4 @@ def _repro(small: Sample, f: oracle.Failure, variant: str, config: FuzzConfig, r
         (bundle / "graph.npz").write_bytes(small.to_bytes())
         report = str(bundle / "REPORT.md")
         Path(report).write_text(repro.upstream_report(cell, bundle, versions))
-    return _Judged(cell.reason, cell.metrics), cell.repro, report
+    return judged, cell.repro, report

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from fpdiff.analysis.fuzz.graph import FLOAT, Graph, Sample, TensorType
+from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, INT64, NP_DTYPES, Graph, Sample, TensorType
 from fpdiff.analysis.fuzz.vocab import VOCAB
 from fpdiff.analysis.ops.case import CONTIGUOUS, SAMPLE, TORCH_CATALOG, Case, TorchSample
 from fpdiff.core.errors import UsageError
@@ -195,6 +195,14 @@ class OnnxBuilder:
                                            **(attrs or {})))
         return out
 
+    def node_outputs(self, op_type: str, inputs: list[str], n: int, attrs: dict | None = None) -> list[str]:
+        """Adds one node of n outputs (TopK's values and indices); their names."""
+        from onnx import helper
+        outs = [self.fresh(op_type.lower()) for _ in range(n)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), outs, name=self.fresh("n_" + op_type),
+                                           **(attrs or {})))
+        return outs
+
     def const(self, array: Any) -> str:
         """An initializer: float arrays in the graph's float type, integer arrays as int64."""
         from onnx import helper, numpy_helper
@@ -232,15 +240,20 @@ def to_onnx(sample: Sample):
         out = b.node("Identity", [out])  # the output is an input or an earlier value: a node of its own names it
     b.nodes[-1].output[0] = OUTPUT
     dynamic = any(x.dynamic for x in g.inputs)
-    inputs = [helper.make_tensor_value_info(n, b.float_type, [f"{n}_d{d}" if d in x.dynamic else s
-                                                              for d, s in enumerate(x.type.shape)])
+    inputs = [helper.make_tensor_value_info(n, _onnx_type(x.type.dtype, b.float_type),
+                                            [f"{n}_d{d}" if d in x.dynamic else s for d, s in enumerate(x.type.shape)])
               for n, x in zip(names, g.inputs)]
     out_type = types[g.output]
-    output = helper.make_tensor_value_info(OUTPUT, b.float_type,
+    output = helper.make_tensor_value_info(OUTPUT, _onnx_type(out_type.dtype, b.float_type),
                                            [None] * out_type.rank if dynamic else list(out_type.shape))
     graph = helper.make_graph(b.nodes, f"fuzz_{sample.id}", inputs, [output], initializer=b.initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION,
                              producer_name="fpdiff fuzz")
+
+
+def _onnx_type(dtype: str, float_type: int) -> int:
+    from onnx import TensorProto
+    return {INT64: TensorProto.INT64, BOOL: TensorProto.BOOL}.get(dtype, float_type)
 
 
 def write_onnx(sample: Sample, folder: str | Path) -> tuple[str, str]:
@@ -254,5 +267,6 @@ def write_onnx(sample: Sample, folder: str | Path) -> tuple[str, str]:
     model_path, npz_path = folder / f"{sample.id}.onnx", folder / f"{sample.id}.npz"
     onnx.save(model, str(model_path))
     names = input_names(sample.graph)
-    np.savez(npz_path, **{n: np.asarray(v, dtype=np.float64) for n, v in zip(names, sample.values)})
+    np.savez(npz_path, **{n: np.asarray(v, dtype=NP_DTYPES[x.type.dtype])
+                          for n, x, v in zip(names, sample.graph.inputs, sample.values)})
     return str(model_path), str(npz_path)

@@ -13,6 +13,8 @@ import numpy as np
 
 from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, FORMS, INT64, Graph, Input, Node, Sample, TensorType, attrs_of
 from fpdiff.analysis.fuzz.vocab import ANY, NONZERO, POSITIVE, UNIT, VOCAB, OpDef
+from fpdiff.analysis.fuzz.vocab_index import DISTINCT, INDEX, MASK, UNIQUE
+from fpdiff.analysis.fuzz.vocab_nn import ATTN_MASK
 from fpdiff.analysis.ops.case import CHANNELS_LAST, CONTIGUOUS, TRANSPOSED, matches
 from fpdiff.analysis.ops.catalog import closest
 from fpdiff.analysis.ops.variants import NEAR_MAX, POSITIVE_OFFSET, TINY_RANGE
@@ -34,6 +36,11 @@ REDRAWS, SHRINK_FROM = 4, 2
 # afresh this many times, each try adding at most TRIES candidate ops
 BUILDS, TRIES, ARG_DRAWS = 8, 60, 4
 DYNAMIC_SHARE = 0.3  # graphs with some dims exported as dynamic: the exporters' symbolic-shape paths
+# how many axes a dynamic graph makes dynamic, drawn evenly: one (static and dynamic runs), two (and each mix of them
+# static), or every axis of size > 1 (its fully dynamic run has no static dim left: SEEDS #2's "right with all dims
+# dynamic", beside mixes that keep one dim static); check runs at most 2 + 6 shape variants of a graph
+ALL_AXES = 0
+MIXED_AXES = (1, 2, ALL_AXES)
 
 
 @dataclass(frozen=True)
@@ -80,9 +87,6 @@ GUARDS: dict[str, tuple[tuple[str, ...], ...]] = {
     NONZERO: (("abs", "add"), ("sigmoid",)),
     UNIT: (("tanh",), ("sigmoid",)),
 }
-# ops whose second argument is a weight that stays static: a conv's output channels must divide by its groups,
-# which a plain torch.export Dim cannot say, so declaring that dim dynamic makes export refuse every backend
-FIXED_WEIGHTS = ("conv2d",)
 COMBINERS = ("add", "mul", "sub")  # binary ops that fold a dead branch into the output
 
 
@@ -123,8 +127,12 @@ def generate(seed: int, *, ops: list[str] | None = None, min_ops: int = 2, max_o
         raise UsageError("the fuzz vocabulary holds no ops")
     _check_options(min_ops, max_ops, form, forms)
     rnd = random.Random(seed)
-    # the form has a generator of its own: the same seed gives the same graph in either form
+    # the form has a generator of its own: the same seed gives the same graph in either form (over ops both forms
+    # have: a cast region is a torch program's only)
     form = form or random.Random(f"form:{seed}").choice(sorted(forms))
+    allowed = [n for n in allowed if form in VOCAB[n].forms]  # a cast region is written only as a torch program
+    if not allowed:
+        return Discard(NO_GRAPH, seed)
     graph = _build(rnd, allowed, rnd.randint(min_ops, max_ops), min_ops, max_ops)
     if graph is None:
         return Discard(NO_GRAPH, seed)
@@ -210,14 +218,22 @@ def _build(rnd: random.Random, allowed: list[str], target: int, min_ops: int, ma
 
 
 def _add_op(rnd: random.Random, d: _Draft, allowed: list[str], max_ops: int) -> bool:
-    """Adds one op drawn at random (with its guards and new inputs); False when no draw of its arguments fit."""
-    op = VOCAB[rnd.choice(allowed)]
+    """Adds one op drawn at random (with its guards and new inputs); False when no draw of its arguments fit. After
+    an integer or mask value, an op that takes one: such a value cannot be the output, nor folded into it."""
+    front = d.frontier()
+    pending = d.types[front[-1]].dtype if front and d.types[front[-1]].dtype != FLOAT else None
+    takers = [n for n in allowed if pending in VOCAB[n].arg_dtypes and pending not in _fresh_dtypes(VOCAB[n])]
+    op = VOCAB[rnd.choice(takers if pending and takers else allowed)]
     # arguments drawn again for the same op: conv, matmul and pooling fit fewer shapes than elementwise ops, and
     # without retries they would appear far less often than the op draw gives them
     for _ in range(ARG_DRAWS):
         if _try_op(rnd, d, op, allowed, max_ops):
             return True
     return False
+
+
+def _fresh_dtypes(op: OpDef) -> set[str]:
+    return {_arg_dtype(op, j) for j in op.fresh}
 
 
 def _try_op(rnd: random.Random, d: _Draft, op: OpDef, allowed: list[str], max_ops: int) -> bool:
@@ -243,7 +259,7 @@ def _try_op(rnd: random.Random, d: _Draft, op: OpDef, allowed: list[str], max_op
     consumed = {s for s in sources if s is not None}
     if d.size_after(1 + sum(len(g) for g in plan.values()), consumed) > max_ops:
         return False
-    args = tuple(_materialize(rnd, d, op, j, s, types[j], plan.get(j, ())) for j, s in enumerate(sources))
+    args = tuple(_materialize(rnd, d, op, j, s, types, attrs, plan.get(j, ())) for j, s in enumerate(sources))
     d.add_node(op.name, args, attrs, out)
     return True
 
@@ -262,6 +278,9 @@ def _sources(rnd: random.Random, d: _Draft, op: OpDef) -> list[int | None]:
     out: list[int | None] = []
     for j in range(op.arity):
         dt = _arg_dtype(op, j)
+        if j in op.fresh:  # values only the op's own range makes valid (distinct keys of a selection)
+            out.append(None)
+            continue
         pool = [r for r in d.order if d.types[r].dtype == dt]
         front = [r for r in d.frontier() if d.types[r].dtype == dt and r not in out]
         x = rnd.random()
@@ -279,12 +298,24 @@ def _fit_types(rnd: random.Random, d: _Draft, op: OpDef, sources: list[int | Non
     known = [d.types[s] for s in sources if s is not None and d.types[s].dtype == FLOAT]
     ref = known[0].shape if known else _fresh_shape(rnd)
     for _ in range(8):  # a few shape draws: most ops take the first (elementwise, same shape); matmul, conv need more
-        types = [d.types[s] if s is not None else TensorType(_shape_near(rnd, ref, j == 0 and not known),
-                                                            _arg_dtype(op, j))
-                 for j, s in enumerate(sources)]
-        if all(_numel(t.shape) <= MAX_ELEMENTS for t in types) and _infers(rnd, op, types):
+        types: list[TensorType | None] = [d.types[s] if s is not None else None for s in sources]
+        for j in range(op.arity):  # new inputs in argument order, each seeing the types decided before it
+            if types[j] is None:
+                types[j] = _new_type(rnd, op, j, types, ref, j == 0 and not known)
+        if all(t is not None and _numel(t.shape) <= MAX_ELEMENTS for t in types) and _infers(rnd, op, types):
             return types
     return None
+
+
+def _new_type(rnd: random.Random, op: OpDef, j: int, types: list, ref: tuple[int, ...],
+              same: bool) -> TensorType | None:
+    """A new input's type: the op's own (an index fits what it indexes), else a shape near the first float's."""
+    t = op.arg_type(rnd, j, types) if op.arg_type else None
+    if t is not None:
+        return t
+    if _arg_dtype(op, j) == INT64:
+        return None  # an index without the op's say has no known bound
+    return TensorType(_shape_near(rnd, ref, same), _arg_dtype(op, j))
 
 
 def _infers(rnd: random.Random, op: OpDef, types: list[TensorType]) -> bool:
@@ -338,7 +369,7 @@ def _numel(shape) -> int:
 
 def _meets(d: _Draft, ref: int, domain: str) -> bool:
     name = d.range_of(ref)
-    return domain == ANY or (name is not None and domain in RANGES[name].meets)
+    return domain == ANY or (name is not None and name in RANGES and domain in RANGES[name].meets)
 
 
 def _guard_plan(rnd: random.Random, d: _Draft, op: OpDef, sources: list[int | None],
@@ -356,12 +387,14 @@ def _guard_plan(rnd: random.Random, d: _Draft, op: OpDef, sources: list[int | No
     return plan
 
 
-def _materialize(rnd: random.Random, d: _Draft, op: OpDef, j: int, source: int | None, t: TensorType,
-                 guard: tuple[str, ...]) -> int:
-    """The value id an argument takes: a new input (with a range that meets its domain), or the source behind its
-    guard ops."""
+def _materialize(rnd: random.Random, d: _Draft, op: OpDef, j: int, source: int | None, types: list[TensorType],
+                 attrs: dict, guard: tuple[str, ...]) -> int:
+    """The value id an argument takes: a new input (with the range the op asks, else one that meets its domain), or
+    the source behind its guard ops."""
     if source is None:
-        return d.add_input(t, _draw_range(rnd, _domain(op, j), t.dtype))
+        t = types[j]
+        asked = op.arg_range(j, types, attrs) if op.arg_range else None
+        return d.add_input(t, asked or _draw_range(rnd, _domain(op, j), t.dtype))
     ref = source
     if guard == ("abs", "add"):
         ref = _node(d, "abs", (ref,))
@@ -392,7 +425,7 @@ def _fold_dead(rnd: random.Random, d: _Draft, allowed: list[str], max_ops: int) 
     combiners = [c for c in COMBINERS if c in allowed]
     while len(d.frontier()) > 1:
         out, dead = d.frontier()[-1], d.frontier()[0]
-        if _integer(d, out) or _integer(d, dead):
+        if _integer(d, out) or _integer(d, dead) or FLOAT != d.types[out].dtype or FLOAT != d.types[dead].dtype:
             return False
         fits = [c for c in rnd.sample(combiners, len(combiners)) if _fits(c, [d.types[out], d.types[dead]])]
         if not fits or len(d.nodes) >= max_ops:
@@ -438,17 +471,38 @@ def _finish(rnd: random.Random, g: Graph) -> Graph:
 
 
 def _dynamic(rnd: random.Random, g: Graph) -> list[tuple[int, ...]]:
-    """Per input, the dims exported as dynamic: one axis (counted from the end, as broadcasting aligns them) of one
-    size, in every input that has that size there, so broadcast partners vary together. Sizes 1 are never
-    dynamic (exporters specialize 0 and 1)."""
-    weights = {n.args[1] for n in g.nodes if n.op in FIXED_WEIGHTS and len(n.args) > 1}
-    spots = sorted({(x.type.rank - i, s) for k, x in enumerate(g.inputs) if k not in weights
-                    for i, s in enumerate(x.type.shape) if s > 1})
+    """Per input, the dims exported as dynamic: one, two or all axes (counted from the end, as broadcasting aligns
+    them) of one size each, in every input that has that size there, so broadcast partners vary together. Several
+    dims make check run each mix of them static and dynamic (SEEDS #2: right at the ends, wrong in a mix).
+    Sizes 1 are never dynamic (exporters specialize 0 and 1); dims an op needs static (a conv's weight, a norm's
+    channels: OpDef.static) are not either."""
+    fixed = _static_dims(g)
+    spots = sorted({(x.type.rank - i, s) for k, x in enumerate(g.inputs)
+                    for i, s in enumerate(x.type.shape) if s > 1 and (k, i) not in fixed})
     if not spots:
         return [()] * len(g.inputs)
-    back, size = rnd.choice(spots)
-    return [((x.type.rank - back,) if k not in weights and x.type.rank >= back
-             and x.type.shape[x.type.rank - back] == size else ()) for k, x in enumerate(g.inputs)]
+    axes = rnd.choice(MIXED_AXES)
+    chosen = spots if axes == ALL_AXES else rnd.sample(spots, min(len(spots), axes))
+    out = []
+    for k, x in enumerate(g.inputs):
+        dims = {x.type.rank - back for back, size in chosen
+                if x.type.rank >= back and x.type.shape[x.type.rank - back] == size}
+        out.append(tuple(sorted(d for d in dims if (k, d) not in fixed)))
+    return out
+
+
+def _static_dims(g: Graph) -> set[tuple[int, int]]:
+    """(input, dim) pairs an op needs static, for the inputs that feed such an op's argument directly."""
+    from fpdiff.analysis.fuzz.emit import value_types
+    types, n_in, out = value_types(g), len(g.inputs), set()
+    for node in g.nodes:
+        op = VOCAB[node.op]
+        if op.static is None:
+            continue
+        for j, d in op.static([types[a] for a in node.args], node.attr):
+            if j < len(node.args) and node.args[j] < n_in:
+                out.add((node.args[j], d))
+    return out
 
 
 def _with_values(graph: Graph, form: str, seed: int) -> Sample | Discard:
@@ -471,14 +525,52 @@ def _shrunk(graph: Graph) -> Graph:
     return Graph(inputs, graph.nodes, graph.output)
 
 
+def known_range(name: str) -> bool:
+    """A range draw_values knows: a float range of RANGES, an integer or mask range, distinct keys along a dim."""
+    return name in RANGES or name in (INDEX, UNIQUE, MASK, ATTN_MASK) or \
+        (name.startswith(DISTINCT + "@") and name.split("@")[1].isdigit())
+
+
 def draw_values(x: Input, rng: np.random.Generator) -> np.ndarray:
-    """One input's values: its range's float64 draw, small integers for int64, coin flips for bool."""
-    shape = x.type.shape
+    """One input's values: its range's float64 draw; for int64, indices valid for their bound (distinct along their
+    unique axis) or small integers; for bool, coin flips (an attention mask keeps a key in every row)."""
+    shape, name = x.type.shape, x.range
     if x.type.dtype == INT64:
+        if name == UNIQUE and x.type.bound is not None and x.type.unique is not None:
+            return _unique_indices(rng, shape, x.type.bound, x.type.unique)
+        if name in (INDEX, UNIQUE) and x.type.bound is not None:
+            return rng.integers(0, x.type.bound, shape).astype(np.int64)
         return rng.integers(-4, 5, shape).astype(np.int64)
     if x.type.dtype == BOOL:
-        return rng.random(shape) < 0.5
-    return np.asarray(RANGES[x.range].draw(rng, shape), dtype=np.float64)
+        mask = rng.random(shape) < 0.5
+        if name == ATTN_MASK and mask.ndim:
+            keep = rng.integers(0, shape[-1], shape[:-1])  # one key each row keeps: no row all -inf
+            np.put_along_axis(mask, keep[..., None], True, axis=-1)
+        return mask
+    if name.startswith(DISTINCT + "@"):
+        return _distinct(rng, shape, int(name.split("@")[1]))
+    return np.asarray(RANGES[name].draw(rng, shape), dtype=np.float64)
+
+
+# values a selection's keys are drawn from: m/8 for 0 < |m| <= 255, exact in bf16 (8 significant bits), fp16 and
+# fp32 alike, so comparing them gives one answer at every precision; 510 values cover any dim a graph has (<= 65)
+DISTINCT_VALUES = np.array([m / 8.0 for m in range(-255, 256) if m], dtype=np.float64)
+
+
+def _distinct(rng: np.random.Generator, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """Values distinct along `axis` in every slice (a selection over it has no ties), exact at every precision."""
+    moved = (*shape[:axis], *shape[axis + 1:], shape[axis])
+    rows = int(np.prod(moved[:-1])) if len(moved) > 1 else 1
+    picks = np.stack([rng.choice(DISTINCT_VALUES, moved[-1], replace=False) for _ in range(rows)])
+    return np.moveaxis(picks.reshape(moved), -1, axis)
+
+
+def _unique_indices(rng: np.random.Generator, shape: tuple[int, ...], bound: int, axis: int) -> np.ndarray:
+    """Indices in [0, bound), distinct along `axis` in every slice (a scatter's writes never collide)."""
+    moved = (*shape[:axis], *shape[axis + 1:], shape[axis])
+    rows = int(np.prod(moved[:-1])) if len(moved) > 1 else 1
+    picks = np.stack([rng.permutation(bound)[:moved[-1]] for _ in range(rows)])
+    return np.moveaxis(picks.reshape(moved), -1, axis).astype(np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from fpdiff.analysis.ops.case import CHANNELS_LAST, CONTIGUOUS, TRANSPOSED
 
 FLOAT, INT64, BOOL = "float", "int64", "bool"  # FLOAT: the precision under test's float (float64 for the judge)
 DTYPES = (FLOAT, INT64, BOOL)
+NP_DTYPES = {FLOAT: np.float64, INT64: np.int64, BOOL: np.bool_}  # a value's float64-judge array type
 LAYOUTS = (CONTIGUOUS, CHANNELS_LAST, TRANSPOSED)
 TORCH, ONNX = "torch", "onnx"  # the forms a graph is written in: a torch program (every backend's route), an ONNX graph
 FORMS = (TORCH, ONNX)
@@ -22,9 +23,13 @@ FORMS = (TORCH, ONNX)
 
 @dataclass(frozen=True)
 class TensorType:
-    """A value's shape and dtype."""
+    """A value's shape and dtype; for an INT64 value, what is known of its entries: `bound` (every entry in
+    [0, bound): a valid index into a dim of that size) and `unique` (the axis along which each slice's entries are
+    distinct: what scatter and index_put need to be deterministic)."""
     shape: tuple[int, ...]
     dtype: str = FLOAT
+    bound: int | None = None
+    unique: int | None = None
 
     @property
     def rank(self) -> int:
@@ -88,18 +93,26 @@ class Graph:
         return need
 
     def as_dict(self) -> dict:
-        return {"inputs": [{"shape": list(x.type.shape), "dtype": x.type.dtype, "layout": x.layout,
-                            "dynamic": list(x.dynamic), "range": x.range} for x in self.inputs],
+        return {"inputs": [_input_dict(x) for x in self.inputs],
                 "nodes": [{"op": n.op, "args": list(n.args), "attrs": {k: _jsonable(v) for k, v in n.attrs}}
                           for n in self.nodes],
                 "output": self.output}
 
     @classmethod
     def from_dict(cls, d: dict) -> Graph:
-        inputs = tuple(Input(TensorType(tuple(x["shape"]), x.get("dtype", FLOAT)), x.get("layout", CONTIGUOUS),
-                             tuple(x.get("dynamic", ())), x.get("range", "normal")) for x in d["inputs"])
+        inputs = tuple(Input(TensorType(tuple(x["shape"]), x.get("dtype", FLOAT), x.get("bound"), x.get("unique")),
+                             x.get("layout", CONTIGUOUS), tuple(x.get("dynamic", ())), x.get("range", "normal"))
+                       for x in d["inputs"])
         nodes = tuple(Node(n["op"], tuple(n["args"]), attrs_of(n.get("attrs", {}))) for n in d["nodes"])
         return cls(inputs, nodes, int(d["output"]))
+
+
+def _input_dict(x: Input) -> dict:
+    """An input as JSON; an integer's bound and unique axis only when known (older graphs read the same)."""
+    d = {"shape": list(x.type.shape), "dtype": x.type.dtype, "layout": x.layout, "dynamic": list(x.dynamic),
+         "range": x.range}
+    d.update({k: v for k, v in (("bound", x.type.bound), ("unique", x.type.unique)) if v is not None})
+    return d
 
 
 def _jsonable(v: Any) -> Any:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, INT64, Graph, Input, Sample
+from fpdiff.analysis.fuzz.graph import FLOAT, NP_DTYPES, Graph, Input, Sample
+from fpdiff.analysis.fuzz.vocab_index import DISTINCT
 from fpdiff.analysis.ops.case import CONTIGUOUS
 from fpdiff.core.errors import UsageError
 
@@ -20,7 +21,6 @@ MAGNITUDE_RANGES = ("near-max", "large", "tiny")
 SIG_DIGITS = 3  # values a reader can type into a repro while keeping the failure's magnitudes
 MAX_SMALL_INT = 2048  # integers up to 2**11 are exact in fp16 (11-bit significand): the same numbers at every precision
 MIN_DYNAMIC = 2  # torch.export specializes a dim of size 0 or 1: a dynamic dim kept smaller is no longer dynamic
-NP_DTYPES = {FLOAT: np.float64, INT64: np.int64, BOOL: np.bool_}
 
 
 @dataclass
@@ -70,6 +70,9 @@ def cut(sample: Sample, keep: set[int], *, values64: Sequence[np.ndarray] | None
         values64 = evaluate64(sample)
     types = value_types(g) if cuts else []
     layout = g.inputs[0].layout if g.inputs else CONTIGUOUS  # a torch case takes one layout for all its inputs
+    # a cut value keeps the graph's dynamic sizes dynamic: a dim of the size a dynamic input dim had is (almost
+    # always) that dim carried through, and a failure of the dynamic-shape path must survive the cut
+    dyn_sizes = {x.type.shape[d] for x in g.inputs for d in x.dynamic}
     old_ids = sorted({a for i in nodes for a in g.nodes[i].args if a < len(g.inputs)} | cuts)
     new_id = {old: k for k, old in enumerate(old_ids)}
     inputs, values = [], []
@@ -79,7 +82,8 @@ def cut(sample: Sample, keep: set[int], *, values64: Sequence[np.ndarray] | None
             values.append(sample.values[old])
         else:
             t = types[old]
-            inputs.append(Input(t, layout, (), CUT))
+            dims = tuple(d for d, n in enumerate(t.shape) if n in dyn_sizes and n >= MIN_DYNAMIC)
+            inputs.append(Input(t, layout, dims, CUT))
             values.append(np.asarray(values64[old]).astype(NP_DTYPES.get(t.dtype, np.float64)))
     for pos, i in enumerate(nodes):
         new_id[g.value_of_node(i)] = len(old_ids) + pos
@@ -328,7 +332,9 @@ def _sized(s: Sample, which: Callable[[int, int, int], bool], t: int) -> list[tu
 
 def simplify_values(run: _Run) -> None:
     """Step 3: float inputs' values to 3 significant digits, then to small integers, all inputs at once first."""
-    floats = [k for k, x in enumerate(run.sample.graph.inputs) if x.type.dtype == FLOAT]
+    # a selection's distinct keys keep their values: rounded, they could tie, and a tie's order is no bug
+    floats = [k for k, x in enumerate(run.sample.graph.inputs) if x.type.dtype == FLOAT
+              and not x.range.startswith(DISTINCT)]
     for name, fn in (("3 significant digits", round_significant), ("small integers", small_integers)):
         reserve = _feature_count(run.sample)
         if len(floats) > 1 and run.spare(reserve) and run.accept(

@@ -61,6 +61,7 @@ class Failure:
     component: str | None = None
     stage: str | None = None
     metrics: dict | None = field(default=None, compare=False, hash=False)
+    shape_variant: str = field(default="static", compare=False)  # static, dynamic, or a mix (model/graph.py)
 
     @property
     def status_class(self) -> str:
@@ -117,7 +118,7 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
     them, a cell the judge cannot stand behind or an ill-conditioned output discards it (never reported as a bug);
     otherwise it passed."""
     v = GraphVerdict(sample_id, PASS, duration_s=outcome.duration_s,
-                     statuses={f"{c.backend}/{c.precision}": str(c.status) for c in outcome.cells})
+                     statuses={cell_key(c): str(c.status) for c in outcome.cells})
     if outcome.skipped:
         v.outcome, v.discard = DISCARDED, f"{NO_REFERENCE}: {outcome.skipped}"
         return v
@@ -134,8 +135,27 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
     return v
 
 
+def cell_key(c: OpsCell) -> str:
+    """backend/precision, and the shape variant when the graph has dynamic dims (each variant is its own cell)."""
+    key = f"{c.backend}/{c.precision}"
+    return key if c.shape_variant == "static" else f"{key}/{c.shape_variant}"
+
+
 def failure_of(c: OpsCell) -> Failure:
-    return Failure(c.backend, c.precision, str(c.status), c.reason, c.component, c.stage, c.metrics)
+    return Failure(c.backend, c.precision, str(c.status), c.reason, c.component, c.stage, c.metrics,
+                   c.shape_variant)
+
+
+MIXED_ONLY = "mixed-dims"  # the SEEDS #2 signature: every failing cell a mix of static and dynamic dims
+
+
+def mixed_only(cells: list[OpsCell], status_class: str) -> bool:
+    """Whether a failure of this class shows only where static and dynamic dims mix, its static and fully dynamic
+    cells judged right: the shape variants judged against each other, as well as each against float64."""
+    failing = {c.shape_variant for c in cells if failure_of(c).status_class == status_class}
+    ends = {c.shape_variant: c.status for c in cells if c.shape_variant in ("static", "dynamic")}
+    return bool(failing) and all(v.startswith("mixed:") for v in failing) and \
+        all(st not in FINDING_STATUSES for st in ends.values()) and len(ends) == 2
 
 
 def narrowed(config: SweepConfig, failure: Failure) -> SweepConfig:

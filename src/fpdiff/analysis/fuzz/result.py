@@ -28,6 +28,8 @@ class FuzzResult(Result):
     duration_s: float = 0.0
     ray: str | None = None
     model: str = "fuzz"
+    selection: dict = field(default_factory=dict)  # ops, forms, min/max ops: what graph index i is (--resume)
+    resumed: int = 0  # graphs kept from --resume's report
 
     def tested(self) -> list[GraphRecord]:
         """The graphs that were judged (passed or failed), not the discarded or unrun ones."""
@@ -61,7 +63,8 @@ class FuzzResult(Result):
         tested = self.tested()
         return {"kind": self.kind, "fpdiff_version": self.versions.get("fpdiff"), "model": self.model,
                 "versions": self.versions, "duration_s": round(self.duration_s, 3), "seed": self.seed,
-                "backends": self.backends, "precisions": self.precisions, "ray": self.ray,
+                "backends": self.backends, "precisions": self.precisions, "ray": self.ray, **self.selection,
+                "resumed": self.resumed,
                 "generated": len([r for r in self.records if r.outcome not in (UNRUN, LOST)]),
                 "graphs": len(tested), "failing_graphs": sum(r.outcome == FAILING for r in tested),
                 "graphs_per_minute": round(self.rate(), 2),

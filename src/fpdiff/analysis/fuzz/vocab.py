@@ -1,57 +1,27 @@
-"""The ops a fuzz graph is drawn from: each names its ops-catalog entries (torch OpInfo name, ONNX op type), how it
-types its output from its arguments, which attributes it may take, and how it is written as torch and as ONNX."""
+"""The float ops a fuzz graph is drawn from: each names its ops-catalog entries (torch OpInfo name, ONNX op type), how
+it types its output from its arguments, which attributes it may take, and how it is written as torch and as ONNX.
+Importing this module registers every op of the vocabulary (the integer, selection, attention, norm and cast ops of
+vocab_index.py and vocab_nn.py too)."""
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from fpdiff.analysis.fuzz.graph import FLOAT, TensorType
-
-# what an op's float arguments must hold for its float64 result to be finite and defined (generate.py draws inputs,
-# and puts a guard op before an argument, so they do): any value, > 0, != 0, in [-1, 1]
-ANY, POSITIVE, NONZERO, UNIT = "any", "positive", "nonzero", "unit"
-
-
-@dataclass(frozen=True)
-class OpDef:
-    """One vocabulary op.
-    infer(types, attrs) -> the output's TensorType, raising ValueError when the arguments or attributes do not fit;
-    draw(rng, types) -> attributes valid for these argument types, or None when the op cannot take them;
-    torch(*tensors, **attrs) -> torch.Tensor: the op in torch (the torch program calls it);
-    onnx(b, names, attrs) -> the output's name: emits the op's node(s) into an onnx_graph builder `b`."""
-    name: str
-    catalog: tuple[str, ...]  # its names in ops' catalogs: ("nn.functional.softmax", "Softmax")
-    arity: int
-    infer: Callable[[list[TensorType], dict], TensorType]
-    draw: Callable[[random.Random, list[TensorType]], dict | None]
-    torch: Callable[..., Any]
-    onnx: Callable[[Any, list[str], dict], str]
-    domain: tuple[str, ...] = ()  # per argument: ANY/POSITIVE/NONZERO/UNIT (missing: ANY)
-    arg_dtypes: tuple[str, ...] = ()  # per argument: the dtype it takes (missing: FLOAT)
-    integer_valued: bool = False  # a float output holding integers (round, floor, sign): judged by flips
-    reason: str = ""  # why it is in the vocabulary: what it exercises where ops meet
-    tags: frozenset = field(default_factory=frozenset)  # "reduction", "layout", "elementwise", "matmul", ...
-
-
-VOCAB: dict[str, OpDef] = {}
-
-
-def register(op: OpDef) -> OpDef:
-    VOCAB[op.name] = op
-    return op
-
-
-def same_type(types: list[TensorType], _attrs: dict) -> TensorType:
-    """An elementwise op's output: the broadcast of its arguments' shapes, in FLOAT."""
-    import numpy as np
-    try:
-        shape = tuple(np.broadcast_shapes(*[t.shape for t in types]))
-    except ValueError as e:
-        raise ValueError(f"shapes do not broadcast: {[t.shape for t in types]}") from e
-    return TensorType(shape, FLOAT)
-
+from fpdiff.analysis.fuzz.opdef import (  # noqa: F401  (re-exported: the vocabulary's names)
+    ANY,
+    NONZERO,
+    POSITIVE,
+    UNIT,
+    VOCAB,
+    OpDef,
+    fits,
+    register,
+    same_type,
+)
+from fpdiff.analysis.fuzz.opdef import functional as _F
+from fpdiff.analysis.fuzz.opdef import torch_module as _torch
 
 # ---------------------------------------------------------------------------------------------------------------
 # helpers the definitions share
@@ -79,14 +49,6 @@ def _broadcasts(_rng: random.Random, types: list[TensorType]) -> dict | None:
     return {}
 
 
-def _torch():
-    import torch
-    return torch
-
-
-def _F():
-    import torch.nn.functional as F
-    return F
 
 
 def _unary(name: str, catalog: tuple[str, ...], torch_fn: Callable, onnx_type: str, reason: str,
@@ -360,18 +322,7 @@ def _matmul_infer(types: list[TensorType], _attrs: dict) -> TensorType:
     return TensorType(batch + (a.shape[-2], b.shape[-1]), FLOAT)
 
 
-def _fits(infer: Callable[[list[TensorType], dict], TensorType]) -> Callable:
-    """A draw of no attributes that answers None where `infer` refuses the arguments."""
-    def draw(_rng: random.Random, types: list[TensorType]) -> dict | None:
-        try:
-            infer(types, {})
-        except ValueError:
-            return None
-        return {}
-    return draw
-
-
-register(OpDef("matmul", ("matmul", "MatMul"), 2, _matmul_infer, _fits(_matmul_infer),
+register(OpDef("matmul", ("matmul", "MatMul"), 2, _matmul_infer, fits(_matmul_infer),
                lambda a, b: _torch().matmul(a, b), lambda b, names, attrs: b.node("MatMul", names),
                reason="blocked GEMM with a fused epilogue and broadcast batch dims",
                tags=frozenset({"matmul"})))
@@ -430,7 +381,10 @@ register(OpDef("conv2d", ("nn.functional.conv2d", "Conv"), 2, _conv_infer, _conv
                lambda x, w, stride, padding, dilation, groups: _F().conv2d(
                    x, w, stride=stride, padding=padding, dilation=dilation, groups=groups), _conv_onnx,
                reason="im2col/winograd/direct kernels, channels-last propagation, grouped and strided windows",
-               tags=frozenset({"conv", "layout"})))
+               tags=frozenset({"conv", "layout"}),
+               # the weight stays static: output channels must divide by the groups, which a plain torch.export Dim
+               # cannot say, so declaring one of its dims dynamic makes export refuse every backend alike
+               static=lambda types, attrs: {(1, d) for d in range(4)}))
 
 # ---------------------------------------------------------------------------------------------------------------
 # pooling
@@ -777,3 +731,7 @@ register(OpDef("expand", ("expand", "Expand"), 1, _expand_infer, _expand_draw,
                lambda x, shape: x.expand(*shape), _expand_onnx,
                reason="a stride-0 view: broadcast reads the consumer must not write through",
                tags=frozenset({"layout", "broadcast"})))
+
+
+# the integer, selection, attention, norm and cast ops register themselves on import
+from fpdiff.analysis.fuzz import vocab_index, vocab_nn  # noqa: E402, F401

@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fpdiff.analysis.ops.batch import PROGRAM_SIZE, run_batch
 from fpdiff.analysis.ops.case import CATALOGS, Case, OpsCell
-from fpdiff.analysis.ops.result import OpsResult
-from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_batch
+from fpdiff.analysis.ops.result import OpsResult, Previous, previous_run
+from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig
 from fpdiff.analysis.options import RunOptions
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
@@ -59,6 +60,9 @@ class OpsOptions:
     repro_dir: str | None = "fpdiff-out/ops"
     recheck: bool = True
     batch: int = BATCH
+    # cases of one kind written as one program (one export and compile per backend and precision for all of them,
+    # every failing cell rerun alone: batch.py); 1 runs every case as its own one-op model
+    program_size: int = PROGRAM_SIZE
     resume: str | None = None  # a cut run's JSON report: what it judged is kept, the rest is run
 
 
@@ -72,20 +76,46 @@ def ops(options: OpsOptions | None = None, shared: RunOptions | None = None) -> 
     o, shared = options or OpsOptions(), (shared or RunOptions(**SHARED_DEFAULTS)).ready()
     patterns = list(o.patterns) if o.patterns else None
     config = sweep_config(shared, o.backends, o.precisions, o.repro_dir, o.recheck)
-    _check_budget(o.time_budget, o.samples, o.batch)
+    _check_budget(o.time_budget, o.samples, o.batch, o.program_size)
+    config = dataclasses.replace(config, program_size=o.program_size)
     distribute.check_address(o.ray)
+    prior = previous_run(o.resume, o.backends, o.precisions, shared.seed) if o.resume else None
     names = variant_mod.select(["default"] if o.variants is None else o.variants)
     cases, skipped = catalog.select(list(o.catalogs), patterns, o.samples, shared.seed)
-    cases = variant_mod.expand(cases, names, shared.seed) + variant_mod.extra_cases(
+    cases = variant_mod.expand(cases, names, shared.seed, skipped) + variant_mod.extra_cases(
         names, patterns, shared.seed, list(o.catalogs))
     if not cases:
         raise UsageError("no case to run: every selected op was skipped (" +
                          "; ".join(sorted({s['reason'] for s in skipped})[:3]) + ")")
+    kept = [c for c in cases if prior and c.case_id in prior.case_ids]  # judged by the cut run: not run again
+    todo = [c for c in cases if not (prior and c.case_id in prior.case_ids)]
     if o.time_budget is not None:
         config = dataclasses.replace(config, deadline=time.time() + o.time_budget - (time.perf_counter() - t0))
-    batches = [cases[i:i + o.batch] for i in range(0, len(cases), o.batch)]
-    outcomes = _run(batches, config, o.ray, shared.progress, len(cases))
-    return _result(cases, outcomes, skipped, shared.registry, config, o.catalogs, time.perf_counter() - t0)
+    size = max(o.batch, o.program_size)  # a program is never cut by a batch boundary
+    batches = [todo[i:i + size] for i in range(0, len(todo), size)]
+    outcomes = _run(batches, config, o.ray, shared.progress, len(todo)) if batches else []
+    outcomes += [_resumed(c, prior) for c in kept]
+    order = {c.case_id: i for i, c in enumerate(cases)}
+    outcomes.sort(key=lambda x: order[x.case_id])
+    result = _result(cases, outcomes, skipped, shared.registry, config, o.catalogs, time.perf_counter() - t0)
+    result.selection = {"backends": list(o.backends), "precisions": list(o.precisions), "seed": shared.seed,
+                        "catalogs": list(o.catalogs), "patterns": patterns, "variants": names, "samples": o.samples}
+    result.resumed = len(kept)
+    result.programs = _programs(outcomes)
+    return result
+
+
+def _resumed(case: Case, prior: Previous) -> CaseOutcome:
+    """A case the resumed report judged, as it judged it (its cells, or why it could not be judged)."""
+    return CaseOutcome(case.case_id, list(prior.cells.get(case.case_id, [])), prior.skipped.get(case.case_id),
+                       prior.disagreements.get(case.case_id))
+
+
+def _programs(outcomes: list[CaseOutcome]) -> dict:
+    """How this run's cases ran: how many, how many in programs, the programs, the one-op models run alone."""
+    ran = [o for o in outcomes if o.programs or o.alone]
+    return {"cases": len(ran), "in_programs": sum(1 for o in ran if o.programs), "programs":
+            round(sum(o.programs for o in ran)), "alone": sum(o.alone for o in ran)}
 
 
 def sweep_config(shared: RunOptions, backends: Sequence[str], precisions: Sequence[str], repro_dir: str | None,
@@ -105,7 +135,7 @@ def sweep_config(shared: RunOptions, backends: Sequence[str], precisions: Sequen
                        shared.seed, run_folder(shared.cache), repro, recheck)
 
 
-def _check_budget(time_budget: float | None, samples: int, batch: int) -> None:
+def _check_budget(time_budget: float | None, samples: int, batch: int, program_size: int = 1) -> None:
     """A budget of nothing, or no sample per op, would run nothing: said before any work."""
     if time_budget is not None and time_budget <= 0:
         raise UsageError(f"--time must be positive, got {time_budget:g} s")
@@ -113,6 +143,8 @@ def _check_budget(time_budget: float | None, samples: int, batch: int) -> None:
         raise UsageError(f"--samples must be at least 1, got {samples}")
     if batch < 1:
         raise UsageError(f"the batch size must be at least 1, got {batch}")
+    if program_size < 1:
+        raise UsageError(f"--per-program must be at least 1, got {program_size}")
 
 
 def _run(batches: list[list[Case]], config: SweepConfig, ray: str | None, progress: Progress | None,
@@ -126,8 +158,8 @@ def _run(batches: list[list[Case]], config: SweepConfig, ray: str | None, progre
         if progress:
             progress(o.case_id, len(done), total)
 
-    if ray is None:
-        return [o for b in batches for o in run_batch(b, config, tick)]
+    if ray is None:  # here batches are Ray's unit only: one set of workers, and programs drawn from every case
+        return run_batch([c for b in batches for c in b], config, tick)
     work = functools.partial(run_batch, config=config)
     # a batch's limit: every job of every case may take the cell timeout, plus a worker start per backend
     limit = (len(batches[0]) * (len(config.backends) * len(config.precisions) + 4) + BATCH_STARTS) * config.timeout
@@ -189,6 +221,8 @@ def _upstream_reports(cells: list[OpsCell], versions: dict) -> list[dict]:
     for sig, group in groups.items():
         lead = next((c for c in group if c.repro.get("retriggers")), group[0])
         bundle = Path(lead.repro["path"]).parent
+        if not bundle.is_dir():  # a resumed run's bundle, since removed: nothing to write the report next to
+            continue
         text = repro.upstream_report(lead, bundle, lead.info.get("worker", {}).get("versions") or versions)
         path = bundle / "REPORT.md"
         path.write_text(text)

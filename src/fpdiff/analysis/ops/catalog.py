@@ -82,3 +82,9 @@ def write_case(case: Case, folder: Path) -> tuple[str, str | None]:
     if callable(own):
         return own(Path(folder))
     return _module(case.catalog).write_case(case, folder)
+
+
+def deeper(case: Case, count: int, seed: int, keep) -> list[Case]:
+    """Up to `count` other cases of `case`'s op that `keep` (a Case -> bool) accepts, those whose float inputs have
+    the most dims first (then in catalog order): the samples behind a trivial first one."""
+    return _module(case.catalog).deeper(case, count, seed, keep)

@@ -87,6 +87,22 @@ def _op_cases(op: str, tests: list, samples: int | None) -> tuple[list[Case], st
     return keep_first(_order(tests), lambda t: _case(op, t), samples, "no test cases")
 
 
+def deeper(case: Case, count: int, seed: int, keep) -> list[Case]:
+    """Up to `count` cases of `case`'s op from its other node tests that `keep` (a Case -> bool) accepts, those
+    whose float inputs have the most dims first (then the catalog's order). `seed` changes nothing here."""
+    del seed  # the test data are fixed arrays
+    tests = [t for t in _order([t for t in _testcases() if _ops().get(t.name) == case.op]) if t.name != case.case_id]
+
+    def rank(t) -> int:
+        return max((np.ndim(x) for x in t.data_sets[0][0] if x is not None and not isinstance(x, list)), default=-1)
+    order = sorted(range(len(tests)), key=lambda i: (-rank(tests[i]), i))
+
+    def probe(i: int) -> Case | str:
+        got = _case(case.op, tests[i])
+        return got if isinstance(got, str) or keep(got) else "not kept"
+    return keep_first(order, probe, count, "")[0]
+
+
 def _order(tests: list) -> list:
     """The op's tests in the order they are tried: its own tests before expanded ones; among each, the first by
     name, the one with the most input elements, then the rest by name."""

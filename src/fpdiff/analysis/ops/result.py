@@ -3,14 +3,17 @@ not run and why, the judge's second opinions, how many repros re-trigger, and th
 (`--save`) to see what an upgrade changed."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from fpdiff.analysis.base import Result
 from fpdiff.analysis.ops.case import OpsCell
+from fpdiff.core.compare import Finding
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import CELL_STATUSES, FAILING, Status, fails
 
@@ -32,6 +35,11 @@ class OpsResult(Result):
     repro_check: dict = field(default_factory=dict)  # {"written", "retriggered", "broken"}
     reports: list[dict] = field(default_factory=list)  # one per distinct bug: {"signature", "cells", "path"}
     model: str = "ops"  # the history's label of the sweep, e.g. "ops: torch,onnx"
+    # what --resume holds a report to: {"backends", "precisions", "seed", "catalogs", "patterns", "variants"}
+    selection: dict = field(default_factory=dict)
+    resumed: int = 0  # cases whose cells came from --resume's report, not run again
+    # how cases ran: {"cases", "in_programs", "programs", "alone"} (batch.py; alone: one-op models run)
+    programs: dict = field(default_factory=dict)
 
     def cell_fails(self, c: OpsCell, strict: bool = False) -> bool:
         """check's rule, except that under --strict a declared refusal (unsupported) does not fail: in a sweep it
@@ -116,9 +124,71 @@ class OpsResult(Result):
                 "by_backend": self.by_backend(), "matrix": self.matrix(), "skipped": list(self.skipped),
                 "unrun": self.unrun, "judge_disagreements": list(self.judge_disagreements),
                 "repro_check": dict(self.repro_check), "reports": list(self.reports),
-                "support_table": self.support_table(), "next": self.next_steps()}
+                "support_table": self.support_table(), "next": self.next_steps(), "selection": dict(self.selection),
+                "resumed": self.resumed, "programs": dict(self.programs)}
 
 
 def repro_command(path: str) -> str:
     """How to run a repro: its script, or the repro.py in its folder."""
     return f"python {path}" if path.endswith(".py") else f"python {path.rstrip('/')}/repro.py"
+
+
+@dataclass
+class Previous:
+    """What a cut run's report (--resume) judged: its cells and the cases it skipped, by case id, and the catalog's
+    second opinions on them."""
+    cells: dict[str, list[OpsCell]]
+    skipped: dict[str, str]  # case id -> why it could not be judged
+    disagreements: dict[str, dict]
+
+    @property
+    def case_ids(self) -> set[str]:
+        return set(self.cells) | set(self.skipped)
+
+
+def previous_run(path: str, backends: Sequence[str], precisions: Sequence[str], seed: int) -> Previous:
+    """An ops report to resume from, held to this run's backends, precisions and seed (other cells, or other inputs,
+    would be merged as if this run had judged them); any other file is a one-line usage error."""
+    from fpdiff.core.jsonfile import read
+    data = read(path, "an ops report (fpdiff ops --json RUN.json)")
+    if not isinstance(data, dict) or data.get("kind") != "ops" or not isinstance(data.get("cells"), list):
+        kind = data.get("kind") if isinstance(data, dict) else None
+        raise UsageError(f"--resume {path}: not an ops report ({f'a {kind} report' if kind else 'no kind'}); give "
+                         "the file fpdiff ops --json wrote")
+    try:
+        cells = [cell_from_dict(d) for d in data["cells"]]
+    except (TypeError, KeyError) as e:
+        raise UsageError(f"--resume {path}: a cell of the report cannot be read ({type(e).__name__}: {e})") from None
+    _same_selection(path, data.get("selection") or {}, cells, backends, precisions, seed)
+    by_case: dict[str, list[OpsCell]] = {}
+    for c in cells:
+        by_case.setdefault(c.case, []).append(c)
+    skipped = {s["case"]: str(s.get("reason", "")) for s in data.get("skipped") or []
+               if isinstance(s, dict) and s.get("case") and s["case"] not in by_case}
+    agree = {d["case"]: d for d in data.get("judge_disagreements") or [] if isinstance(d, dict) and d.get("case")}
+    return Previous(by_case, skipped, agree)
+
+
+def _same_selection(path: str, had: dict, cells: list[OpsCell], backends: Sequence[str], precisions: Sequence[str],
+                    seed: int) -> None:
+    """The report's backends, precisions and seed are this run's (a report without its selection: its cells')."""
+    want_b, want_p = sorted(backends), sorted(precisions)
+    got_b = sorted(had.get("backends") or {c.backend for c in cells})
+    got_p = sorted(had.get("precisions") or {c.precision for c in cells})
+    fits = (got_b == want_b and got_p == want_p) if had else (set(got_b) <= set(want_b) and set(got_p) <= set(want_p))
+    if not fits:
+        raise UsageError(f"--resume {path}: that run is of backends {','.join(got_b)} at {','.join(got_p)}, this one "
+                         f"asks {','.join(want_b)} at {','.join(want_p)}; resume with the same --backends and "
+                         "--precisions")
+    if had.get("seed") is not None and had["seed"] != seed:
+        raise UsageError(f"--resume {path}: that run used --seed {had['seed']}, this one {seed}: its variants' inputs "
+                         "differ; resume with the same --seed")
+
+
+def cell_from_dict(d: dict) -> OpsCell:
+    """An OpsCell from its JSON (as_dict), its findings as Findings again."""
+    names = {f.name for f in dataclasses.fields(OpsCell)}
+    kept = {k: v for k, v in d.items() if k in names}
+    kept["findings"] = [Finding(**{k: f.get(k) for k in ("kind", "message", "op", "remedy")})
+                        for f in d.get("findings") or []]
+    return OpsCell(**kept)

@@ -1,11 +1,13 @@
 """Runs cases: each case is written as a one-op model and checked by check's own steps (its grid, the float64
 reference and baselines, the judge's cross-check, cell judging, conditioning), every case of a batch through one
-shared set of workers, so a sweep of thousands of cases pays for one worker start per backend, not one per case."""
+shared set of workers, so a sweep of thousands of cases pays for one worker start per backend, not one per case;
+cases of one kind share a program (batch.py: one export and compile for many cases, every failing cell rerun
+alone), unless `program_size` is 1."""
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,11 +19,9 @@ from fpdiff.analysis.check.run import run_grid, worker_env
 from fpdiff.analysis.ops import verdict
 from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.analysis.ops.catalog import write_case
-from fpdiff.backends import registry
 from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
 from fpdiff.onnxtools.export import DEPARTS
-from fpdiff.runtime import external, rundir
 from fpdiff.runtime.worker import JobResult
 
 # statuses that get a standalone repro: the backend computed something wrong, or failed without declaring a refusal
@@ -41,6 +41,8 @@ class SweepConfig:
     repro_dir: str | None = None  # where failing cells' repro bundles go (None: none written)
     recheck: bool = True  # rerun every repro in a fresh process and record whether it re-triggers
     deadline: float | None = None  # wall-clock time (time.time()) after which no case starts: --time's budget
+    # cases per program (batch.py); 1: every case alone, as run_case's callers outside the sweep want
+    program_size: int = 1
 
 
 @dataclass
@@ -52,28 +54,8 @@ class CaseOutcome:
     disagreement: dict | None = None  # the catalog's expected output departs from the float64 judge
     unrun: bool = False  # not started: the time budget was spent
     duration_s: float = 0.0
-
-
-def run_batch(cases: Sequence[Case], config: SweepConfig,
-              progress: Callable[[CaseOutcome], None] | None = None) -> list[CaseOutcome]:
-    """Every case of the batch in order, in one shared set of workers; a case that breaks costs that case."""
-    out = []
-    with rundir.run_directory(), external.shared(worker_env()):
-        reg = registry(config.plugins)
-        work = rundir.mkdtemp(prefix="fpdiff-ops-")
-        for case in cases:
-            if config.deadline is not None and time.time() > config.deadline:
-                out.append(CaseOutcome(case.case_id, unrun=True))
-                continue
-            outcome, requests = run_case(case, config, reg, work)
-            if config.repro_dir:
-                verdict.write_repros(requests, Path(config.repro_dir))
-            out.append(outcome)
-            if progress:
-                progress(outcome)
-        if config.recheck:
-            verdict.recheck_repros([c for o in out for c in o.cells])
-    return out
+    programs: float = 0.0  # its share of the programs it ran in (1/N of a program of N cases; batch.py)
+    alone: int = 0  # times it ran as a one-op model of its own
 
 
 def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutcome, list[tuple]]:
@@ -93,7 +75,7 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     cells = judge_run(Evidence(grid, results, ref, judged, env, config.timeout),
                       verdict.OPS_RULES if case.integer_valued else CHECK_RULES)
     outcome.disagreement = verdict.expected_disagreement(case, ref.outputs)
-    outcome.cells = [_ops_cell(case, c, results[k]) for c, k in zip(cells, grid.cells)]
+    outcome.cells = [ops_cell(case, c, results[k]) for c, k in zip(cells, grid.cells)]
     requests = [verdict.repro_request(case, grid, k, oc, c.baseline_metrics, results[k], ref,
                                       Path(config.repro_dir))
                 for oc, c, k in zip(outcome.cells, cells, grid.cells)
@@ -104,7 +86,7 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
 
 def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
     """The case as a check grid: the backends that take its kind, every precision, the case's own shape variants."""
-    folder = work / _safe(case.case_id)
+    folder = work / safe_name(case.case_id)
     folder.mkdir(parents=True, exist_ok=True)
     model, inputs = write_case(case, folder)
     kind = "torch" if model.endswith(".py") else "onnx"
@@ -117,7 +99,7 @@ def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
                      load_args={"inputs": inputs, "shapes": None, "seed": config.seed, "keep_opset": True})
 
 
-def _ops_cell(case: Case, c: Cell, r: JobResult) -> OpsCell:
+def ops_cell(case: Case, c: Cell, r: JobResult) -> OpsCell:
     """A check cell as the sweep reports it: the case it belongs to and the runtime's support state."""
     cell = OpsCell(case.op, case.catalog, case.variant, case.case_id, case.family, c.backend, c.precision,
                    c.shape_variant, c.status, c.reason, c.metrics, findings=c.findings,
@@ -137,7 +119,7 @@ def _kept_info(info: dict) -> dict:
     return keep
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     """A case id as a folder name."""
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)[:120]
 

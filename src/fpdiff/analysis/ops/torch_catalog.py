@@ -141,6 +141,26 @@ def _op_cases(info, samples: int | None, seed: int) -> tuple[list[Case], str]:
         return [], RANDOM
 
 
+def deeper(case: Case, count: int, seed: int, keep: Callable[[Case], bool]) -> list[Case]:
+    """Up to `count` cases of `case`'s op from its other samples that `keep` accepts, those whose float inputs have
+    the most dims first (then by index), each passing the float64 probe as a kept sample does."""
+    info = {op_name(o): o for o in _op_db()}.get(case.op)
+    if info is None:
+        return []
+    drawn = _samples(info, seed)
+    own = case.case_id.rpartition("#")[2]
+
+    def rank(i: int) -> int:
+        return max((t.dim() for t in _leaves(drawn[i]) if isinstance(t, torch.Tensor) and t.is_floating_point()),
+                   default=-1)
+    order = sorted((i for i in range(len(drawn)) if str(i) != own), key=lambda i: (-rank(i), i))
+
+    def probe(i: int) -> Case | str:
+        got = _unfit(drawn[i]) or _probe(info, i, drawn[i], seed)
+        return got if isinstance(got, str) or keep(got) else "not kept"
+    return keep_first(order, probe, count, "")[0]
+
+
 class _DrawsRandom(Exception):
     """A sample of the op came out differently under another seed."""
 
@@ -422,51 +442,131 @@ def named_dims(declared: dict, names: list[str]) -> dict | None:
 
 def declare_dims(payload: TorchSample, names: list[str]) -> dict:
     """{input: {dim: (Dim name, min, max)}} for TorchSample.dynamic (dims of the op's view), as torch.export sees
-    them: exported once with Dim.AUTO, a declared dim export keeps symbolic becomes a named Dim (dims export finds
-    equal share one, with the range it inferred); one it specializes (a reshape to a baked size) is left static,
-    since declaring it would only make export refuse the whole case."""
+    them; {} when no declaration exports (declare_dims_why says why)."""
+    return declare_dims_why(payload, names)[0]
+
+
+def declare_dims_why(payload: TorchSample, names: list[str]) -> tuple[dict, str]:
+    """declare_dims, and why it is {} ("" when it is not). Exported once with Dim.AUTO, a declared dim export keeps
+    symbolic becomes a named Dim (dims export finds equal share one, with the range it inferred); one it specializes
+    (a reshape to a baked size) is left static, since declaring it would only make export refuse the whole case.
+    The ranges are then narrowed to what every shape variant check's grid makes of them (each mix of static and
+    dynamic dims) exports with: a declaration one mix refuses is no declaration, never an export error per cell."""
+    key = _declaration_key(payload)
+    if key not in _DECLARED:
+        _DECLARED[key] = _declare(payload, names)
+    return _DECLARED[key]
+
+
+# declarations already made, by payload: the variant making a case and write_case writing it ask for the same one,
+# and each costs a few exports (the mixes)
+_DECLARED: dict[str, tuple[dict, str]] = {}
+
+
+def _declaration_key(payload: TorchSample) -> str:
+    """The payload as a digest: the callable, the layout, the dims wanted, every argument (tensors by their bytes)."""
+    h = hashlib.sha256(repr((payload.fn, payload.layout, payload.dynamic)).encode())
+    for x in pytree.tree_leaves((tuple(payload.args), dict(payload.kwargs))):
+        if isinstance(x, torch.Tensor):
+            h.update(repr((x.dtype, tuple(x.shape))).encode())
+            h.update(x.detach().contiguous().cpu().numpy().tobytes())
+        else:
+            h.update(repr(x).encode())
+    return h.hexdigest()
+
+
+def _declare(payload: TorchSample, names: list[str]) -> tuple[dict, str]:
     tensors = case_tensors(payload)
-    auto: dict = {n: None for n in names}
+    wanted: dict = {n: None for n in names}
     for name, t, dims in zip(names, tensors, payload.dynamic):
         if dims:
-            auto[name] = {_passed_dim(t, d, payload.layout): torch.export.Dim.AUTO for d in dims}
-    if all(v is None for v in auto.values()):
-        return {}
+            wanted[name] = {_passed_dim(t, d, payload.layout): torch.export.Dim.AUTO for d in dims}
+    if all(v is None for v in wanted.values()):
+        return {}, "no dim declared dynamic"
+    model = one_op(payload, names)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ep = torch.export.export(one_op(payload, names), tensors, dynamic_shapes=auto, strict=False)
-    except Exception:  # the op does not export: every cell says so at its own export stage
-        return {}
+        out = _symbolic(model, tensors, wanted, names)
+    except Exception as e:  # the op does not export: every cell says so at its own export stage
+        return {}, f"the op does not export ({type(e).__name__})"
+    if not out:
+        return {}, "torch.export specializes every dim declared dynamic (the op fixes their sizes)"
+    try:
+        out = _narrowed(model, tensors, out, names)
+    except Exception as e:  # a mix export refuses whatever the ranges: no declaration holds for every variant
+        return {}, f"torch.export refuses a mix of static and dynamic dims of it ({_first_line(e)})"
+    for spec in _variant_specs(out, names):
+        try:
+            _export(model, tensors, spec)
+        except Exception as e:  # UserError, ConstraintViolationError, GuardOnDataDependentSymNode...
+            return {}, f"torch.export refuses the declared dims in a shape variant ({_first_line(e)})"
+    return out, ""
+
+
+def _first_line(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text[:120]}"
+
+
+def _export(model: torch.nn.Module, tensors: tuple, spec: dict | None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.export.export(model, tensors, dynamic_shapes=spec, strict=False)
+
+
+def _symbolic(model: torch.nn.Module, tensors: tuple, auto: dict, names: list[str]) -> dict:
+    """{input: {dim: (Dim name, min, max)}} of the dims an export with `auto` (Dim.AUTO, or STATIC) keeps symbolic,
+    with the range it inferred; raises what export raises."""
+    ep = _export(model, tensors, auto)
     spots = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     users = [spots[u] for u in ep.graph_signature.user_inputs]
     out: dict = {}
     named: dict = {}  # export's symbol -> the Dim name: the first input and dim that carries it ("input_d0")
     for name, node in zip(names, users):
-        for d in sorted(auto[name] or {}):
+        for d, how in sorted((auto[name] or {}).items()):
             size = node.meta["val"].shape[d]
-            if isinstance(size, torch.SymInt) and size.node.expr.is_symbol:
+            if how is torch.export.Dim.AUTO and isinstance(size, torch.SymInt) and size.node.expr.is_symbol:
                 rng = ep.range_constraints.get(size.node.expr)
                 lo, hi = (_bound(rng.lower), _bound(rng.upper)) if rng is not None else (None, None)
                 dim = named.setdefault(size.node.expr, f"{name}_d{d}")
                 out.setdefault(name, {})[d] = (dim, lo, hi)
-    return out if _exports(payload, names, tensors, out) else {}
+    return out
 
 
-def _exports(payload: TorchSample, names: list[str], tensors, declared: dict) -> bool:
-    """Whether the case exports with its dims named and ranged as declared: export's guards are not all ranges (a
-    conv's output size != 1 excludes one value inside the range it reports), and a declaration export refuses would
-    fail every cell at an export that is the declaration's fault, not the op's; such a case stays static."""
-    if not declared:
-        return True
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.export.export(one_op(payload, names), tensors, dynamic_shapes=named_dims(declared, names),
-                                strict=False)
-    except Exception:  # torch.export raises UserError, ConstraintViolationError, GuardOnDataDependentSymNode...
-        return False
-    return True
+def _narrowed(model: torch.nn.Module, tensors: tuple, declared: dict, names: list[str]) -> dict:
+    """The declaration with each Dim's range the intersection of the ranges export infers under every mix check's
+    grid makes (graph.variants): a dim bounded by another (scatter's index by its input) is unbounded while the other
+    is dynamic and bounded by its size once it is static. Raises when a mix specializes a dim declared dynamic."""
+    from fpdiff.model import graph
+    spec = named_dims(declared, names)
+    ranges = {dim: (lo, hi) for per in declared.values() for dim, lo, hi in per.values()}
+    for variant in graph.variants(spec)[2:]:  # after static and dynamic: the mixes
+        auto = {n: ({d: torch.export.Dim.STATIC if dim in variant.static else torch.export.Dim.AUTO
+                     for d, (dim, _, _) in declared[n].items()} if n in declared else None) for n in names}
+        got = _symbolic(model, tensors, auto, names)
+        for n, per in declared.items():
+            for d, (dim, _, _) in per.items():
+                if dim in variant.static:
+                    continue
+                if d not in got.get(n, {}):
+                    fixed = sorted(variant.static)
+                    verb = 'is' if len(fixed) == 1 else 'are'
+                    raise ValueError(f"{dim} becomes static when {', '.join(fixed)} {verb}")
+                ranges[dim] = _intersect(ranges[dim], got[n][d][1:])
+    return {n: {d: (dim, *ranges[dim]) for d, (dim, _, _) in per.items()} for n, per in declared.items()}
+
+
+def _intersect(a: tuple, b: tuple) -> tuple:
+    """Two (min, max) ranges' intersection; None is unbounded."""
+    lo = max((x for x in (a[0], b[0]) if x is not None), default=None)
+    hi = min((x for x in (a[1], b[1]) if x is not None), default=None)
+    return lo, hi
+
+
+def _variant_specs(declared: dict, names: list[str]) -> list[dict | None]:
+    """The dynamic_shapes of every shape variant check's grid runs of the declaration but the static one."""
+    from fpdiff.model import graph
+    spec = named_dims(declared, names)
+    return [v.as_dynamic_shapes(spec) for v in graph.variants(spec)[1:]]
 
 
 def _passed_dim(t: torch.Tensor, d: int, layout: str) -> int:

@@ -6,6 +6,7 @@ combination, a range of values, an integer path, one conv layout (SEEDS #3). Eac
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import zlib
 from collections.abc import Callable, Sequence
@@ -62,9 +63,25 @@ class Variant:
 
     def apply(self, case: Case, seed: int = 0) -> list[Case]:
         """The cases this variant derives from `case` ([] when it does not apply)."""
+        return [c for c in self.attempt(case, seed) if isinstance(c, Case)]
+
+    def attempt(self, case: Case, seed: int = 0) -> list[Case | NotMade]:
+        """apply's cases, with a NotMade for each one the variant applies to but cannot build (its reason)."""
         if self.derive is None or case.variant != SAMPLE:
             return []
-        return self.derive(case, seed)
+        try:
+            return list(self.derive(case, seed))
+        except NotMade as e:
+            return [e]
+
+
+class NotMade(Exception):
+    """A derived case the variant applies to but cannot build (an export that refuses its declared dims): a skip
+    with this reason in the sweep's report, never a case every backend would fail alike."""
+
+    def __init__(self, reason: str, case_id: str = "") -> None:
+        super().__init__(reason)
+        self.reason, self.case_id = reason, case_id
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -297,56 +314,102 @@ def _long_reduction(seed: int) -> list[Case]:
 # 3. dims
 
 
-def _dims_torch(case: Case, mixed: bool) -> tuple | None:
-    """Per tensor leaf, the dims to export as dynamic; None when the variant does not apply."""
+# a sample's mixes are the proper non-empty subsets of its first MIX_DIMS dynamic dims: 3 dims give 6 mixes, the
+# bound on the cases `mixed` makes per op (4 dims would give 14); the dims past them stay static
+MIX_DIMS = 3
+
+
+def _dims_torch(case: Case) -> tuple | None:
+    """Per tensor leaf, its dims of size >= 2; None when there are none. torch.export specializes dims of size 0 and 1
+    (a 1 broadcasts, so it becomes a constant): they stay static."""
     leaves = _tensor_leaves(case.payload)
-    if not leaves:
-        return None
-    batch = leaves[0].shape[0] if leaves[0].dim() >= 2 else None
-    dyn = []
-    for t in leaves:
-        # torch.export specializes dims of size 0 and 1 (a 1 broadcasts, so it becomes a constant): they stay static
-        if mixed:  # the batch dim of every input that shares the first input's batch, the rest static
-            dyn.append((0,) if batch is not None and batch >= 2 and t.dim() >= 2 and t.shape[0] == batch else ())
-        else:
-            dyn.append(tuple(d for d in range(t.dim()) if t.shape[d] >= 2))
-    return tuple(dyn) if any(dyn) else None
+    dyn = tuple(tuple(d for d in range(t.dim()) if t.shape[d] >= 2) for t in leaves)
+    return dyn if any(dyn) else None
 
 
-def _exportable(sample: TorchSample, wanted: tuple) -> tuple | None:
-    """Of the dims wanted dynamic, those torch.export keeps dynamic (the catalog's own Dim.AUTO probe decides, as
-    it will when it writes the case); None when it keeps none. A dim the op fixes (layer_norm's normalized_shape, a
-    reshape's target) stays static: declared, it would only make the export fail on every backend alike."""
-    from fpdiff.analysis.ops.torch_catalog import declare_dims, input_names
+def _declared(sample: TorchSample, wanted: tuple) -> dict:
+    """The catalog's declaration of `wanted` dynamic ({input: {dim: (Dim name, min, max)}}, as write_case will make
+    it): raises NotMade with export's reason when no dim of them can be declared."""
+    from fpdiff.analysis.ops.torch_catalog import declare_dims_why, input_names
+    declared, why = declare_dims_why(dataclasses.replace(sample, dynamic=wanted), input_names(sample))
+    if not declared:
+        raise NotMade(why)
+    return declared
+
+
+def _exportable(sample: TorchSample, wanted: tuple) -> tuple:
+    """Of the dims wanted dynamic, those torch.export keeps dynamic in every shape variant check's grid makes of
+    them (the catalog's Dim.AUTO probe decides, as it will when it writes the case). A dim the op fixes (layer_norm's
+    normalized_shape, a reshape's target) stays static: declared, it would only make the export fail on every
+    backend alike. Raises NotMade when none is kept (the op does not export, or refuses a mix of them)."""
+    from fpdiff.analysis.ops.torch_catalog import input_names
+    declared = _declared(sample, wanted)
+    return tuple(tuple(sorted(declared.get(n, {}))) for n in input_names(sample))
+
+
+def _dynamic_torch(case: Case) -> list[Case]:
+    wanted = _dims_torch(case)
+    if wanted is None or case.payload.dynamic:
+        return []
+    dyn = _exportable(case.payload, wanted)
+    return [_derived(case, "dynamic", dataclasses.replace(case.payload, dynamic=dyn),
+                     f"every dim of size >= 2 dynamic {list(dyn)}")]
+
+
+def mixes(dims: Sequence[str]) -> list[tuple[str, ...]]:
+    """Every proper non-empty subset of the first MIX_DIMS dims, smallest first: each the dynamic dims of one mix."""
+    head = list(dims)[:MIX_DIMS]
+    return [c for r in range(1, len(head)) for c in itertools.combinations(head, r)]
+
+
+def _mixed_torch(case: Case) -> list[Case | NotMade]:
+    """One case per mix of the sample's dynamic dims (export's symbols: dims it finds equal are one), each with only
+    that mix declared; a mix export refuses, or in which it specializes a dim of the mix, is a NotMade."""
+    from fpdiff.analysis.ops.torch_catalog import declare_dims_why, input_names
+    sample = case.payload
+    wanted = _dims_torch(case)
+    if wanted is None or sample.dynamic:
+        return []
     names = input_names(sample)
-    kept_by_name = declare_dims(dataclasses.replace(sample, dynamic=wanted), names)
-    kept = tuple(tuple(sorted(kept_by_name.get(n, {}))) for n in names)
-    return kept if any(kept) else None
+    declared = _declared(sample, wanted)
+    symbols = list(dict.fromkeys(dim for per in declared.values() for dim, _, _ in per.values()))
+    out: list[Case | NotMade] = []
+    for k, mix in enumerate(mixes(symbols)):
+        dyn = tuple(tuple(sorted(d for d, (dim, _, _) in declared.get(n, {}).items() if dim in mix)) for n in names)
+        cid = f"{case.case_id}~mixed-{k}"
+        got, why = declare_dims_why(dataclasses.replace(sample, dynamic=dyn), names)
+        if {(n, d) for n, per in got.items() for d in per} != {(n, d) for n, ds in zip(names, dyn) for d in ds}:
+            out.append(NotMade(f"dynamic {', '.join(mix)}: " + (why or "torch.export makes a dim of it static"),
+                               cid))
+            continue
+        note = f"dynamic {', '.join(mix)}; static {', '.join(d for d in symbols if d not in mix)} and the rest"
+        out.append(_derived(case, "mixed", dataclasses.replace(sample, dynamic=dyn), note, k))
+    return out
 
 
-def _dims_onnx(model: Any, mixed: bool) -> Any:
-    """A copy of the graph with symbolic input dims (every dim, or the batch dim of rank >= 2 inputs); output dims
-    become free symbols; None when no input dim changed."""
+def _onnx_dims(model: Any) -> list[tuple[str, int]]:
+    """(graph input, axis) of every fixed input dim (initializers aside), in input order."""
+    inits = {i.name for i in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+            continue
+        out += [(vi.name, i) for i, d in enumerate(vi.type.tensor_type.shape.dim) if d.HasField("dim_value")]
+    return out
+
+
+def _symbolic_onnx(model: Any, chosen: set[tuple[str, int]]) -> Any:
+    """A copy of the graph with the chosen (input, axis) dims symbolic, each its own symbol; output dims become free
+    symbols (a static output shape would contradict inputs that may change)."""
     import onnx
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    inits = {i.name for i in m.graph.initializer}
-    changed = False
-    first: int | None = None  # the first input's batch size: inputs sharing it share the "batch" symbol
     for vi in m.graph.input:
-        if vi.name in inits or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
-            continue
-        dims = vi.type.tensor_type.shape.dim
-        for i, d in enumerate(dims):
-            if not d.HasField("dim_value") or (mixed and (i != 0 or len(dims) < 2)):
-                continue
-            first = d.dim_value if first is None else first
-            # one symbol for equal batch sizes (it says they are equal), its own for any other
-            d.dim_param = ("batch" if d.dim_value == first else f"{vi.name}_d0") if mixed else f"{vi.name}_d{i}"
-            changed = True
-    if not changed:
-        return None
-    for j, vo in enumerate(m.graph.output):  # a static output shape would contradict inputs that may change
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            for i, d in enumerate(vi.type.tensor_type.shape.dim):
+                if (vi.name, i) in chosen:
+                    d.dim_param = f"{vi.name}_d{i}"
+    for j, vo in enumerate(m.graph.output):
         if vo.type.HasField("tensor_type") and vo.type.tensor_type.HasField("shape"):
             for i, d in enumerate(vo.type.tensor_type.shape.dim):
                 d.dim_param = f"out{j}_d{i}"
@@ -354,19 +417,35 @@ def _dims_onnx(model: Any, mixed: bool) -> Any:
     return m
 
 
-def _dims(case: Case, name: str) -> list[Case]:
-    mixed = name == "mixed"
-    note = "batch dim dynamic, the others static" if mixed else "every dim of size >= 2 dynamic"
-    if case.catalog == TORCH_CATALOG:
-        dyn = _dims_torch(case, mixed)
-        dyn = None if dyn is None or case.payload.dynamic else _exportable(case.payload, dyn)
-        if dyn is None:
-            return []
-        return [_derived(case, name, dataclasses.replace(case.payload, dynamic=dyn), f"{note} {list(dyn)}")]
-    model = _dims_onnx(case.payload.model, mixed)
-    if model is None:
+def _dynamic_onnx(case: Case) -> list[Case]:
+    dims = _onnx_dims(case.payload.model)
+    if not dims:
         return []
-    return [_derived(case, name, dataclasses.replace(case.payload, model=model), note)]
+    model = _symbolic_onnx(case.payload.model, set(dims))
+    return [_derived(case, "dynamic", dataclasses.replace(case.payload, model=model), "every input dim symbolic")]
+
+
+def _mixed_onnx(case: Case) -> list[Case]:
+    """One case per mix of the inputs' dims of size >= 2 (a dim of 1 broadcasts: static or not, the same graph)."""
+    model = case.payload.model
+    shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input
+              if vi.type.HasField("tensor_type")}
+    dims = [f"{n}_d{i}" for n, i in _onnx_dims(model) if shapes[n][i] >= 2]
+    out = []
+    for k, mix in enumerate(mixes(dims)):
+        chosen = {(n, int(i)) for n, _, i in (d.rpartition("_d") for d in mix)}
+        note = f"dynamic {', '.join(mix)}; static {', '.join(d for d in dims[:MIX_DIMS] if d not in mix)} and the rest"
+        out.append(_derived(case, "mixed", dataclasses.replace(case.payload, model=_symbolic_onnx(model, chosen)),
+                            note, k))
+    return out
+
+
+def _dynamic(case: Case, seed: int) -> list[Case]:
+    return _dynamic_torch(case) if case.catalog == TORCH_CATALOG else _dynamic_onnx(case)
+
+
+def _mixed(case: Case, seed: int) -> list:
+    return _mixed_torch(case) if case.catalog == TORCH_CATALOG else _mixed_onnx(case)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -374,19 +453,21 @@ def _dims(case: Case, name: str) -> list[Case]:
 
 
 def _one_node(op: str, inputs: list[str], attrs: dict, feeds: dict, consts: list | None = None,
-              outputs: tuple[str, ...] = ("Y_out",)) -> Any:
+              outputs: tuple[str, ...] = ("Y_out",), types: Sequence[int] = ()) -> Any:
     """A one-node graph at OPSET: `feeds` (name -> array) are graph inputs, `consts` initializers."""
     from onnx import helper
     node = helper.make_node(op, inputs, list(outputs), **attrs)
-    return _graph([node], feeds, consts or [], outputs)
+    return _graph([node], feeds, consts or [], outputs, types)
 
 
-def _graph(nodes: list, feeds: dict, consts: list, outputs: Sequence[str]) -> Any:
+def _graph(nodes: list, feeds: dict, consts: list, outputs: Sequence[str], types: Sequence[int] = ()) -> Any:
+    """The graph of `nodes` at OPSET; `types`: the outputs' element types where not all float (ArgMax's int64)."""
     import onnx
     from onnx import helper
     ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape))
            for n, a in feeds.items()]
-    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in outputs]
+    kinds = list(types) or [onnx.TensorProto.FLOAT] * len(outputs)
+    outs = [helper.make_tensor_value_info(n, t, None) for n, t in zip(outputs, kinds)]
     graph = helper.make_graph(nodes, "fpdiff_variant", ins, outs, initializer=consts)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     # strict inference fills the outputs' types and shapes and refuses a graph whose attributes do not fit
@@ -396,13 +477,21 @@ def _graph(nodes: list, feeds: dict, consts: list, outputs: Sequence[str]) -> An
 
 
 def _t(op: str, name: str, k: int, fn: str, arrays: list[np.ndarray], kwargs: dict, note: str,
-       integer_valued: bool = False) -> Case:
-    """A purpose-built torch case: `fn` on float64 tensors made of `arrays`, plus baked-in `kwargs`."""
-    import torch
-    args = tuple(torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in arrays)
-    shapes = ", ".join(str(list(a.shape)) for a in args)
+       integer_valued: bool = False, tensors: dict | None = None) -> Case:
+    """A purpose-built torch case: `fn` on float64 tensors made of `arrays`, plus baked-in `kwargs` and the keyword
+    tensors `tensors` (name -> array: layer_norm's weight=, gather's index=), inputs of the model like `arrays`."""
+    args = tuple(_tensor(a) for a in arrays)
+    named = {n: _tensor(a) for n, a in (tensors or {}).items()}
+    shapes = ", ".join([str(list(a.shape)) for a in args] + [f"{n}={list(a.shape)}" for n, a in named.items()])
     return Case(TORCH_CATALOG, op, f"{op}~{name}-{k}", name, f"{name}: {shapes}, {note}", integer_valued,
-                TorchSample(fn, args, dict(kwargs)))
+                TorchSample(fn, args, dict(kwargs) | named))
+
+
+def _tensor(a: np.ndarray) -> Any:
+    """A float array as the float64 input the grid casts per precision; an integer one (indices) as int64."""
+    import torch
+    a = np.asarray(a)
+    return torch.from_numpy(np.asarray(a, dtype=np.int64 if a.dtype.kind in "iub" else np.float64))
 
 
 def _o(op: str, name: str, k: int, model: Any, feeds: dict, note: str, integer_valued: bool = False) -> Case:
@@ -681,6 +770,429 @@ def _seed3(seed: int) -> list[Case]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# 8. ties: exact repeats where the op's spec fixes which one wins
+
+# the tie grid: inputs snapped to {-1, -0.5, 0, 0.5, 1} x max|x| / max|x|, i.e. the values -1..1 in steps of 0.5:
+# five levels make repeats (and a repeated maximum) in any row of more than a few elements, every level is exact in
+# fp16 and bf16 (a tie at float64 stays one at every precision), and the map is monotone (a sorted input stays
+# sorted: searchsorted's sequence, bucketize's boundaries); +-0.5 are round's half-way cases
+TIE_STEP = 0.5
+TIE_LEVELS = 2  # steps either side of 0
+
+# ops whose catalog samples get tie inputs, each with the spec that fixes the tie's answer. Left out on purpose, as
+# their spec leaves the tie order undefined and a backend choosing another is no bug: torch.topk, kthvalue, median,
+# nanmedian, mode, cummax/cummin (indices), msort and sort/argsort with stable=False, max_pool's return_indices
+_TIE_TORCH = {
+    "argmax": "torch.argmax returns the first maximal index (documented)",
+    "argmin": "torch.argmin returns the first minimal index (documented)",
+    "max.reduction_with_dim": "torch.max(dim) returns the first maximal value's index (documented)",
+    "min.reduction_with_dim": "torch.min(dim) returns the first minimal value's index (documented)",
+    "round": "torch.round rounds half to even (documented)",
+    "sort": "stable=True keeps equal elements in input order (set here: the unstable order is undefined)",
+    "argsort": "stable=True keeps equal elements in input order (set here: the unstable order is undefined)",
+    "searchsorted": "right= (side) fixes the index a value equal to an entry gets",
+    "bucketize": "right= fixes the bucket a value equal to a boundary falls in",
+}
+_TIE_ONNX = {
+    "ArgMax": "select_last_index fixes the first (0, default) or last occurrence",
+    "ArgMin": "select_last_index fixes the first (0, default) or last occurrence",
+    "TopK": "the spec breaks ties by the lower index, which comes first",
+    "Round": "the spec rounds half to even",
+}
+_STABLE = ("sort", "argsort")  # ops whose tie cases set stable=True
+
+
+def snap_ties(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Float arrays on the tie grid, one scale for all (max |x| of them together): the same monotone map for every
+    input, so inputs that must stay ordered against each other (a sequence and its values) do."""
+    finite = [np.abs(a[np.isfinite(a)]) for a in arrays if a.dtype.kind == "f" and a.size]
+    m = max((float(f.max(initial=0.0)) for f in finite), default=0.0)
+    if m == 0.0:
+        return list(arrays)
+    return [np.asarray(np.clip(np.round(a * (TIE_LEVELS / m)), -TIE_LEVELS, TIE_LEVELS) * TIE_STEP, dtype=a.dtype)
+            if a.dtype.kind == "f" else a for a in arrays]
+
+
+def has_ties(arrays: list[np.ndarray]) -> bool:
+    """Some float array repeats a value (the tie a case of this variant must hold)."""
+    return any(a.dtype.kind == "f" and np.unique(a).size < a.size for a in arrays)
+
+
+def _ties_case(case: Case, seed: int) -> list[Case]:
+    """The sample with its float inputs on the tie grid, for ops whose spec fixes who wins a tie."""
+    import torch
+    if case.catalog == TORCH_CATALOG:
+        why = _TIE_TORCH.get(case.op)
+        if why is None:
+            return []
+        s: TorchSample = case.payload
+        floats = [t.numpy() for t in _tensor_leaves(s) if _is_float(t)]
+        snapped = iter(snap_ties(floats))
+        new = _map_floats(s, lambda t, i: torch.from_numpy(next(snapped)))
+        if case.op in _STABLE:
+            new = dataclasses.replace(new, kwargs={**new.kwargs, "stable": True})
+        arrays = [t.numpy() for t in _tensor_leaves(new) if _is_float(t)]
+    else:
+        why = _TIE_ONNX.get(case.op)
+        if why is None:
+            return []
+        o: OnnxSample = case.payload
+        names = [n for n, a in o.inputs.items() if np.asarray(a).dtype.kind == "f"]
+        snapped_onnx = dict(zip(names, snap_ties([np.asarray(o.inputs[n]) for n in names])))
+        # the catalog's expected outputs belong to its own inputs
+        new = OnnxSample(o.model, {n: snapped_onnx.get(n, a).astype(np.asarray(a).dtype) for n, a in o.inputs.items()})
+        arrays = [new.inputs[n] for n in names]
+    derived = _derived(case, "ties", new, f"float inputs on the tie grid -1..1 step {TIE_STEP} ({why})")
+    return [derived] if has_ties(arrays) and _keeps_finite(case, derived) else []
+
+
+def _tie_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """Rows on the tie grid whose maximum (1.5) and minimum (-1.5) each sit at two places or more: every row is a
+    tie for arg-max and arg-min alike, so a backend with another tie rule flips an index in every row."""
+    m = rng.integers(-2, 3, (rows, cols)) * TIE_STEP
+    for r in range(rows):
+        hi, lo = np.split(rng.permutation(cols)[:4], 2)
+        m[r, hi], m[r, lo] = 1.5, -1.5
+    return m
+
+
+def tie_halves(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """Half-way values k + 0.5 (k in -4..3) and their integer neighbours: round half to even gives -4, -2, 0, 2 at
+    the halves where half away from zero, or half up, gives another answer."""
+    halves = rng.integers(-4, 4, shape) + 0.5
+    return np.where(rng.random(shape) < 0.75, halves, np.round(halves - 0.5))
+
+
+# (coordinate mode, input side, scales or None, sizes or None): each puts source coordinates exactly at .5, where
+# the nearest mode alone decides: half_pixel at 0.5x gives 2x + 0.5, asymmetric at 2x gives x / 2, align_corners
+# 4 -> 3 gives 1.5x; the scales and the ratio 3/2 are exact in binary, so every backend computes the same coordinate
+_NEAREST = [("half_pixel", 4, [1.0, 1.0, 0.5, 0.5], None), ("asymmetric", 3, [1.0, 1.0, 2.0, 2.0], None),
+            ("align_corners", 4, None, [1, 1, 3, 3])]
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+# torch's nearest modes at exact factors (kwargs, why the answer is fixed): `nearest` is floor(dst x in/out),
+# `nearest-exact` floor((dst + 0.5) x in/out), which at a downscale by 2 lands exactly on the boundary 2 dst + 1
+_TORCH_NEAREST = [({"scale_factor": 2.0, "mode": "nearest"}, 3, "nearest up x2: floor(dst / 2)"),
+                  ({"size": (3, 3), "mode": "nearest"}, 6, "nearest down x2: floor(2 dst)"),
+                  ({"size": (3, 3), "mode": "nearest-exact"}, 6, "nearest-exact down x2: floor(2 dst + 1) on the "
+                   "boundary"),
+                  ({"scale_factor": 2.0, "mode": "nearest-exact"}, 3, "nearest-exact up x2")]
+
+
+def _ties_torch(seed: int) -> list[Case]:
+    rng = _rng(seed, "ties", "torch")
+    m, mt = _tie_matrix(rng, 4, 6), _tie_matrix(rng, 4, 6).T
+    out = [_t("argmax", "ties", 0, "torch.argmax", [m], {"dim": 1}, "dim=1, max repeated in every row (first wins)"),
+           _t("argmin", "ties", 1, "torch.argmin", [m], {"dim": 1}, "dim=1, min repeated in every row (first wins)"),
+           _t("argmax", "ties", 2, "torch.argmax", [mt], {"dim": 0}, "dim=0, max repeated in every column"),
+           _t("max.reduction_with_dim", "ties", 3, "torch.max", [m], {"dim": 1}, "dim=1 (first maximal index)"),
+           _t("min.reduction_with_dim", "ties", 4, "torch.min", [m], {"dim": 1}, "dim=1 (first minimal index)"),
+           _t("sort", "ties", 5, "torch.sort", [m], {"dim": 1, "stable": True}, "stable, ascending"),
+           _t("sort", "ties", 6, "torch.sort", [m], {"dim": 1, "stable": True, "descending": True},
+              "stable, descending"),
+           _t("round", "ties", 7, "torch.round", [tie_halves(rng, (3, 8))], {}, "halves: round half to even",
+              integer_valued=True)]
+    for k, (kw, side, note) in enumerate(_TORCH_NEAREST, start=8):
+        x = rng.standard_normal((1, 2, side, side))
+        out.append(_t(f"nn.functional.interpolate.{kw['mode']}", "ties", k, "torch.nn.functional.interpolate", [x],
+                      kw, note))
+    return out
+
+
+def _ties_onnx(seed: int) -> list[Case]:
+    from onnx import TensorProto
+    rng = _rng(seed, "ties", "onnx")
+    m = _tie_matrix(rng, 4, 6).astype(np.float32)
+    i64 = [TensorProto.INT64]
+    out, k = [], 0
+    for op in ("ArgMax", "ArgMin"):
+        for last in (0, 1):
+            feeds = {"X": m}
+            attrs = dict(axis=1, keepdims=1, select_last_index=last)
+            out.append(_o(op, "ties", k, _one_node(op, ["X"], attrs, feeds, types=i64), feeds, _kw(attrs)))
+            k += 1
+    feeds = {"X": np.ascontiguousarray(_tie_matrix(rng, 4, 6).T.astype(np.float32))}
+    out.append(_o("ArgMax", "ties", k, _one_node("ArgMax", ["X"], {"axis": 0}, feeds, types=i64), feeds, "axis=0"))
+    k += 1
+    for largest in (1, 0):
+        feeds = {"X": m}
+        attrs = dict(axis=-1, largest=largest, sorted=1)
+        model = _one_node("TopK", ["X", "K"], attrs, feeds, [_i64("K", [3])], ("Values", "Indices"),
+                          [TensorProto.FLOAT, TensorProto.INT64])
+        out.append(_o("TopK", "ties", k, model, feeds, _kw(attrs) + " K=3 (lower index first)"))
+        k += 1
+    feeds = {"X": tie_halves(rng, (3, 8)).astype(np.float32)}
+    out.append(_o("Round", "ties", k, _one_node("Round", ["X"], {}, feeds), feeds, "halves: half to even",
+                  integer_valued=True))
+    k += 1
+    for coord, side, scales, sizes in _NEAREST:
+        x = rng.standard_normal((1, 1, side, side)).astype(np.float32)
+        for mode in _NEAREST_MODES:
+            feeds = {"X": x}
+            attrs = dict(mode="nearest", coordinate_transformation_mode=coord, nearest_mode=mode)
+            if scales is not None:
+                const = [_f32("scales", scales)]
+                ins = ["X", "", "scales"]
+            else:
+                const = [_i64("sizes", sizes)]
+                ins = ["X", "", "", "sizes"]
+            model = _one_node("Resize", ins, attrs, feeds, const)
+            out.append(_o("Resize", "ties", k, model, feeds, _kw(attrs) + f" scales={scales} sizes={sizes}"))
+            k += 1
+    return out
+
+
+def _f32(name: str, values: list) -> Any:
+    from onnx import numpy_helper
+    return numpy_helper.from_array(np.array(values, dtype=np.float32), name)
+
+
+def _ties(seed: int) -> list[Case]:
+    return _ties_torch(seed) + _ties_onnx(seed)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 9. parameters along other axes
+
+AXES_SHAPE = (2, 3, 4, 5)  # N, C, H, W all different: a parameter broadcast along the wrong axis cannot line up
+
+
+def gather_axis(x, index, dim: int):
+    """torch.gather with the index as the model's second input (OpInfo passes dim positionally between them)."""
+    import torch
+    return torch.gather(x, dim, index)
+
+
+def cat_axis(x, y, dim: int):
+    """torch.cat of two inputs along `dim` (the list argument as two model inputs)."""
+    import torch
+    return torch.cat([x, y], dim)
+
+
+# (op, torch callable, parameter shape, note): a per-channel parameter on an axis other than the channel's
+_BROADCASTS = [("mul", "torch.mul", (4, 1), "scale (4, 1): along H"), ("add", "torch.add", (1, 1, 1, 5),
+               "bias (1, 1, 1, 5): along W"), ("mul", "torch.mul", (3, 1, 1), "scale (3, 1, 1): C without N")]
+_AXIS_OPS = [("softmax", "torch.softmax", "Softmax"), ("log_softmax", "torch.log_softmax", "LogSoftmax"),
+             ("cumsum", "torch.cumsum", "CumSum")]
+_AXES = (0, -2)  # the first axis and the second-to-last: both away from the last one the catalogs favour
+
+
+def _axes_torch(seed: int) -> list[Case]:
+    rng = _rng(seed, "axes", "torch")
+    x = rng.standard_normal(AXES_SHAPE)
+    out, k = [], 0
+    for op, fn, shape, note in _BROADCASTS:
+        out.append(_t(op, "axes", k, fn, [x, rng.standard_normal(shape)], {}, note))
+        k += 1
+    for op, fn, _ in _AXIS_OPS:
+        for dim in _AXES:
+            out.append(_t(op, "axes", k, fn, [x], {"dim": dim}, f"dim={dim}"))
+            k += 1
+    here = "fpdiff.analysis.ops.variants"
+    out.append(_t("nn.functional.layer_norm", "axes", k, "torch.nn.functional.layer_norm", [x],
+                  {"normalized_shape": (4, 5)}, "normalized over H, W: weight and bias (4, 5)",
+                  tensors={"weight": rng.standard_normal((4, 5)), "bias": rng.standard_normal((4, 5))}))
+    out.append(_t("nn.functional.group_norm", "axes", k + 1, "torch.nn.functional.group_norm",
+                  [rng.standard_normal((2, 6, 4, 5))], {"num_groups": 3}, "3 groups of 2 channels, weight and bias (6)",
+                  tensors={"weight": rng.standard_normal(6), "bias": rng.standard_normal(6)}))
+    out.append(_t("cat", "axes", k + 2, f"{here}.cat_axis", [x, rng.standard_normal((2, 3, 2, 5))], {"dim": -2},
+                  "dim=-2"))
+    out.append(_t("gather", "axes", k + 3, f"{here}.gather_axis", [x, rng.integers(0, 3, (2, 2, 4, 5))], {"dim": 1},
+                  "dim=1"))
+    return out
+
+
+# per-axis quantization: (axis, scales, zero points) with one entry per element of that axis
+_PER_AXIS = [(1, [0.02, 0.05, 0.1], [128, 100, 150]), (2, [0.01, 0.03, 0.06, 0.12], [128, 90, 160, 128])]
+
+
+_ONNX_BROADCASTS = [("Mul", (4, 1), "scale (4, 1): along H"), ("Add", (1, 1, 1, 5), "bias (1, 1, 1, 5): along W"),
+                    ("Mul", (3, 1, 1), "scale (3, 1, 1)"), ("PRelu", (4, 1), "slope (4, 1): along H"),
+                    ("PRelu", (5,), "slope (5,): along W")]
+
+
+def _axes_onnx(seed: int) -> list[Case]:
+    from onnx import helper, numpy_helper
+    rng = _rng(seed, "axes", "onnx")
+    x = rng.standard_normal(AXES_SHAPE).astype(np.float32)
+    out, k = [], 0
+
+    def add(op: str, model: Any, feeds: dict, note: str) -> None:
+        nonlocal k
+        out.append(_o(op, "axes", k, model, feeds, note))
+        k += 1
+    for op, shape, note in _ONNX_BROADCASTS:
+        feeds = {"X": x, "P": rng.standard_normal(shape).astype(np.float32)}
+        add(op, _one_node(op, ["X", "P"], {}, feeds), feeds, note)
+    for _, _, op in _AXIS_OPS:
+        for axis in _AXES:
+            feeds = {"X": x}
+            if op == "CumSum":
+                add(op, _one_node(op, ["X", "axis"], {}, feeds, [_i64("axis", axis)]), feeds, f"axis={axis}")
+            else:
+                add(op, _one_node(op, ["X"], {"axis": axis}, feeds), feeds, f"axis={axis}")
+    for axis, other in ((-2, (2, 3, 2, 5)), (0, (1, 3, 4, 5))):
+        feeds = {"X": x, "Y": rng.standard_normal(other).astype(np.float32)}
+        add("Concat", _one_node("Concat", ["X", "Y"], {"axis": axis}, feeds), feeds, f"axis={axis}")
+    for axis, idx in ((1, [2, 0]), (-1, [[4, 0], [1, 1]])):
+        feeds = {"X": x}
+        add("Gather", _one_node("Gather", ["X", "idx"], {"axis": axis}, feeds, [_i64("idx", idx)]), feeds,
+            f"axis={axis} indices={idx}")
+    for axis, scales, zeros in _PER_AXIS:
+        feeds = {"X": x}
+        consts = [_f32("scale", scales), numpy_helper.from_array(np.array(zeros, dtype=np.uint8), "zero")]
+        nodes = [helper.make_node("QuantizeLinear", ["X", "scale", "zero"], ["q"], axis=axis),
+                 helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["Y_out"], axis=axis)]
+        add("QuantizeLinear", _graph(nodes, feeds, consts, ["Y_out"]), feeds,
+            f"per-axis QuantizeLinear -> DequantizeLinear axis={axis}, scales {scales}")
+    for axis in (-2, 1):
+        shape = AXES_SHAPE[axis:]
+        feeds = {"X": x, "S": rng.standard_normal(shape).astype(np.float32),
+                 "B": rng.standard_normal(shape).astype(np.float32)}
+        add("LayerNormalization", _one_node("LayerNormalization", ["X", "S", "B"], {"axis": axis}, feeds), feeds,
+            f"axis={axis}, scale and bias {list(shape)}")
+    return out
+
+
+def _axes(seed: int) -> list[Case]:
+    return _axes_torch(seed) + _axes_onnx(seed)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 10. optional inputs and attribute combinations
+
+
+def _optional_onnx(seed: int) -> list[Case]:
+    rng = _rng(seed, "optional-inputs", "onnx")
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    out, k = [], 0
+
+    def add(op: str, inputs: list[str], attrs: dict, feeds: dict, consts: list, note: str) -> None:
+        nonlocal k
+        out.append(_o(op, "optional-inputs", k, _one_node(op, inputs, attrs, feeds, consts), feeds,
+                      f"{note} {_kw(attrs)}".strip()))
+        k += 1
+    lo, hi = _f32s("min", -0.5), _f32s("max", 0.7)
+    for ins, consts, note in ((["X"], [], "no min, no max"), (["X", "min"], [lo], "min only"),
+                              (["X", "", "max"], [hi], "max only (min omitted)"), (["X", "min", "max"], [lo, hi],
+                                                                                   "min and max")):
+        add("Clip", ins, {}, {"X": x}, consts, note)
+    small = rng.standard_normal((1, 2, 3, 3)).astype(np.float32)
+    add("Resize", ["X", "", "scales"], {"mode": "linear"}, {"X": small}, [_f32("scales", [1, 1, 2, 2])],
+        "scales [1, 1, 2, 2]")
+    add("Resize", ["X", "", "", "sizes"], {"mode": "linear"}, {"X": small}, [_i64("sizes", [1, 2, 6, 6])],
+        "sizes [1, 2, 6, 6] (the same geometry as scales)")
+    pads = _i64("pads", [0, 0, 1, 2, 0, 0, 2, 1])
+    add("Pad", ["X", "pads"], {"mode": "constant"}, {"X": x}, [pads], "no constant_value (0)")
+    add("Pad", ["X", "pads", "value"], {"mode": "constant"}, {"X": x}, [pads, _f32s("value", 0.5)],
+        "constant_value 0.5")
+    add("Pad", ["X", "pads2", "", "axes"], {"mode": "constant"}, {"X": x}, [_i64("pads2", [1, 2]), _i64("axes", [-1])],
+        "axes [-1], constant_value omitted")
+    scale, bias = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    add("LayerNormalization", ["X", "S"], {"axis": -1}, {"X": x, "S": scale}, [], "scale only (no bias)")
+    add("LayerNormalization", ["X", "S", "B"], {"axis": -1}, {"X": x, "S": scale, "B": bias}, [], "scale and bias")
+    add("Gather", ["X", "idx"], {"axis": 1}, {"X": x}, [_i64("idx", [-1, -3, 0])], "negative indices [-1, -3, 0]")
+    add("GatherElements", ["X", "idx"], {"axis": -1}, {"X": x},
+        [_i64("idx", rng.integers(-5, 5, (2, 3, 4, 2)).tolist())], "negative indices in [-5, 4]")
+    a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+    add("Gemm", ["A", "B"], {}, {"A": a, "B": b}, [], "no C")
+    add("Gemm", ["A", "B", "C"], {"transB": 1, "alpha": 0.5, "beta": 2.0},
+        {"A": a, "B": np.ascontiguousarray(b.T), "C": rng.standard_normal(5).astype(np.float32)}, [], "C (5,)")
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    add("Conv", ["X", "W"], {"pads": [1, 1, 1, 1]}, {"X": x, "W": w}, [], "no bias")
+    add("Conv", ["X", "W", "B"], {"pads": [1, 1, 1, 1]}, {"X": x, "W": w, "B": rng.standard_normal(4).astype(
+        np.float32)}, [], "bias (4,)")
+    add("ReduceSum", ["X"], {"keepdims": 0}, {"X": x}, [], "no axes: every axis")
+    add("ReduceSum", ["X"], {"noop_with_empty_axes": 1}, {"X": x}, [], "no axes: the identity")
+    add("Slice", ["X", "starts", "ends"], {}, {"X": x}, [_i64("starts", [0, 1]), _i64("ends", [2, 3])],
+        "no axes, no steps")
+    add("Slice", ["X", "starts", "ends", "axes", "steps"], {}, {"X": x},
+        [_i64("starts", [-1, 3]), _i64("ends", [-6, 0]), _i64("axes", [-1, 2]), _i64("steps", [-2, -1])],
+        "negative steps on axes [-1, 2]")
+    add("CumSum", ["X", "axis"], {"exclusive": 1, "reverse": 1}, {"X": x}, [_i64("axis", 1)], "axis=1")
+    return out
+
+
+def _f32s(name: str, value: float) -> Any:
+    """A float32 scalar initializer (Clip's min/max, Pad's constant_value)."""
+    from onnx import numpy_helper
+    return numpy_helper.from_array(np.array(value, dtype=np.float32), name)
+
+
+def _optional_torch(seed: int) -> list[Case]:
+    rng = _rng(seed, "optional-inputs", "torch")
+    x = rng.standard_normal((2, 3, 4, 5))
+    small = rng.standard_normal((1, 2, 3, 3))
+    w5 = {"weight": rng.standard_normal(5)}
+    made = [("clamp", "torch.clamp", [x], {"min": -0.5}, None, "min only"),
+            ("clamp", "torch.clamp", [x], {"max": 0.7}, None, "max only"),
+            ("nn.functional.layer_norm", "torch.nn.functional.layer_norm", [x], {"normalized_shape": (5,)}, w5,
+             "weight, no bias"),
+            ("nn.functional.layer_norm", "torch.nn.functional.layer_norm", [x], {"normalized_shape": (5,)}, None,
+             "no weight, no bias"),
+            ("nn.functional.linear", "torch.nn.functional.linear", [x], {}, {"weight": rng.standard_normal((6, 5))},
+             "no bias"),
+            ("nn.functional.interpolate.bilinear", "torch.nn.functional.interpolate", [small],
+             {"scale_factor": 2.0, "mode": "bilinear"}, None, "scale_factor=2"),
+            ("nn.functional.interpolate.bilinear", "torch.nn.functional.interpolate", [small],
+             {"size": (6, 6), "mode": "bilinear"}, None, "size=(6, 6), the geometry of scale_factor=2"),
+            ("var", "torch.var", [x], {"dim": 1, "correction": 0}, None, "correction=0"),
+            ("std", "torch.std", [x], {"dim": (0, 2), "correction": 2, "keepdim": True}, None, "correction=2"),
+            ("nn.functional.normalize", "torch.nn.functional.normalize", [x], {"p": 1.0, "dim": 0}, None, "p=1"),
+            ("logsumexp", "torch.logsumexp", [x], {"dim": (0, 2), "keepdim": True}, None, "two dims"),
+            ("nn.functional.conv2d", "torch.nn.functional.conv2d", [x], {"padding": "same", "dilation": 2},
+             {"weight": rng.standard_normal((4, 3, 3, 3))}, "no bias, padding='same', dilation=2")]
+    return [_t(op, "optional-inputs", k, fn, arrays, kw, f"{_kw(kw)} ({note})", tensors=tensors)
+            for k, (op, fn, arrays, kw, tensors, note) in enumerate(made)]
+
+
+def _optional(seed: int) -> list[Case]:
+    return _optional_torch(seed) + _optional_onnx(seed)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 11. deeper samples
+
+# kept per op past a trivial first sample: two more samples reach the op's rank >= 2 paths (a reduction's axis, a
+# broadcast) at twice the op's cases, not the catalog's every sample
+DEEP_SAMPLES = 2
+# a sample is trivial when no float input has rank >= 2 and this many elements: a scalar or a short vector never
+# reaches the axis and tiling code of a kernel
+NONTRIVIAL_ELEMENTS = 4
+
+
+def nontrivial(case: Case) -> bool:
+    """Some float input of the case has rank >= 2 and NONTRIVIAL_ELEMENTS elements or more."""
+    if case.catalog == TORCH_CATALOG:
+        arrays = [(t.dim(), t.numel()) for t in _tensor_leaves(case.payload) if _is_float(t)]
+    else:
+        arrays = [(np.ndim(a), np.size(a)) for a in case.payload.inputs.values() if np.asarray(a).dtype.kind == "f"]
+    return any(r >= 2 and n >= NONTRIVIAL_ELEMENTS for r, n in arrays)
+
+
+def _fits(case: Case) -> bool:
+    """A deeper sample worth a case: non-trivial, and within MAX_ELEMENTS (a size bug shows at the tail)."""
+    if case.catalog == TORCH_CATALOG:
+        total = sum(t.numel() for t in _tensor_leaves(case.payload))
+    else:
+        total = sum(int(np.size(a)) for a in case.payload.inputs.values())
+    return nontrivial(case) and total <= MAX_ELEMENTS
+
+
+def _deep(case: Case, seed: int) -> list[Case]:
+    """Up to DEEP_SAMPLES other samples of an op whose kept sample is trivial: the ones with the most dims first."""
+    if nontrivial(case):
+        return []
+    from fpdiff.analysis.ops.catalog import deeper
+    out = []
+    for k, other in enumerate(deeper(case, DEEP_SAMPLES, seed, _fits)):
+        out.append(dataclasses.replace(other, case_id=f"{case.case_id}~deep-samples-{k}", variant="deep-samples",
+                                       description=f"deep-samples: {other.case_id} ({case.case_id} is trivial): "
+                                                   f"{other.description}"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # the registry
 
 
@@ -699,10 +1211,13 @@ VARIANTS: dict[str, Variant] = dict([
     _v("long-reduction", "sums, means, norms, softmaxes, cumsum and matmul over 4096 and 16384 all-positive terms: "
        "a low-precision accumulator stalls there (fp16 cannot add a term < 1 to 2048)", extra=_long_reduction),
     _v("dynamic", "every dim of size >= 2 dynamic through export (ONNX: symbolic dims): dynamic-shape codegen takes "
-       "other paths (no static tiling, runtime tails) than the static one the catalog tests", lambda c, s: _dims(
-           c, "dynamic"), per_op=True),
-    _v("mixed", "the batch dim dynamic and the others static (SEEDS #2): mixed static/dynamic dims hit code that "
-       "neither all-static nor all-dynamic reaches", lambda c, s: _dims(c, "mixed"), per_op=True),
+       "other paths (no static tiling, runtime tails) than the static one the catalog tests; check's grid runs the "
+       "torch case static, dynamic and mixed (SEEDS #2), each mix exporting with the declared ranges (a declaration "
+       "export refuses in one is a skip with its reason)", _dynamic, per_op=True),
+    _v("mixed", "each mix of static and dynamic dims its own case (SEEDS #2: a scatter/one_hot router right all-static "
+       "and all-dynamic, wrong with one dim static and the other dynamic): every proper subset of the first 3 dims "
+       "dynamic, the rest static; at most 6 cases per op, each its own export (ONNX: symbolic dims, which check's "
+       "grid does not mix)", _mixed, per_op=True),
     _v("pool-ceil", "avg/max pooling with ceil_mode, padding, count_include_pad and dilation where the last window "
        "hangs off the edge: frameworks disagree on that window's divisor and existence", extra=_pool_ceil),
     _v("antialias", "bilinear/bicubic resize with antialias, both align_corners, down- and upscaling: antialias "
@@ -719,17 +1234,35 @@ VARIANTS: dict[str, Variant] = dict([
        "(log, sqrt, pow) on their whole domain", _positive_case, per_op=True),
     _v("quantize-int", "a quantize-to-uint8 then max/min then dequantize path inside a float model: rounding x / "
        "scale in low precision, or with another tie rule, flips codes", extra=_quantize_int),
+    _v("ties", "exact repeats where the spec fixes the winner (argmax/argmin/max(dim): first index; stable sort; "
+       "round half to even; ONNX TopK: lower index; Resize nearest at exact .5 coordinates under each nearest_mode): "
+       "a backend with another tie rule picks another index or pixel; ops whose spec leaves ties open (topk, "
+       "unstable sort, median) get none", _ties_case, extra=_ties),
+    _v("axes", "per-channel parameters and axis attributes off the usual axis (a scale (4, 1) or bias (1, 1, 1, 5) "
+       "on NCHW, PRelu slopes along H or W, layer/group norm weights, softmax/cumsum/concat/gather on axis 0 or -2, "
+       "per-axis QuantizeLinear): a lowering that assumes the channel or last axis reads the wrong elements",
+       extra=_axes),
+    _v("optional-inputs", "the optional inputs and attribute combinations a schema allows (Clip without min or max, "
+       "Resize by scales or sizes, Pad with and without value or axes, LayerNormalization without bias, negative "
+       "Gather indices, Gemm without C; torch kwargs OpInfo never sets): each omission is its own importer path",
+       extra=_optional),
+    _v("deep-samples", "up to 2 more samples of an op whose kept sample is trivial (a scalar or a short vector), "
+       "those with the most dims first: the first sample of many ops never reaches a kernel's axis and tiling code",
+       _deep, per_op=True),
     _v("seed3-conv", "SEEDS #3's 1-D conv (NHC input, CHF filter, NHF output, exact values): a lowering that "
        "ignores the implicit transpose between input and filter gives [[3, 4], [0, 0]]", extra=_seed3),
 ])
 
 # The default keeps a whole-catalog sweep affordable: layouts (one case per 4-D/5-D or matrix sample, the most common
-# source of wrong-stride bugs), the three ranges (one case per op each), and the purpose-built sets (a few dozen cases
-# in all). odd-sizes adds four cases per single-input op, dynamic and mixed a new export and compile per op on
-# every backend: asked for by name.
+# source of wrong-stride bugs), the three ranges (one case per op each), ties (one case per op of the nine torch and
+# four ONNX ops whose spec fixes the tie, plus 32 purpose-built cases) and the purpose-built sets (axes 32 cases,
+# optional-inputs 34, the attribute corners a few dozen more: about 250 in all, a few percent of a whole sweep).
+# odd-sizes adds four cases per single-input op, deep-samples two per op with a trivial first sample (and draws its
+# samples again), dynamic and mixed a new export and compile per op (mixed up to six) on every backend: asked for by
+# name.
 DEFAULT_VARIANTS: tuple[str, ...] = ("channels-last", "transposed", "near-max", "tiny", "positive", "long-reduction",
                                      "pool-ceil", "antialias", "grid-outside", "pad-modes", "quantize-int",
-                                     "seed3-conv")
+                                     "seed3-conv", "ties", "axes", "optional-inputs")
 
 
 def select(names: Sequence[str]) -> list[str]:
@@ -748,21 +1281,38 @@ def select(names: Sequence[str]) -> list[str]:
     return out
 
 
-def expand(cases: list[Case], names: Sequence[str], seed: int = 0) -> list[Case]:
+def expand(cases: list[Case], names: Sequence[str], seed: int = 0, skipped: list[dict] | None = None) -> list[Case]:
     """The catalog cases, then every selected variant's cases derived from them (variant by variant, in catalog
-    order). A per-op variant derives from the first case of each op it applies to."""
+    order). A per-op variant derives from the first case of each op it applies to. A derived case a variant cannot
+    build is appended to `skipped` (the catalogs' form: catalog, op, case, reason) unless the op got one."""
     out = list(cases)
+    found: list[dict] = []
     for name in select(names):
         v = VARIANTS[name]
         done: set[tuple[str, str]] = set()
+        pending: dict[tuple[str, str], list[dict]] = {}
         for case in cases:
-            if v.per_op and (case.catalog, case.op) in done:
+            key = (case.catalog, case.op)
+            if v.per_op and key in done:
                 continue
-            made = v.apply(case, seed)
+            got = v.attempt(case, seed)
+            made = [c for c in got if isinstance(c, Case)]
+            # skips beside made cases (a mix export refuses) stand; a sample that made none waits for the op's next
+            notes = [_skip(case, name, e) for e in got if isinstance(e, NotMade)]
+            (pending.setdefault(key, []) if v.per_op and not made else found).extend(notes)
             if made and v.per_op:
-                done.add((case.catalog, case.op))
+                done.add(key)
             out += made
+        # a per-op variant that made a case of the op from another of its samples skipped nothing
+        found += [s for key, notes in pending.items() if key not in done for s in notes]
+    if skipped is not None:
+        skipped += found
     return out
+
+
+def _skip(case: Case, name: str, e: NotMade) -> dict:
+    return {"catalog": case.catalog, "op": case.op, "case": e.case_id or f"{case.case_id}~{name}",
+            "reason": f"{name}: {e.reason}"}
 
 
 def extra_cases(names: Sequence[str], patterns: Sequence[str] | None, seed: int = 0,

@@ -1,0 +1,492 @@
+"""Published results: saved support tables (`fpdiff ops --save`) or op sweeps' JSON reports (`fpdiff ops --json`)
+turned into what a user choosing a backend reads: one self-contained, searchable HTML page (index.html: inline CSS
+and script, nothing fetched, opens from file://) and a Markdown summary (SUPPORT.md), each saying per backend and
+its version which ops it computes at each precision, in the runtime's own word, and how far from float64. Tables of
+one stack at different versions (an upgrade) also say what the newer gained and lost (store.diff_tables)."""
+from __future__ import annotations
+
+import functools
+import html
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fpdiff.core.errors import UsageError
+from fpdiff.core.status import CELL_STATUSES, Status
+from fpdiff.report import store
+from fpdiff.report.html import STYLE
+
+INDEX, MARKDOWN = "index.html", "SUPPORT.md"
+NOT_SAID = "-"  # a support state or status the table does not hold (a plain --save table has no status)
+SUPPORT_ONLY = ("a saved support table records support alone; publish the sweep's --json report for each row's "
+                "status and error against float64")
+ALL_VARIANTS = "all"  # the variant of a --save table's row: its variants are merged into the row
+STATES = ("native", "other-dtype", "not-implemented")  # the support states, best to worst (analysis/ops/case.py)
+SUPPORT_COLOUR = {"native": "#c8e6c9", "other-dtype": "#fff59d", "not-implemented": "#e0e0e0"}
+MOVE_COLOUR = {"gained": "#c8e6c9", "lost": "#ef9a9a"}
+PAGE_STYLE = STYLE + """
+.controls{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #ddd}
+.controls input,.controls select{font-size:14px;padding:3px 6px;margin-right:8px}#q{width:320px}
+td.num{text-align:right;font-family:ui-monospace,monospace;white-space:nowrap}td.detail{color:#555;font-size:12px}
+td.click{cursor:pointer}td.click:hover{outline:2px solid #1565c0}"""
+# the search box and the filters: every row keeps its words in data-text and its facets in data-*
+SCRIPT = """(function(){
+var q=document.getElementById('q'),shown=document.getElementById('shown');
+var sel=Array.prototype.slice.call(document.querySelectorAll('select.filter'));
+var rows=Array.prototype.slice.call(document.querySelectorAll('#ops tbody tr'));
+function apply(){var words=q.value.toLowerCase().split(/\\s+/).filter(Boolean),n=0;
+ rows.forEach(function(r){var ok=words.every(function(w){return r.dataset.text.indexOf(w)>=0;});
+  sel.forEach(function(s){if(s.value&&r.dataset[s.dataset.facet]!==s.value)ok=false;});
+  r.hidden=!ok;if(ok)n++;});
+ shown.textContent=n+' of '+rows.length+' rows shown';}
+if(location.hash.indexOf('#q=')===0)q.value=decodeURIComponent(location.hash.slice(3));
+q.addEventListener('input',function(){apply();history.replaceState(null,'','#q='+encodeURIComponent(q.value));});
+sel.forEach(function(s){s.addEventListener('change',apply);});
+document.querySelectorAll('td.click').forEach(function(td){td.addEventListener('click',function(){
+ sel.forEach(function(s){s.value=td.dataset[s.dataset.facet]||'';});q.value='';apply();
+ document.getElementById('ops').scrollIntoView();});});
+apply();})();"""
+
+
+@dataclass
+class Entry:
+    """One row of the page: an op under one variant on one backend at one precision, from one table."""
+    table: str
+    catalog: str
+    op: str
+    variant: str
+    backend: str
+    precision: str
+    support: str = NOT_SAID
+    detail: str = ""
+    status: str = NOT_SAID
+    rel_l2: float | None = None  # the worst of its cells
+    max_norm: float | None = None
+    tolerance: float | None = None
+    floor: float | None = None  # the same-precision baseline's rel L2, where the table records it
+    cells: int | None = None  # the cases and shape variants it stands for (a saved table's row: not said)
+
+
+@dataclass
+class Table:
+    """One published input: its label, what made it and its rows."""
+    path: Path
+    label: str
+    model: str
+    versions: dict
+    command: str | None
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def judged(self) -> bool:
+        """Whether its rows hold check's verdicts (an ops report does; a plain --save table holds support alone)."""
+        return any(e.status != NOT_SAID for e in self.entries)
+
+
+def publish(tables: Sequence[str | Path], out_dir: str | Path, title: str | None = None) -> dict[str, Path]:
+    """Write DIR/index.html and DIR/SUPPORT.md from support tables or ops JSON reports; returns the written paths.
+    A file that is not one, or a folder that cannot be written, is a one-line UsageError."""
+    if not tables:
+        raise UsageError("publish needs at least one support table (fpdiff ops --save) or ops report (--json)")
+    loaded = [load(p, label) for p, label in zip(tables, _labels(tables))]
+    upgrades = [(a, b, store.diff_tables(a.path, b.path)) for a, b in _upgrades(loaded)]
+    title = title or "fpdiff op support: " + ", ".join(dict.fromkeys(t.model for t in loaded))
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"cannot write the support page to {out_dir}: it is a file, not a folder")
+    written = {"html": out / INDEX, "markdown": out / MARKDOWN}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written["html"].write_text(page(loaded, upgrades, title), encoding="utf-8")
+        written["markdown"].write_text(markdown(loaded, upgrades, title), encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write the support page to {out_dir}: {e.strerror or e}") from None
+    return written
+
+
+def load(path: str | Path, label: str | None = None) -> Table:
+    """A table with its page rows: an ops report's cells (status and error per op and variant), else the saved
+    table's rows (support per op; status and error where the row holds them)."""
+    table = store.load_table(path)  # a file that is not a table: its one line
+    raw = json.loads(Path(path).read_text())
+    name = label or Path(path).stem
+    t = Table(Path(path), name, str(raw.get("model") or "ops"), dict(table.get("versions") or {}),
+              _command(raw))
+    cells = raw.get("cells") if raw.get("kind") == "ops" else None
+    t.entries = from_cells(name, cells) if isinstance(cells, list) else [from_row(name, r) for r in table["rows"]]
+    t.entries.sort(key=lambda e: (e.backend, e.precision, e.catalog, e.op, e.variant))
+    return t
+
+
+def from_cells(table: str, cells: list[dict]) -> list[Entry]:
+    """An ops report's cells as page rows, one per (catalog, op, variant, backend, precision): the worst status and
+    error among its cases and shape variants, the most telling support state."""
+    groups: dict[tuple, list[dict]] = {}
+    for c in cells:
+        key = tuple(str(c.get(k)) for k in ("catalog", "op", "variant", "backend", "precision"))
+        groups.setdefault(key, []).append(c)
+    return [_entry(table, key, group) for key, group in groups.items()]
+
+
+def _entry(table: str, key: tuple, group: list[dict]) -> Entry:
+    worst = max(group, key=lambda c: _status_rank(str(c.get("status"))))
+    told = max(group, key=lambda c: _support_rank(c.get("support")))
+    metrics = [c.get("metrics") or {} for c in group]
+    return Entry(table, *key, support=told.get("support") or NOT_SAID, detail=told.get("support_detail") or "",
+                 status=str(worst.get("status")), rel_l2=_worst(m.get("rel_l2") for m in metrics),
+                 max_norm=_worst(m.get("max_norm") for m in metrics), tolerance=_tolerance(key[4]),
+                 floor=_worst((c.get("baseline_metrics") or {}).get("rel_l2") for c in group), cells=len(group))
+
+
+def from_row(table: str, row: dict) -> Entry:
+    """A saved table's row as a page row; fields a newer table may carry (status, rel_l2, max_norm, tolerance,
+    floor, variant) are read where present."""
+    return Entry(table, str(row.get("catalog")), str(row.get("op")), str(row.get("variant") or ALL_VARIANTS),
+                 str(row.get("backend")), str(row.get("precision")), support=row.get("support") or NOT_SAID,
+                 detail=str(row.get("detail") or ""), status=str(row.get("status") or NOT_SAID),
+                 rel_l2=_number(row.get("rel_l2")), max_norm=_number(row.get("max_norm")),
+                 tolerance=_number(row.get("tolerance")) or (_tolerance(str(row.get("precision")))
+                                                              if row.get("status") else None),
+                 floor=_number(row.get("floor")))
+
+
+def _labels(paths: Sequence[str | Path]) -> list[str]:
+    """Each table's name on the page: its file name, or the path as given where two share a name."""
+    stems = [Path(p).stem for p in paths]
+    return [s if stems.count(s) == 1 else str(p) for s, p in zip(stems, paths)]
+
+
+def _command(raw: dict) -> str | None:
+    """The command that made the table, where it is recorded."""
+    got = raw.get("command") or raw.get("argv")
+    return " ".join(map(str, got)) if isinstance(got, list) else (str(got) if got else None)
+
+
+def _upgrades(tables: list[Table]) -> list[tuple[Table, Table]]:
+    """Consecutive tables of the same sweep whose versions differ: the later one is the newer stack."""
+    return [(a, b) for a, b in zip(tables, tables[1:]) if a.model == b.model and a.versions != b.versions]
+
+
+def _status_rank(status: str) -> int:
+    """A status's rank; one this fpdiff does not know counts as the worst, one not recorded as the best."""
+    if status in (NOT_SAID, "None"):
+        return -1
+    try:
+        return Status(status).rank
+    except ValueError:
+        return max(s.rank for s in Status)
+
+
+def _support_rank(state: str | None) -> int:
+    return STATES.index(state) + 1 if state in STATES else 0
+
+
+def _number(x: object) -> float | None:
+    """A metric as JSON holds it: a number, "inf" or "-inf" (json_float), or None."""
+    try:
+        return None if x is None or isinstance(x, bool) else float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _worst(values) -> float | None:
+    nums = [v for v in map(_number, values) if v is not None]
+    return max(nums, key=lambda v: math.inf if math.isnan(v) else v) if nums else None
+
+
+def _tolerance(precision: str) -> float | None:
+    """The precision's own tolerance, the one an op sweep judges by (a one-op case declares none of its own)."""
+    from fpdiff.core.precision import PRECISIONS
+    p = PRECISIONS.get(precision)
+    return p.tolerance if p is not None else None
+
+
+def backend_version(backend: str, versions: dict) -> str:
+    """The versions of what a backend runs on, from the table's versions: the distributions of the modules it
+    requires (its declaration), torch's for one requiring none, the same-named one for a backend this fpdiff does
+    not know; '' where the table does not say."""
+    from fpdiff.core.versions import CORE
+    needs = _requires(backend)
+    if needs is None:
+        keys = [k for k in versions if _tokens(k) == _tokens(backend)]
+    else:
+        keys = [k for m in needs for k in _keys_for(m, versions)] if needs else [CORE[0]]
+    return ", ".join(f"{k} {versions[k]}" for k in dict.fromkeys(keys) if versions.get(k))
+
+
+@functools.cache
+def _registry():
+    from fpdiff.backends import registry
+    return registry()
+
+
+def _requires(backend: str) -> tuple[str, ...] | None:
+    """The modules the backend declares it requires; None for a backend this fpdiff does not know."""
+    try:
+        return tuple(_registry().cls(backend).requires)
+    except UsageError:
+        return None
+
+
+def _keys_for(module: str, versions: dict) -> list[str]:
+    """The versions' keys naming a module's distribution ('iree.compiler': iree-base-compiler), else its top name's
+    ('onnx.reference': onnx)."""
+    want = _tokens(module)
+    top = {module.split(".")[0].lower()}
+    return [k for k in versions if want <= _tokens(k)] or [k for k in versions if _tokens(k) == top]
+
+
+def _tokens(name: str) -> set[str]:
+    return set(name.lower().replace("-", ".").replace("_", ".").split("."))
+
+
+# ---- counts -------------------------------------------------------------------------------------------------------
+
+def matrix(t: Table) -> dict[tuple[str, str], Counter]:
+    """(backend, precision) -> rows per status and per support state (a Counter over both words)."""
+    out: dict[tuple[str, str], Counter] = {}
+    for e in t.entries:
+        n = out.setdefault((e.backend, e.precision), Counter())
+        n[e.status] += 1
+        n[e.support] += 1
+    return out
+
+
+def _columns(t: Table) -> tuple[list[str], list[str]]:
+    """The statuses and the support states the table has, in their own order (not recorded last)."""
+    statuses = {e.status for e in t.entries}
+    states = {e.support for e in t.entries}
+    known = [str(s) for s in CELL_STATUSES]
+    return ([s for s in known if s in statuses] + sorted(statuses - set(known) - {NOT_SAID})
+            + ([NOT_SAID] if NOT_SAID in statuses else []),
+            [s for s in STATES if s in states] + ([NOT_SAID] if NOT_SAID in states else []))
+
+
+def gaps(t: Table, backend: str) -> dict[str, list[Entry]]:
+    """A backend's rows that are not native or do not pass, by 'precision state' (support or status)."""
+    out: dict[str, list[Entry]] = {}
+    for e in t.entries:
+        if e.backend != backend:
+            continue
+        if e.support != "native":
+            out.setdefault(f"{e.precision} {e.support if e.support != NOT_SAID else 'support not said'}", []).append(e)
+        if e.status not in (str(Status.PASS), NOT_SAID):
+            out.setdefault(f"{e.precision} {e.status}", []).append(e)
+    return out
+
+
+# ---- HTML ---------------------------------------------------------------------------------------------------------
+
+def _e(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1e}"
+
+
+def _status_colour(status: str) -> str:
+    try:
+        return Status(status).colour
+    except ValueError:
+        return "#fff"
+
+
+def page(tables: list[Table], upgrades: list[tuple[Table, Table, dict]], title: str) -> str:
+    """The whole page: stacks and versions, the summary matrices, upgrades, then every row, searchable."""
+    rows = sum(len(t.entries) for t in tables)
+    intro = (f"<p>{rows} rows (op x variant x backend x precision) from {len(tables)} "
+             f"{'table' if len(tables) == 1 else 'tables'}. Support is the runtime's own word: "
+             "<b>native</b> (a kernel at the dtype asked), <b>other-dtype</b> (it computed in another dtype), "
+             "<b>not-implemented</b> (it refused). Status and error are check's verdict against float64; a row "
+             "stands for its worst case. Click a count to list its rows.</p>")
+    legend = "<p class='legend'>" + "".join(f"<span style='background:{s.colour}'>{_e(s)}</span>"
+                                            for s in CELL_STATUSES) + "</p>"
+    body = [intro, legend, _stacks_html(tables)]
+    body += [_matrix_html(t, len(tables) > 1) for t in tables]
+    body += [_upgrade_html(a, b, d) for a, b, d in upgrades]
+    body.append(_rows_html(tables))
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{PAGE_STYLE}</style></head><body><h1>{_e(title)}</h1>{''.join(body)}"
+            f"<script>{SCRIPT}</script></body></html>")
+
+
+def _stacks_html(tables: list[Table]) -> str:
+    """Each table's sweep, command and versions side by side."""
+    keys = list(dict.fromkeys(k for t in tables for k in t.versions))
+    head = "".join(f"<th>{_e(t.label)}</th>" for t in tables)
+    rows = [f"<tr><td>sweep</td>{''.join(f'<td>{_e(t.model)}</td>' for t in tables)}</tr>"]
+    if any(t.command for t in tables):
+        rows.append("<tr><td>command</td>" + "".join(f"<td><code>{_e(t.command or '-')}</code></td>"
+                                                     for t in tables) + "</tr>")
+    rows += [f"<tr><td>{_e(k)}</td>" + "".join(f"<td>{_e(t.versions.get(k) or '-')}</td>" for t in tables) + "</tr>"
+             for k in keys]
+    plain = [t.label for t in tables if not t.judged]
+    note = (f"<p class='muted'>{_e(', '.join(plain))}: {_e(SUPPORT_ONLY)}</p>" if plain else "")
+    return f"<h2>Stack</h2><table><tr><th></th>{head}</tr>{''.join(rows)}</table>{note}"
+
+
+def _matrix_html(t: Table, named: bool) -> str:
+    """Rows per backend (its version) x precision, counted by status and by support state."""
+    statuses, states = _columns(t)
+    head = "".join(f"<th>{_e(s if s != NOT_SAID else 'status not recorded')}</th>" for s in statuses)
+    head += "".join(f"<th>{_e(s if s != NOT_SAID else 'support not said')}</th>" for s in states)
+    body = []
+    for (b, p), n in sorted(matrix(t).items()):
+        where = f"data-table='{_e(t.label)}' data-backend='{_e(b)}' data-precision='{_e(p)}'"
+        tds = "".join(_count_td(n[s], _status_colour(s), f"{where} data-status='{_e(s)}'") for s in statuses)
+        tds += "".join(_count_td(n[s], SUPPORT_COLOUR.get(s, "#fff"), f"{where} data-support='{_e(s)}'")
+                       for s in states)
+        version = backend_version(b, t.versions)
+        body.append(f"<tr><th>{_e(b)}<br><span class='muted'>{_e(version)}</span></th><td>{_e(p)}</td>{tds}</tr>")
+    name = f": {_e(t.label)}" if named else ""
+    return (f"<h2>Summary{name}</h2><table><tr><th>backend</th><th>precision</th>{head}</tr>{''.join(body)}"
+            "</table>")
+
+
+def _count_td(n: int, colour: str, data: str) -> str:
+    if not n:
+        return "<td class='cell'>0</td>"
+    return f"<td class='cell click' style='background:{colour}' {data}>{n}</td>"
+
+
+def _upgrade_html(a: Table, b: Table, d: dict) -> str:
+    """What the newer stack gained and lost (store.diff_tables), with the versions that moved."""
+    moves = Counter(c["kind"] for c in d["changed"])
+    said = ", ".join(f"{n} {k}" for k, n in sorted(moves.items())) or "no row changed its support"
+    versions = "".join(f"<tr><td>{_e(k)}</td><td>{_e(x or '-')}</td><td>{_e(y or '-')}</td></tr>"
+                       for k, (x, y) in d["versions"].items())
+    rows = "".join(f"<tr><td style='background:{MOVE_COLOUR.get(c['kind'], '#fff')}'>{_e(c['kind'])}</td>"
+                   f"<td>{_e(c['row'])}</td><td>{_e(c['before'] or '-')}</td><td>{_e(c['after'] or '-')}</td>"
+                   f"<td class='detail'>{_e(c.get('detail') or '')}</td></tr>" for c in d["changed"])
+    changed = ("<table><tr><th>move</th><th>catalog/op/backend/precision</th><th>before</th><th>after</th>"
+               f"<th>detail</th></tr>{rows}</table>") if rows else ""
+    return (f"<h2>Upgrade: {_e(a.label)} &rarr; {_e(b.label)}</h2><p>Support {_e(said)}.</p>"
+            "<table><tr><th>component</th><th>before</th><th>after</th></tr>"
+            f"{versions}</table>{changed}")
+
+
+def _select(facet: str, label: str, values: list[str]) -> str:
+    options = "".join(f"<option value='{_e(v)}'>{_e(v)}</option>" for v in values)
+    return (f"<select class='filter' data-facet='{facet}' aria-label='{_e(label)}'>"
+            f"<option value=''>{_e(label)}: all</option>{options}</select>")
+
+
+def _rows_html(tables: list[Table]) -> str:
+    """Every row, with the search box and the filters over them."""
+    entries = [e for t in tables for e in t.entries]
+    versions = {(t.label, b): backend_version(b, t.versions) for t in tables for b in {e.backend for e in t.entries}}
+    facets = [("backend", "backend"), ("precision", "precision"), ("status", "status"), ("support", "support")]
+    if len(tables) > 1:
+        facets.insert(0, ("table", "table"))
+    selects = "".join(_select(f, label, sorted({getattr(e, f) for e in entries})) for f, label in facets)
+    controls = ("<div class='controls'><input id='q' type='search' placeholder='search op, backend, precision, "
+                f"status...' aria-label='search'>{selects}<span id='shown' class='muted'></span></div>")
+    table_head = "<th>table</th>" if len(tables) > 1 else ""
+    floors = any(e.floor is not None for e in entries)
+    head = (f"<tr>{table_head}<th>backend</th><th>precision</th><th>catalog</th><th>op</th><th>variant</th>"
+            "<th>support</th><th>status</th><th>rel L2 (worst)</th><th>worst element</th><th>tolerance</th>"
+            f"{'<th>floor (baseline rel L2)</th>' if floors else ''}<th>cases</th><th>the runtime's words</th></tr>")
+    body = "".join(_row_html(e, versions[(e.table, e.backend)], len(tables) > 1, floors) for e in entries)
+    return f"<h2>Ops</h2>{controls}<table id='ops'><thead>{head}</thead><tbody>{body}</tbody></table>"
+
+
+def _row_html(e: Entry, version: str, named: bool, floors: bool) -> str:
+    words = " ".join((e.table, e.catalog, e.op, e.variant, e.backend, version, e.precision, e.support, e.status))
+    data = (f"data-table='{_e(e.table)}' data-backend='{_e(e.backend)}' data-precision='{_e(e.precision)}' "
+            f"data-status='{_e(e.status)}' data-support='{_e(e.support)}' data-text='{_e(words.lower())}'")
+    table = f"<td>{_e(e.table)}</td>" if named else ""
+    return (f"<tr {data}>{table}<td>{_e(e.backend)}<br><span class='muted'>{_e(version)}</span></td>"
+            f"<td>{_e(e.precision)}</td><td>{_e(e.catalog)}</td><td>{_e(e.op)}</td><td>{_e(e.variant)}</td>"
+            f"<td style='background:{SUPPORT_COLOUR.get(e.support, '#fff')}'>{_e(e.support)}</td>"
+            f"<td style='background:{_status_colour(e.status)}'>{_e(e.status)}</td>"
+            f"<td class='num'>{_fmt(e.rel_l2)}</td><td class='num'>{_fmt(e.max_norm)}</td>"
+            f"<td class='num'>{_fmt(e.tolerance)}</td>{f'<td class=num>{_fmt(e.floor)}</td>' if floors else ''}"
+            f"<td class='num'>{e.cells or '-'}</td><td class='detail'>{_e(e.detail)}</td></tr>")
+
+
+# ---- Markdown -----------------------------------------------------------------------------------------------------
+
+def _md(x: object) -> str:
+    """Text for a Markdown table cell or line: no pipe, bracket or angle bracket read as markup."""
+    text = " ".join(str(x).split())
+    for ch in "\\|<>[]*_`":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def markdown(tables: list[Table], upgrades: list[tuple[Table, Table, dict]], title: str) -> str:
+    """SUPPORT.md: per table its stack, command and count matrix, then per backend its gaps; then the upgrades."""
+    out = [f"# {_md(title)}", "", "Rows are op x variant x backend x precision; support is the runtime's own word, "
+           "status check's verdict against float64 (a row stands for its worst case). The page: "
+           f"[{INDEX}]({INDEX}).", ""]
+    for t in tables:
+        out += _table_md(t)
+    for a, b, d in upgrades:
+        out += _upgrade_md(a, b, d)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _table_md(t: Table) -> list[str]:
+    out = [f"## {_md(t.label)} ({_md(t.model)})", "",
+           *([f"Made by: {_code(t.command)}", ""] if t.command else []),
+           *([f"Status and error: none ({SUPPORT_ONLY}).", ""] if not t.judged else []),
+           "Versions: " + (", ".join(f"{_md(k)} {_md(v)}" for k, v in t.versions.items() if v) or "not recorded"),
+           "", *matrix_md(t), ""]
+    variants = Counter((e.catalog, e.op, e.backend, e.precision) for e in t.entries)
+    for backend in sorted({e.backend for e in t.entries}):
+        found = gaps(t, backend)
+        version = backend_version(backend, t.versions)
+        out.append(f"### {_md(backend)}" + (f" ({_md(version)})" if version else ""))
+        out.append("")
+        out += [f"- {_md(k)}: " + compact(v, variants) for k, v in sorted(found.items())]
+        if not found:
+            out.append("- every row native and passing")
+        out.append("")
+    return out
+
+
+def _code(text: str) -> str:
+    """A name as inline code (nothing in it read as markup), or escaped where it holds a backtick."""
+    return _md(text) if "`" in text else f"`{' '.join(text.split())}`"
+
+
+def compact(rows: list[Entry], variants: Counter) -> str:
+    """Ops by name, each once: an op all of whose variants (`variants`: rows per catalog, op, backend, precision)
+    are in `rows` bare, the others with the variants that are: `Erf [tiny]`."""
+    by_op: dict[tuple, list[str]] = {}
+    for e in rows:
+        by_op.setdefault((e.catalog, e.op, e.backend, e.precision), []).append(e.variant)
+    names = [_code(key[1] if len(found) >= variants[key] else f"{key[1]} [{', '.join(found)}]")
+             for key, found in by_op.items()]
+    return f"{len(by_op)} {'op' if len(by_op) == 1 else 'ops'}: " + ", ".join(names)
+
+
+def matrix_md(t: Table) -> list[str]:
+    """The count matrix: a row per backend x precision, a column per status and per support state."""
+    statuses, states = _columns(t)
+    names = [s if s != NOT_SAID else "status not recorded" for s in statuses]
+    names += [s if s != NOT_SAID else "support not said" for s in states]
+    lines = ["| backend | precision | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    for (b, p), n in sorted(matrix(t).items()):
+        lines.append(f"| {_md(b)} | {_md(p)} | " + " | ".join(str(n[s]) for s in [*statuses, *states]) + " |")
+    return lines
+
+
+def _upgrade_md(a: Table, b: Table, d: dict) -> list[str]:
+    moves = Counter(c["kind"] for c in d["changed"])
+    said = ", ".join(f"{n} {k}" for k, n in sorted(moves.items())) or "no row changed its support"
+    lines = store.table_diff_lines(d)
+    fence = _fence(lines)
+    return [f"## Upgrade: {_md(a.label)} -> {_md(b.label)}", "", f"Support: {said}.", "", f"{fence}text", *lines,
+            fence, ""]
+
+
+def _fence(lines: list[str]) -> str:
+    """A code fence longer than any run of backticks in the lines it holds (a runtime's words may have some)."""
+    longest = max((len(run) for ln in lines for run in re.findall(r"`+", ln)), default=0)
+    return "`" * max(3, longest + 1)
