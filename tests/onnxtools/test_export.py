@@ -187,3 +187,26 @@ def test_an_ort_fp64_cell_gets_no_export_floor_for_float64_rounding(tmp_path, mo
     assert cell.status == "pass", cell.reason
     assert "onnx_export_departure" not in cell.info and cell.info["onnx_export_check"].startswith("agrees")
     assert not any(f.kind == "export-departure" for f in cell.findings), cell.findings
+
+
+class _DtypeOnly(torch.nn.Module):
+    """x is read only for its dtype: no op reads its values, so the exporter would drop it."""
+
+    def forward(self, x, i):
+        return i.to(x.dtype) * 2
+
+
+def test_an_input_read_only_for_its_dtype_stays_an_input_in_its_place(tmp_path):
+    import onnxruntime as ort
+    x, i = torch.randn(3, dtype=torch.float64), torch.tensor([1, 2, 3])
+    program = torch.export.export(_DtypeOnly(), (x, i))
+    path = tmp_path / "m.onnx"
+    export_program(program, path)
+    model = onnx.load(str(path))
+    assert [v.name for v in model.graph.input] == ["x", "i"]
+    assert [v.type.tensor_type.elem_type for v in model.graph.input] == [onnx.TensorProto.DOUBLE,
+                                                                        onnx.TensorProto.INT64]
+    # fed by position, as every backend feeds a cell: the integer lands on the integer input
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    out = session.run(None, dict(zip([v.name for v in session.get_inputs()], (x.numpy(), i.numpy()))))[0]
+    np.testing.assert_array_equal(out, [2.0, 4.0, 6.0])

@@ -204,3 +204,22 @@ def test_opset9_batchnorm_with_momentum_is_inference_not_training():
                         opset=9)
     assert np.allclose(ours[0], (x - 1.0) / 2.0)
     assert not np.allclose(stock[0], ours[0])  # the evaluator's training-mode reading
+
+
+def test_gather_elements_takes_narrower_indices_and_long_axes():
+    """The operator allows indices narrower than the data outside the axis (torch.gather exports them) and any axis
+    length; the stock evaluator refused both. The result is torch.gather's."""
+    import onnx
+
+    from fpdiff.onnxtools.graph import float64_ops
+    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [3, 70]),
+                                            helper.make_tensor_value_info("i", TensorProto.INT64, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    onnx.checker.check_model(model)
+    rng = np.random.default_rng(0)
+    x, i = rng.standard_normal((3, 70)), rng.integers(-70, 70, (2, 4))
+    got = ReferenceEvaluator(model, new_ops=float64_ops()).run(None, {"x": x, "i": i})[0]
+    want = torch.gather(torch.from_numpy(x), 1, torch.from_numpy(np.where(i < 0, i + 70, i))).numpy()
+    np.testing.assert_array_equal(got, want)

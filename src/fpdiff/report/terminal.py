@@ -472,6 +472,7 @@ def render_fuzz(result, console: Console | None = None) -> None:
         m = f.minimization
         console.print(f"[{style}]{f.status}[/] {escape(f.backend)}/{escape(f.precision)}  "
                       f"[bold]{escape(' > '.join(f.ops))}[/] ({escape(f.variant)})  hits {len(f.hits) + len(f.matched)}"
+                      f"{f'  (one cause with {len(f.merged)} more signatures)' if f.merged else ''}"
                       f"  minimized {m['ops_before']} -> {m['ops_after']} ops in {m['probes']} probes: "
                       f"{escape(f.reason)}{_fuzz_shapes(f.shapes)}{_fuzz_repro(f.repro)}", highlight=False,
                       soft_wrap=True)

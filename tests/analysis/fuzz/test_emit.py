@@ -139,3 +139,31 @@ def test_bad_graph_is_one_line():
         emit.value_types(Graph(x, (Node("nope", (0,)),), 1))
     with pytest.raises(UsageError, match="does not fit"):
         emit.to_onnx(Sample(Graph(x, (Node("matmul", (0, 0)),), 1), (np.ones((3, 4)),)))
+
+
+def several_outputs() -> Sample:
+    """tanh(x) returned beside softmax(tanh(x) + y): a value one output fuses away and another needs."""
+    g = Graph(inputs=(Input(T((3, 5))), Input(T((1, 5)))),
+              nodes=(Node("tanh", (0,)), Node("add", (2, 1)), Node("softmax", (3,), attrs_of({"dim": 1}))),
+              output=4, extra=(2,))
+    r = np.random.default_rng(3)
+    return Sample(g, tuple(r.standard_normal(x.type.shape) for x in g.inputs))
+
+
+def test_a_graph_of_several_outputs_in_both_forms(tmp_path):
+    """Both outputs, in order, from the torch program and the ONNX graph; the graph survives JSON."""
+    s = several_outputs()
+    want = emit.evaluate_all(s)
+    assert [w.shape for w in want] == [(3, 5), (3, 5)]
+    np.testing.assert_allclose(want[1], np.tanh(s.values[0]), rtol=1e-15)
+    assert Graph.from_dict(s.graph.as_dict()) == s.graph
+    src = load(emit.write_torch(s, tmp_path / "t"))
+    with torch.no_grad():
+        got = src.module(*src.inputs)
+    assert isinstance(got, tuple) and len(got) == 2
+    assert all(rel(g.numpy(), w) <= AGREE for g, w in zip(got, want))
+    model = emit.to_onnx(s)
+    onnx.checker.check_model(model, full_check=True)
+    assert [o.name for o in model.graph.output] == [emit.OUTPUT, f"{emit.OUTPUT}_1"]
+    outs = ReferenceEvaluator(model, new_ops=float64_ops()).run(None, dict(zip(emit.input_names(s.graph), s.values)))
+    assert all(rel(g, w) <= 1e-12 for g, w in zip(outs, want))

@@ -16,6 +16,9 @@ pytestmark = pytest.mark.slow
 # be told from what surrounds it; 16 graphs of seed 6 hold four softmaxes over an odd dim (one masked by what
 # follows it) among others over even dims
 PLANTED_OPS = ["softmax", "add", "mul", "exp", "tanh", "transpose", "sum", "relu"]
+# "softmax" selects every vocabulary op that computes one (by name or catalog name): softmax, its fp32 cast region,
+# and unfused attention, each of which runs aten's softmax, where the bug is planted
+SOFTMAXES = ("softmax", "softmax_fp32", "attention")
 PLANTED_KW = dict(backends=["planted-fuzz"], precisions=["fp32"], graphs=16, seed=6, ops=PLANTED_OPS,
                   plugins=[PLANTED], max_ops=5)
 
@@ -31,12 +34,11 @@ def test_the_planted_bug_is_found_minimized_and_reproduced(planted):
     assert planted.findings, "the planted softmax bug was not found"
     for f in planted.findings:  # nothing but the planted bug on this backend
         assert f.backend == "planted-fuzz" and f.status == "mismatch", f.as_dict()
-        # "softmax" selects every op computing one: softmax, and the fp32 cast region around it
-        assert any(op in ("softmax", "softmax_fp32") for op in f.ops) and len(f.ops) <= 3, f.ops
+        assert any(op in SOFTMAXES for op in f.ops) and len(f.ops) <= 3, f.ops
         assert f.repro and f.repro.get("path") and f.repro.get("retriggers") is True, f.repro
     lead = planted.findings[0]
     small = lead.graph["minimized"]
-    soft = [n for n in small["nodes"] if n["op"] in ("softmax", "softmax_fp32")]
+    soft = [n for n in small["nodes"] if n["op"] in SOFTMAXES]
     assert soft, small
     # the minimized graph keeps what the bug needs: a softmax over an odd dim
     out = subprocess.run([sys.executable, lead.repro["path"]], capture_output=True, text=True, timeout=300)

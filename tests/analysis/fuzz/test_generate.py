@@ -110,7 +110,10 @@ def test_arguments_with_a_domain_get_values_in_it(samples):
             for j, a in enumerate(node.args):
                 dom = op.domain[j] if j < len(op.domain) else ANY
                 if dom != ANY:
-                    assert np.all(inside[dom](values[a])), f"{node.op} arg {j} outside {dom}: {describe(x)}"
+                    v = values[a]
+                    if a >= len(x.graph.inputs) and x.graph.nodes[a - len(x.graph.inputs)].op == "sigmoid":
+                        v = v[v != 0]  # a sigmoid guard underflows to 0 below -745 in float64 (a -1e4 mask fill)
+                    assert np.all(inside[dom](v)), f"{node.op} arg {j} outside {dom}: {describe(x)}"
                     checked += 1
     assert checked > 50  # the vocabulary's log, sqrt, div, reciprocal appear often enough to be checked
 
@@ -167,6 +170,9 @@ def test_ops_layouts_dynamic_dims_ranges_and_fan_out_all_appear(samples):
     assert all(ranges[r] >= 5 for r in ("normal", "positive", "unit", "near-max", "tiny", "small-int"))
     assert sum(_fans_out(x) for x in samples) >= 0.1 * len(samples)
     assert {x.form for x in samples} == {TORCH, ONNX}
+    several = [x for x in samples if x.graph.extra]  # dead branches returned as outputs
+    assert 0.05 * len(samples) <= len(several) <= 0.4 * len(samples)
+    assert all(len(x.graph.outputs) == len(set(x.graph.outputs)) for x in several)
     assert len({len(x.graph.nodes) for x in samples}) == 5  # 2..6 ops
     assert max(i.type.rank for x in samples for i in x.graph.inputs) >= 4  # 5: an embedding's rows, a mask
     assert any(1 in i.type.shape and i.type.rank >= 2 for x in samples for i in x.graph.inputs)  # broadcasting
@@ -182,6 +188,6 @@ def test_describe_is_one_line_naming_the_output_shape_layout_and_ranges(samples)
         line = describe(x)
         assert "\n" not in line and x.graph.nodes[-1].op in line and x.graph.inputs[0].layout in line
         shape = emit.value_types(x.graph)[x.graph.output].shape
-        assert f"[{'x'.join(map(str, shape))}]" in line
+        assert f"[{'x'.join(map(str, shape))}{']' if not x.graph.extra else ', '}" in line  # extra outputs follow
         assert all(i.range in line for i in x.graph.inputs if i.range != "normal")
         assert ("dyn:" in line) == any(i.dynamic for i in x.graph.inputs)

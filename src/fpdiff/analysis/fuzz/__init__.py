@@ -19,6 +19,7 @@ from fpdiff.analysis.fuzz.graph import FORMS, ONNX, TORCH
 from fpdiff.analysis.fuzz.result import LOST, UNRUN, FuzzResult
 from fpdiff.analysis.ops import OP_TIMEOUT, sweep_config
 from fpdiff.analysis.options import RunOptions
+from fpdiff.backends import registry
 from fpdiff.core.errors import UsageError
 from fpdiff.core.versions import report_versions
 from fpdiff.runtime import external, rundir
@@ -93,6 +94,7 @@ def fuzz(options: FuzzOptions | None = None, shared: RunOptions | None = None) -
     answers = [before, *_run(config, total, o.batch, o.ray, shared.progress, start)]
     modules = [m for b in o.backends for m in reg.cls(b).requires]
     records, found = _merge(answers)
+    found = _root_causes(found, config)
     return FuzzResult(records=records, findings=found, backends=list(o.backends), precisions=list(o.precisions),
                       seed=shared.seed, versions=report_versions(modules), duration_s=time.perf_counter() - t0,
                       ray=o.ray, selection=_selection(o), resumed=len(before.records))
@@ -204,6 +206,19 @@ def _rounds(config: FuzzConfig, total: int | None, batch: int, ray: str | None, 
         found[0] += sum(len(a.found) for a in got)
         start = end
     return answers
+
+
+def _root_causes(found: list[Found], config: FuzzConfig) -> list[Found]:
+    """Findings of one backend, precision and verdict class merged where one's culprit op fails alone on the
+    other's values too (dedup.py), run here after every batch (Ray's included) is back."""
+    from fpdiff.analysis.fuzz import dedup, oracle
+    if len({(f.backend, f.precision, f.status_class) for f in found}) == len(found):
+        return found  # no two findings share a cell: nothing to merge, nothing to run
+    with rundir.run_directory(), external.shared(worker_env()):
+        reg = registry(config.sweep.plugins)
+        work = rundir.mkdtemp(prefix="fpdiff-fuzz-dedup-")
+        return dedup.root_causes(found, lambda f: oracle.probe_class(f.backend, f.precision, f.status_class,
+                                                                      config.sweep, reg, work))
 
 
 def _lost(indices: list[int], failure) -> BatchAnswer:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from fpdiff.analysis.check.run import worker_env
-from fpdiff.analysis.fuzz import oracle
+from fpdiff.analysis.fuzz import dedup, oracle
 from fpdiff.analysis.fuzz.graph import FORMS, Sample
 from fpdiff.analysis.ops import verdict as ops_verdict
 from fpdiff.analysis.ops.sweep import SweepConfig
@@ -72,6 +72,7 @@ class Found:
     repro: dict | None = None
     report: str | None = None
     sample: bytes = field(default=b"", repr=False)
+    merged: list[str] = field(default_factory=list)  # signatures of one root cause merged into it (dedup.py)
     # the minimized graph's status in each shape variant on the failing cell (static, dynamic, each mix): the
     # variants judged against each other, where SEEDS #2's signature shows (right at the ends, wrong in a mix)
     shapes: dict = field(default_factory=dict)  # the minimized Sample (Sample.to_bytes), for the repro
@@ -126,7 +127,8 @@ def _one(index: int, config: FuzzConfig, reg, work: Path, found: list[Found]) ->
     rec = GraphRecord(index, seed, made.id, made.form, made.graph.ops(), desc, v.outcome, v.discard, v.statuses)
     for f in _distinct(v.failures):
         known = _known(found, f, made.graph.ops())
-        if known is not None:
+        # a graph holding a known finding's ops counts on it only when cut down to them it fails the same way
+        if known is not None and dedup.holds(made, known.ops, oracle.probe_for(f, config.sweep, reg, work)):
             known.matched.append(made.id)
             continue
         new = _finding(made, f, config, reg, work)
@@ -220,7 +222,7 @@ def _repro(small: Sample, f: oracle.Failure, variant: str, config: FuzzConfig, r
     """The minimized graph judged once more on the failing cell with its repro written and rechecked, and the
     ready-to-file report beside it; (None, why, None) when the minimized graph no longer fails there."""
     root = config.sweep.repro_dir
-    narrow = dataclasses.replace(oracle.narrowed(config.sweep, f), repro_dir=root)
+    narrow = dataclasses.replace(oracle.narrowed(config.sweep, f.backend, f.precision), repro_dir=root)
     case = dataclasses.replace(oracle.case_of(small), variant=variant)
     from fpdiff.analysis.ops.sweep import run_case
     outcome, requests = run_case(case, narrow, reg, work)

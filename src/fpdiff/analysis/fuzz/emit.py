@@ -51,8 +51,9 @@ def typed(graph: Graph) -> tuple[list[TensorType], str | None]:
             types.append(op.infer([types[a] for a in node.args], node.attr))
         except (ValueError, KeyError, TypeError) as e:
             return types, f"graph node {i} ({node.op}) does not fit its arguments: {e}"
-    if not 0 <= graph.output < len(types):
-        return types, f"graph output {graph.output} is not a value id (the graph has {len(types)})"
+    bad = [o for o in graph.outputs if not 0 <= o < len(types)]
+    if bad:
+        return types, f"graph output {bad[0]} is not a value id (the graph has {len(types)})"
     return types, None
 
 
@@ -81,7 +82,8 @@ def _parsed(text: str) -> Graph:
 def run_graph(*tensors, graph: str):
     """The graph's output from its input tensors: the op a fuzz sample's torch spec file calls."""
     g = _parsed(graph)
-    return interpret(g, tensors, g.output)[g.output]
+    values = interpret(g, tensors, max(g.outputs))
+    return values[g.output] if not g.extra else tuple(values[o] for o in g.outputs)
 
 
 def _tensors(sample: Sample, dtype) -> tuple:
@@ -97,11 +99,17 @@ def _numpy(t) -> np.ndarray:
 
 
 def evaluate(sample: Sample, dtype=None) -> np.ndarray:
-    """The graph's output computed here by the ops' torch forms at `dtype` (torch.float64 by default)."""
+    """The graph's (first) output computed here by the ops' torch forms at `dtype` (torch.float64 by default)."""
+    return evaluate_all(sample, dtype)[0]
+
+
+def evaluate_all(sample: Sample, dtype=None) -> list[np.ndarray]:
+    """Every output of the graph, in order, computed here at `dtype` (torch.float64 by default)."""
     import torch
     with torch.no_grad():
         g = sample.graph
-        return _numpy(interpret(g, _tensors(sample, dtype or torch.float64), g.output)[g.output])
+        values = interpret(g, _tensors(sample, dtype or torch.float64), max(g.outputs))
+        return [_numpy(values[o]) for o in g.outputs]
 
 
 def values64(sample: Sample) -> list[np.ndarray]:
@@ -123,7 +131,7 @@ def integer_valued(graph: Graph) -> bool:
     for node in graph.nodes:
         op = VOCAB[node.op]
         whole.append(op.integer_valued or (node.op in _KEEPS_INTEGERS and all(whole[a] for a in node.args)))
-    return graph.output >= n_in and whole[graph.output]
+    return all(o >= n_in and whole[o] for o in graph.outputs)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -235,20 +243,30 @@ def to_onnx(sample: Sample):
         out = VOCAB[node.op].onnx(b, [value_names[a] for a in node.args], node.attr)
         b.ranks[out] = types[len(names) + i].rank
         value_names.append(out)
-    out = value_names[g.output]
-    if g.output < len(names) or any(o.output[0] != out for o in b.nodes[-1:]):
-        out = b.node("Identity", [out])  # the output is an input or an earlier value: a node of its own names it
-    b.nodes[-1].output[0] = OUTPUT
+    outs = [_named_output(b, value_names[o], OUTPUT if k == 0 else f"{OUTPUT}_{k}", k == 0 and o >= len(names))
+            for k, o in enumerate(g.outputs)]
     dynamic = any(x.dynamic for x in g.inputs)
     inputs = [helper.make_tensor_value_info(n, _onnx_type(x.type.dtype, b.float_type),
                                             [f"{n}_d{d}" if d in x.dynamic else s for d, s in enumerate(x.type.shape)])
               for n, x in zip(names, g.inputs)]
-    out_type = types[g.output]
-    output = helper.make_tensor_value_info(OUTPUT, _onnx_type(out_type.dtype, b.float_type),
-                                           [None] * out_type.rank if dynamic else list(out_type.shape))
-    graph = helper.make_graph(b.nodes, f"fuzz_{sample.id}", inputs, [output], initializer=b.initializers)
+    output = [helper.make_tensor_value_info(name, _onnx_type(types[o].dtype, b.float_type),
+                                            [None] * types[o].rank if dynamic else list(types[o].shape))
+              for name, o in zip(outs, g.outputs)]
+    graph = helper.make_graph(b.nodes, f"fuzz_{sample.id}", inputs, output, initializer=b.initializers)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION,
                              producer_name="fpdiff fuzz")
+
+
+def _named_output(b: OnnxBuilder, value: str, name: str, rename: bool) -> str:
+    """A graph output named `name`: the last node's output renamed where it is that value (the graph ends in its own
+    op, as a fuser sees it), else an Identity of the value (an input, an earlier value, another output)."""
+    from onnx import helper
+    last = b.nodes[-1] if b.nodes else None
+    if rename and last is not None and list(last.output) == [value]:
+        last.output[0] = name
+    else:
+        b.nodes.append(helper.make_node("Identity", [value], [name], name=b.fresh("n_Identity")))
+    return name
 
 
 def _onnx_type(dtype: str, float_type: int) -> int:

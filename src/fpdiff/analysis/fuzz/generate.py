@@ -88,6 +88,10 @@ GUARDS: dict[str, tuple[tuple[str, ...], ...]] = {
     UNIT: (("tanh",), ("sigmoid",)),
 }
 COMBINERS = ("add", "mul", "sub")  # binary ops that fold a dead branch into the output
+# a dead branch is returned as a further output instead in this share of folds, at most MAX_EXTRA per graph: models
+# return several tensors (logits and a hidden state, values and indices), and a compiler must keep a value it fused
+# away from one consumer alive for the other
+EXTRA_SHARE, MAX_EXTRA = 0.3, 2
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ class _Draft:
         self.types: dict[int, TensorType] = {}
         self.order: list[int] = []  # refs in creation order: recency
         self.uses: dict[int, int] = {}
+        self.extra: list[int] = []  # branches returned as further outputs
 
     def add_input(self, t: TensorType, range_name: str) -> int:
         self.inputs.append(Input(t, range=range_name))
@@ -195,7 +200,7 @@ class _Draft:
         def vid(ref: int) -> int:
             return -ref - 1 if ref < 0 else n_in + ref
         nodes = tuple(Node(op, tuple(vid(a) for a in args), attrs_of(attrs)) for op, args, attrs in self.nodes)
-        return Graph(tuple(self.inputs), nodes, n_in + len(nodes) - 1)
+        return Graph(tuple(self.inputs), nodes, n_in + len(nodes) - 1, tuple(vid(r) for r in self.extra))
 
 
 def _build(rnd: random.Random, allowed: list[str], target: int, min_ops: int, max_ops: int) -> Graph | None:
@@ -421,12 +426,17 @@ def _draw_range(rnd: random.Random, domain: str, dtype: str) -> str:
 
 
 def _fold_dead(rnd: random.Random, d: _Draft, allowed: list[str], max_ops: int) -> bool:
-    """Folds every dead branch into the output with a combiner op; False when one does not fit."""
+    """Folds every dead branch into the output with a combiner op, or (in some graphs) returns it as a further
+    output; False when one does not fit."""
     combiners = [c for c in COMBINERS if c in allowed]
     while len(d.frontier()) > 1:
         out, dead = d.frontier()[-1], d.frontier()[0]
         if _integer(d, out) or _integer(d, dead) or FLOAT != d.types[out].dtype or FLOAT != d.types[dead].dtype:
             return False
+        if len(d.extra) < MAX_EXTRA and rnd.random() < EXTRA_SHARE:
+            d.extra.append(dead)
+            d.uses[dead] += 1  # returned: no longer a dead branch
+            continue
         fits = [c for c in rnd.sample(combiners, len(combiners)) if _fits(c, [d.types[out], d.types[dead]])]
         if not fits or len(d.nodes) >= max_ops:
             return False
@@ -467,7 +477,7 @@ def _finish(rnd: random.Random, g: Graph) -> Graph:
     layout = rnd.choices(layouts, weights=weights)[0]
     dyn = _dynamic(rnd, g) if rnd.random() < DYNAMIC_SHARE else [()] * len(g.inputs)
     inputs = tuple(Input(x.type, layout, dims, x.range) for x, dims in zip(g.inputs, dyn))
-    return Graph(inputs, g.nodes, g.output)
+    return Graph(inputs, g.nodes, g.output, g.extra)
 
 
 def _dynamic(rnd: random.Random, g: Graph) -> list[tuple[int, ...]]:
@@ -507,7 +517,7 @@ def _static_dims(g: Graph) -> set[tuple[int, int]]:
 
 def _with_values(graph: Graph, form: str, seed: int) -> Sample | Discard:
     """The sample with input values whose float64 reference is finite, or the Discard after REDRAWS draws."""
-    from fpdiff.analysis.fuzz.emit import evaluate
+    from fpdiff.analysis.fuzz.emit import evaluate_all
     rng = np.random.default_rng(seed % (1 << 64))
     for attempt in range(REDRAWS):
         if attempt >= SHRINK_FROM:
@@ -515,14 +525,14 @@ def _with_values(graph: Graph, form: str, seed: int) -> Sample | Discard:
         values = tuple(draw_values(x, rng) for x in graph.inputs)
         sample = Sample(graph, values, form, seed)
         with np.errstate(all="ignore"):
-            if np.all(np.isfinite(np.asarray(evaluate(sample), dtype=np.float64))):
+            if all(np.all(np.isfinite(np.asarray(v, dtype=np.float64))) for v in evaluate_all(sample)):
                 return sample
     return Discard(NOT_FINITE, seed)
 
 
 def _shrunk(graph: Graph) -> Graph:
     inputs = tuple(Input(x.type, x.layout, x.dynamic, SHRINK.get(x.range, x.range)) for x in graph.inputs)
-    return Graph(inputs, graph.nodes, graph.output)
+    return Graph(inputs, graph.nodes, graph.output, graph.extra)
 
 
 def known_range(name: str) -> bool:
@@ -584,8 +594,8 @@ def describe(sample: Sample) -> str:
     g = sample.graph
     shared = _shared(g)
     lets = [f"v{v}={_expr(g, v, shared, top=True)}" for v in sorted(shared)]
-    expr = "; ".join(lets + [_expr(g, g.output, shared, top=True)])
-    shape = "x".join(map(str, value_types(g)[g.output].shape)) or "scalar"
+    expr = "; ".join(lets + [", ".join(_expr(g, o, shared, top=True) for o in g.outputs)])
+    shape = ", ".join("x".join(map(str, value_types(g)[o].shape)) or "scalar" for o in g.outputs)
     parts = [expr, f"[{shape}]", g.inputs[0].layout if g.inputs else CONTIGUOUS]
     dyn = sorted({d for x in g.inputs for d in x.dynamic})
     if dyn:
@@ -602,7 +612,7 @@ def _shared(g: Graph) -> set[int]:
     for n in g.nodes:
         for a in n.args:
             count[a] += 1
-    return {v for v in range(n_in, len(count)) if count[v] > 1 and v != g.output}
+    return {v for v in range(n_in, len(count)) if count[v] > 1 and v not in g.outputs}
 
 
 def _expr(g: Graph, v: int, shared: set[int], top: bool = False) -> str:

@@ -71,10 +71,16 @@ def _frozen(v: Any) -> Any:
 @dataclass(frozen=True)
 class Graph:
     """Value ids: 0 .. len(inputs)-1 are the inputs, len(inputs) + i is node i's output. Nodes are in topological
-    order (a node takes only ids below its own). `output` is the id the graph returns."""
+    order (a node takes only ids below its own). `output` is the id the graph returns, `extra` the ids it returns
+    after it (a graph of several outputs)."""
     inputs: tuple[Input, ...]
     nodes: tuple[Node, ...]
     output: int
+    extra: tuple[int, ...] = ()  # further outputs (a model returning logits and a hidden state): judged together
+
+    @property
+    def outputs(self) -> tuple[int, ...]:
+        return (self.output, *self.extra)
 
     def value_of_node(self, i: int) -> int:
         return len(self.inputs) + i
@@ -86,7 +92,7 @@ class Graph:
 
     def live(self) -> set[int]:
         """The value ids the output depends on (itself included)."""
-        need, n_in = {self.output}, len(self.inputs)
+        need, n_in = set(self.outputs), len(self.inputs)
         for i in range(len(self.nodes) - 1, -1, -1):
             if n_in + i in need:
                 need.update(self.nodes[i].args)
@@ -96,7 +102,7 @@ class Graph:
         return {"inputs": [_input_dict(x) for x in self.inputs],
                 "nodes": [{"op": n.op, "args": list(n.args), "attrs": {k: _jsonable(v) for k, v in n.attrs}}
                           for n in self.nodes],
-                "output": self.output}
+                "output": self.output, **({"extra": list(self.extra)} if self.extra else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> Graph:
@@ -104,7 +110,7 @@ class Graph:
                              x.get("layout", CONTIGUOUS), tuple(x.get("dynamic", ())), x.get("range", "normal"))
                        for x in d["inputs"])
         nodes = tuple(Node(n["op"], tuple(n["args"]), attrs_of(n.get("attrs", {}))) for n in d["nodes"])
-        return cls(inputs, nodes, int(d["output"]))
+        return cls(inputs, nodes, int(d["output"]), tuple(int(v) for v in d.get("extra", ())))
 
 
 def _input_dict(x: Input) -> dict:

@@ -42,7 +42,7 @@ class GraphPayload:
         if self.sample.form != ONNX:
             return None
         from fpdiff.analysis.fuzz import emit
-        return [emit.evaluate(self.sample)]
+        return emit.evaluate_all(self.sample)
 
     def write(self, folder: Path) -> tuple[str, str | None]:
         from fpdiff.analysis.fuzz import emit
@@ -158,18 +158,24 @@ def mixed_only(cells: list[OpsCell], status_class: str) -> bool:
         all(st not in FINDING_STATUSES for st in ends.values()) and len(ends) == 2
 
 
-def narrowed(config: SweepConfig, failure: Failure) -> SweepConfig:
-    """The campaign's settings for one failing cell's backend and precision, with no repro written: a probe."""
-    return dataclasses.replace(config, backends=(failure.backend,), precisions=(failure.precision,),
-                               repro_dir=None, recheck=False, deadline=None)
+def narrowed(config: SweepConfig, backend: str, precision: str) -> SweepConfig:
+    """The campaign's settings for one backend and precision, with no repro written: a probe."""
+    return dataclasses.replace(config, backends=(backend,), precisions=(precision,), repro_dir=None, recheck=False,
+                               deadline=None)
 
 
 def probe_for(failure: Failure, config: SweepConfig, reg, work: Path) -> Callable[[Sample], bool]:
     """Whether a candidate graph still fails the same way on the same backend and precision: the same verdict class
     (a mismatch stays a mismatch; an error stays an error of the same component), as check judges it."""
-    narrow = narrowed(config, failure)
+    return probe_class(failure.backend, failure.precision, failure.status_class, config, reg, work)
+
+
+def probe_class(backend: str, precision: str, status_class: str, config: SweepConfig, reg,
+                work: Path) -> Callable[[Sample], bool]:
+    """Whether a candidate graph fails with this verdict class on this backend and precision (a probe)."""
+    narrow = narrowed(config, backend, precision)
 
     def probe(candidate: Sample) -> bool:
         v, _, _ = judge(candidate, narrow, reg, work)
-        return any(f.status_class == failure.status_class for f in v.failures)
+        return any(f.status_class == status_class for f in v.failures)
     return probe

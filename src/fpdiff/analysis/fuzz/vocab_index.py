@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, INT64, TensorType
-from fpdiff.analysis.fuzz.opdef import OpDef, register, same_type
+from fpdiff.analysis.fuzz.opdef import OpDef, fits, register, same_type
 from fpdiff.analysis.fuzz.opdef import torch_module as _torch
 
 INDEX, UNIQUE, MASK, DISTINCT = "index", "unique", "mask", "distinct"  # integer/bool/float ranges (generate.py)
@@ -345,19 +345,11 @@ def _index_put_onnx(b, names: list[str], _attrs: dict) -> str:
 
 
 register(OpDef("index_put", ("index_put", "ScatterND"), 3, _index_put_infer,
-               lambda rng, types: {} if _valid_put(types) else None,
+               fits(_index_put_infer),
                lambda x, idx, src: x.index_put((idx,), src), _index_put_onnx,
                arg_dtypes=(FLOAT, INT64, FLOAT), arg_type=_select_arg(True), arg_range=_index_arg,
                tags=frozenset({"index", "scatter"}),
                reason="x[idx] = v: a cache update by position, lowered to scatter with its own shape logic"))
-
-
-def _valid_put(types: list[TensorType]) -> bool:
-    try:
-        _index_put_infer(types, {})
-    except ValueError:
-        return False
-    return True
 
 
 def _embedding_arg(rng: random.Random, j: int, types: list) -> TensorType | None:
@@ -380,19 +372,11 @@ def _embedding_infer(types: list[TensorType], _attrs: dict) -> TensorType:
 
 
 register(OpDef("embedding", ("nn.functional.embedding", "Gather"), 2, _embedding_infer,
-               lambda rng, types: {} if _fits_infer(_embedding_infer, types) else None,
+               fits(_embedding_infer),
                lambda idx, w: _torch().nn.functional.embedding(idx, w),
                lambda b, names, attrs: b.node("Gather", [names[1], names[0]], {"axis": 0}),
                arg_dtypes=(INT64, FLOAT), arg_type=_embedding_arg, arg_range=_index_arg,
                tags=frozenset({"index"}), reason="a table lookup: the first op of every language model"))
-
-
-def _fits_infer(infer: Callable, types: list[TensorType]) -> bool:
-    try:
-        infer(types, {})
-    except ValueError:
-        return False
-    return True
 
 
 def _one_hot_infer(types: list[TensorType], attrs: dict) -> TensorType:
@@ -436,12 +420,12 @@ def _cast_arg(rng: random.Random, j: int, types: list) -> TensorType | None:
 
 
 register(OpDef("to_float", ("to", "CastLike"), 2, _cast_infer(INT64),
-               lambda rng, types: {} if _fits_infer(_cast_infer(INT64), types) else None,
+               fits(_cast_infer(INT64)),
                lambda i, like: i.to(like.dtype), lambda b, names, attrs: b.node("CastLike", names),
                arg_dtypes=(INT64, FLOAT), arg_type=_cast_arg, tags=frozenset({"cast", "integer"}),
                reason="`.to(x.dtype)` of integers: one_hot or a count back in the model's float"))
 register(OpDef("mask_to_float", ("to", "CastLike"), 2, _cast_infer(BOOL),
-               lambda rng, types: {} if _fits_infer(_cast_infer(BOOL), types) else None,
+               fits(_cast_infer(BOOL)),
                lambda m, like: m.to(like.dtype), lambda b, names, attrs: b.node("CastLike", names),
                arg_dtypes=(BOOL, FLOAT), arg_type=_cast_arg, tags=frozenset({"cast", "mask"}),
                reason="an attention or padding mask made a float multiplier"))
@@ -488,7 +472,7 @@ def _mask_range(j: int, types: list[TensorType], _attrs: dict) -> str | None:
 
 
 register(OpDef("where", ("where", "Where"), 3, _where_infer,
-               lambda rng, types: {} if _fits_infer(_where_infer, types) else None,
+               fits(_where_infer),
                lambda m, x, y: _torch().where(m, x, y), lambda b, names, attrs: b.node("Where", names),
                arg_dtypes=(BOOL, FLOAT, FLOAT), arg_type=_mask_arg, arg_range=_mask_range,
                tags=frozenset({"mask", "broadcast"}), reason="select by mask with broadcasting: padding and "
@@ -513,7 +497,8 @@ def _masked_fill_onnx(b, names: list[str], attrs: dict) -> str:
 
 
 register(OpDef("masked_fill", ("masked_fill", "Where"), 2, _masked_fill_infer,
-               lambda rng, types: {"value": rng.choice(MASK_FILLS)} if _fits_infer(_masked_fill_infer, types) else None,
+               lambda rng, types: {"value": rng.choice(MASK_FILLS)} if fits(_masked_fill_infer)(rng, types) is not None
+               else None,
                lambda x, m, value: x.masked_fill(m, value), _masked_fill_onnx,
                arg_dtypes=(FLOAT, BOOL), arg_type=_masked_fill_arg, arg_range=_mask_range,
                tags=frozenset({"mask"}), reason="an attention mask's fill before a softmax"))

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
 
 import numpy as np
 
 from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, TensorType
-from fpdiff.analysis.fuzz.opdef import POSITIVE, OpDef, register
+from fpdiff.analysis.fuzz.opdef import POSITIVE, OpDef, fits, register
 from fpdiff.analysis.fuzz.opdef import functional as _F
 from fpdiff.analysis.fuzz.opdef import torch_module as _torch
 
@@ -205,19 +204,11 @@ def _batch_norm_onnx(b, names: list[str], _attrs: dict) -> str:
 
 
 register(OpDef("batch_norm", ("nn.functional.batch_norm", "BatchNormalization"), 3, _batch_norm_infer,
-               lambda rng, types: {} if _infers(_batch_norm_infer, types) else None,
+               fits(_batch_norm_infer),
                lambda x, mean, var: _F().batch_norm(x, mean, var, training=False, eps=NORM_EPS), _batch_norm_onnx,
                domain=("any", "any", POSITIVE), arg_type=_batch_norm_arg, static=_channel_static,
                tags=frozenset({"norm"}), reason="eval batch norm: folded into a neighbouring conv or matmul's "
                "weights by compilers (a rewrite that moves rounding)"))
-
-
-def _infers(infer: Callable, types: list[TensorType]) -> bool:
-    try:
-        infer(types, {})
-    except ValueError:
-        return False
-    return True
 
 
 def _rms_torch(x):
