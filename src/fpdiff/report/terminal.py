@@ -431,6 +431,10 @@ def _ops_extras(result, console: Console) -> None:
                       f"rel L2 {err}; {escape(str(d.get('detail', '')))}", highlight=False)
     if len(result.judge_disagreements) > OPS_TOP:
         console.print(f"... and {len(result.judge_disagreements) - OPS_TOP} more judge disagreements, see --json")
+    for m in result.mixed_only()[:OPS_TOP]:
+        wrong = [v for v, st in m["shapes"].items() if v.startswith("mixed:") and st != "pass"]
+        console.print(f"[red]right static and dynamic, wrong in a mix[/] {escape(m['case'])} {escape(m['backend'])}/"
+                      f"{escape(m['precision'])}: {escape(', '.join(wrong))}", highlight=False)
     share = result.repro_share()
     if share:
         console.print(share, highlight=False)

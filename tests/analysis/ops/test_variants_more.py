@@ -218,3 +218,14 @@ def test_unbuildable_dynamic_is_a_skip_with_its_reason():
     assert {s["case"] for s in skipped} == {"reshape#0~dynamic", "reshape#0~mixed"}
     assert all("refuses a mix" in s["reason"] and "input_d1 becomes static when input_d0 is" in s["reason"]
                and s["op"] == "reshape" for s in skipped)
+
+
+def test_right_at_both_ends_and_wrong_in_a_mix_is_the_seed2_signature():
+    """The shape variants of one case, backend and precision judged against each other."""
+    from fpdiff.analysis.ops.verdict import wrong_only_in_mixes
+    assert wrong_only_in_mixes({"static": "pass", "dynamic": "pass", "mixed:a-static": "mismatch",
+                                "mixed:b-static": "pass"})
+    assert wrong_only_in_mixes({"static": "precision-loss", "dynamic": "pass", "mixed:a-static": "error"})
+    assert not wrong_only_in_mixes({"static": "pass", "dynamic": "mismatch", "mixed:a-static": "mismatch"})
+    assert not wrong_only_in_mixes({"static": "pass", "dynamic": "pass", "mixed:a-static": "pass"})
+    assert not wrong_only_in_mixes({"static": "pass", "mixed:a-static": "mismatch"})  # no fully dynamic run

@@ -180,7 +180,7 @@ def _finding(sample: Sample, f: oracle.Failure, config: FuzzConfig, reg, work: P
     variant = variant_of(matters)
     cell, repro, report = _repro(small, f, variant, config, reg, work)
     if cell is not None and cell.mixed_only:
-        variant = "+".join([*(v for v in variant.split("+") if v != "plain"), oracle.MIXED_ONLY])
+        variant = "+".join([*(v for v in variant.split("+") if v != "plain"), ops_verdict.MIXED_ONLY])
     sig = _signature(f, small.graph.ops(), variant)
     return Found(sig, f.backend, f.precision, f.status, f.status_class, small.graph.ops(), variant,
                  cell.reason if cell else f.reason, cell.metrics if cell else f.metrics, small.form,

@@ -14,6 +14,7 @@ from fpdiff.analysis.fuzz.graph import ONNX, Sample
 from fpdiff.analysis.fuzz.minimize import MAGNITUDE_RANGES
 from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_case
+from fpdiff.analysis.ops.verdict import wrong_only_in_mixes
 from fpdiff.core.status import Status
 
 FUZZ_CATALOG = "fuzz"
@@ -146,16 +147,12 @@ def failure_of(c: OpsCell) -> Failure:
                    c.shape_variant)
 
 
-MIXED_ONLY = "mixed-dims"  # the SEEDS #2 signature: every failing cell a mix of static and dynamic dims
-
-
 def mixed_only(cells: list[OpsCell], status_class: str) -> bool:
     """Whether a failure of this class shows only where static and dynamic dims mix, its static and fully dynamic
-    cells judged right: the shape variants judged against each other, as well as each against float64."""
-    failing = {c.shape_variant for c in cells if failure_of(c).status_class == status_class}
-    ends = {c.shape_variant: c.status for c in cells if c.shape_variant in ("static", "dynamic")}
-    return bool(failing) and all(v.startswith("mixed:") for v in failing) and \
-        all(st not in FINDING_STATUSES for st in ends.values()) and len(ends) == 2
+    cells right (ops' verdict.wrong_only_in_mixes: the shape variants judged against each other)."""
+    ends = ("static", "dynamic")
+    return wrong_only_in_mixes({c.shape_variant: str(c.status) if c.shape_variant in ends
+                                or failure_of(c).status_class == status_class else "pass" for c in cells})
 
 
 def narrowed(config: SweepConfig, backend: str, precision: str) -> SweepConfig:

@@ -89,6 +89,16 @@ class OpsResult(Result):
         broken = int(self.repro_check.get("broken") or 0)
         return line + (f"; {broken} broken (the repro itself failed to run)" if broken else "")
 
+    def mixed_only(self) -> list[dict]:
+        """Each case, backend and precision right with every dim static and every dim dynamic and wrong in a mix
+        (SEEDS.md #2's signature), with its status per shape variant."""
+        from fpdiff.analysis.ops.verdict import wrong_only_in_mixes
+        shapes: dict[tuple, dict[str, str]] = {}
+        for c in self.cells:
+            shapes.setdefault((c.case, c.backend, c.precision), {})[c.shape_variant] = str(c.status)
+        return [{"case": k[0], "backend": k[1], "precision": k[2], "shapes": v}
+                for k, v in shapes.items() if wrong_only_in_mixes(v)]
+
     def support_table(self) -> list[dict]:
         """One row per (catalog, op, backend, precision): {catalog, op, backend, precision, support, detail}, the
         most telling support state among its cells (support.py)."""
@@ -125,7 +135,7 @@ class OpsResult(Result):
                 "unrun": self.unrun, "judge_disagreements": list(self.judge_disagreements),
                 "repro_check": dict(self.repro_check), "reports": list(self.reports),
                 "support_table": self.support_table(), "next": self.next_steps(), "selection": dict(self.selection),
-                "resumed": self.resumed, "programs": dict(self.programs)}
+                "resumed": self.resumed, "programs": dict(self.programs), "mixed_only": self.mixed_only()}
 
 
 def repro_command(path: str) -> str:

@@ -240,3 +240,15 @@ def recheck_repros(cells: list[OpsCell]) -> None:
     answers = repro.recheck([Path(c.repro["path"]) for c in written])
     for c in written:
         c.repro["retriggers"] = answers.get(c.repro["path"])
+
+
+MIXED_ONLY = "mixed-dims"  # SEEDS.md #2's signature: right with every dim static and every dim dynamic, wrong in a mix
+_WRONG = (Status.MISMATCH, Status.ERROR, Status.CRASH, Status.TIMEOUT)
+
+
+def wrong_only_in_mixes(shapes: dict[str, str]) -> bool:
+    """Whether one case's cells on one backend and precision, by shape variant ({static, dynamic, mixed:...} ->
+    status), are right at both ends and wrong in some mix: the shape variants judged against each other."""
+    ends = [shapes.get(v) for v in ("static", "dynamic")]
+    mixes = [st for v, st in shapes.items() if v.startswith("mixed:")]
+    return None not in ends and not any(st in _WRONG for st in ends) and any(st in _WRONG for st in mixes)
