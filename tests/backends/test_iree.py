@@ -197,6 +197,23 @@ def test_an_op_the_decomposition_made_sends_the_program_as_exported(tmp_path, mo
     assert "made torch.aten.fmod.Scalar" in route["iree_decomposition_why"]
 
 
+class ReflectPad(torch.nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.pad(x, (0, 0, 1, 0), mode="reflect")
+
+
+@pytest.mark.slow  # real iree-compile
+def test_ir_the_decomposition_made_ill_typed_sends_the_program_as_exported(tmp_path):
+    """torch's reflection-pad decomposition under a dynamic dim subtracts a tensor from a SymInt, which the FX
+    importer writes as ill-typed IR: fpdiff's route, not IREE's failure; the program as exported compiles."""
+    x = torch.randn(1, 2, 1)
+    program = torch.export.export(ReflectPad(), (x,), dynamic_shapes={"x": {1: torch.export.Dim("n", min=2)}})
+    route = iree.compile_program(program, "fp32", iree.compile_flags("cpu", "fp32", ()), tmp_path / "m.mlir",
+                                 tmp_path / "m.vmfb")
+    assert route["iree_decomposition"] == "none"
+    assert "fpdiff's decomposition" in route["iree_decomposition_why"]
+
+
 @pytest.mark.slow
 def test_a_refusal_of_the_users_op_names_it(tmp_path):
     with pytest.raises(Unsupported) as e:

@@ -172,8 +172,10 @@ def compile_program(program: Any, precision_name: str, flags: list[str], mlir: P
     if not r.returncode:
         return route
     failure = compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
+    if not isinstance(failure, Unsupported):
+        return _as_exported(program, precision_name, flags, mlir, out, phases, failure)
     mine = user_ops(program)
-    if not isinstance(failure, Unsupported) or _op_name(failure.op) in mine:
+    if _op_name(failure.op) in mine:
         raise failure
     made = f"fpdiff's decomposition for IREE made {failure.op}, which iree-compile cannot lower"
     route = import_program(program, precision_name, mlir, table={})
@@ -189,6 +191,22 @@ def compile_program(program: Any, precision_name: str, flags: list[str], mlir: P
         raise Unsupported(f"{again}; (with fpdiff's decomposition: {made})", op=again.op, dtype=again.dtype,
                           stage=again.stage, component=again.component)
     raise StageError(COMPILE, "fpdiff's decomposition for iree", f"{made}; without the decomposition: {again}")
+
+
+def _as_exported(program: Any, precision_name: str, flags: list[str], mlir: Path, out: Path, phases: Path | None,
+                 failure: Exception) -> dict:
+    """After a compile failure that is no refusal, the program as exported, without fpdiff's decomposition: the IR
+    a decomposition made can be ill-typed where the program's is not (torch's reflection-pad decomposition under a
+    dynamic dim subtracts a tensor from a SymInt), and that is fpdiff's route, not IREE's failure. When the program
+    as exported fails too, that failure is IREE's on the user's own ops."""
+    route = import_program(program, precision_name, mlir, table={})
+    if phases:
+        shutil.rmtree(phases, ignore_errors=True)
+    r = _run_compile(mlir, flags, out, phases)
+    if r.returncode:
+        raise compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
+    return {**route, "iree_decomposition": "none",
+            "iree_decomposition_why": f"iree-compile failed on the IR of fpdiff's decomposition: {str(failure)[:300]}"}
 
 
 def _importer(route: dict[str, str]) -> str:

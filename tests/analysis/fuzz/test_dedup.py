@@ -72,3 +72,26 @@ def test_findings_read_back_without_their_graph_are_left_as_they_are():
     b = _found("sigmoid>log", _sample(["sigmoid", "log"], LOW))
     b.sample = b""
     assert [f.signature for f in dedup.root_causes([a, b], lambda f: sigmoid_tail)] == ["sigmoid", "sigmoid>log"]
+
+
+def test_a_declaration_the_program_contradicts_is_discarded_not_reported():
+    """A mix whose declared dynamic dim the program fixes (dynamo: "specialized it to be a constant") is the
+    fuzzer's declaration at fault: the graph is discarded with that reason, while a real error in the same graph
+    still makes it failing."""
+    from fpdiff.analysis.fuzz import oracle
+    from fpdiff.analysis.ops.case import OpsCell
+    from fpdiff.analysis.ops.sweep import CaseOutcome
+
+    def cell(variant: str, status: str, reason: str = "") -> OpsCell:
+        return OpsCell("fuzz:where", "fuzz", "dynamic", "g1", "where", "inductor", "fp32", variant, status, reason)
+    said = ("inductor at prepare failed: ConstraintViolationError: Constraints violated (L['arg1'].size()[0])! "
+            "You marked L['arg1'].size()[0] as dynamic but your code specialized it to be a constant (2).")
+    ok = [cell("static", "pass"), cell("dynamic", "pass")]
+    v = oracle.verdict_of("g1", CaseOutcome("g1", ok + [cell("mixed:input_d0-static", "error", said)]))
+    assert v.outcome == oracle.DISCARDED and v.discard == oracle.DECLARED_DIMS
+    real = cell("mixed:arg1_d0-static", "error", "iree-compile failed: unbounded stack allocations")
+    v = oracle.verdict_of("g1", CaseOutcome("g1", ok + [cell("mixed:input_d0-static", "error", said), real]))
+    assert v.outcome == oracle.FAILING and [f.shape_variant for f in v.failures] == ["mixed:arg1_d0-static"]
+    # in the static cell the same words are no declaration of the fuzzer's: reported
+    v = oracle.verdict_of("g1", CaseOutcome("g1", [cell("static", "error", said)]))
+    assert v.outcome == oracle.FAILING

@@ -28,6 +28,7 @@ ILL_CONDITIONED = "ill-conditioned: the float64 output moves under input perturb
 UNJUDGED = "unjudged: the float64 judge failed its cross-check on this graph"
 NO_REFERENCE = "float64 reference failed"
 JUDGE_DISAGREES = "judge disagreement: the ONNX graph's float64 judge and its torch form's float64 value part"
+DECLARED_DIMS = "declared dims: a shape variant declares dynamic a dim the program fixes (the fuzzer's declaration)"
 
 
 @dataclass
@@ -126,14 +127,28 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
     if outcome.disagreement:  # two float64 implementations part: no verdict on this graph can stand
         v.outcome, v.discard = DISCARDED, f"{JUDGE_DISAGREES}: {outcome.disagreement.get('detail', '')}"
         return v
-    v.failures = [failure_of(c) for c in outcome.cells if c.status in FINDING_STATUSES]
+    failing = [c for c in outcome.cells if c.status in FINDING_STATUSES]
+    v.failures = [failure_of(c) for c in failing if not declared_dims_refused(c)]
     if v.failures:
         v.outcome = FAILING
+    elif failing:  # only shape variants whose declared dims the program fixes: fpdiff's declaration, no bug
+        v.outcome, v.discard = DISCARDED, DECLARED_DIMS
     elif any(c.status == Status.ILL_CONDITIONED for c in outcome.cells):
         v.outcome, v.discard = DISCARDED, ILL_CONDITIONED
     elif any(c.status == Status.UNJUDGED for c in outcome.cells):
         v.outcome, v.discard = DISCARDED, UNJUDGED
     return v
+
+
+# what torch.export and dynamo say when a dim declared dynamic is one the program fixes (two dims broadcast
+# against each other, one kept static in a mix, the other declared dynamic): the declaration contradicts the
+# program, and the fuzzer made the declaration
+_SPECIALIZED = ("Constraints violated", "specialized it to be a constant")
+
+
+def declared_dims_refused(c: OpsCell) -> bool:
+    """A shape variant's cell that failed because its declared dynamic dims contradict the program."""
+    return c.shape_variant != "static" and c.status == Status.ERROR and any(m in c.reason for m in _SPECIALIZED)
 
 
 def cell_key(c: OpsCell) -> str:
