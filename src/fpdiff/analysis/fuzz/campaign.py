@@ -17,6 +17,7 @@ from fpdiff.analysis.fuzz.graph import FORMS, Sample
 from fpdiff.analysis.ops import verdict as ops_verdict
 from fpdiff.analysis.ops.sweep import SweepConfig
 from fpdiff.backends import registry
+from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.runtime import external, rundir
 
@@ -106,10 +107,25 @@ def run_batch(indices: Sequence[int], config: FuzzConfig,
             if config.sweep.deadline is not None and time.time() > config.sweep.deadline:
                 answer.records.append(GraphRecord(i, graph_seed(config.seed, i), None, None, [], "", "unrun"))
                 continue
-            answer.records.append(_one(i, config, reg, work, answer.found))
+            answer.records.append(_guarded(i, config, reg, work, answer.found))
             if progress:
                 progress(answer.records[-1], answer.found)
     return answer
+
+
+INTERNAL = "fpdiff's own error"  # a discard reason: the graph broke fpdiff itself, said with its message
+
+
+def _guarded(index: int, config: FuzzConfig, reg, work: Path, found: list[Found]) -> GraphRecord:
+    """One graph; an error of fpdiff's own code on it (not a backend's: those are cells) costs that graph, counted
+    and said as a discard reason with its message, never the campaign."""
+    try:
+        return _one(index, config, reg, work, found)
+    except UsageError:
+        raise  # the campaign's own settings: every graph would fail alike
+    except Exception as e:  # noqa: BLE001  (any bug of fpdiff's on one graph)
+        return GraphRecord(index, graph_seed(config.seed, index), None, None, [], "", oracle.DISCARDED,
+                           discard=f"{INTERNAL}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
 
 
 def _one(index: int, config: FuzzConfig, reg, work: Path, found: list[Found]) -> GraphRecord:

@@ -552,6 +552,9 @@ def _narrowed(model: torch.nn.Module, tensors: tuple, declared: dict, names: lis
                     verb = 'is' if len(fixed) == 1 else 'are'
                     raise ValueError(f"{dim} becomes static when {', '.join(fixed)} {verb}")
                 ranges[dim] = _intersect(ranges[dim], got[n][d][1:])
+    single = [dim for dim, (lo, hi) in ranges.items() if lo is not None and hi is not None and lo >= hi]
+    if single:  # a Dim of one size is no dim (torch.export.Dim refuses min == max): the sizes are tied
+        raise ValueError(f"{single[0]} can take one size only ({ranges[single[0]][0]}) in some mix")
     return {n: {d: (dim, *ranges[dim]) for d, (dim, _, _) in per.items()} for n, per in declared.items()}
 
 
