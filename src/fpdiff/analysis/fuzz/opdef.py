@@ -83,3 +83,18 @@ def fits(infer: Callable[[list[TensorType], dict], TensorType]) -> Callable:
             return None
         return {}
     return draw
+
+
+def reduced_shape(types: list[TensorType], attrs: dict) -> tuple[int, ...]:
+    """The shape after reducing (or selecting along) attrs' dim of the first argument, kept as 1 with keepdim;
+    ValueError for a dim out of range or a rank-0 result (few ops fit after one)."""
+    shape, dim = list(types[0].shape), attrs.get("dim")
+    if not isinstance(dim, int) or not 0 <= dim < len(shape):
+        raise ValueError(f"dim {dim!r} out of range for shape {types[0].shape}")
+    if attrs.get("keepdim"):
+        shape[dim] = 1
+    else:
+        del shape[dim]
+    if not shape:
+        raise ValueError("reduces to a rank-0 value")
+    return tuple(shape)

@@ -17,6 +17,7 @@ from fpdiff.analysis.fuzz.opdef import (  # noqa: F401  (re-exported: the vocabu
     VOCAB,
     OpDef,
     fits,
+    reduced_shape,
     register,
     same_type,
 )
@@ -40,13 +41,7 @@ def _no_attrs(_rng: random.Random, _types: list[TensorType]) -> dict:
     return {}
 
 
-def _broadcasts(_rng: random.Random, types: list[TensorType]) -> dict | None:
-    """No attributes; None when the two shapes do not broadcast."""
-    try:
-        same_type(types, {})
-    except ValueError:
-        return None
-    return {}
+_broadcasts = fits(same_type)  # no attributes; None when the two shapes do not broadcast
 
 
 
@@ -232,14 +227,7 @@ def _dim_of(types: list[TensorType], attrs: dict) -> int:
 
 
 def _reduce_infer(types: list[TensorType], attrs: dict) -> TensorType:
-    dim, shape = _dim_of(types, attrs), list(types[0].shape)
-    if attrs.get("keepdim"):
-        shape[dim] = 1
-    else:
-        del shape[dim]
-    if not shape:
-        raise ValueError("reduces to a rank-0 value")
-    return TensorType(tuple(shape), FLOAT)
+    return TensorType(reduced_shape(types, attrs), FLOAT)
 
 
 def _along_infer(types: list[TensorType], attrs: dict) -> TensorType:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, INT64, TensorType
-from fpdiff.analysis.fuzz.opdef import OpDef, fits, register, same_type
+from fpdiff.analysis.fuzz.opdef import OpDef, fits, reduced_shape, register, same_type
 from fpdiff.analysis.fuzz.opdef import torch_module as _torch
 
 INDEX, UNIQUE, MASK, DISTINCT = "index", "unique", "mask", "distinct"  # integer/bool/float ranges (generate.py)
@@ -76,17 +76,7 @@ def _select_draw(keep: bool, k: bool) -> Callable[[random.Random, list[TensorTyp
 
 
 def _argmax_infer(types: list[TensorType], attrs: dict) -> TensorType:
-    x, dim = types[0], attrs.get("dim")
-    if not _dim_ok(x, dim):
-        raise ValueError(f"dim {dim!r} out of range for {x.shape}")
-    shape = list(x.shape)
-    if attrs.get("keepdim"):
-        shape[dim] = 1
-    else:
-        del shape[dim]
-    if not shape:
-        raise ValueError("selects to a rank-0 value")
-    return TensorType(tuple(shape), INT64, bound=x.shape[dim])
+    return TensorType(reduced_shape(types, attrs), INT64, bound=types[0].shape[attrs["dim"]])
 
 
 def _distinct_arg(j: int, _types: list[TensorType], attrs: dict) -> str | None:
