@@ -172,8 +172,11 @@ def compile_program(program: Any, precision_name: str, flags: list[str], mlir: P
     if not r.returncode:
         return route
     failure = compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
-    if not isinstance(failure, Unsupported):
+    if not isinstance(failure, Unsupported) and getattr(failure, "stage", None) == IMPORT:
+        # IR rejected before any pass: what the decomposition made is ill-typed (a compile failure is IREE's)
         return _as_exported(program, precision_name, flags, mlir, out, phases, failure)
+    if not isinstance(failure, Unsupported):
+        raise failure
     mine = user_ops(program)
     if _op_name(failure.op) in mine:
         raise failure
