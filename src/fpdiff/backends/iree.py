@@ -164,30 +164,30 @@ def _run_compile(mlir: Path, flags: list[str], out: Path, phases: Path | None) -
 def compile_program(program: Any, precision_name: str, flags: list[str], mlir: Path, out: Path,
                     phases: Path | None = None) -> dict:
     """A torch program compiled into `out` through fpdiff's decomposition; when iree-compile refuses an op that the
-    decomposition made (not in the program as exported), again from the program as exported, so a refusal is only
-    ever of the user's ops. Returns the route taken; raises the refusal or failure otherwise."""
+    decomposition made (not in the program as exported), or rejects the imported IR before any pass (an ill-typed
+    decomposition: torch's reflection pad under a dynamic dim), again from the program as exported, so a failure is
+    only ever of the user's ops. Returns the route taken; raises the refusal or failure otherwise."""
     flags = ["--iree-input-type=torch", *flags]
     route = import_program(program, precision_name, mlir)
     r = _run_compile(mlir, flags, out, phases)
     if not r.returncode:
         return route
     failure = compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
-    if not isinstance(failure, Unsupported) and getattr(failure, "stage", None) == IMPORT:
-        # IR rejected before any pass: what the decomposition made is ill-typed (a compile failure is IREE's)
-        return _as_exported(program, precision_name, flags, mlir, out, phases, failure)
     if not isinstance(failure, Unsupported):
-        raise failure
+        if getattr(failure, "stage", None) != IMPORT:
+            raise failure  # a compile failure after passes is IREE's
+        made = f"iree-compile failed on the IR of fpdiff's decomposition: {str(failure)[:300]}"
+        route, again = _compile_as_exported(program, precision_name, flags, mlir, out, phases)
+        if again is None:
+            return {**route, "iree_decomposition": "none", "iree_decomposition_why": made}
+        raise again  # the program as exported fails too: IREE's failure on the user's own ops
     mine = user_ops(program)
     if _op_name(failure.op) in mine:
         raise failure
     made = f"fpdiff's decomposition for IREE made {failure.op}, which iree-compile cannot lower"
-    route = import_program(program, precision_name, mlir, table={})
-    if phases:
-        shutil.rmtree(phases, ignore_errors=True)
-    r = _run_compile(mlir, flags, out, phases)
-    if not r.returncode:
+    route, again = _compile_as_exported(program, precision_name, flags, mlir, out, phases)
+    if again is None:
         return {**route, "iree_decomposition": "none", "iree_decomposition_why": made}
-    again = compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
     if isinstance(again, Unsupported) and again.op == failure.op:
         raise again  # the same op refused without fpdiff's decomposition: IREE's own lowering of the user's op
     if isinstance(again, Unsupported) and _op_name(again.op) in mine:
@@ -196,20 +196,15 @@ def compile_program(program: Any, precision_name: str, flags: list[str], mlir: P
     raise StageError(COMPILE, "fpdiff's decomposition for iree", f"{made}; without the decomposition: {again}")
 
 
-def _as_exported(program: Any, precision_name: str, flags: list[str], mlir: Path, out: Path, phases: Path | None,
-                 failure: Exception) -> dict:
-    """After a compile failure that is no refusal, the program as exported, without fpdiff's decomposition: the IR
-    a decomposition made can be ill-typed where the program's is not (torch's reflection-pad decomposition under a
-    dynamic dim subtracts a tensor from a SymInt), and that is fpdiff's route, not IREE's failure. When the program
-    as exported fails too, that failure is IREE's on the user's own ops."""
+def _compile_as_exported(program: Any, precision_name: str, flags: list[str], mlir: Path, out: Path,
+                         phases: Path | None) -> tuple[dict, Exception | None]:
+    """The program imported as exported (no decomposition) and compiled: its route, and its failure or None."""
     route = import_program(program, precision_name, mlir, table={})
     if phases:
         shutil.rmtree(phases, ignore_errors=True)
     r = _run_compile(mlir, flags, out, phases)
-    if r.returncode:
-        raise compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
-    return {**route, "iree_decomposition": "none",
-            "iree_decomposition_why": f"iree-compile failed on the IR of fpdiff's decomposition: {str(failure)[:300]}"}
+    return route, (compile_failure(r.stderr, r.returncode, precision_name, _importer(route)) if r.returncode
+                   else None)
 
 
 def _importer(route: dict[str, str]) -> str:
