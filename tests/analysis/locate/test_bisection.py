@@ -126,3 +126,35 @@ def test_a_segments_outputs_are_judged_one_by_one():
     assert j.status == Status.MISMATCH and j.reason.startswith("output 1 of 2:"), j.reason
     m, base, j = worst_output(expected, eager, eager, prec.get("fp16"))
     assert j.status == Status.PASS
+
+
+class _WeightRetyped(__import__("torch").nn.Module):
+    """An RMSNorm's way with its weight: `w.to(x.dtype)` is a node whose float64 value is the weight itself."""
+
+    def __init__(self) -> None:
+        import torch
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(0.5, 1.5, 8))
+
+    def forward(self, x):
+        w = self.w.to(x.dtype)
+        return (x * w).sum(-1, keepdim=True) * w
+
+
+def test_a_segment_cut_right_after_a_weight_is_retyped_runs():
+    """Every cut of the graph gives plain float64 arrays and inputs, including a cut whose output or input is a node
+    that only re-types a weight (Gemma 2's RMSNorm: '.numpy() is not supported for tensor subclasses')."""
+    import torch
+
+    from fpdiff.core import precision as prec
+    from fpdiff.model.weights import LazyCast
+    b = Bisector(_WeightRetyped(), (torch.randn(2, 8),), prec.FP32, "torch", "cpu", (), (), 60.0, None)
+    try:
+        assert any(isinstance(v, LazyCast) for v in b.v64.values())  # the case this test is about
+        for k in range(2, b.count()):  # unit 0 is the export's dtype assertion, with no value
+            _, _, ins, _, expected, _ = b.segment(0, k)
+            _, _, ins2, _, _, _ = b.segment(k, b.count())
+            assert all(type(t) is torch.Tensor for t in ins + ins2)
+            assert all(e.dtype.kind in "fiub" for e in expected)
+    finally:
+        b.close()

@@ -16,6 +16,7 @@ from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.core.task import ONNX, PROGRAM
 from fpdiff.model import graph, segments
+from fpdiff.model.weights import real
 from fpdiff.runtime import jobdata, rundir
 from fpdiff.runtime.external import Router
 from fpdiff.runtime.task import Job
@@ -56,6 +57,9 @@ def _signature(reason: str) -> str:
 
 
 def _np(x) -> np.ndarray:
+    """A float64 value as numpy: a weight's lazy cast (a node that only re-types a weight, as `w.to(x.dtype)` in an
+    RMSNorm, holds the weight itself) is cast first, since numpy cannot read a tensor subclass."""
+    x = real(x)
     return x.detach().double().numpy() if x.is_floating_point() else x.numpy()
 
 
@@ -102,7 +106,7 @@ class Bisector:
         sub, in_names, out_names = segments.cut(self.gmp, nodes)
         ins = []
         for name in in_names:
-            v, node = self.v64[name], next(n for n in self.gmp.graph.nodes if n.name == name)
+            v, node = real(self.v64[name]), next(n for n in self.gmp.graph.nodes if n.name == name)
             if not isinstance(v, torch.Tensor):
                 raise UsageError(f"segment input {name} is not a tensor ({type(v).__name__})")
             want = node.meta["val"].dtype if isinstance(node.meta.get("val"), torch.Tensor) else v.dtype
