@@ -18,7 +18,7 @@ def test_the_package_hands_on_every_name_of_the_api():
 
 
 def test_rejudge_refuses_what_it_cannot_judge_again_in_one_line(tmp_path):
-    with pytest.raises(UsageError, match="takes a check's JSON report, and this one is a plan's"):
+    with pytest.raises(UsageError, match="takes a check's JSON report; this one is the report of fpdiff plan"):
         fpdiff.rejudge({"kind": "plan", "model": "m"})
     with pytest.raises(UsageError, match="holds no evidence"):
         fpdiff.rejudge({"kind": "check", "model": "m", "cells": []})

@@ -411,7 +411,7 @@ def test_malformed_cache_limit(args, monkeypatch):
 def test_rejudge_bad_input_is_one_line(tmp_path):
     assert_usage_error(["rejudge", str(tmp_path / "nope.json")], "cannot read")
     plan = write(tmp_path, "p.json", '{"kind": "plan", "model": "m"}')
-    assert_usage_error(["rejudge", plan], "takes a check's JSON report, and this one is a plan's")
+    assert_usage_error(["rejudge", plan], "takes a check's JSON report; this one is the report of fpdiff plan")
     old = write(tmp_path, "c.json", '{"kind": "check", "model": "m", "cells": []}')
     assert_usage_error(["rejudge", old], "holds no evidence")
 
@@ -429,3 +429,12 @@ def test_a_stored_check_is_judged_again_the_same_without_running_a_backend(tmp_p
     assert [(c["status"], c["reason"], c["findings"]) for c in a["cells"]] == \
         [(c["status"], c["reason"], c["findings"]) for c in b["cells"]]
     assert b["rejudged"] == {"changed": [], "skipped": []}
+
+
+def test_inputs_that_do_not_fit_the_model_are_a_usage_error(tmp_path):
+    """The user's own input error: exit 2 and one line naming the layer, not 'the float64 reference failed' (exit 3)."""
+    spec = tmp_path / "badin.py"
+    spec.write_text("import torch\n\ndef model():\n    return torch.nn.Sequential(torch.nn.Linear(16, 8))\n\n"
+                    "def inputs():\n    return (torch.randn(2, 12),)\n")
+    assert_usage_error(["check", str(spec), "--backends", "torch", "--precisions", "fp32"],
+                       "the inputs do not fit the model: 0 (Linear: takes last dim 16)")

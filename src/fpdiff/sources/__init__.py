@@ -12,7 +12,17 @@ __all__ = ["Source", "SourceRef", "digest", "load"]
 
 def load(model: str, *, inputs: str | None = None, shapes: dict[str, list[int]] | None = None,
          seed: int = 0, keep_opset: bool = False, task: str | None = None) -> Source:
-    """Resolve MODEL as given on the command line."""
+    """Resolve MODEL as given on the command line; a torch model's inputs are checked to fit it (sources/fit.py)."""
+    source = _load(model, inputs=inputs, shapes=shapes, seed=seed, keep_opset=keep_opset, task=task)
+    if source.ref.kind == "torch":
+        from fpdiff.sources.fit import check_fit
+        check_fit(source.module, tuple(source.inputs), list(source.input_names))
+    return source
+
+
+def _load(model: str, *, inputs: str | None, shapes: dict[str, list[int]] | None, seed: int, keep_opset: bool,
+          task: str | None) -> Source:
+    """MODEL resolved by its kind."""
     from fpdiff.sources import hf
     if task and not hf.is_hf(model):
         raise UsageError(f"--task chooses the class of a Hugging Face checkpoint (hf:DIR), not of {model}")

@@ -4,12 +4,10 @@ output's tensors judged and named. The checkpoint is written as a spec file (its
 workers, repro bundles and the commands a result suggests load it as they load any spec."""
 from __future__ import annotations
 
-import contextlib
 import inspect
 import io
-import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +16,7 @@ import torch
 from fpdiff.core.errors import UsageError
 from fpdiff.sources.base import Source, digest
 from fpdiff.sources.module import write_spec
-from fpdiff.sources.spec import load_spec
+from fpdiff.sources.spec import load_spec, quiet_imports
 
 PREFIX = "hf:"
 HF_DIR = "fpdiff-out/hf"  # beside the module specs: what a run writes for the user to run again
@@ -74,7 +72,7 @@ def is_hf(model: str) -> bool:
 def load(model: str, task: str | None, seed: int, inputs: str | None) -> Source:
     """Checkpoint `model` (hf:...) as a torch source: its spec written, then loaded as any spec is; the notes say
     which class, which inputs and which outputs."""
-    with _quiet():
+    with quiet_imports():
         spec, made = spec_of(model, task, seed, inputs)
     source = load_spec(Path(spec), label=model, seed=seed)
     with torch.inference_mode():  # one float32 forward, for the names of the output's tensors
@@ -140,26 +138,6 @@ def _transformers():
     return transformers
 
 
-# Loggers of libraries transformers probes as it imports a model's code: torchao says which of its optional kernels
-# its wheel lacks and torch's pytree that torchao registers enums the old way, on every run; nothing fpdiff runs uses
-# them, so they are held to errors while a model class is imported and loaded
-PROBED = ("torchao", "torch.utils._pytree")
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """The probed libraries' warnings held back (their errors still show)."""
-    loggers = [logging.getLogger(n) for n in PROBED]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-
-
 def checkpoint(name: str) -> Path:
     """A save_pretrained directory, or a hub id's snapshot in the local cache (never downloaded)."""
     path = Path(name).expanduser()
@@ -199,7 +177,7 @@ def pretrained(where: str | Path, cls: str) -> torch.nn.Module:
     exactly), in eval mode; the weights it lacks named on the model (NEW_WEIGHTS)."""
     tf = _transformers()
     try:
-        with _quiet():
+        with quiet_imports():
             model, info = getattr(tf, cls).from_pretrained(str(where), dtype=torch.float32, output_loading_info=True)
     except Exception as e:  # noqa: BLE001 - the checkpoint does not fit the class: one line
         first = (str(e).strip().splitlines() or [""])[0]

@@ -1,8 +1,11 @@
 """Spec files: a Python file with model() and inputs(), optional dynamic_shapes() and tolerance."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -10,6 +13,26 @@ import torch
 from fpdiff.core.errors import UsageError
 from fpdiff.model import weights
 from fpdiff.sources.base import Source, SourceRef, digest
+
+# Loggers of libraries a model's code imports on the way (transformers probing torchao): torchao says which of its
+# optional kernels its wheel lacks ("Failed to load ... _C_mxfp8", "_C_cutlass_90a") and torch's pytree that torchao
+# registers enums the old way, on every run and in every worker; nothing fpdiff runs uses them, so they are held to
+# errors while a model's code is imported and built
+PROBED = ("torchao", "torch.utils._pytree")
+
+
+@contextlib.contextmanager
+def quiet_imports() -> Iterator[None]:
+    """The probed libraries' warnings held back (their errors still show)."""
+    loggers = [logging.getLogger(n) for n in PROBED]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def import_spec(path: Path):
@@ -21,7 +44,8 @@ def import_spec(path: Path):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        with quiet_imports():
+            spec.loader.exec_module(mod)
     except Exception as e:  # the user's code: report, do not crash
         raise UsageError(f"spec {path} raised {type(e).__name__}: {e}") from e
     return mod
@@ -33,7 +57,8 @@ def build_model(mod, path: Path, seed: int) -> torch.nn.Module:
         if not callable(getattr(mod, fn, None)):
             raise UsageError(f"spec {path} does not define {fn}()")
     torch.manual_seed(seed)
-    model = _call(mod.model, "model", path)
+    with quiet_imports():  # a model class imported lazily (transformers) imports its libraries here
+        model = _call(mod.model, "model", path)
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"spec {path}: model() must return a torch.nn.Module, got {type(model).__name__}")
     return model.eval()

@@ -30,7 +30,9 @@ FORM = 1
 def rejudge(report: dict, rules: Sequence[Rule] = CHECK_RULES) -> CheckResult:
     """A stored check judged again by `rules` from its evidence alone; the result says which cells changed."""
     if report.get("kind") != "check":
-        raise UsageError(f"rejudge takes a check's JSON report, and this one is a {report.get('kind')}'s")
+        kind = report.get("kind")
+        raise UsageError("rejudge takes a check's JSON report; this one is " + (
+            f"the report of fpdiff {kind}" if isinstance(kind, str) and kind else "not a report of fpdiff's"))
     if "evidence" not in report:
         raise UsageError("this check's report holds no evidence (written by an fpdiff before it kept any): rerun the "
                          "check with --json to judge it again later")
