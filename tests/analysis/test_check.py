@@ -301,3 +301,27 @@ def test_a_cell_that_computed_wider_says_whether_the_model_survives_the_precisio
     unsafe = [f for f in fp16.findings if f.kind == "precision-unsafe"]
     assert unsafe and "does not survive" in fp16.reason, fp16.reason
     assert not any(f.kind == "precision-unsafe" for f in fp32.findings)
+
+
+def test_a_backend_that_reports_fp16_and_computes_fp32_is_told_by_its_numbers():
+    """The widen plugin says float16 and computes float32 (OpenVINO's bf16 hint on a CPU without bf16 arithmetic):
+    its numbers decide. `example:rmsnorm` is not fp16-safe (x*x overflows), so the cell that passes is also told
+    the model does not survive fp16, and --strict fails it."""
+    r = fpdiff.check("example:rmsnorm", backends=["torch", "widen"], precisions=["fp16"],
+                     plugins=[str(PLUGINS / "widen.py")])
+    cell = one(r, backend="widen", precision="fp16")
+    kinds = [f.kind for f in cell.findings]
+    assert cell.status == "pass" and "computed-wider" in kinds and "precision-unsafe" in kinds, (cell.reason, kinds)
+    assert cell.computed_dtype.startswith("float32 (by its numbers; reported float16"), cell.computed_dtype
+    assert "does not survive" in cell.reason
+    torch_cell = one(r, backend="torch", precision="fp16")
+    assert not any(f.kind == "computed-wider" for f in torch_cell.findings)
+
+
+def test_computed_wider_fails_strict_alone():
+    """A model that survives fp16: every cell passes, and only --strict fails the cell that computed wider."""
+    r = fpdiff.check("example:tinycnn", backends=["torch", "widen"], precisions=["fp16"],
+                     plugins=[str(PLUGINS / "widen.py")])
+    assert [c.status for c in r.cells] == ["pass", "pass"], [c.reason for c in r.cells]
+    assert [f.kind for f in one(r, backend="widen").findings] == ["computed-wider"]
+    assert r.exit_code() == 0 and r.exit_code(strict=True) == 1

@@ -19,6 +19,8 @@ from fpdiff.core.errors import COMPILE, IMPORT, TORCH_EXPORT, Unsupported, stage
 # autocast: its bf16/f16 hints are its own mixed precision (it keeps what it judges sensitive in f32).
 HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 OV_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "float64"}
+# The instruction sets the CPU plugin computes each narrow format with; without them it replaces the hint
+NATIVE_ISA = {"bfloat16": "AVX512-BF16 or AMX-BF16", "float16": "AVX512-FP16 or AMX-FP16"}
 # Runtime layers that move or reshape values without arithmetic, and the graph's edges: left out of the count of
 # what the plugin computed in, as DATA_MOVEMENT is for ONNX graphs.
 MOVES = {"Input", "Output", "Const", "Reorder", "Reshape", "Squeeze", "Unsqueeze", "ShapeOf", "Split", "Concatenation",
@@ -166,8 +168,8 @@ class OpenVinoBackend(Backend):
         if ran != want:
             notes.append(Finding(HINT_REPLACED, f"OpenVINO was asked for {hint} and runs {used}: its CPU plugin "
                                  "replaces an inference precision this processor lacks native arithmetic for"))
-        remedy = (f"read this cell as {ran}; for {want} numerics run on a CPU with native support (AVX512-FP16/"
-                  "AMX-FP16) or OpenVINO's GPU plugin") if ran != want else None
+        remedy = (f"read this cell as {ran}; for {want} numerics run on a CPU with native support "
+                  f"({NATIVE_ISA.get(want, 'its instructions')}) or OpenVINO's GPU plugin") if ran != want else None
         return Prepared(self._runner(compiled, task), computed_dtype(counts, want, used), notes, info,
                         op_dtypes=dict(counts), dtype_remedy=remedy)
 

@@ -71,8 +71,9 @@ FAILING = (Status.MISMATCH, Status.ERROR, Status.CRASH, Status.TIMEOUT)  # these
 # nothing, and exits NOTHING_JUDGED (not 0: "no failure" would read as "the numbers hold")
 NOT_JUDGED = (Status.UNJUDGED, Status.UNSUPPORTED, Status.ERROR, Status.CRASH, Status.TIMEOUT)
 NOTHING_JUDGED = 3  # the exit code of such a run (0 all judged cells hold, 1 a cell failed, 2 usage error)
-# with --strict a cell must also pass without these findings: a pass that computed another format than asked
-STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested")
+# with --strict a cell must also pass without these findings: a pass that computed another format than asked, by the
+# backend's own record (dtype-changed) or by its numbers (coarser-than-requested, computed-wider)
+STRICT_FINDINGS = ("dtype-changed", "coarser-than-requested", "computed-wider")
 
 
 def fails(status: str, finding_kinds, strict: bool = False) -> bool:

@@ -3,6 +3,7 @@ code at that precision), or what failed where; then what the cells say together 
 backend that computed in a narrower format than asked)."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -45,15 +46,34 @@ def survives_precision(ev: Evidence, cells: list[Cell]) -> None:
         _survives_precision(cell, ev.results[key], key.precision, ev.baseline(key.precision), ev.grid)
 
 
+# A cell this many times more accurate than its precision's baseline did not compute in that precision, whatever the
+# backend reports. The baseline is the judge's own code in the format, rounding at least once per kernel; a correct
+# implementation of the format rounds at least as often as one that fuses kernels and keeps float32 inside them:
+# inductor at fp16 and bf16 lands at 0.4x-1.1x torch eager's error on the corpus (at most 2.5x more accurate), IREE
+# and ONNX Runtime's fp16 cells at 0.8x-4x. A backend that computes float32 behind a bf16 report lands far below:
+# OpenVINO's bf16 hint on a CPU without bf16 arithmetic, DistilBERT: 1.0e-4 against torch's 5.2e-3 (52x). Three
+# bits (8x) sits between the two, clear of both.
+WIDER_FACTOR = 8.0
+# Only formats narrower than float32: fp32's baseline error is mostly its inputs' own rounding, and a backend that
+# computes fp32 wider changes nothing a deployment decides; fp16 and bf16 are picked for hardware that computes them.
+WIDER_BELOW_BITS = 24
+
+
 def _survives_precision(cell: Cell, r: JobResult, p: prec.Precision, baseline: Metrics | None, grid: Grid) -> None:
-    """A cell that computed wider than asked (ORT's CPU runs fp16 nodes in fp32) says nothing of the precision
-    itself: the model is judged at it too, by the baseline (the judge's own code computing in that format), and the
-    cell says whether the model survives it, so a model that is not fp16-safe is not waved through by a backend that
-    never computed fp16."""
-    wider = _dominant_bits(r)
-    if cell.status not in (Status.PASS, Status.PRECISION_LOSS) or not p.is_cast or wider is None \
-            or wider <= compare.mantissa_bits(p.compute) or baseline is None:
+    """A cell that computed wider than asked (ORT's CPU runs fp16 nodes in fp32, by its own record; OpenVINO's bf16
+    hint on a CPU without bf16 arithmetic, by its numbers alone) says nothing of the precision itself: the model is
+    judged at it too, by the baseline (the judge's own code computing in that format), and the cell says whether the
+    model survives it, so a model that is not fp16-safe is not waved through by a backend that never computed fp16."""
+    if cell.status not in (Status.PASS, Status.PRECISION_LOSS) or not p.is_cast or baseline is None:
         return
+    wider = _dominant_bits(r)
+    recorded = wider is not None and wider > compare.mantissa_bits(p.compute)
+    measured = _wider_by_numbers(cell, p, baseline)
+    if not (recorded or measured):
+        return
+    if measured:
+        cell.findings.append(measured)
+        cell.computed_dtype = _dtype_by_numbers(cell, p)
     j = compare.judge(baseline, p, None)
     why = j.reason.removesuffix("; no baseline")
     who = f"{grid.judge_backend} at {p.name}"
@@ -67,6 +87,33 @@ def _survives_precision(cell: Cell, r: JobResult, p: prec.Precision, baseline: M
                                      f"a target that computes {p.name} (a GPU, an NPU, a CPU with native {p.name}) "
                                      f"will see that error: run fpdiff locate and plan at {p.name} before deploying "
                                      "there")))
+
+
+def _wider_by_numbers(cell: Cell, p: prec.Precision, baseline: Metrics) -> Finding | None:
+    """The computed-wider finding when the cell's error is WIDER_FACTOR or more below its precision's baseline: its
+    numbers say it ran wider than asked, whatever it reports (how much wider: the baseline ratio, in bits)."""
+    err = (cell.metrics or {}).get("rel_l2")
+    if compare.mantissa_bits(p.compute) >= WIDER_BELOW_BITS or not isinstance(err, float) \
+            or not 0 < baseline.rel_l2 < math.inf or err * WIDER_FACTOR > baseline.rel_l2:
+        return None
+    ratio = f"{baseline.rel_l2 / err:.0f}x" if err > 0 else "infinitely"
+    bits = f"~{cell.effective_bits:.0f}-bit arithmetic" if cell.effective_bits is not None else "exact results"
+    said = f"; {cell.backend} reports {cell.computed_dtype}" if cell.computed_dtype else ""
+    return Finding("computed-wider", f"rel L2 {err:.1e} is {ratio} below {p.name}'s baseline {baseline.rel_l2:.1e} "
+                   f"(limit {WIDER_FACTOR:g}x): the numbers say {bits}, not the {compare.mantissa_bits(p.compute)} "
+                   f"bits of {p.name}{said}; much of this cell ran wider than {p.name}",
+                   remedy=f"this cell does not tell how the model fares where {p.name} is computed; the baseline "
+                   f"judges that (the reason says whether the model survives {p.name}); on OpenVINO's CPU plugin "
+                   "the processor's instruction set decides what a bf16/f16 hint computes (docs: backends)")
+
+
+def _dtype_by_numbers(cell: Cell, p: prec.Precision) -> str:
+    """What the numbers support as the computed dtype: float32 within 3 bits of its precision, else a mix."""
+    want, bits = prec.dtype_name(p.compute), cell.effective_bits
+    reported = f"; reported {cell.computed_dtype}" if cell.computed_dtype else ""
+    if bits is None or bits >= WIDER_BELOW_BITS - 3:
+        return f"float32 (by its numbers{reported})"
+    return f"{want}+float32 (by its numbers, ~{bits:.0f} bits{reported})"
 
 
 def _dominant_bits(r: JobResult) -> int | None:
