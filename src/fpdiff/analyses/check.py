@@ -24,8 +24,8 @@ def _arguments(c: argparse.ArgumentParser) -> None:
                    "conversion, judged against MODEL's float64 at the precision the file computes in (or PRECISION); "
                    "inputs matched by name, then position; repeatable")
     c.add_argument("--strict", action="store_true",
-                   help="exit 1 unless every cell passes with no dtype-changed, coarser-than-requested or computed-wider "
-                        "finding")
+                   help="exit 1 unless every cell passes with no dtype-changed, coarser-than-requested or "
+                        "computed-wider finding")
     c.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
                    help="runs per cell; outputs that differ bitwise are flagged nondeterministic (default %(default)s)")
     c.add_argument("--keep-opset", action="store_true",
