@@ -35,9 +35,12 @@ def torch_cases() -> list[Case]:
 @pytest.fixture(scope="module")
 def onnx_cases() -> list[Case]:
     rng = np.random.default_rng(0)
+    feeds = {"X": rng.standard_normal((3, 4)).astype(np.float32)}
+    gather = variants._one_node("Gather", ["X", "idx"], {"axis": 1}, feeds, [variants._i64("idx", [2, 0])])
     return [_onnx_case("Softmax", {"X": rng.standard_normal((3, 4, 5))}, axis=-1),
             _onnx_case("Log", {"X": rng.uniform(0.5, 2, (4, 6))}),
-            _onnx_case("Mul", {"A": rng.standard_normal((2, 5)), "B": rng.standard_normal((2, 5))})]
+            _onnx_case("Mul", {"A": rng.standard_normal((2, 5)), "B": rng.standard_normal((2, 5))}),
+            Case(ONNX_CATALOG, "Gather", "test_gather", SAMPLE, "hand-made", payload=OnnxSample(gather, feeds, []))]
 
 
 @pytest.fixture(scope="module")

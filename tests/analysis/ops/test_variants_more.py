@@ -30,10 +30,11 @@ def _by(cases: list[Case], case_id: str) -> Case:
 
 
 def test_new_variants_registered():
-    for name in ("ties", "axes", "optional-inputs", "deep-samples"):
+    for name in ("ties", "axes", "optional-inputs", "deep-samples", "int-dtypes", "mixed-index"):
         assert variants.VARIANTS[name].doc
-    assert {"ties", "axes", "optional-inputs"} <= set(variants.DEFAULT_VARIANTS)
-    assert not {"deep-samples", "mixed", "dynamic"} & set(variants.DEFAULT_VARIANTS)
+    assert {"ties", "axes", "optional-inputs", "int-dtypes", "mixed-index", "deep-samples"} <= set(
+        variants.DEFAULT_VARIANTS)
+    assert not {"mixed", "dynamic", "odd-sizes"} & set(variants.DEFAULT_VARIANTS)
 
 
 def test_tie_grid_exact_and_monotone():
@@ -112,7 +113,7 @@ def test_axes_parameters_off_the_channel_axis(extras):
         outs = variants.outputs(c)
         assert variants._finite(outs), c.case_id
     prelu = [c for c in axes if c.op == "PRelu"]
-    assert {tuple(c.payload.inputs["P"].shape) for c in prelu} == {(4, 1), (5,)}
+    assert {tuple(c.payload.inputs["P"].shape) for c in prelu} == {(4, 1), (5,), (4,), (4, 1, 1)}
     # torch and ONNX agree where both define the op on the same axis
     tsoft = [c for c in axes if c.op == "softmax" and c.payload.kwargs["dim"] == 0][0]
     x = tsoft.payload.args[0].numpy()

@@ -347,12 +347,12 @@ def _exportable(sample: TorchSample, wanted: tuple) -> tuple:
     return tuple(tuple(sorted(declared.get(n, {}))) for n in input_names(sample))
 
 
-def _dynamic_torch(case: Case) -> list[Case]:
+def _dynamic_torch(case: Case, name: str = "dynamic") -> list[Case]:
     wanted = _dims_torch(case)
     if wanted is None or case.payload.dynamic:
         return []
     dyn = _exportable(case.payload, wanted)
-    return [_derived(case, "dynamic", dataclasses.replace(case.payload, dynamic=dyn),
+    return [_derived(case, name, dataclasses.replace(case.payload, dynamic=dyn),
                      f"every dim of size >= 2 dynamic {list(dyn)}")]
 
 
@@ -425,7 +425,7 @@ def _dynamic_onnx(case: Case) -> list[Case]:
     return [_derived(case, "dynamic", dataclasses.replace(case.payload, model=model), "every input dim symbolic")]
 
 
-def _mixed_onnx(case: Case) -> list[Case]:
+def _mixed_onnx(case: Case, name: str = "mixed") -> list[Case]:
     """One case per mix of the inputs' dims of size >= 2 (a dim of 1 broadcasts: static or not, the same graph)."""
     model = case.payload.model
     shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim] for vi in model.graph.input
@@ -435,7 +435,7 @@ def _mixed_onnx(case: Case) -> list[Case]:
     for k, mix in enumerate(mixes(dims)):
         chosen = {(n, int(i)) for n, _, i in (d.rpartition("_d") for d in mix)}
         note = f"dynamic {', '.join(mix)}; static {', '.join(d for d in dims[:MIX_DIMS] if d not in mix)} and the rest"
-        out.append(_derived(case, "mixed", dataclasses.replace(case.payload, model=_symbolic_onnx(model, chosen)),
+        out.append(_derived(case, name, dataclasses.replace(case.payload, model=_symbolic_onnx(model, chosen)),
                             note, k))
     return out
 
@@ -446,6 +446,21 @@ def _dynamic(case: Case, seed: int) -> list[Case]:
 
 def _mixed(case: Case, seed: int) -> list:
     return _mixed_torch(case) if case.catalog == TORCH_CATALOG else _mixed_onnx(case)
+
+
+# index ops: where SEEDS #2's router bug lives (an index computed from one static and one dynamic dim); the globs
+# name the catalogs' scatter, gather, index_*, take, one_hot and embedding ops
+INDEX_OPS = ("*scatter*", "*gather*", "index_*", "take*", "*one_hot", "onehot", "nn.functional.embedding*",
+             "_unsafe_masked_index*", "put", "masked_scatter")
+
+
+def _mixed_index(case: Case, seed: int) -> list:
+    """The mixes of an index op at the cost of one case where the grid mixes by itself: torch, one case with every
+    dim dynamic (check's grid runs it static, dynamic and in each mix as shape variants); ONNX, one case per mix
+    (the grid does not mix symbolic dims)."""
+    if not matches(case.op, list(INDEX_OPS)):
+        return []
+    return _dynamic_torch(case, "mixed-index") if case.catalog == TORCH_CATALOG else _mixed_onnx(case, "mixed-index")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -477,20 +492,24 @@ def _graph(nodes: list, feeds: dict, consts: list, outputs: Sequence[str], types
 
 
 def _t(op: str, name: str, k: int, fn: str, arrays: list[np.ndarray], kwargs: dict, note: str,
-       integer_valued: bool = False, tensors: dict | None = None) -> Case:
+       integer_valued: bool = False, tensors: dict | None = None, exact: bool = False) -> Case:
     """A purpose-built torch case: `fn` on float64 tensors made of `arrays`, plus baked-in `kwargs` and the keyword
-    tensors `tensors` (name -> array: layer_norm's weight=, gather's index=), inputs of the model like `arrays`."""
-    args = tuple(_tensor(a) for a in arrays)
-    named = {n: _tensor(a) for n, a in (tensors or {}).items()}
+    tensors `tensors` (name -> array: layer_norm's weight=, gather's index=), inputs of the model like `arrays`;
+    `exact`: integer arrays keep their own dtype (uint8, int8, int32), not the int64 of indices."""
+    args = tuple(_tensor(a, exact) for a in arrays)
+    named = {n: _tensor(a, exact) for n, a in (tensors or {}).items()}
     shapes = ", ".join([str(list(a.shape)) for a in args] + [f"{n}={list(a.shape)}" for n, a in named.items()])
     return Case(TORCH_CATALOG, op, f"{op}~{name}-{k}", name, f"{name}: {shapes}, {note}", integer_valued,
                 TorchSample(fn, args, dict(kwargs) | named))
 
 
-def _tensor(a: np.ndarray) -> Any:
-    """A float array as the float64 input the grid casts per precision; an integer one (indices) as int64."""
+def _tensor(a: np.ndarray, exact: bool = False) -> Any:
+    """A float array as the float64 input the grid casts per precision; an integer one (indices) as int64, or in its
+    own dtype when `exact`."""
     import torch
     a = np.asarray(a)
+    if exact and a.dtype.kind in "iub":
+        return torch.from_numpy(np.ascontiguousarray(a))
     return torch.from_numpy(np.asarray(a, dtype=np.int64 if a.dtype.kind in "iub" else np.float64))
 
 
@@ -780,9 +799,17 @@ TIE_STEP = 0.5
 TIE_LEVELS = 2  # steps either side of 0
 
 # ops whose catalog samples get tie inputs, each with the spec that fixes the tie's answer. Left out on purpose, as
-# their spec leaves the tie order undefined and a backend choosing another is no bug: torch.topk, kthvalue, median,
-# nanmedian, mode, cummax/cummin (indices), msort and sort/argsort with stable=False, max_pool's return_indices
+# their spec leaves the tie's index undefined and a backend choosing another is no bug: torch.topk, kthvalue, median,
+# nanmedian, mode, cummax/cummin (indices), msort and sort/argsort with stable=False, max_pool's return_indices; those
+# get purpose-built cases that compare the input at the returned index instead (picks), which every allowed index
+# answers alike. The value-only selections (amax, max without dim, maximum) are tie-insensitive: one answer.
 _TIE_TORCH = {
+    "amax": "a maximum's value is the same whichever of the tied elements gives it",
+    "amin": "a minimum's value is the same whichever of the tied elements gives it",
+    "max.reduction_no_dim": "a maximum's value is the same whichever of the tied elements gives it",
+    "min.reduction_no_dim": "a minimum's value is the same whichever of the tied elements gives it",
+    "maximum": "equal operands give one value",
+    "minimum": "equal operands give one value",
     "argmax": "torch.argmax returns the first maximal index (documented)",
     "argmin": "torch.argmin returns the first minimal index (documented)",
     "max.reduction_with_dim": "torch.max(dim) returns the first maximal value's index (documented)",
@@ -798,6 +825,10 @@ _TIE_ONNX = {
     "ArgMin": "select_last_index fixes the first (0, default) or last occurrence",
     "TopK": "the spec breaks ties by the lower index, which comes first",
     "Round": "the spec rounds half to even",
+    "ReduceMax": "a maximum's value is the same whichever of the tied elements gives it",
+    "ReduceMin": "a minimum's value is the same whichever of the tied elements gives it",
+    "Max": "equal operands give one value",
+    "Min": "equal operands give one value",
 }
 _STABLE = ("sort", "argsort")  # ops whose tie cases set stable=True
 
@@ -947,8 +978,145 @@ def _f32(name: str, values: list) -> Any:
     return numpy_helper.from_array(np.array(values, dtype=np.float32), name)
 
 
+def picks(x, op: str, dim: int, **kwargs):
+    """An index-returning selection's values and the input at its indices: where the spec leaves a tie's index open
+    (topk, kthvalue, median, mode, cummax, unstable sort), every index it allows picks the same values, so the case
+    has one answer and still reaches the backend's index path (an index off the selected element picks another)."""
+    import torch
+
+    from fpdiff.analysis.ops.torch_catalog import resolve
+    values, indices = resolve(op)(x, dim=dim, **kwargs)
+    if values.dim() < x.dim():  # a reduction without keepdim: gather wants the reduced dim back
+        values, indices = values.unsqueeze(dim), indices.unsqueeze(dim)
+    return values, torch.gather(x, dim, indices)
+
+
+def pool_picks(x, kernel_size: int, stride: int, padding: int = 0):
+    """max_pool2d's values and the input at its indices (flat per channel, as the op defines them): one answer
+    whichever of a window's tied maxima the backend's index names."""
+    import torch.nn.functional as F
+    values, indices = F.max_pool2d(x, kernel_size, stride, padding, return_indices=True)
+    return values, x.flatten(2).gather(2, indices.flatten(2)).view_as(values)
+
+
+def _mode_matrix(rng: np.random.Generator, rows: int, cols: int) -> np.ndarray:
+    """Rows on the tie grid whose most frequent value is unique (three times, every other at most twice): mode's
+    value has one answer, its index (any of the three) does not, so mode's cases compare picks."""
+    levels = np.arange(-TIE_LEVELS, TIE_LEVELS + 1) * TIE_STEP
+    out = np.empty((rows, cols))
+    for r in range(rows):
+        mode, *others = rng.permutation(levels)
+        out[r] = rng.permutation(np.concatenate([[mode] * 3, np.repeat(others, 2)[:cols - 3]]))
+    return out
+
+
+_HERE = "fpdiff.analysis.ops.variants"
+# selections whose tie index the spec leaves open, as (op, the op picks calls, kwargs, note): each compares picks
+_PICKS = [("topk", "torch.topk", {"k": 3}, "k=3"), ("kthvalue", "torch.kthvalue", {"k": 2}, "k=2 (a tied minimum)"),
+          ("median", "torch.median", {}, "the lower median"), ("nanmedian", "torch.nanmedian", {}, "the lower median"),
+          ("cummax", "torch.cummax", {}, ""), ("cummin", "torch.cummin", {}, ""),
+          ("sort", "torch.sort", {"stable": False}, "unstable")]
+
+
+def _tie_picks_torch(seed: int, start: int) -> list[Case]:
+    """Tie cases of the selections whose tie index is open: values and picks, tie-insensitive value reductions."""
+    rng = _rng(seed, "ties", "picks")
+    m = _tie_matrix(rng, 4, 6)
+    out = [_t(op, "ties", start + k, f"{_HERE}.picks", [m], {"op": fn, "dim": 1, **kw},
+              f"dim=1{' ' + note if note else ''}: values and the input at the indices (any tied index picks the "
+              "same)")
+           for k, (op, fn, kw, note) in enumerate(_PICKS)]
+    k = start + len(out)
+    out.append(_t("mode", "ties", k, f"{_HERE}.picks", [_mode_matrix(rng, 4, 6)], {"op": "torch.mode", "dim": 1},
+                  "dim=1, a unique mode three times per row: values and picks"))
+    pool = rng.integers(-2, 3, (1, 2, 6, 6)) * TIE_STEP
+    out.append(_t("nn.functional.max_pool2d", "ties", k + 1, f"{_HERE}.pool_picks", [pool],
+                  {"kernel_size": 3, "stride": 2, "padding": 1}, "return_indices: values and picks, tied maxima"))
+    for j, op in enumerate(("amax", "amin", "max.reduction_no_dim", "min.reduction_no_dim")):
+        fn, kw = (f"torch.{op[:4]}", {"dim": 1}) if op in ("amax", "amin") else (f"torch.{op[:3]}", {})
+        out.append(_t(op, "ties", k + 2 + j, fn, [m], kw, f"{_kw(kw)} tied extremes: one value".strip()))
+    return out
+
+
+def _collisions_torch(seed: int, start: int) -> list[Case]:
+    """Scatter reductions with several sources per target, each column's targets repeating: the reduction fixes the
+    answer (a plain overwrite, whose winner is undefined, gets none); a catalog sample with one source per target
+    makes mean the overwrite and hides the accumulation."""
+    rng = _rng(seed, "ties", "collisions")
+    x, src = rng.standard_normal((4, 3)), rng.standard_normal((6, 3))
+    index = rng.integers(0, 4, (6, 3))  # six sources into four rows: every column repeats a target
+    out = []
+    for k, (red, own) in enumerate([("sum", False), ("mean", False), ("mean", True), ("amax", False),
+                                    ("amin", False), ("prod", True)]):
+        kw = {"dim": 0, "reduce": red, "include_self": own}
+        out.append(_t(f"scatter_reduce.{red}", "ties", start + k, "torch.scatter_reduce", [x], kw,
+                      f"{_kw(kw)}, repeated targets", tensors={"index": index, "src": src}))
+    rows = rng.integers(0, 4, 6)
+    k = start + len(out)
+    out += [_t("scatter_add", "ties", k, "torch.scatter_add", [x], {"dim": 0}, "repeated targets",
+               tensors={"index": index, "src": src}),
+            _t("index_add", "ties", k + 1, "torch.index_add", [x], {"dim": 0}, f"index {rows.tolist()} repeats",
+               tensors={"index": rows, "source": src}),
+            _t("index_put", "ties", k + 2, f"{_HERE}.index_put_accumulate", [x, rows, src], {},
+               f"accumulate=True, index {rows.tolist()} repeats")]
+    return out
+
+
+def index_put_accumulate(x, rows, values):
+    """index_put with accumulate=True on the rows `rows` (its indices argument is a tuple, so not a model input)."""
+    return x.index_put((rows,), values, accumulate=True)
+
+
 def _ties(seed: int) -> list[Case]:
-    return _ties_torch(seed) + _ties_onnx(seed)
+    torch_cases = _ties_torch(seed)
+    torch_cases += _tie_picks_torch(seed, len(torch_cases))
+    torch_cases += _collisions_torch(seed, len(torch_cases))
+    onnx_cases = _ties_onnx(seed)
+    onnx_cases += _tie_picks_onnx(seed, len(onnx_cases))
+    onnx_cases += _collisions_onnx(seed, len(onnx_cases))
+    return torch_cases + onnx_cases
+
+
+def _tie_picks_onnx(seed: int, start: int) -> list[Case]:
+    """ReduceMax/ReduceMin over tied extremes (one value), and MaxPool's values with the input at its Indices
+    (Reshape to 1-D, Gather: ORT and the spec index the whole tensor flat), one answer whichever tie it names."""
+    from onnx import helper
+    rng = _rng(seed, "ties", "picks-onnx")
+    m = _tie_matrix(rng, 4, 6).astype(np.float32)
+    out = []
+    for k, op in enumerate(("ReduceMax", "ReduceMin")):
+        feeds = {"X": m}
+        model = _one_node(op, ["X", "axes"], {"keepdims": 0}, feeds, [_i64("axes", [1])])
+        out.append(_o(op, "ties", start + k, model, feeds, "axes=[1], tied extremes: one value"))
+    feeds = {"X": (rng.integers(-2, 3, (1, 2, 6, 6)) * TIE_STEP).astype(np.float32)}
+    attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    nodes = [helper.make_node("MaxPool", ["X"], ["Y_out", "I"], **attrs),
+             helper.make_node("Reshape", ["X", "flat"], ["Xf"]), helper.make_node("Gather", ["Xf", "I"], ["P"])]
+    model = _graph(nodes, feeds, [_i64("flat", [-1])], ["Y_out", "P"])
+    out.append(_o("MaxPool", "ties", start + 2, model, feeds, _kw(attrs) + " Indices: values and the input at the "
+                  "indices (any tied index picks the same)"))
+    return out
+
+
+# ONNX scatters with several updates per target, each with the reduction that fixes the answer (none: undefined)
+_SCATTER_REDUCTIONS = ("add", "mul", "max", "min")
+
+
+def _collisions_onnx(seed: int, start: int) -> list[Case]:
+    """ScatterElements and ScatterND with repeated targets under each reduction the spec defines for them."""
+    rng = _rng(seed, "ties", "collisions-onnx")
+    data, upd = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((6, 3)).astype(np.float32)
+    index = _i64("idx", rng.integers(0, 4, (6, 3)).tolist())
+    rows = _i64("rows", rng.integers(0, 4, (6, 1)).tolist())
+    out, k = [], start
+    for red in _SCATTER_REDUCTIONS:
+        feeds = {"X": data, "U": upd}
+        model = _one_node("ScatterElements", ["X", "idx", "U"], {"axis": 0, "reduction": red}, feeds, [index])
+        out.append(_o("ScatterElements", "ties", k, model, feeds, f"axis=0 reduction={red}, repeated targets"))
+        model = _one_node("ScatterND", ["X", "rows", "U"], {"reduction": red}, feeds, [rows])
+        out.append(_o("ScatterND", "ties", k + 1, model, feeds, f"reduction={red}, repeated rows"))
+        k += 2
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1054,8 +1222,71 @@ def _axes_onnx(seed: int) -> list[Case]:
     return out
 
 
+# C equals W (and, for a (C, 1) parameter, C equals H): a per-channel parameter of length 4 also fits the last axis,
+# so the two broadcasting readings (per channel, or numpy's trailing-axis reading of a 1-D parameter) are both valid
+# shapes and give different numbers; on AXES_SHAPE the wrong reading fails to compile instead of computing wrongly
+ALIASED_SHAPE = (2, 4, 3, 4)
+ALIASED_H = (2, 4, 4, 3)
+_ALIASED_NOTE = "C = 4 is another axis's length too: both broadcasting readings fit, the spec's alone is right"
+
+
+def _aliased_torch(seed: int, start: int) -> list[Case]:
+    """Per-channel parameters of length C on an input whose W is also C (torch reads them per channel; layer_norm's
+    normalized_shape and a (4,) multiplier along W)."""
+    rng = _rng(seed, "axes", "aliased-torch")
+    x, c = rng.standard_normal(ALIASED_SHAPE), ALIASED_SHAPE[1]
+
+    def vec(positive: bool = False) -> np.ndarray:
+        v = rng.standard_normal(c)
+        return np.abs(v) + 0.5 if positive else v
+    nf = "torch.nn.functional"
+    made = [("nn.functional.prelu", f"{nf}.prelu", [x], {}, {"weight": vec()}, "weight (4,): per channel"),
+            ("nn.functional.batch_norm", f"{nf}.batch_norm", [x], {"training": False},
+             {"running_mean": vec(), "running_var": vec(True), "weight": vec(), "bias": vec()}, "eval, per channel"),
+            ("nn.functional.instance_norm", f"{nf}.instance_norm", [x], {}, {"weight": vec(), "bias": vec()},
+             "weight and bias (4,): per channel"),
+            ("nn.functional.group_norm", f"{nf}.group_norm", [x], {"num_groups": 2}, {"weight": vec(), "bias": vec()},
+             "2 groups, weight and bias (4,): per channel"),
+            ("nn.functional.layer_norm", f"{nf}.layer_norm", [x], {"normalized_shape": (c,)},
+             {"weight": vec(), "bias": vec()}, "normalized_shape (4,): along W"),
+            ("nn.functional.conv2d", f"{nf}.conv2d", [rng.standard_normal((2, 3, 5, 6))], {},
+             {"weight": rng.standard_normal((4, 3, 3, 3)), "bias": vec()}, "output (2, 4, 3, 4), bias per channel"),
+            ("mul", "torch.mul", [x, vec()], {}, None, "scale (4,): along W"),
+            ("mul", "torch.mul", [x, vec()[:, None, None]], {}, None, "scale (4, 1, 1): per channel")]
+    return [_t(op, "axes", start + k, fn, arrays, kw, f"{note}; {_ALIASED_NOTE}", tensors=tensors)
+            for k, (op, fn, arrays, kw, tensors, note) in enumerate(made)]
+
+
+def _aliased_onnx(seed: int, start: int) -> list[Case]:
+    """The ONNX counterparts: PRelu slopes (4,) (along W by numpy broadcasting), (4, 1, 1) (per channel) and (4, 1)
+    on an input whose H is 4 (along H), BatchNormalization, InstanceNormalization, LayerNormalization, Mul and a
+    Conv bias, each parameter of length C = W."""
+    rng = _rng(seed, "axes", "aliased-onnx")
+    x = rng.standard_normal(ALIASED_SHAPE).astype(np.float32)
+
+    def vec(*shape: int, positive: bool = False) -> np.ndarray:
+        v = rng.standard_normal(shape or (ALIASED_SHAPE[1],)).astype(np.float32)
+        return np.abs(v) + np.float32(0.5) if positive else v
+    made = [("PRelu", {"X": x, "P": vec()}, {}, "slope (4,): along W"),
+            ("PRelu", {"X": x, "P": vec(4, 1, 1)}, {}, "slope (4, 1, 1): per channel"),
+            ("PRelu", {"X": rng.standard_normal(ALIASED_H).astype(np.float32), "P": vec(4, 1)}, {},
+             "slope (4, 1) on (2, 4, 4, 3): along H"),
+            ("BatchNormalization", {"X": x, "S": vec(), "B": vec(), "M": vec(), "V": vec(positive=True)}, {},
+             "scale, bias, mean, var (4,): per channel"),
+            ("InstanceNormalization", {"X": x, "S": vec(), "B": vec()}, {}, "scale and bias (4,): per channel"),
+            ("LayerNormalization", {"X": x, "S": vec(), "B": vec()}, {"axis": -1}, "axis=-1, scale and bias (4,)"),
+            ("Mul", {"X": x, "P": vec()}, {}, "scale (4,): along W"),
+            ("Conv", {"X": rng.standard_normal((2, 3, 5, 6)).astype(np.float32),
+                      "W": rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "B": vec()}, {},
+             "output (2, 4, 3, 4), bias (4,) per channel")]
+    return [_o(op, "axes", start + k, _one_node(op, list(feeds), attrs, feeds), feeds, f"{note}; {_ALIASED_NOTE}")
+            for k, (op, feeds, attrs, note) in enumerate(made)]
+
+
 def _axes(seed: int) -> list[Case]:
-    return _axes_torch(seed) + _axes_onnx(seed)
+    torch_cases, onnx_cases = _axes_torch(seed), _axes_onnx(seed)
+    return (torch_cases + _aliased_torch(seed, len(torch_cases)) + onnx_cases
+            + _aliased_onnx(seed, len(onnx_cases)))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1146,16 +1377,179 @@ def _optional_torch(seed: int) -> list[Case]:
             for k, (op, fn, arrays, kw, tensors, note) in enumerate(made)]
 
 
+# the loss cases' targets: classes repeat (2 three times) and differ in weight, so a weighted mean divided by the
+# count of targets (6) instead of the sum of their weights is wrong; ignoring class 2 still leaves three targets
+LOSS_TARGETS = [2, 0, 2, 1, 2, 3]
+LOSS_CLASSES = 4
+LOSS_IGNORE = 2
+_WEIGHTED = "mean = sum of weighted terms / sum of the targets' weights"
+
+
+def log_probs(x: np.ndarray) -> np.ndarray:
+    """Log-softmax over axis 1: NLL inputs as a model feeds them, every term of the loss of one sign (no cancellation
+    that would make a scalar loss ill-conditioned)."""
+    z = x - x.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def _loss_weights_torch(seed: int, start: int) -> list[Case]:
+    """nll_loss and cross_entropy with class weights under each reduction, ignore_index and label smoothing, and
+    logsumexp in its plainest form (one int dim, no keepdim: backends refuse most of the catalog's forms)."""
+    rng = _rng(seed, "optional-inputs", "losses")
+    x, t = rng.standard_normal((len(LOSS_TARGETS), LOSS_CLASSES)), np.array(LOSS_TARGETS)
+    w = {"weight": rng.uniform(0.2, 2.0, LOSS_CLASSES)}
+    x3, t3 = log_probs(rng.standard_normal((3, LOSS_CLASSES, 5))), rng.integers(0, LOSS_CLASSES, (3, 5))
+    nf = "torch.nn.functional"
+    lp = log_probs(x)
+    made = [("nll_loss", [lp, t], {"reduction": "mean"}, _WEIGHTED), ("nll_loss", [lp, t], {"reduction": "sum"}, ""),
+            ("nll_loss", [lp, t], {"ignore_index": LOSS_IGNORE}, "the ignored targets leave both sums"),
+            ("nll_loss", [x3, t3], {"reduction": "mean"}, "(N, C, d) input, " + _WEIGHTED),
+            ("cross_entropy", [x, t], {"reduction": "mean"}, _WEIGHTED),
+            ("cross_entropy", [x, t], {"ignore_index": LOSS_IGNORE}, "the ignored targets leave both sums"),
+            ("cross_entropy", [x, t], {"label_smoothing": 0.1}, "weighted smoothing term")]
+    out = [_t(f"nn.functional.{op}", "optional-inputs", start + k, f"{nf}.{op}", arrays, kw,
+              f"weight ({LOSS_CLASSES},) {_kw(kw)} {note}".strip(), tensors=w)
+           for k, (op, arrays, kw, note) in enumerate(made)]
+    out.append(_t("logsumexp", "optional-inputs", start + len(made), "torch.logsumexp", [rng.standard_normal((3, 5))],
+                  {"dim": 1}, "dim=1 (one int dim, no keepdim: the plainest form)"))
+    return out
+
+
+def _loss_weights_onnx(seed: int, start: int) -> list[Case]:
+    """NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss with weights under mean, sum and ignore_index (and the
+    log_prob output), and ReduceLogSumExp in its plainest form."""
+    rng = _rng(seed, "optional-inputs", "losses-onnx")
+    x = rng.standard_normal((len(LOSS_TARGETS), LOSS_CLASSES))
+    common = {"T": np.array(LOSS_TARGETS, dtype=np.int64), "W": rng.uniform(0.2, 2.0, LOSS_CLASSES).astype(np.float32)}
+    nll = {"X": log_probs(x).astype(np.float32)} | common
+    sce = {"X": x.astype(np.float32)} | common
+    made = [("NegativeLogLikelihoodLoss", nll, {"reduction": "mean"}, 1, _WEIGHTED),
+            ("NegativeLogLikelihoodLoss", nll, {"reduction": "sum"}, 1, ""),
+            ("NegativeLogLikelihoodLoss", nll, {"reduction": "mean", "ignore_index": LOSS_IGNORE}, 1, "ignored"),
+            ("SoftmaxCrossEntropyLoss", sce, {"reduction": "mean"}, 1, _WEIGHTED),
+            ("SoftmaxCrossEntropyLoss", sce, {"reduction": "mean", "ignore_index": LOSS_IGNORE}, 2, "and log_prob")]
+    out = [_o(op, "optional-inputs", start + k, _one_node(op, ["X", "T", "W"], attrs, feeds,
+                                                          outputs=("Y_out", "LOG_PROB")[:n]), feeds,
+              f"weights ({LOSS_CLASSES},) {_kw(attrs)} {note}".strip())
+           for k, (op, feeds, attrs, n, note) in enumerate(made)]
+    plain = {"X": rng.standard_normal((3, 5)).astype(np.float32)}
+    out.append(_o("ReduceLogSumExp", "optional-inputs", start + len(made),
+                  _one_node("ReduceLogSumExp", ["X", "axes"], {"keepdims": 0}, plain, [_i64("axes", [1])]), plain,
+                  "axes=[1] keepdims=0 (the plainest form)"))
+    return out
+
+
 def _optional(seed: int) -> list[Case]:
-    return _optional_torch(seed) + _optional_onnx(seed)
+    torch_cases, onnx_cases = _optional_torch(seed), _optional_onnx(seed)
+    return (torch_cases + _loss_weights_torch(seed, len(torch_cases)) + onnx_cases
+            + _loss_weights_onnx(seed, len(onnx_cases)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 12. integer dtypes
+
+# 2^24: from here on fp32 cannot hold consecutive integers (16777217 rounds to 16777216), so a backend that computes
+# an int32 max, clamp or cumsum in fp32 merges neighbours a few apart
+INT32_EDGE = 1 << 24
+INT_SHAPE = (3, 8)  # rows of 8: a selection along dim 1, a short scan, and room for each dtype's edge values
+# per dtype, clamp's bounds inside the values drawn (so both bounds clip something)
+_CLAMPS = {"uint8": (100, 200), "int8": (-100, 100), "int32": (INT32_EDGE - 2, INT32_EDGE + 2)}
+
+
+def int_inputs(rng: np.random.Generator, dtype: str) -> np.ndarray:
+    """A (3, 8) input at its dtype's edges: uint8 across 128 (read as int8, 200 sorts below 3), int8 at -128 and 127
+    (wrap and saturation), int32 within a few of 2^24 (fp32 arithmetic merges neighbours there)."""
+    if dtype == "uint8":
+        x = rng.integers(0, 256, INT_SHAPE)
+        x[0, :4] = [0, 255, 127, 128]
+    elif dtype == "int8":
+        x = rng.integers(-128, 128, INT_SHAPE)
+        x[0, :4] = [-128, 127, -1, 0]
+    else:
+        x = INT32_EDGE + rng.integers(-4, 5, INT_SHAPE)
+    return x.astype(dtype)
+
+
+_INT_DTYPES = ("uint8", "int8", "int32")
+# (op, callable, kwargs, a second input?, dtypes): selections at every dtype; sort, topk (its picks: a tied index is
+# open) and cumsum (torch sums integers into int64) at the two whose edges differ most
+_INT_TORCH = [("amax", "torch.amax", {"dim": 1}, False, _INT_DTYPES),
+              ("amin", "torch.amin", {"dim": 1}, False, _INT_DTYPES),
+              ("max.reduction_with_dim", "torch.max", {"dim": 1}, False, _INT_DTYPES),
+              ("argmax", "torch.argmax", {"dim": 1}, False, _INT_DTYPES),
+              ("maximum", "torch.maximum", {}, True, _INT_DTYPES),
+              ("minimum", "torch.minimum", {}, True, _INT_DTYPES),
+              ("clamp", "torch.clamp", {}, False, _INT_DTYPES),
+              ("sort", "torch.sort", {"dim": 1, "stable": True}, False, ("uint8", "int32")),
+              ("topk", f"{_HERE}.picks", {"op": "torch.topk", "dim": 1, "k": 3}, False, ("uint8", "int32")),
+              ("cumsum", "torch.cumsum", {"dim": 1}, False, ("uint8", "int32"))]
+
+
+def _int_torch(seed: int) -> list[Case]:
+    """Each op of _INT_TORCH on integer inputs of its dtypes, kept in their dtype."""
+    out = []
+    for op, fn, kw, pair, dtypes in _INT_TORCH:
+        for dtype in dtypes:
+            rng = _rng(seed, "int-dtypes", op, dtype)
+            arrays = [int_inputs(rng, dtype)] + ([int_inputs(rng, dtype)] if pair else [])
+            kwargs = dict(zip(("min", "max"), _CLAMPS[dtype])) if op == "clamp" else kw
+            out.append(_t(op, "int-dtypes", len(out), fn, arrays, kwargs, f"{dtype} {_kw(kwargs)}".strip(),
+                          exact=True))
+    return out
+
+
+# (op_type, a second input?, attributes, dtypes): ONNX Runtime's CPU kernels cover fewer integer types than the spec
+# (a refusal is `unsupported`, a verdict of its own); CumSum's spec has no 8-bit type
+_INT_ONNX = [("ReduceMax", False, {"keepdims": 0}, _INT_DTYPES), ("ReduceMin", False, {"keepdims": 0}, _INT_DTYPES),
+             ("ArgMax", False, {"axis": 1}, _INT_DTYPES), ("Max", True, {}, _INT_DTYPES),
+             ("Min", True, {}, _INT_DTYPES),
+             ("Clip", False, {}, _INT_DTYPES), ("TopK", False, {"axis": 1}, ("uint8", "int32")),
+             ("CumSum", False, {}, ("int32",))]
+
+
+def _int_onnx_node(op: str, dtype: str, feeds: dict, attrs: dict) -> Any:
+    """The one-node graph of an _INT_ONNX op on `feeds`, its constants (axes, bounds, K) in the input's dtype."""
+    from onnx import TensorProto, helper, numpy_helper
+    kind = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    if op in ("ReduceMax", "ReduceMin"):
+        return _one_node(op, ["X", "axes"], attrs, feeds, [_i64("axes", [1])], types=[kind])
+    if op == "Clip":
+        bounds = [numpy_helper.from_array(np.array(b, dtype=dtype), n) for n, b in zip(("lo", "hi"), _CLAMPS[dtype])]
+        return _one_node(op, ["X", "lo", "hi"], attrs, feeds, bounds, types=[kind])
+    if op == "TopK":
+        return _one_node(op, ["X", "K"], attrs, feeds, [_i64("K", [3])], ("Values", "Indices"),
+                         [kind, TensorProto.INT64])
+    if op == "CumSum":
+        return _one_node(op, ["X", "axis"], attrs, feeds, [_i64("axis", 1)], types=[kind])
+    return _one_node(op, list(feeds), attrs, feeds, types=[TensorProto.INT64 if op == "ArgMax" else kind])
+
+
+def _int_onnx(seed: int) -> list[Case]:
+    out = []
+    for op, pair, attrs, dtypes in _INT_ONNX:
+        for dtype in dtypes:
+            rng = _rng(seed, "int-dtypes", op, dtype)
+            # CumSum: 2^22 each, so the running sums pass 2^24 (fp32 drops odd values there) and stay in int32
+            x = int_inputs(rng, dtype) // (4 if op == "CumSum" else 1)
+            feeds = {"X": x} | ({"Y": int_inputs(rng, dtype)} if pair else {})
+            bounds = f" min={_CLAMPS[dtype][0]} max={_CLAMPS[dtype][1]}" if op == "Clip" else ""
+            out.append(_o(op, "int-dtypes", len(out), _int_onnx_node(op, dtype, feeds, attrs), feeds,
+                          f"{dtype} {_kw(attrs)}{bounds}".strip()))
+    return out
+
+
+def _int_dtypes(seed: int) -> list[Case]:
+    return _int_torch(seed) + _int_onnx(seed)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # 11. deeper samples
 
-# kept per op past a trivial first sample: two more samples reach the op's rank >= 2 paths (a reduction's axis, a
-# broadcast) at twice the op's cases, not the catalog's every sample
-DEEP_SAMPLES = 2
+# kept per op past a trivial first sample: one more sample reaches the op's rank >= 2 paths (a reduction's axis, a
+# broadcast) at one case per such op. It is what the default adds instead of a second sample per op: 299 of the 745
+# ops kept have a trivial first sample (torch 269 of 585, ONNX 30 of 160), so it adds 40% of the sample cases where
+# --samples 2 adds 100%, and every case it adds is one a first sample missed
+DEEP_SAMPLES = 1
 # a sample is trivial when no float input has rank >= 2 and this many elements: a scalar or a short vector never
 # reaches the axis and tiling code of a kernel
 NONTRIVIAL_ELEMENTS = 4
@@ -1234,35 +1628,54 @@ VARIANTS: dict[str, Variant] = dict([
        "(log, sqrt, pow) on their whole domain", _positive_case, per_op=True),
     _v("quantize-int", "a quantize-to-uint8 then max/min then dequantize path inside a float model: rounding x / "
        "scale in low precision, or with another tie rule, flips codes", extra=_quantize_int),
-    _v("ties", "exact repeats where the spec fixes the winner (argmax/argmin/max(dim): first index; stable sort; "
-       "round half to even; ONNX TopK: lower index; Resize nearest at exact .5 coordinates under each nearest_mode): "
-       "a backend with another tie rule picks another index or pixel; ops whose spec leaves ties open (topk, "
-       "unstable sort, median) get none", _ties_case, extra=_ties),
+    _v("ties", "exact repeats, only where the answer is unique: the spec fixes the winner (argmax/argmin/max(dim): "
+       "first index; stable sort; round half to even; ONNX TopK: lower index; Resize nearest at exact .5 "
+       "coordinates), the value is the same whoever wins (amax/amin, max without dim, maximum, ReduceMax/ReduceMin, "
+       "Max/Min), or the index is open and the case compares the input at it (topk, kthvalue, median, mode, "
+       "cummax/cummin, unstable sort, max_pool2d and MaxPool indices); and scatter/index_add/index_put and "
+       "ScatterElements/ScatterND reductions with several sources per target (never a plain overwrite): a backend "
+       "with another tie rule, or an index off the selected element, or a lost accumulation, is wrong",
+       _ties_case, extra=_ties),
     _v("axes", "per-channel parameters and axis attributes off the usual axis (a scale (4, 1) or bias (1, 1, 1, 5) "
        "on NCHW, PRelu slopes along H or W, layer/group norm weights, softmax/cumsum/concat/gather on axis 0 or -2, "
-       "per-axis QuantizeLinear): a lowering that assumes the channel or last axis reads the wrong elements",
+       "per-axis QuantizeLinear), and per-channel parameters of length C on an input where C also equals W or H "
+       "(PRelu, batch/instance/group/layer norm, a Conv bias, Mul), where both broadcasting readings fit: a "
+       "lowering that reads the wrong axis fails to compile on the first and computes wrong numbers on the second",
        extra=_axes),
     _v("optional-inputs", "the optional inputs and attribute combinations a schema allows (Clip without min or max, "
        "Resize by scales or sizes, Pad with and without value or axes, LayerNormalization without bias, negative "
-       "Gather indices, Gemm without C; torch kwargs OpInfo never sets): each omission is its own importer path",
-       extra=_optional),
-    _v("deep-samples", "up to 2 more samples of an op whose kept sample is trivial (a scalar or a short vector), "
-       "those with the most dims first: the first sample of many ops never reaches a kernel's axis and tiling code",
+       "Gather indices, Gemm without C; torch kwargs OpInfo never sets; loss class weights with reduction mean, sum "
+       "and ignore_index through nll_loss, cross_entropy, NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, "
+       "where the mean divides by the targets' summed weights), and logsumexp/ReduceLogSumExp in their plainest "
+       "form: each omission is its own importer path, and an op some route refuses in the catalog's form is tried "
+       "in one it takes", extra=_optional),
+    _v("int-dtypes", "ops at their integer dtypes (uint8 across 128, int8 at -128 and 127, int32 near 2^24): "
+       "amax/amin, max(dim), argmax, maximum/minimum, clamp, sort, topk and cumsum; ONNX ReduceMax/ReduceMin, "
+       "ArgMax, Max/Min, Clip, TopK and CumSum: a backend that reads uint8 as int8, saturates or wraps, or computes "
+       "integers in fp32 gets another integer (judged exactly: a flip is a flip)", extra=_int_dtypes),
+    _v("mixed-index", "the static/dynamic mixes of SEEDS #2 for index ops only (scatter, gather, index_*, take, "
+       "one_hot, embedding; ONNX Scatter*, Gather*, OneHot), at the least cost: torch, one case with every dim "
+       "dynamic that check's grid runs static, dynamic and in each mix; ONNX, one case per mix", _mixed_index,
+       per_op=True),
+    _v("deep-samples", "one more sample of an op whose kept sample is trivial (a scalar or a short vector), the one "
+       "with the most dims: the first sample of many ops never reaches a kernel's axis and tiling code",
        _deep, per_op=True),
     _v("seed3-conv", "SEEDS #3's 1-D conv (NHC input, CHF filter, NHF output, exact values): a lowering that "
        "ignores the implicit transpose between input and filter gives [[3, 4], [0, 0]]", extra=_seed3),
 ])
 
-# The default keeps a whole-catalog sweep affordable: layouts (one case per 4-D/5-D or matrix sample, the most common
-# source of wrong-stride bugs), the three ranges (one case per op each), ties (one case per op of the nine torch and
-# four ONNX ops whose spec fixes the tie, plus 32 purpose-built cases) and the purpose-built sets (axes 32 cases,
-# optional-inputs 34, the attribute corners a few dozen more: about 250 in all, a few percent of a whole sweep).
-# odd-sizes adds four cases per single-input op, deep-samples two per op with a trivial first sample (and draws its
-# samples again), dynamic and mixed a new export and compile per op (mixed up to six) on every backend: asked for by
-# name.
+# The default keeps a whole-catalog sweep affordable while it reaches the bug classes reports are made of: layouts
+# (one case per 4-D/5-D or matrix sample, the most common source of wrong-stride bugs), the three ranges (one case per
+# op each), ties (one case per op of the 15 torch and 8 ONNX ops whose tie has one answer, plus 65 purpose-built
+# cases), the purpose-built sets (axes 48 cases, optional-inputs 48, int-dtypes 48, the attribute corners a few dozen
+# more: about 400 in all, 5% of a whole sweep's cells), deep-samples (one case per op with a trivial first sample,
+# 40% of the sample cases: the default's answer to degenerate first samples) and mixed-index (one case per torch
+# index op, up to six per ONNX one: about 30 ops). odd-sizes adds four cases per single-input op, dynamic and mixed
+# a new export and compile per op (mixed up to six) on every backend: asked for by name.
 DEFAULT_VARIANTS: tuple[str, ...] = ("channels-last", "transposed", "near-max", "tiny", "positive", "long-reduction",
                                      "pool-ceil", "antialias", "grid-outside", "pad-modes", "quantize-int",
-                                     "seed3-conv", "ties", "axes", "optional-inputs")
+                                     "seed3-conv", "ties", "axes", "optional-inputs", "int-dtypes", "mixed-index",
+                                     "deep-samples")
 
 
 def select(names: Sequence[str]) -> list[str]:
