@@ -62,6 +62,42 @@ def test_no_exporter_carrying_the_program_is_torch_onnx_error_at_export(tmp_path
     assert e.value.facts == {DEPARTS: "torchscript"}
 
 
+class AntialiasCorners(torch.nn.Module):
+    """Bilinear resize with antialias and align_corners: dynamo's graph (Resize with antialias) computes another
+    function, and the TorchScript exporter has no translation of the op at all."""
+
+    def forward(self, x):
+        return torch.nn.functional.interpolate(x, size=(5, 3), mode="bilinear", align_corners=True, antialias=True)
+
+
+@pytest.mark.slow
+def test_a_departing_dynamo_graph_stays_a_fact_when_the_fallback_raises(tmp_path):
+    m, xs = AntialiasCorners(), (torch.randn(1, 2, 8, 8, dtype=torch.float64),)
+    with pytest.raises(StageError) as e:
+        export_program(torch.export.export(m, xs, strict=False), tmp_path / "m.onnx", module=m, args=xs)
+    assert (e.value.stage, e.value.component) == (ONNX_EXPORT, "torch.onnx")
+    assert "departs from the torch program" in str(e.value) and "UnsupportedOperatorError" in str(e.value)
+    assert e.value.facts == {DEPARTS: "dynamo"}  # the exporter rule charges a cell that ran dynamo's graph by it
+
+
+class AddInPlace(torch.nn.Module):
+    """Writes its input before reading it: the check's own run of the program must not change what the evaluator, the
+    fallback's trace and the backend are fed."""
+
+    def forward(self, x):
+        x.add_(1.0)
+        return x * 2
+
+
+@pytest.mark.slow
+def test_a_program_writing_its_input_is_checked_on_its_own_inputs_and_leaves_them_as_they_were(tmp_path):
+    m, x = AddInPlace(), torch.randn(3, 4, dtype=torch.float64)
+    xs = (x.clone(),)
+    info = export_program(torch.export.export(m, (x.clone(),), strict=False), tmp_path / "m.onnx", module=m, args=xs)
+    assert info["onnx_exporter"] == "dynamo" and info["onnx_export_check"].startswith("agrees"), info
+    assert torch.equal(xs[0], x)
+
+
 @pytest.mark.slow
 def test_below_float64_a_float32_constant_is_what_the_format_holds(tmp_path):
     program, module, xs = _program("export_tiny_scalars.py", torch.float32)

@@ -209,3 +209,35 @@ def test_the_page_filters_in_a_browser_without_console_errors(sweep, tmp_path):
     shown = [row for row in rows if " hidden" not in row]
     assert len(rows) == len(r.cells) and shown and all("sigmoid" in row for row in shown)
     assert f"{len(shown)} of {len(rows)} rows shown" in dom.stdout
+
+
+def _cell(op: str, backend: str, status: str, variant: str = "sample", **kw) -> dict:
+    return {"catalog": "torch", "op": op, "variant": variant, "backend": backend, "precision": "fp32",
+            "status": status, "support": "native", "metrics": None, **kw}
+
+
+def test_an_exporters_failure_on_the_way_to_a_backend_is_counted_and_listed_as_the_exporters(tmp_path):
+    """ORT ran the graph torch.onnx wrote; where that graph computes another function the error is torch.onnx's at
+    onnx export, never one of ORT's own failures; ORT's own error, and its own mismatch beside an exporter's error
+    in one row, stay ORT's."""
+    from fpdiff.analysis.ops.support import support_table
+    exporter = {"stage": "onnx export", "component": "torch.onnx"}
+    cells = [_cell("nn.functional.interpolate.bilinear", "ort", "error", "antialias", **exporter),
+             _cell("nn.functional.interpolate.bilinear", "torch", "pass", "antialias"),
+             _cell("exp", "ort", "error", stage="prepare", component="onnxruntime"),
+             _cell("resize_", "ort", "error", "transposed", **exporter),
+             _cell("resize_", "ort", "mismatch", "transposed"),
+             _cell("abs", "ort", "pass")]
+    report = tmp_path / "ops.json"
+    report.write_text(json.dumps({"kind": "ops", "model": "ops: torch", "versions": {}, "cells": cells,
+                                  "support_table": support_table(cells)}))
+    written = publish([report], tmp_path / "site")
+    md = written["markdown"].read_text()
+    cols = md_matrix(md, "ops")[("ort", "fp32")]
+    assert (cols["error of torch.onnx at onnx export"], cols["error"], cols["mismatch"], cols["pass"]) == (1, 1, 1, 1)
+    ort = md.split("### ort")[1].split("###")[0]
+    assert "- fp32 error: 1 op: `exp`" in ort and "- fp32 mismatch: 1 op: `resize_`" in ort, ort
+    assert "- fp32 error of torch.onnx at onnx export: 1 op: `nn.functional.interpolate.bilinear`" in ort, ort
+    rows = {(r["data-backend"], r["cells"][3]): r["data-status"] for r in parsed(written["html"]).rows}
+    assert rows[("ort", "nn.functional.interpolate.bilinear")] == "error of torch.onnx at onnx export"
+    assert rows[("ort", "exp")] == "error" and rows[("ort", "resize_")] == "mismatch"

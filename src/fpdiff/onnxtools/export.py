@@ -36,6 +36,17 @@ def export_info(onnx_path: Path) -> dict:
 DEPARTS = "onnx_export_departs"
 
 
+# the export check's word for a graph it could not evaluate (the reference evaluator refused it): it decided nothing
+NOT_RUN = "not run"
+
+
+def float64_checked(info: dict) -> bool:
+    """Whether the float64 export check judged the graph this record is of (it agrees, or departs within fp32's
+    tolerance and is the cell's floor): a check that could not run, or a record without one, says nothing of it."""
+    said = info.get("onnx_export_check")
+    return isinstance(said, str) and not said.startswith(NOT_RUN)
+
+
 def _departs_said(info: dict) -> dict:
     """A record cached before the departure was a field says it only in its text: read once here, at the edge."""
     if DEPARTS not in info and "departs from the torch program" in (info.get("onnx_exporter_why") or ""):
@@ -85,8 +96,11 @@ def export_program(program, path: Path, module=None, args: tuple | None = None,
     except Exception as e:
         if raised_by_fpdiff(e):
             raise
+        # dynamo's graph computing another function is a fact whatever the fallback does: the exporter rule reads it
+        # to charge a cell that ran dynamo's graph (at fp32, where nothing checks it) to torch.onnx, not the backend
         raise StageError(ONNX_EXPORT, "torch.onnx", f"dynamo exporter: {dynamo_failure[:half]}; TorchScript "
-                         f"exporter (the fallback): {_why(e)[:half]}") from e
+                         f"exporter (the fallback): {_why(e)[:half]}",
+                         facts={DEPARTS: "dynamo"} if dynamo_departs else {}) from e
     checked = {}
     why = export_departure(program, path, args, checked)
     if why is not None:
@@ -138,13 +152,13 @@ def export_departure(program, path: Path, args: tuple | None, record: dict) -> s
         return None
     gross = FP32.tolerance
     try:
-        with torch.no_grad():
+        with torch.no_grad():  # on copies: a program that writes its inputs (x.add_, x.resize_) must not change them
             want = [t.detach().double().numpy() if t.is_floating_point() else t.detach().numpy()
-                    for t in tree_flatten(program.module()(*args))[0] if isinstance(t, torch.Tensor)]
+                    for t in tree_flatten(program.module()(*fresh(args)))[0] if isinstance(t, torch.Tensor)]
         model = onnx.load(str(path))
         got = _evaluate(model, args)
     except Exception as e:  # a check that cannot run decides nothing: the graph goes on to the backends
-        record["onnx_export_check"] = f"not run: {_why(e)[:MESSAGE_CHARS // 2]}"
+        record["onnx_export_check"] = f"{NOT_RUN}: {_why(e)[:MESSAGE_CHARS // 2]}"
         return None
     if len(got) != len(want):
         return f"{len(got)} outputs, the torch program has {len(want)}"
@@ -301,11 +315,19 @@ def _torchscript(program, path: Path, module, args, input_names, dynamic_axes) -
         module = module()
     if args is None:
         args = tuple(program.example_inputs[0])
+    args = fresh(args)  # tracing runs the module: a module writing its inputs would change the cell's own
     names = list(input_names) if input_names else [f"input{i}" for i in range(len(args))]
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")  # its deprecation notice and tracer warnings; failures still raise
         torch.onnx.export(module, tuple(args), str(path), dynamo=False, input_names=names,
                           dynamic_axes=dynamic_axes, training=torch.onnx.TrainingMode.PRESERVE)
+
+
+def fresh(args) -> tuple:
+    """Copies of the tensors among `args`: what runs the program gets its own, so a program writing its inputs in
+    place leaves the inputs every other step (the evaluator, the backend) is fed as they were."""
+    import torch
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def _why(e: BaseException) -> str:

@@ -69,6 +69,14 @@ class Entry:
     tolerance: float | None = None
     floor: float | None = None  # the same-precision baseline's rel L2, where the table records it
     cells: int | None = None  # the cases and shape variants it stands for (a saved table's row: not said)
+    # whose failure the status is where not the backend's: an exporter on the way to it ("torch.onnx at onnx export")
+    charged: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """The status as the page counts and lists it: a failure charged to an exporter is named as that exporter's,
+        so it is never counted or listed as a failure of the backend the graph was meant for."""
+        return f"{self.status} of {self.charged}" if self.charged else self.status
 
 
 @dataclass
@@ -133,13 +141,28 @@ def from_cells(table: str, cells: list[dict]) -> list[Entry]:
 
 
 def _entry(table: str, key: tuple, group: list[dict]) -> Entry:
-    worst = max(group, key=lambda c: _status_rank(str(c.get("status"))))
+    # the worst status; of equally bad ones the backend's own before one charged to an exporter (the row is the
+    # backend's: its own failure says more of it)
+    worst = max(group, key=lambda c: (_status_rank(str(c.get("status"))), not charged_to(c)))
     told = max(group, key=lambda c: _support_rank(c.get("support")))
     metrics = [c.get("metrics") or {} for c in group]
     return Entry(table, *key, support=told.get("support") or NOT_SAID, detail=told.get("support_detail") or "",
                  status=str(worst.get("status")), rel_l2=_worst(m.get("rel_l2") for m in metrics),
                  max_norm=_worst(m.get("max_norm") for m in metrics), tolerance=_tolerance(key[4]),
-                 floor=_worst((c.get("baseline_metrics") or {}).get("rel_l2") for c in group), cells=len(group))
+                 floor=_worst((c.get("baseline_metrics") or {}).get("rel_l2") for c in group), cells=len(group),
+                 charged=charged_to(worst))
+
+
+def charged_to(cell: dict) -> str:
+    """Who a cell's failure is charged to, with the stage, where it is not its backend's: the exporter that failed
+    on the way to it (repro.culprit's rule: an error at torch.export or onnx export, whose bug report names the
+    exporter); '' where it is the backend's own or no failure."""
+    from types import SimpleNamespace
+
+    from fpdiff.analysis.ops.repro import culprit
+    fields = SimpleNamespace(**{k: cell.get(k) for k in ("status", "stage", "component", "backend")})
+    who = culprit(fields)
+    return f"{who} at {cell.get('stage')}" if who != cell.get("backend") else ""
 
 
 def from_row(table: str, row: dict) -> Entry:
@@ -251,14 +274,14 @@ def matrix(t: Table) -> dict[tuple[str, str], Counter]:
     out: dict[tuple[str, str], Counter] = {}
     for e in t.entries:
         n = out.setdefault((e.backend, e.precision), Counter())
-        n[e.status] += 1
+        n[e.verdict] += 1
         n[e.support] += 1
     return out
 
 
 def _columns(t: Table) -> tuple[list[str], list[str]]:
     """The statuses and the support states the table has, in their own order (not recorded last)."""
-    statuses = {e.status for e in t.entries}
+    statuses = {e.verdict for e in t.entries}
     states = {e.support for e in t.entries}
     known = [str(s) for s in CELL_STATUSES]
     return ([s for s in known if s in statuses] + sorted(statuses - set(known) - {NOT_SAID})
@@ -267,7 +290,8 @@ def _columns(t: Table) -> tuple[list[str], list[str]]:
 
 
 def gaps(t: Table, backend: str) -> dict[str, list[Entry]]:
-    """A backend's rows that are not native or do not pass, by 'precision state' (support or status)."""
+    """A backend's rows that are not native or do not pass, by 'precision state' (support or status; an exporter's
+    failure on the way to it under its own words, apart from the backend's)."""
     out: dict[str, list[Entry]] = {}
     for e in t.entries:
         if e.backend != backend:
@@ -275,7 +299,7 @@ def gaps(t: Table, backend: str) -> dict[str, list[Entry]]:
         if e.support != "native":
             out.setdefault(f"{e.precision} {e.support if e.support != NOT_SAID else 'support not said'}", []).append(e)
         if e.status not in (str(Status.PASS), NOT_SAID):
-            out.setdefault(f"{e.precision} {e.status}", []).append(e)
+            out.setdefault(f"{e.precision} {e.verdict}", []).append(e)
     return out
 
 
@@ -290,8 +314,9 @@ def _fmt(x: float | None) -> str:
 
 
 def _status_colour(status: str) -> str:
+    """A status's colour; a failure charged to an exporter ("error of torch.onnx at onnx export") has its status's."""
     try:
-        return Status(status).colour
+        return Status(status.split(" of ")[0]).colour
     except ValueError:
         return "#fff"
 
@@ -303,7 +328,9 @@ def page(tables: list[Table], upgrades: list[tuple[Table, Table, dict]], title: 
              f"{'table' if len(tables) == 1 else 'tables'}. Support is the runtime's own word: "
              "<b>native</b> (a kernel at the dtype asked), <b>other-dtype</b> (it computed in another dtype), "
              "<b>not-implemented</b> (it refused). Status and error are check's verdict against float64; a row "
-             "stands for its worst case. Click a count to list its rows.</p>")
+             "stands for its worst case. A failure of the exporter on the way to a backend (<b>error of torch.onnx at "
+             "onnx export</b>: its graph raised, or computes another function than the torch program) is the "
+             "exporter's, counted apart from the backend's own. Click a count to list its rows.</p>")
     legend = "<p class='legend'>" + "".join(f"<span style='background:{s.colour}'>{_e(s)}</span>"
                                             for s in CELL_STATUSES) + "</p>"
     body = [intro, legend, _stacks_html(tables)]
@@ -383,7 +410,7 @@ def _rows_html(tables: list[Table]) -> str:
     facets = [("backend", "backend"), ("precision", "precision"), ("status", "status"), ("support", "support")]
     if len(tables) > 1:
         facets.insert(0, ("table", "table"))
-    selects = "".join(_select(f, label, sorted({getattr(e, f) for e in entries})) for f, label in facets)
+    selects = "".join(_select(f, label, sorted({_facet(e, f) for e in entries})) for f, label in facets)
     controls = ("<div class='controls'><input id='q' type='search' placeholder='search op, backend, precision, "
                 f"status...' aria-label='search'>{selects}<span id='shown' class='muted'></span></div>")
     table_head = "<th>table</th>" if len(tables) > 1 else ""
@@ -395,15 +422,20 @@ def _rows_html(tables: list[Table]) -> str:
     return f"<h2>Ops</h2>{controls}<table id='ops'><thead>{head}</thead><tbody>{body}</tbody></table>"
 
 
+def _facet(e: Entry, facet: str) -> str:
+    """A row's value under a filter: its status as the page counts it (an exporter's failure named so)."""
+    return e.verdict if facet == "status" else getattr(e, facet)
+
+
 def _row_html(e: Entry, version: str, named: bool, floors: bool) -> str:
-    words = " ".join((e.table, e.catalog, e.op, e.variant, e.backend, version, e.precision, e.support, e.status))
+    words = " ".join((e.table, e.catalog, e.op, e.variant, e.backend, version, e.precision, e.support, e.verdict))
     data = (f"data-table='{_e(e.table)}' data-backend='{_e(e.backend)}' data-precision='{_e(e.precision)}' "
-            f"data-status='{_e(e.status)}' data-support='{_e(e.support)}' data-text='{_e(words.lower())}'")
+            f"data-status='{_e(e.verdict)}' data-support='{_e(e.support)}' data-text='{_e(words.lower())}'")
     table = f"<td>{_e(e.table)}</td>" if named else ""
     return (f"<tr {data}>{table}<td>{_e(e.backend)}<br><span class='muted'>{_e(version)}</span></td>"
             f"<td>{_e(e.precision)}</td><td>{_e(e.catalog)}</td><td>{_e(e.op)}</td><td>{_e(e.variant)}</td>"
             f"<td style='background:{SUPPORT_COLOUR.get(e.support, '#fff')}'>{_e(e.support)}</td>"
-            f"<td style='background:{_status_colour(e.status)}'>{_e(e.status)}</td>"
+            f"<td style='background:{_status_colour(e.status)}'>{_e(e.verdict)}</td>"
             f"<td class='num'>{_fmt(e.rel_l2)}</td><td class='num'>{_fmt(e.max_norm)}</td>"
             f"<td class='num'>{_fmt(e.tolerance)}</td>{f'<td class=num>{_fmt(e.floor)}</td>' if floors else ''}"
             f"<td class='num'>{e.cells or '-'}</td><td class='detail'>{_e(e.detail)}</td></tr>")
@@ -422,8 +454,9 @@ def _md(x: object) -> str:
 def markdown(tables: list[Table], upgrades: list[tuple[Table, Table, dict]], title: str) -> str:
     """SUPPORT.md: per table its stack, command and count matrix, then per backend its gaps; then the upgrades."""
     out = [f"# {_md(title)}", "", "Rows are op x variant x backend x precision; support is the runtime's own word, "
-           "status check's verdict against float64 (a row stands for its worst case). The page: "
-           f"[{INDEX}]({INDEX}).", ""]
+           "status check's verdict against float64 (a row stands for its worst case); a failure of the exporter on the "
+           "way to a backend (`error of torch.onnx at onnx export`) is the exporter's, counted apart from the "
+           f"backend's own. The page: [{INDEX}]({INDEX}).", ""]
     for t in tables:
         out += _table_md(t)
     for a, b, d in upgrades:

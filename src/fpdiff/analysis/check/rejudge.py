@@ -17,13 +17,14 @@ from fpdiff.analysis.check.cells import (
 )
 from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.analysis.check.result import Cell
-from fpdiff.analysis.check.rules import MAJORITY, STAND_IN, Evidence, Rule
+from fpdiff.analysis.check.rules import MAJORITY, STAND_IN, Evidence, Missing, Rule
 from fpdiff.core import compare
 from fpdiff.core.compare import Metrics
 from fpdiff.core.errors import ONNX_EXPORT
 from fpdiff.core.status import Status
+from fpdiff.core.task import ONNX, TORCH
 from fpdiff.model.graph import STATIC
-from fpdiff.onnxtools.export import DEPARTS
+from fpdiff.onnxtools.export import DEPARTS, float64_checked
 from fpdiff.runtime import external
 from fpdiff.runtime.worker import JobResult
 
@@ -80,7 +81,9 @@ def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
     Exports are checked against their program only in float64 (onnxtools/export.py), so the backend's fp64 job decides
     (asked for when the grid has none): when the exporter's float64 graph computes another function, the mismatch is
     torch.onnx's error at every precision of that backend, and the backend's numbers on that graph are not judged.
-    A float64 export that fails or cannot be checked decides nothing: the mismatch stands."""
+    Where the float64 check did not judge the cell's graph (the evaluator refused it, the fp64 job failed past the
+    export), the fp32 graph run by the backend and by the ONNX reference evaluator decides (_fp32_graph_departs); with
+    neither, the mismatch stands."""
     grid, results = ev.grid, ev.results
     if grid.source.ref.kind != "torch":
         return
@@ -91,18 +94,44 @@ def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
         for c, k in exported:
             if c.backend != b:
                 continue
-            why = _exporter_departs(fp64, results[k].info.get("onnx_exporter"))
+            exporter = results[k].info.get("onnx_exporter")
+            why, shown = _exporter_departs(fp64, exporter), "fp64"
+            if why is None and not _float64_judged(fp64, exporter):
+                why, shown = _fp32_graph_departs(ev, k, exporter), "fp32"
             if why:
-                c.revise(EXPORTER, Status.ERROR, f"torch.onnx at onnx export failed: {why}; {b}'s numbers on that "
-                         f"graph are not judged (was mismatch: {c.reason})", why=why)
-                c.stage, c.component = ONNX_EXPORT, "torch.onnx"
-                c.info = {**c.info, BLAMED: fp64.info.get(DEPARTS)}  # whose graph departed: dynamo, torchscript
+                _charge_exporter(c, why, fp64.info.get(DEPARTS) if shown == "fp64" else exporter, shown)
+
+
+def _charge_exporter(c: Cell, why: str, whose: str | None, shown: str) -> None:
+    """The cell as torch.onnx's error at export: its backend computed a graph that is not the program's function."""
+    c.revise(EXPORTER, Status.ERROR, f"torch.onnx at onnx export failed: {why}; {c.backend}'s numbers on that "
+             f"graph are not judged (was mismatch: {c.reason})", why=why)
+    c.stage, c.component = ONNX_EXPORT, "torch.onnx"
+    c.info = {**c.info, BLAMED: whose, BLAMED_AT: shown}  # whose graph departed (dynamo, torchscript), and where
 
 
 EXPORTER = "exporter"
 # a cell the exporter rule charged to torch.onnx: its info names the exporter whose graph departed (the op sweep's
-# repro exports the graph again)
+# repro exports the graph again), and the precision the departure was shown at (fp64: the float64 export check;
+# fp32: the backend and the reference evaluator agreeing on the fp32 graph), where the repro shows it again
 BLAMED = "exporter_blamed"
+BLAMED_AT = "exporter_blamed_at"
+# Where the float64 export check could not judge a graph, two implementations of ONNX on the fp32 graph decide: the
+# backend and the ONNX reference evaluator (numpy, written apart from every runtime). The inference: two fp32
+# implementations of one function that differ only in rounding (their order of sums, their libm) part from each other
+# about as far as each parts from float64; two that agree far more tightly than both depart computed the same function
+# (that graph's, as ONNX defines it), and a function that departs from torch's on the same fp32 inputs while torch's
+# own fp32 run does not is another function: the exporter's translation, not the backend. It is sound only beyond
+# what a shared order of rounding can explain (two runtimes both summing in fp32 left to right agree to the bit and
+# both trail torch's double accumulator): so the evaluator must itself be a mismatch by the float rule, the two must
+# agree within fp32's tolerance and AGREEMENT_FACTOR times closer than the departure, and the departure must exceed
+# ANOTHER_FUNCTION, beyond what fp32 rounding moves (a sum of K terms moves by at most K x 6e-8 in the worst order:
+# the op sweep's longest, 16384 terms, by 1e-3; 1e-2 would take 160,000 terms all rounding one way). What it cannot
+# tell: a misreading of the ONNX spec that the backend and the reference evaluator share is charged to the exporter.
+AGREEMENT_FACTOR = 100.0
+ANOTHER_FUNCTION = 1e-2
+
+
 # check's rules after the first verdict, in order. Findings of shape variants first (they read the first verdicts);
 # the computed format before survives-precision (a cell it moves to precision-loss is then held to the format
 # asked); the judge's rules before the exporter's and conditioning (a cell the judge cannot judge is neither blamed
@@ -128,12 +157,60 @@ def _exporter_departs(fp64: JobResult, exporter: str | None) -> str | None:
     """Why the exporter that made a cell's graph computes another function, from the backend's float64 job: its
     export failed the check outright, or the check threw out that exporter's graph for the fallback's."""
     departs = fp64.info.get(DEPARTS)
-    if fp64.status == Status.ERROR and fp64.stage == ONNX_EXPORT and departs:
+    failed = fp64.status == Status.ERROR and fp64.stage == ONNX_EXPORT
+    # a failed export names the last graph that departed: "torchscript" when both did, "dynamo" when the fallback
+    # raised instead, and then the TorchScript exporter's graph was never checked
+    if failed and departs and departs in ("torchscript", exporter):
         return f"its float64 export computes another function than the torch program ({fp64.message})"
-    if exporter == "dynamo" and departs == "dynamo":
+    if exporter == "dynamo" and departs == "dynamo" and not failed:
         why = fp64.info.get("onnx_exporter_why") or ""
         return f"its dynamo exporter's float64 graph computes another function than the torch program ({why})"
     return None
+
+
+def _float64_judged(fp64: JobResult, exporter: str | None) -> bool:
+    """Whether the float64 export check judged the graph of the cell's exporter (so it decides alone): the fp64 job
+    ran that exporter's checked graph, or the check threw that exporter's graph out."""
+    if fp64.status == Status.OK and fp64.info.get("onnx_exporter") == exporter:
+        return float64_checked(fp64.info)
+    return exporter == "dynamo" and fp64.info.get(DEPARTS) is not None
+
+
+def _fp32_graph_departs(ev: Evidence, key: CellKey, exporter: str | None) -> str | None:
+    """Why the cell's exporter's fp32 graph computes another function than the program: its backend and the ONNX
+    reference evaluator agree on that graph while both depart from float64 (the inference and its limits: beside
+    ANOTHER_FUNCTION). None where they do not, or where either did not run it."""
+    grid = ev.grid
+    evaluator = grid.reg.judge_for(ONNX)  # the backend that judges ONNX models: the ONNX reference evaluator
+    ours, theirs = grid.key(key.backend, "cpu", "fp32", key.variant), grid.key(evaluator, "cpu", "fp32", key.variant)
+    if key.backend == evaluator or TORCH not in grid.reg.cls(evaluator).kinds:
+        return None
+    try:  # both export the program by one route (runtime/task.py's onnx_file): the evaluator runs the cell's graph
+        mine, ref = ev.run(ours), ev.run(theirs)
+    except Missing as e:  # a stored run from before this evidence: the mismatch stands as it was judged
+        ev.skipped.append(f"{EXPORTER}: the stored run lacks {e}")
+        return None
+    if mine.status != Status.OK or ref.status != Status.OK or mine.info.get("onnx_exporter") != exporter:
+        return None
+    p = ours.precision
+    departs = ev.metrics(theirs)
+    if not isinstance(departs, Metrics) or not departs.rel_l2 > ANOTHER_FUNCTION or \
+            compare.judge(departs, p, ev.baseline(p)).status != Status.MISMATCH:
+        return None
+    apart = ev.keep(f"metrics {theirs} {ours}", lambda: _apart(ref, mine, p))
+    if not isinstance(apart, Metrics) or not apart.rel_l2 <= min(p.tolerance, departs.rel_l2 / AGREEMENT_FACTOR):
+        return None
+    return (f"its fp32 graph computes another function than the torch program: {key.backend} and the ONNX reference "
+            f"evaluator agree on it (rel L2 {apart.rel_l2:.1e} apart) while both depart from float64 (the evaluator "
+            f"by rel L2 {departs.rel_l2:.2e}; torch's own fp32 does not), and the float64 export check did not judge "
+            "that graph")
+
+
+def _apart(ref: JobResult, mine: JobResult, p) -> Metrics | None:
+    """The backend's outputs measured against the evaluator's on the same graph; None where they are shaped apart."""
+    if len(ref.outputs) != len(mine.outputs) or any(a.shape != b.shape for a, b in zip(ref.outputs, mine.outputs)):
+        return None
+    return compare.measure(ref.outputs, mine.outputs, p.compute)
 
 
 def _against(ev: Evidence, key: CellKey) -> compare.Judgement | None:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fpdiff.analysis import repro as bundle
-from fpdiff.analysis.check.rejudge import BLAMED
+from fpdiff.analysis.check.rejudge import ANOTHER_FUNCTION, BLAMED, BLAMED_AT
 from fpdiff.analysis.ops.case import ONNX_CATALOG, OpsCell
 from fpdiff.core.compare import l2
 from fpdiff.core.status import Status
@@ -89,8 +89,9 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
         info = cell.info or {}
         backend = TorchOnnx(departs=BLAMED in info,
                             torchscript="torchscript" in (info.get(BLAMED), info.get(DEPARTS)))
-        if backend.departs:  # shown where the exporter's graph is checked: in float64, against the program
-            job, rule, limit = dataclasses.replace(job, precision="fp64"), bundle.REL_L2, EXPORT_LIMIT
+        if backend.departs:  # shown where the rule showed it: in float64 against the program, or at fp32
+            at = info.get(BLAMED_AT) or "fp64"
+            job, rule, limit = dataclasses.replace(job, precision=at), bundle.REL_L2, EXPORT_LIMITS[at]
     task = task_of(job)
     program, inputs, dtypes = artifact(task, backend)
     extra = {"op": cell.op, "catalog": cell.catalog, "case": cell.case, "variant": cell.variant,
@@ -109,13 +110,17 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
 
 # the export check's own line between float32-held constants and another function (onnxtools/export.py)
 EXPORT_LIMIT = 1e-5
+# the line the exporter rule drew at each precision it shows a departure at: the export check's in float64, and at
+# fp32 the departure no fp32 rounding reaches (rejudge.ANOTHER_FUNCTION)
+EXPORT_LIMITS = {"fp64": EXPORT_LIMIT, "fp32": ANOTHER_FUNCTION}
 
 
 class TorchOnnx:
     """The repro of a torch.onnx failure: the program exported as the cell's route exports it (dynamo, optimizer
     off; the TorchScript exporter where dynamo raised and the fallback's graph is the one that departs); where the
-    exporter's graph computes another function, that graph run by ONNX's float64 reference
-    evaluator against the program's float64 answer; where the export raises, the export alone."""
+    exporter's graph computes another function, that graph run by ONNX's reference evaluator against the program's
+    float64 answer (in float64, or at fp32 where the rule showed it there); where the export raises, the export
+    alone."""
     name = "torch.onnx"
 
     def __init__(self, departs: bool, torchscript: bool = False) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpdiff.analysis.check.grid import Grid, make_grid
-from fpdiff.analysis.check.rejudge import BLAMED, CHECK_RULES, judge_run, question_judge
+from fpdiff.analysis.check.rejudge import BLAMED, BLAMED_AT, CHECK_RULES, judge_run, question_judge
 from fpdiff.analysis.check.result import Cell
 from fpdiff.analysis.check.rules import Evidence
 from fpdiff.analysis.check.run import run_grid, worker_env
@@ -112,7 +112,7 @@ def ops_cell(case: Case, c: Cell, r: JobResult) -> OpsCell:
 def _kept_info(info: dict) -> dict:
     """What of a cell's info the sweep's JSON keeps: the small facts, not the worker's log or traceback in full."""
     keep = {k: v for k, v in info.items() if k in ("support", "onnx_graph", "traceback", "log_tail", "worker", BLAMED,
-                                                   DEPARTS)}
+                                                   BLAMED_AT, DEPARTS)}
     for k in ("traceback", "log_tail"):
         if isinstance(keep.get(k), str):
             keep[k] = keep[k][-1500:]
