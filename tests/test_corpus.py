@@ -222,5 +222,8 @@ def test_a_substituted_format_is_coarser_than_requested_not_a_mismatch():
     kinds = {f.kind for f in c.findings}
     if c.info.get("inference_precision") == "f16":
         pytest.skip("this CPU runs fp16 natively in OpenVINO: no substitution to judge")
+    if c.info.get("inference_precision") == "f32":  # AVX2: the hint replaced by a wider format, said as such
+        assert c.status == "pass" and "dtype-changed" in kinds and c.computed_dtype == "float32", c.reason
+        pytest.skip("this CPU runs the f16 hint as f32: no narrower format to judge (checked: read as float32)")
     assert c.status == "precision-loss", c.reason
     assert {"dtype-changed", "coarser-than-requested"} <= kinds and "computed in bf16" in c.reason

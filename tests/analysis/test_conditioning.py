@@ -119,6 +119,9 @@ def test_squeezenet_tied_logits_on_openvino_are_ill_conditioned_with_numbers():
     pytest.importorskip("openvino")
     r = fpdiff.check(str(LIGHT / "light_squeezenet.onnx"), backends=["openvino", "ort"], precisions=["fp32"])
     c = one(r, backend="openvino")
+    if c.status == Status.PASS:  # AVX2: the plugin's fp32 sums keep the tie, so there is nothing to condition
+        assert c.metrics["rel_l2"] < 1e-5, c.reason
+        pytest.skip("the tie holds in this CPU's summation order (AVX2): OpenVINO passes, nothing is ill-conditioned")
     assert c.status == Status.ILL_CONDITIONED, c.reason
     s = c.info["conditioning"]
     assert s["rel_l2"] > 1 and c.metrics["rel_l2"] <= cond.FACTOR * s["rel_l2"]  # the reference moves to one-hot
