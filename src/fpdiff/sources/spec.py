@@ -22,17 +22,22 @@ PROBED = ("torchao", "torch.utils._pytree")
 
 
 @contextlib.contextmanager
-def quiet_imports() -> Iterator[None]:
-    """The probed libraries' warnings held back (their errors still show)."""
-    loggers = [logging.getLogger(n) for n in PROBED]
+def held(names: tuple[str, ...], level: int) -> Iterator[None]:
+    """Loggers held to `level` for the block, then given their own levels back."""
+    loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        lg.setLevel(level)
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+        for lg, was in zip(loggers, levels):
+            lg.setLevel(was)
+
+
+def quiet_imports() -> contextlib.AbstractContextManager[None]:
+    """The probed libraries' warnings held back (their errors still show)."""
+    return held(PROBED, logging.ERROR)
 
 
 def import_spec(path: Path):
