@@ -25,6 +25,7 @@ import torch
 
 from fpdiff.backends.base import Repro
 from fpdiff.core.errors import NoRepro
+from fpdiff.sources.program import op_modules
 
 REL_L2, MAX_NORM, FLIPS, RAISES, CRASH = "rel-l2", "max-norm", "flips", "raises", "crash"
 RULES = (REL_L2, MAX_NORM, FLIPS, RAISES, CRASH)
@@ -69,6 +70,9 @@ try:
     xs = [data[f"in{i}"] for i in range(len(data.files))]
     expected = np.load(here / "expected.npz")
     expected = [expected[f"out{i}"] for i in range(len(expected.files))]
+    import importlib
+    for name in meta.get("requires", []):  # registers the program's custom ops: torch.export.load needs them
+        importlib.import_module(name)
 except Exception as e:  # anything before the backend runs is this script's own failure
     broken(f"{type(e).__name__}: {e}")
 who = f"{meta['backend']} at {meta['precision']}"
@@ -228,6 +232,8 @@ def write(out: Path, *, title: str, tool: str, backend: Any, precision: str, dev
             "input_dtypes": input_dtypes or [dtype_of(t) for t in inputs], "rule": rule, "limit": limit,
             "baseline": baseline or {}, "baseline_label": baseline_label, "versions": versions,
             "versions_line": ", ".join(f"{k} {v}" for k, v in versions.items() if v), **(extra or {})}
+    if not onnx_artifact:
+        meta["requires"] = [m for m in op_modules(program) if not m.endswith(".py")]  # a spec's own ops: not portable
     body = backend.repro(Repro(out, program, onnx_artifact, precision, device, tuple(flags), meta))
     if body is None:
         what = "ONNX" if onnx_artifact else "torch"

@@ -60,6 +60,8 @@ class LoadedSource:
             self.module = weights.skeleton(lambda: build_model(mod, Path(ref.path), seed), data["state"])
             self.declared = mod.dynamic_shapes() if callable(getattr(mod, "dynamic_shapes", None)) else None
         elif ref.kind == PROGRAM:  # a torch.export program already at its precision (a segment, a plan trial)
+            from fpdiff.sources.program import import_op_modules
+            import_op_modules(ref.requires)
             self.fixed_program = torch.export.load(ref.path)
             for n in self.fixed_program.graph.nodes:  # save/load turns a multi-output op's list value into a
                 if n.op == "call_function" and isinstance(n.meta.get("val"), tuple):  # tuple, which IREE's FX

@@ -12,6 +12,7 @@ class SourceRef:
     path: str
     label: str
     original: str = ""  # an ONNX model's own file when `path` is its opset conversion (what the user deploys)
+    requires: tuple[str, ...] = ()  # imports that register a program's custom ops (sources.program.op_modules)
 
 
 @dataclass

@@ -4,7 +4,10 @@ bundles and suggested commands load it as they load any spec."""
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.machinery
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,7 @@ from torch.utils._pytree import tree_leaves
 from fpdiff.core.errors import UsageError
 from fpdiff.sources.base import Source, digest
 from fpdiff.sources.module import write_spec
-from fpdiff.sources.spec import load_spec
+from fpdiff.sources.spec import import_spec, load_spec, module_name, quiet_imports
 
 SUFFIX = ".pt2"
 PROGRAMS_DIR = "fpdiff-out/programs"  # beside the module specs: what a run writes for the user to run again
@@ -70,6 +73,36 @@ def read(path: str) -> torch.export.ExportedProgram:
         first = (str(e).strip().splitlines() or [""])[0]
         raise UsageError(f"{path} is not an exported program torch.export.load can read ({type(e).__name__}: "
                          f"{first})") from None
+
+
+def op_modules(program: torch.export.ExportedProgram) -> tuple[str, ...]:
+    """What must be imported before `program` can be loaded: torch.export.load refuses a program calling a custom op
+    no import registered (a transformers MoE's grouped_mm_fallback). A module importable by name is its name; one
+    loaded from a file (a spec) is its file."""
+    from torch._library.custom_ops import OPDEFS
+    graphs = [m.graph for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
+    targets = {n.target for g in graphs for n in g.nodes if isinstance(n.target, torch._ops.OpOverload)}
+    defining = {OPDEFS[t.name()]._init_fn.__module__ for t in targets if t.name() in OPDEFS}
+    return tuple(sorted(_importable(sys.modules.get(name), name) for name in defining))
+
+
+def _importable(mod, name: str) -> str:
+    """A module's name where a fresh process finds it by name on its path, else its file (a spec, a script)."""
+    where = getattr(mod, "__file__", None)
+    top = name.split(".")[0]
+    by_name = top != "__main__" and importlib.machinery.PathFinder.find_spec(top) is not None
+    return name if by_name or not where else where
+
+
+def import_op_modules(requires: tuple[str, ...]) -> None:
+    """Register a program's custom ops in this process (op_modules' answer): by name, or a spec file by its path."""
+    for entry in requires:
+        if entry.endswith(".py"):
+            if module_name(Path(entry)) not in sys.modules:  # imported again, its ops would be defined twice
+                import_spec(Path(entry))
+        else:
+            with quiet_imports():
+                importlib.import_module(entry)
 
 
 def module(path: str) -> torch.nn.Module:

@@ -40,9 +40,14 @@ def quiet_imports() -> contextlib.AbstractContextManager[None]:
     return held(PROBED, logging.ERROR)
 
 
+def module_name(path: Path) -> str:
+    """The name a spec file is imported under (one per file, whatever the working folder)."""
+    return f"fpdiff_spec_{digest(str(path.resolve()))}"
+
+
 def import_spec(path: Path):
     """Import a spec file as a fresh module; any error in it is the user's and is said in one line."""
-    name = f"fpdiff_spec_{digest(str(path.resolve()))}"
+    name = module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise UsageError(f"cannot import spec file {path}")

@@ -158,3 +158,26 @@ def test_a_segment_cut_right_after_a_weight_is_retyped_runs():
             assert all(e.dtype.kind in "fiub" for e in expected)
     finally:
         b.close()
+
+
+def test_a_segment_calling_a_custom_op_loads_in_the_worker():
+    """A segment holding a custom op its model's own import registered (transformers' grouped_mm_fallback in a MoE)
+    is loaded in a worker that never imported the model: the job names the import ('We ran into an error when
+    deserializing the saved file' was charged to the backend)."""
+    from pathlib import Path
+
+    import torch
+
+    from fpdiff.core import precision as prec
+    from fpdiff.core.status import Status
+    from fpdiff.sources.spec import import_spec
+    spec = import_spec(Path(__file__).parents[2] / "specs" / "custom_op.py")
+    torch.manual_seed(0)
+    b = Bisector(spec.model().eval(), spec.inputs(), prec.FP32, "torch", "cpu", (), (), 120.0, None)
+    try:
+        job, *_ = b._job(0, b.count())
+        assert job.source.requires == (str(Path(spec.__file__).resolve()),)
+        v = b.verdict(0, b.count())
+        assert v.status == Status.PASS, v.reason
+    finally:
+        b.close()

@@ -57,6 +57,13 @@ def test_a_family_pattern_selects_every_avg_pool_of_both_catalogs(pools):
     assert pool.description.startswith("f64[") and pool.family == "pool"
 
 
+def test_a_torch_name_selects_the_onnx_op_of_another_spelling_too():
+    """'*nll_loss' is NegativeLogLikelihoodLoss in ONNX, 'amax' its ReduceMax: an op family given once selects both."""
+    cases, _ = catalog.select(["torch", "onnx"], ["*nll_loss", "amax"])
+    assert {"nn.functional.nll_loss", "NegativeLogLikelihoodLoss", "amax", "ReduceMax"} <= {c.op for c in cases}
+    assert not {c.op for c in cases} & {"ReduceMin", "SoftmaxCrossEntropyLoss", "nn.functional.cross_entropy"}
+
+
 def test_the_same_call_gives_the_same_cases(pools):
     again, _ = catalog.select(["torch"], ["nn.functional.avg_pool2d"])
     first = [c for c in pools[0] if c.op == "nn.functional.avg_pool2d"]

@@ -21,6 +21,7 @@ from fpdiff.runtime import jobdata, rundir
 from fpdiff.runtime.external import Router
 from fpdiff.runtime.task import Job
 from fpdiff.sources import SourceRef, digest
+from fpdiff.sources.program import op_modules
 
 
 @dataclass
@@ -123,13 +124,14 @@ class Bisector:
         nodes, program, ins, in_names, expected, eager = self.segment(start, end)
         path = self.dir / f"segment-{start}-{end}.pt2"
         torch.export.save(program, str(path))
-        return (self._make_job(PROGRAM, path, ins, in_names, start, end), expected, eager,
+        return (self._make_job(PROGRAM, path, ins, in_names, start, end, op_modules(program)), expected, eager,
                 [str(n.target) for n in nodes])
 
-    def _make_job(self, kind: str, path: Path, ins: list, in_names: list[str], start: int, end: int) -> Job:
+    def _make_job(self, kind: str, path: Path, ins: list, in_names: list[str], start: int, end: int,
+                  requires: tuple[str, ...] = ()) -> Job:
         data = jobdata.write(self.dir / f"segment-{start}-{end}.inputs.pt", inputs=ins, input_names=in_names,
                              fingerprint=digest(path.read_bytes()))
-        return Job(SourceRef(kind, str(path), f"ops {start}..{end - 1}"), data, self.backend,
+        return Job(SourceRef(kind, str(path), f"ops {start}..{end - 1}", requires=requires), data, self.backend,
                    self.p.name, self.device, graph.STATIC, self.plugins, self.flags, self.cache)
 
     def verdict(self, start: int, end: int) -> SegmentVerdict:

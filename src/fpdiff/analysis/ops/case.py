@@ -112,10 +112,21 @@ def family(op: str) -> str:
     return stem or low
 
 
+# ONNX ops whose torch name shares no spelling with theirs: `--ops '*nll_loss'` means the op, in either catalog
+# (an op family given once selects both forms; a name whose spelling already matches needs no entry)
+ALIASES = {"negativeloglikelihoodloss": ("nn.functional.nll_loss",),
+           "softmaxcrossentropyloss": ("nn.functional.cross_entropy",), "reducemax": ("amax",),
+           "reducemin": ("amin",), "reducelogsumexp": ("logsumexp",), "reducesum": ("sum",), "reducemean": ("mean",),
+           "reduceprod": ("prod",), "reducel2": ("linalg.vector_norm",),
+           "lpnormalization": ("nn.functional.normalize",), "thresholdedrelu": ("nn.functional.threshold",),
+           "det": ("linalg.det",)}
+
+
 def matches(name: str, patterns: list[str]) -> bool:
-    """A case-insensitive glob over the op's name in its catalog."""
+    """A case-insensitive glob over the op's name in its catalog, or over the torch name of an ONNX op (ALIASES)."""
     low = name.lower()
-    return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
+    names = (low, *ALIASES.get(low, ()))
+    return any(fnmatch.fnmatchcase(n, p.lower()) for n in names for p in patterns)
 
 
 def keep_first(candidates: list, probe, samples: int | None, default_reason: str) -> tuple[list[Case], str]:

@@ -138,7 +138,8 @@ def _run(ctx: Context, e: Export, backend: str, program: Path, names: list[str],
     """The exported file (`program`, or the converted `artifact` of the plan's program) as a job on `backend`,
     judged against the plan's float64 outputs; recorded on the export."""
     t = ctx.trials
-    r = ctx.jobs.program(backend, program, t.inputs, names, precision=precision, artifact=artifact)
+    r = ctx.jobs.program(backend, program, t.inputs, names, precision=precision, artifact=artifact,
+                        requires=t.requires)
     if r.status != Status.OK:
         e.runs.append(ExportRun(backend, precision, reason=f"{r.status}: {failure(r)}", op_dtypes=r.op_dtypes))
         return

@@ -62,13 +62,14 @@ class Jobs:
 
     def program(self, backend: str, path: Path, inputs: Sequence, input_names: Sequence[str],
                 repeat: int = 1, device: str | None = None, precision: str = "fp32",
-                artifact: Path | None = None) -> JobResult:
+                artifact: Path | None = None, requires: tuple[str, ...] = ()) -> JobResult:
         """A program file run as written on `backend` (fp32 in and out, its own casts inside; at another
         `precision` its float inputs are fed in that dtype). With `artifact`, the backend runs that converted file
         of the program (an exported plan) as a user's own, fed the program's inputs."""
         data = jobdata.write(self.path(path.stem, ".data.pt"), inputs=inputs, input_names=input_names,
                              fingerprint=digest(path.read_bytes()))
-        return self._run(Job(SourceRef(PROGRAM, str(path), f"plan program {path.stem}"), data, backend, precision,
+        ref = SourceRef(PROGRAM, str(path), f"plan program {path.stem}", requires=requires)
+        return self._run(Job(ref, data, backend, precision,
                              device or self.device, graph.STATIC, self.plugins, self.flags.get(backend, ()),
                              self.cache, repeat=repeat, artifact=str(artifact) if artifact else None))
 
@@ -160,6 +161,7 @@ class ProgramTrials:
     """Keep-sets as program files (one per set, kept for the speed figure and the export), each run as a job on
     the plan's backend and judged against the float64 outputs."""
     suffix = ""
+    requires: tuple[str, ...] = ()  # imports a worker needs to load the program files (sources.program.op_modules)
 
     def __init__(self, jobs: Jobs, backend: str, inputs: Sequence, input_names: Sequence[str], expected: list,
                  tolerance: float, units: Sequence[str]) -> None:
@@ -181,7 +183,8 @@ class ProgramTrials:
 
     def __call__(self, keep: frozenset[str]) -> Trial:
         t0 = time.perf_counter()
-        r = self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names)
+        r = self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names,
+                              requires=self.requires)
         return self.verified(trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0), keep, t0)
 
     def verified(self, t: Trial, keep, t0: float) -> Trial:
@@ -204,11 +207,13 @@ class ProgramTrials:
 
     def verify_run(self, keep, backend: str) -> JobResult:
         """The keep-set's program on `backend`, the judge, on the CPU (VERIFY_DEVICE)."""
-        return self.jobs.program(backend, self.program(keep), self.inputs, self.input_names, device=VERIFY_DEVICE)
+        return self.jobs.program(backend, self.program(keep), self.inputs, self.input_names, device=VERIFY_DEVICE,
+                                 requires=self.requires)
 
     def run(self, keep, repeat: int) -> JobResult:
         """The keep-set's program again, `repeat` times (the speed figure)."""
-        return self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names, repeat=repeat)
+        return self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names, repeat=repeat,
+                                 requires=self.requires)
 
 
 def speed(trials: ProgramTrials, keep, low: str) -> Speed:

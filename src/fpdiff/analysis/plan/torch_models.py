@@ -20,6 +20,7 @@ from fpdiff.core.status import Status
 from fpdiff.model import graph, mixed
 from fpdiff.model.mixed import program_module
 from fpdiff.runtime.worker import INTERNAL, JobResult, failure
+from fpdiff.sources.program import op_modules
 
 if TYPE_CHECKING:
     from fpdiff.analysis.plan.search import Progress
@@ -134,6 +135,7 @@ class TorchTrials(ProgramTrials):
     def write(self, keep: frozenset[str], path: Path) -> None:
         program = torch.export.export(mixed.apply(self.gm, keep, self.p.dtype), self.inputs, strict=False)
         torch.export.save(program, str(path))
+        self.requires = op_modules(program)
 
     def export_onnx(self, keep, path: Path) -> None:
         """The keep-set's program as ONNX (fp32 in and out, casts at the plan's borders)."""
