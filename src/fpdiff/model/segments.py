@@ -74,15 +74,25 @@ def _code_at(trace: str, where: str) -> str:
 
 
 def units(gm: fx.GraphModule) -> list[list[fx.Node]]:
-    """Ops in graph order, each with the getitem nodes that unpack it (never split from their producer)."""
+    """Ops in graph order, each with the getitem nodes that unpack it (never split from their producer). An op with
+    no value and no users (the export's dtype assertion) goes with the next op: alone, a segment of it has nothing
+    to hand out."""
     out: list[list[fx.Node]] = []
+    held: list[fx.Node] = []
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
         if n.target is operator.getitem and out and n.args[0] in out[-1]:
             out[-1].append(n)
+        elif n.meta.get("val") is None and not n.users:
+            held.append(n)
         else:
-            out.append([n])
+            out.append([*held, n])
+            held = []
+    if held and out:
+        out[-1].extend(held)
+    elif held:
+        out.append(held)
     return out
 
 

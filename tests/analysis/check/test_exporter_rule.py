@@ -99,3 +99,35 @@ def test_a_float64_export_that_failed_with_its_graph_departing_blames_the_cells_
                      component="torch.onnx", info={DEPARTS: departs})
     c = _judged(fp64, OTHER, None)
     assert c.status == Status.ERROR and c.info[BLAMED] == departs and c.info[BLAMED_AT] == "fp64", c.reason
+
+
+def _judged_both(fp16_exporter: str):
+    """The ORT fp32 and fp16 cells of avgpool_divisor.py: fp32 another function (the backend and the evaluator
+    agree on it), fp16 over the tolerance but no worse than its baseline (a precision-loss first verdict)."""
+    with rundir.run_directory():
+        reg = registry()
+        grid = make_grid(str(SPECS / "avgpool_divisor.py"), reg, backends=["ort"], precisions=["fp32", "fp16"],
+                         devices=("cpu",), shape_variants=None, load_args={}, allow_nonfinite=False, repeat=1,
+                         plugins=(), flags={}, cache_dir=False, seed=0)
+    c32, c16 = grid.cells
+    results = {c32: _ok(OTHER * (1 + 1e-7), onnx_exporter="dynamo"), grid.baseline(c32.precision): _ok(WANT),
+               c16: _ok(OTHER * (1 + 1e-4), onnx_exporter=fp16_exporter), grid.baseline(c16.precision): _ok(OTHER),
+               grid.key("ort", "cpu", "fp64", STATIC): NO_FP64,
+               grid.key(reg.judge_for("onnx"), "cpu", "fp32", STATIC): _ok(OTHER)}
+    ev = Evidence(grid, results, JobResult(Status.OK, outputs=[WANT]), JudgeCheck("torch eager"), {}, 1.0)
+    first = {c.precision: c.status for c in judge_run(ev, ())}
+    assert first == {"fp32": Status.MISMATCH, "fp16": Status.PRECISION_LOSS}  # the case this test is about
+    return {c.precision: c for c in judge_run(ev, RULES)}
+
+
+def test_a_precision_loss_on_the_same_exporters_graph_is_charged_with_the_mismatch():
+    """interpolate(antialias=True, align_corners=True) on ORT: fp32 is torch.onnx's; the fp16 cell of that graph
+    was read as the precision's loss, though it computes the same other function."""
+    cells = _judged_both("dynamo")
+    assert all(c.status == Status.ERROR and c.component == "torch.onnx" for c in cells.values()), cells
+    assert "was precision-loss" in cells["fp16"].reason
+
+
+def test_a_precision_loss_on_another_exporters_graph_stands():
+    cells = _judged_both("torchscript")
+    assert cells["fp32"].status == Status.ERROR and cells["fp16"].status == Status.PRECISION_LOSS

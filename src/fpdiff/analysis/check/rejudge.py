@@ -83,29 +83,37 @@ def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
     torch.onnx's error at every precision of that backend, and the backend's numbers on that graph are not judged.
     Where the float64 check did not judge the cell's graph (the evaluator refused it, the fp64 job failed past the
     export), the fp32 graph run by the backend and by the ONNX reference evaluator decides (_fp32_graph_departs); with
-    neither, the mismatch stands."""
+    neither, the mismatch stands. A precision-loss cell of that backend on the same exporter's graph is charged with
+    it (the same function at a narrower precision: a loss beside the baseline there says nothing of the precision);
+    alone, a precision-loss cell asks for no evidence."""
     grid, results = ev.grid, ev.results
     if grid.source.ref.kind != "torch":
         return
-    exported = [(c, k) for c, k in zip(cells, grid.cells) if c.status == Status.MISMATCH
+    exported = [(c, k) for c, k in zip(cells, grid.cells) if c.status in (Status.MISMATCH, Status.PRECISION_LOSS)
                 and results[k].info.get("onnx_exporter")]
-    for b in dict.fromkeys(c.backend for c, _ in exported):
+    for b in dict.fromkeys(c.backend for c, _ in exported if c.status == Status.MISMATCH):
         fp64 = ev.run(grid.key(b, "cpu", "fp64", STATIC))
+        charged: dict[str, tuple[str, str | None, str]] = {}  # exporter -> (why, whose graph, shown at)
         for c, k in exported:
-            if c.backend != b:
-                continue
             exporter = results[k].info.get("onnx_exporter")
+            if c.backend != b or c.status != Status.MISMATCH:
+                continue
             why, shown = _exporter_departs(fp64, exporter), "fp64"
             if why is None and not _float64_judged(fp64, exporter):
                 why, shown = _fp32_graph_departs(ev, k, exporter), "fp32"
             if why:
-                _charge_exporter(c, why, fp64.info.get(DEPARTS) if shown == "fp64" else exporter, shown)
+                charged[exporter] = (why, fp64.info.get(DEPARTS) if shown == "fp64" else exporter, shown)
+                _charge_exporter(c, *charged[exporter])
+        for c, k in exported:
+            exporter = results[k].info.get("onnx_exporter")
+            if c.backend == b and c.status == Status.PRECISION_LOSS and exporter in charged:
+                _charge_exporter(c, *charged[exporter])
 
 
 def _charge_exporter(c: Cell, why: str, whose: str | None, shown: str) -> None:
     """The cell as torch.onnx's error at export: its backend computed a graph that is not the program's function."""
     c.revise(EXPORTER, Status.ERROR, f"torch.onnx at onnx export failed: {why}; {c.backend}'s numbers on that "
-             f"graph are not judged (was mismatch: {c.reason})", why=why)
+             f"graph are not judged (was {c.status.value}: {c.reason})", why=why)
     c.stage, c.component = ONNX_EXPORT, "torch.onnx"
     c.info = {**c.info, BLAMED: whose, BLAMED_AT: shown}  # whose graph departed (dynamo, torchscript), and where
 

@@ -222,8 +222,9 @@ class Bisector:
         return (alone if alone.status == Status.MISMATCH else found), k, alone
 
     def where(self, unit: int) -> tuple[str, str, str, str]:
-        """(op, graph node, nn.Module path, user source line) of a unit's first op."""
-        node = self.units[unit][0]
+        """(op, graph node, nn.Module path, user source line) of a unit's first op with a value (an assertion held
+        with it is not the op)."""
+        node = next((n for n in self.units[unit] if n.meta.get("val") is not None), self.units[unit][0])
         path, src = graph.where(node)
         return str(node.target), node.name, path, src
 
