@@ -65,7 +65,7 @@ ipex-env: .venv-ipex/.installed
 
 .venv-ipex/.installed: pyproject.toml
 	$(PY) -m venv .venv-ipex
-	.venv-ipex/bin/pip install -q torch==2.8.0 intel-extension-for-pytorch==2.8.0 onnx==1.23.2 ml_dtypes rich
+	.venv-ipex/bin/pip install -q torch==2.8.0 intel-extension-for-pytorch==2.8.0 onnx==1.23.2 ml_dtypes rich cloudpickle==3.1.2
 	.venv-ipex/bin/pip install -q -e . --no-deps
 	touch $@
 
@@ -78,6 +78,6 @@ litert-env: .venv-litert/.installed
 .venv-litert/.installed: pyproject.toml
 	$(PY) -m venv .venv-litert
 	.venv-litert/bin/pip install -q torch==2.13.0
-	.venv-litert/bin/pip install -q torch==2.13.0 litert-torch==0.10.0 ai-edge-litert==2.3.0 onnx==1.23.2 ml_dtypes rich expecttest==0.3.0
+	.venv-litert/bin/pip install -q torch==2.13.0 litert-torch==0.10.0 ai-edge-litert==2.3.0 onnx==1.23.2 ml_dtypes rich expecttest==0.3.0 cloudpickle==3.1.2
 	.venv-litert/bin/pip install -q -e . --no-deps
 	touch $@

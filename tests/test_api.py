@@ -8,6 +8,7 @@ import torch
 import fpdiff
 from fpdiff import api
 from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
 from fpdiff.sources.module import MODULES_DIR
 
 
@@ -82,8 +83,59 @@ def test_a_model_the_api_cannot_take_is_one_line(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="ranges reads no inputs file"):
         fpdiff.ranges("example:tinycnn", inputs="x.npz")
 
-    class Local(torch.nn.Module):  # defined in a function: pickle cannot find its class again
+    class Locked(torch.nn.Module):  # holds what no pickler carries: nothing can hand it to a worker
+        def __init__(self) -> None:
+            super().__init__()
+            import threading
+            self.lock = threading.Lock()
+
         def forward(self, x):
             return x
-    with pytest.raises(UsageError, match="cannot hand Local to its workers.*write a spec file"):
-        fpdiff.check(Local(), inputs=torch.ones(2))
+    with pytest.raises(UsageError, match="cannot hand Locked to its workers.*lock.*write a spec file.*.pt2"):
+        fpdiff.check(Locked(), inputs=torch.ones(2))
+
+
+@pytest.mark.slow
+def test_a_class_no_worker_can_import_travels_by_value(tmp_path, monkeypatch):
+    """A class defined in a function (pickle cannot find it again by name), holding a closure: its code goes to the
+    workers with the module (a notebook cell's class, in __main__, is tests/test_notebook.py's)."""
+    monkeypatch.chdir(tmp_path)
+
+    def make(scale: float):
+        return lambda t: torch.tanh(t) * scale
+
+    class Local(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj, self.act = torch.nn.Linear(8, 8), make(0.5)
+
+        def forward(self, x):
+            return self.act(self.proj(x))
+    r = fpdiff.check(Local(), inputs=torch.randn(2, 8), backends=["torch", "ort"], precisions=["fp32"])
+    assert [c.status for c in r.cells] == [Status.PASS, Status.PASS], [c.reason for c in r.cells]
+
+
+def test_the_api_forgives_what_people_type():
+    """Comma strings for lists, torch's names and dtypes for precisions, progress=False; a slip of a keyword is one
+    typed line naming the right one, no TypeError and no chained frames."""
+    sig = api._signature(api.analyses.get("check"))
+    given = api.forgiven("check", sig, ("m.py",), {"backends": "torch, ort", "precisions": [torch.float16, "half",
+                                                                                            "bfloat16", "Float32"],
+                                                   "progress": False})
+    assert given["backends"] == ["torch", "ort"] and given["precisions"] == ["fp16", "bf16", "fp32"]
+    assert given["progress"] is None
+    with pytest.raises(UsageError, match="no option backend=; did you mean backends=") as e:
+        fpdiff.check("example:tinycnn", backend="ort")
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    with pytest.raises(UsageError, match="no option precison=; did you mean precisions="):
+        fpdiff.check("example:tinycnn", precison="fp16")
+    with pytest.raises(UsageError, match="unknown precision 'float17'.*torch's names"):
+        fpdiff.check("example:tinycnn", precisions="fp16,float17")
+    loc = api.analyses.get("locate")
+    assert api.forgiven("locate", api._signature(loc), ("m.py",), {"precision": torch.bfloat16})["precision"] == "bf16"
+
+
+def test_the_command_line_takes_torchs_precision_names_too():
+    from fpdiff.analyses.args import precision_name, precision_names
+    assert precision_names("float16,bf16, torch.float32") == ["fp16", "bf16", "fp32"]
+    assert precision_name("HALF") == "fp16"

@@ -4,6 +4,7 @@ reads, each validated once."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import os
 from collections.abc import Callable
@@ -12,10 +13,13 @@ from typing import Any
 
 from fpdiff import analyses
 from fpdiff.analyses import Analysis
+from fpdiff.analyses.args import csv
 from fpdiff.analysis import options as shared_options
 from fpdiff.analysis.check import CheckResult
 from fpdiff.analysis.options import RunOptions
 from fpdiff.backends.routes import Routes  # noqa: F401  (handed on: CORE)
+from fpdiff.core.errors import UsageError
+from fpdiff.core.precision import canonical
 from fpdiff.sources.examples import names as examples  # noqa: F401
 from fpdiff.testing import assert_agrees  # noqa: F401
 
@@ -38,8 +42,7 @@ def function(a: Analysis) -> Callable[..., Any]:
     signature = _signature(a)
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs)  # an unknown keyword is Python's own TypeError, as for any function
-        given = dict(bound.arguments)
+        given = forgiven(a.name, signature, args, kwargs)
         model = _held_model(a, given.pop("model", None), given)
         iree = given.pop("iree_flags", ())
         if iree:
@@ -55,12 +58,51 @@ def function(a: Analysis) -> Callable[..., Any]:
     return run
 
 
+def forgiven(name: str, signature: inspect.Signature, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as the analysis takes them, forgiving what people type: a comma string for a list, torch's
+    names and dtypes for precisions, progress=False for none; a keyword that is not the analysis's (`backend=` to
+    check, which takes `backends=`) is one line naming the right one."""
+    try:
+        given = dict(signature.bind(*args, **kwargs).arguments)
+    except TypeError as e:
+        raise UsageError(f"{name}: {_slip(str(e), kwargs, signature)}") from None
+    import torch
+    for key, value in list(given.items()):
+        if key in _LISTS and isinstance(value, str):
+            given[key] = value = csv(value)
+        if key == "precision" and value is not None:
+            given[key] = canonical(value)
+        elif key == "precisions" and value is not None:
+            names = (value,) if isinstance(value, torch.dtype) else value
+            given[key] = list(dict.fromkeys(canonical(v) for v in names))
+    if given.get("progress") is False:
+        given["progress"] = None
+    return given
+
+
+# options that are lists of names, which a comma string gives as well (as on the command line)
+_LISTS = ("backends", "precisions", "devices", "shape_variants", "plugins", "ops", "catalog", "variants")
+
+
+def _slip(message: str, kwargs: dict[str, Any], signature: inspect.Signature) -> str:
+    """Python's own complaint about the call, with the keyword meant where one is near (a plural slip, a typo)."""
+    known = list(signature.parameters)
+    for k in kwargs:
+        if k in known:
+            continue
+        near = [n for n in (k + "s", k.removesuffix("s")) if n in known and n != k] or \
+            difflib.get_close_matches(k, known, n=1, cutoff=0.75)
+        if near:
+            return f"no option {k}=; did you mean {near[0]}=?"
+        return f"no option {k}=; the options: {', '.join(known)}"
+    return message
+
+
 def _held_model(a: Analysis, model: Any, given: dict[str, Any]) -> str | None:
     """MODEL as the analysis takes it: a path or name as given; a model held in Python (an nn.Module, its example
     inputs in `inputs=`) as the spec file its workers load (sources/module.py); anything else one line."""
     import torch
 
-    from fpdiff.core.errors import UsageError
     from fpdiff.sources.module import example_inputs, module_spec
     reads_file = "inputs" in a.shared
     if model is None or isinstance(model, (str, os.PathLike)):

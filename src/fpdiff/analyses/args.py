@@ -17,6 +17,20 @@ def csv(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def precision_names(text: str) -> list[str]:
+    """A comma list of precisions, each as its name here (torch's names taken: float16, bfloat16, half)."""
+    return [precision_name(t) for t in csv(text)]
+
+
+def precision_name(text: str) -> str:
+    from fpdiff.core.errors import UsageError
+    from fpdiff.core.precision import canonical
+    try:
+        return canonical(text)
+    except UsageError as e:  # argparse's own one line and exit 2
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def shape(text: str) -> tuple[str, list[int]]:
     name, _, dims = text.partition("=")
     try:
@@ -39,7 +53,7 @@ def duration(text: str) -> float:
 def grid(p: argparse.ArgumentParser, backends: tuple[str, ...], precisions: tuple[str, ...]) -> None:
     """--backends and --precisions of an analysis that sweeps a grid, with its defaults."""
     p.add_argument("--backends", type=csv, default=list(backends), help=f"comma list (default {','.join(backends)})")
-    p.add_argument("--precisions", "--precision", dest="precisions", type=csv, default=list(precisions),
+    p.add_argument("--precisions", "--precision", dest="precisions", type=precision_names, default=list(precisions),
                    help=f"comma list (default {','.join(precisions)})")
 
 

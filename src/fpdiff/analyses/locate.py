@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fpdiff.analyses import MODEL_RUN, Analysis
+from fpdiff.analyses.args import precision_name
 from fpdiff.analysis.locate import LOCAL_FACTOR, LocateOptions, LocateResult, locate
 from fpdiff.core.errors import UsageError
 from fpdiff.report import html, model_explorer, notebook, terminal
@@ -13,7 +14,7 @@ from fpdiff.report import html, model_explorer, notebook, terminal
 def _arguments(loc: argparse.ArgumentParser) -> None:
     loc.add_argument("--backend", default="torch",
                      help="torch: per-op analysis; any other backend or plugin: bisection over segments")
-    loc.add_argument("--precision", default="fp16")
+    loc.add_argument("--precision", type=precision_name, default="fp16")
     loc.add_argument("--repro", metavar="DIR", help="where the repro bundle goes "
                      "(default fpdiff-out/repro-BACKEND-PRECISION when there is something to reproduce)")
     loc.add_argument("--no-repro", action="store_true", help="write no repro bundle")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 
 from fpdiff.analyses import MODEL_RUN, Analysis
+from fpdiff.analyses.args import precision_name
 from fpdiff.analysis.plan import Plan, PlanOptions, plan
 from fpdiff.analysis.plan.torch_models import apply_plan
 from fpdiff.core.errors import UsageError
@@ -11,7 +12,7 @@ from fpdiff.report import html, notebook, terminal
 
 
 def _arguments(pl: argparse.ArgumentParser) -> None:
-    pl.add_argument("--precision", default="fp16", help="fp16 or bf16 (default %(default)s)")
+    pl.add_argument("--precision", type=precision_name, default="fp16", help="fp16 or bf16 (default %(default)s)")
     pl.add_argument("--backend", default="torch", help="where the plan is verified (default %(default)s)")
     pl.add_argument("--tolerance", type=float, default=None,
                     help="relative L2 vs float64 to meet (default: the precision's check tolerance)")

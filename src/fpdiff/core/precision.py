@@ -59,11 +59,28 @@ FP64, FP32, FP16, BF16 = (PRECISIONS[n] for n in ("fp64", "fp32", "fp16", "bf16"
 DEFAULT_PRECISIONS = ("fp64", "fp32", "fp16", "bf16", "amp-bf16")
 
 
+# torch's and numpy's names for the formats that are one precision here: what people type (and torch.float16 itself)
+ALIASES = {"float64": "fp64", "double": "fp64", "f64": "fp64", "float32": "fp32", "float": "fp32", "f32": "fp32",
+           "single": "fp32", "float16": "fp16", "half": "fp16", "f16": "fp16", "bfloat16": "bf16"}
+
+
+def canonical(name: object) -> str:
+    """A precision as its name here: fpdiff's own names, torch's dtype names (`float16`, `half`, `torch.bfloat16`),
+    any case, or a torch.dtype that is one precision; anything else is one line."""
+    if isinstance(name, torch.dtype):
+        name = dtype_name(name)
+    if not isinstance(name, str):
+        raise UsageError(f"a precision is a name such as fp16 or a torch dtype, not {type(name).__name__}")
+    low = name.strip().lower().removeprefix("torch.")
+    low = ALIASES.get(low, low)
+    if low not in PRECISIONS:
+        raise UsageError(f"unknown precision {name!r}; known: {', '.join(PRECISIONS)} (or torch's names: "
+                         f"{', '.join(ALIASES)})")
+    return low
+
+
 def get(name: str) -> Precision:
-    try:
-        return PRECISIONS[name]
-    except KeyError:
-        raise UsageError(f"unknown precision {name!r}; known: {', '.join(PRECISIONS)}") from None
+    return PRECISIONS[canonical(name)]
 
 
 def effective(p: Precision, tolerances: Mapping[str, float] | None) -> Precision:

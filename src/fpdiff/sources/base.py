@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
+import sys
 from dataclasses import dataclass, field
 
 
@@ -33,3 +35,12 @@ def digest(*parts: bytes | str) -> str:
         h.update(p.encode() if isinstance(p, str) else p)
         h.update(b"\0")
     return h.hexdigest()[:20]
+
+
+def importable(name: str) -> bool:
+    """Whether a fresh process finds module `name` by name on its path: not `__main__` (a notebook, a script), nor a
+    module loaded from a file under a name no path finder knows (a spec)."""
+    top = name.split(".")[0]
+    if top == "__main__":
+        return False
+    return top in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(top) is not None

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.machinery
 import io
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from fpdiff.core.errors import UsageError
-from fpdiff.sources.base import Source, digest
+from fpdiff.sources.base import Source, digest, importable
 from fpdiff.sources.module import write_spec
 from fpdiff.sources.spec import import_spec, load_spec, module_name, quiet_imports
 
@@ -89,9 +88,7 @@ def op_modules(program: torch.export.ExportedProgram) -> tuple[str, ...]:
 def _importable(mod, name: str) -> str:
     """A module's name where a fresh process finds it by name on its path, else its file (a spec, a script)."""
     where = getattr(mod, "__file__", None)
-    top = name.split(".")[0]
-    by_name = top != "__main__" and importlib.machinery.PathFinder.find_spec(top) is not None
-    return name if by_name or not where else where
+    return name if importable(name) or not where else where
 
 
 def import_op_modules(requires: tuple[str, ...]) -> None:
