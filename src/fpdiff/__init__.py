@@ -9,6 +9,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time they load on first
     from fpdiff.api import (  # noqa: F401
         Cell,
         CheckResult,
+        FpdiffError,
         FuzzResult,
         LocateResult,
         OpsResult,
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # the names for type checkers; at run time they load on first
         RangesResult,
         Routes,
         RunOptions,
+        UsageError,
         apply_plan,
         assert_agrees,
         check,

@@ -18,13 +18,13 @@ from fpdiff.analysis import options as shared_options
 from fpdiff.analysis.check import CheckResult
 from fpdiff.analysis.options import RunOptions
 from fpdiff.backends.routes import Routes  # noqa: F401  (handed on: CORE)
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import FpdiffError, UsageError  # noqa: F401  (FpdiffError handed on: CORE)
 from fpdiff.core.precision import canonical
 from fpdiff.sources.examples import names as examples  # noqa: F401
 from fpdiff.testing import assert_agrees  # noqa: F401
 
 # the API's names that are not analyses (each analysis adds its function and the names it declares)
-CORE = ["assert_agrees", "examples", "rejudge", "Routes", "RunOptions"]
+CORE = ["assert_agrees", "examples", "rejudge", "Routes", "RunOptions", "FpdiffError", "UsageError"]
 
 
 def rejudge(report: str | Path | dict) -> CheckResult:
