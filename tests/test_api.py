@@ -98,7 +98,7 @@ def test_a_model_the_api_cannot_take_is_one_line(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_a_class_no_worker_can_import_travels_by_value(tmp_path, monkeypatch):
     """A class defined in a function (pickle cannot find it again by name), holding a closure: its code goes to the
-    workers with the module (a notebook cell's class, in __main__, is tests/test_notebook.py's)."""
+    workers with the module (a notebook cell's class, in __main__, is tests/test_notebook_kernel.py's)."""
     monkeypatch.chdir(tmp_path)
 
     def make(scale: float):
