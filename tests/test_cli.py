@@ -210,6 +210,8 @@ def test_examples_and_backends_list():
     # every built-in is installed with fpdiff: each must say available, not merely be listed
     builtins = ("torch", "inductor", "ort", "iree", "onnxref", "openvino")  # ipex lives in its own interpreter
     assert code == 0 and all(status.get(b) == "available" for b in builtins), out
+    if sys.platform != "darwin":  # Core ML converts here and predicts only on macOS: said, not "available" alone
+        assert status["coreml"].startswith("available; converts only: Core ML predicts on macOS"), out
 
 
 @pytest.mark.slow

@@ -183,8 +183,11 @@ def _backends(args, console) -> int:
     reg = registry(args.plugin)
     for name in reg.names():
         cls = reg.cls(name)
-        why = None if cls.route else reg.create(name).available()
-        state = f"routed to {cls.route.where}" if cls.route else "available" if not why else "unavailable: " + why
+        backend = None if cls.route else reg.create(name)
+        why = backend.available() if backend else None
+        reach = backend.reach() if backend and not why else None
+        state = f"routed to {cls.route.where}" if cls.route else "unavailable: " + why if why else \
+            f"available; {reach}" if reach else "available"
         console.print(f"{name:10s} {state}", highlight=False)
     return EXIT_OK
 

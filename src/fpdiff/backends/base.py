@@ -117,6 +117,11 @@ class Backend:
     origin: str = "built-in"  # set by the registry on the instance: entry point or plugin file
     route: ClassVar[Any] = None  # backends.routes.Route: the jobs run in another interpreter or on another host
 
+    def reach(self) -> str | None:
+        """Where an available backend stops short here (converts but cannot run, runs only files it is given): what
+        `fpdiff backends` says beside "available"; None when it does everything it can here."""
+        return None
+
     def available(self) -> str | None:
         """None when usable here, else why not (a missing package, no device)."""
         import importlib

@@ -128,6 +128,12 @@ class CoreMlBackend(Backend):
         found = importlib.util.find_spec("coremltools")
         return None if found else f"coremltools is not installed ({self.how_to_install()})"
 
+    def reach(self) -> str | None:
+        if sys.platform == "darwin":
+            return None
+        return ("converts only: Core ML predicts on macOS (`fpdiff worker --listen HOST:PORT` on a Mac, "
+                "--backend-host coreml=HOST:PORT here); the conversion's findings stand without it")
+
     def prepare_task(self, task: Task) -> Prepared:
         import coremltools as ct
         p = task.precision

@@ -420,6 +420,12 @@ class LiteRtBackend(Backend):
     extra = "litert"
     artifacts = (".tflite",)
 
+
+    def reach(self) -> str | None:
+        import importlib.util
+        if importlib.util.find_spec("litert_torch") is not None:
+            return None
+        return f"runs .tflite files here (--artifact litert=PATH); converting a torch model: {NEEDS_ENV}"
     def prepare_task(self, task: Task) -> Prepared:
         meaning = fp16_meaning(task.flags) or XNNPACK
         p = task.precision
