@@ -67,7 +67,7 @@ def test_a_model_defined_in_a_notebook_cell_goes_through_every_analysis(tmp_path
     outputs = [o for c in nb.cells for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     html = [o["data"]["text/html"] for o in outputs if "text/html" in o.get("data", {})]
-    assert html and "Net" in html[0]  # the check result shows as its report, titled by the class
+    assert html and "fpdiff check Net (a module held in Python: " in html[0]  # its report, titled by the class
     text = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     for kind in ("Locate", "Plan", "Ranges"):
         assert kind in text, text

@@ -34,7 +34,8 @@ class Result(ABC):
 
     def __repr__(self) -> str:
         """One line: the result's class, kind, model and its rows counted by status."""
-        head = f"<{type(self).__name__} {getattr(self, 'kind', '?')} {getattr(self, 'model', '?')}"
+        from fpdiff.sources.base import display_name
+        head = f"<{type(self).__name__} {getattr(self, 'kind', '?')} {display_name(str(getattr(self, 'model', '?')))}"
         try:
             rows = rows_of(self)
         except Exception:  # a repr never raises: the line without its counts

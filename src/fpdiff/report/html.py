@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 
 from fpdiff.core.status import CELL_STATUSES, FAILING, Status
+from fpdiff.sources.base import display_name
 
 NO_PLOTS = "plots need matplotlib: pip install 'fpdiff[html]'"
 LIMITS = {"fp16 max (65504)": 65504.0, "fp16 smallest normal (6.1e-5)": 6.103515625e-05,
@@ -62,7 +63,7 @@ FRAGMENT_STYLE = "".join(f"{_scope(selector)}{{{rules}}}" for selector, rules in
 def fragment(report: dict, body: Callable[[dict], str]) -> str:
     """An analysis's report for a notebook's output: its body without the page (no html, head or body, nothing to
     fetch, no script), its CSS scoped under FRAGMENT so it cannot restyle the notebook around it."""
-    title = f"fpdiff {report.get('kind', '')} {report.get('model', '')}"
+    title = f"fpdiff {report.get('kind', '')} {display_name(str(report.get('model', '')))}"
     inner = _scoped_svg(_own_classes(_no_headings(body(report))))
     return (f"<div class='{FRAGMENT}'><style>{FRAGMENT_STYLE}</style><div class='fpdiff-title'>{_e(title)}</div>"
             f"{inner}</div>")
@@ -95,7 +96,7 @@ def render(report: dict, body: Callable[[dict], str]) -> str:
     if not plots_available():
         print(f"fpdiff: HTML report without plots: {NO_PLOTS}", file=sys.stderr)
     kind = report.get("kind", "")
-    title = f"fpdiff {kind} {report.get('model', '')}"
+    title = f"fpdiff {kind} {display_name(str(report.get('model', '')))}"
     body = body(report)
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
             f"<style>{STYLE}</style></head><body><h1>{_e(title)}</h1>{body}</body></html>")

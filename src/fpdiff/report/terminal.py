@@ -13,6 +13,7 @@ from rich.table import Table
 
 from fpdiff.core.judge_status import OVERRULED, SUSPECT, UPHELD
 from fpdiff.core.status import FAILING, Status
+from fpdiff.sources.base import display_name
 
 
 def show(result, render: Callable[..., None], console: Console | None = None, **view) -> None:
@@ -55,8 +56,8 @@ def render(result, console: Console | None = None) -> None:
     rows: dict[tuple, dict] = {}
     for c in result.cells:
         rows.setdefault((c.backend, c.device, c.shape_variant), {})[c.precision] = c
-    table = Table(title=f"fpdiff check {result.model}  (rel L2 vs float64; judge: {result.reference['backend']} "
-                  "float64 on cpu)", show_lines=True)
+    table = Table(title=f"fpdiff check {display_name(result.model)}  (rel L2 vs float64; judge: "
+                  f"{result.reference['backend']} float64 on cpu)", show_lines=True)
     for col in ("backend", "device", "shapes"):
         table.add_column(col, style="bold" if col == "backend" else None)
     for p in precisions:

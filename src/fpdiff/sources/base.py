@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.machinery
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -44,3 +45,10 @@ def importable(name: str) -> bool:
     if top == "__main__":
         return False
     return top in sys.builtin_module_names or importlib.machinery.PathFinder.find_spec(top) is not None
+
+
+def display_name(label: str) -> str:
+    """A model's name as its user knows it: a module held in Python by its class, with the spec file it was written
+    as (sources/module.py: the label that commands and JSON keep); any other label as it is."""
+    m = re.fullmatch(r"(?:.*/)?modules/(\w+)-[0-9a-f]{12}/spec\.py", label.replace("\\", "/"))
+    return f"{m.group(1)} (a module held in Python: {label})" if m else label
