@@ -126,7 +126,7 @@ def test_the_api_forgives_what_people_type():
     assert given["progress"] is None
     with pytest.raises(UsageError, match="no option backend=; did you mean backends=") as e:
         fpdiff.check("example:tinycnn", backend="ort")
-    assert e.value.__cause__ is None and e.value.__suppress_context__
+    assert e.value.__cause__ is None and e.value.__suppress_context__ and isinstance(e.value, TypeError)
     with pytest.raises(UsageError, match="no option precison=; did you mean precisions="):
         fpdiff.check("example:tinycnn", precison="fp16")
     with pytest.raises(UsageError, match="unknown precision 'float17'.*torch's names"):

@@ -18,7 +18,7 @@ from fpdiff.analysis import options as shared_options
 from fpdiff.analysis.check import CheckResult
 from fpdiff.analysis.options import RunOptions
 from fpdiff.backends.routes import Routes  # noqa: F401  (handed on: CORE)
-from fpdiff.core.errors import FpdiffError, UsageError  # noqa: F401  (FpdiffError handed on: CORE)
+from fpdiff.core.errors import FpdiffError, UnknownOption, UsageError  # noqa: F401  (handed on: CORE)
 from fpdiff.core.precision import canonical
 from fpdiff.sources.examples import names as examples  # noqa: F401
 from fpdiff.testing import assert_agrees  # noqa: F401
@@ -65,7 +65,7 @@ def forgiven(name: str, signature: inspect.Signature, args: tuple, kwargs: dict[
     try:
         given = dict(signature.bind(*args, **kwargs).arguments)
     except TypeError as e:
-        raise UsageError(f"{name}: {_slip(str(e), kwargs, signature)}") from None
+        raise UnknownOption(f"{name}: {_slip(str(e), kwargs, signature)}") from None
     import torch
     for key, value in list(given.items()):
         if key in _LISTS and isinstance(value, str):

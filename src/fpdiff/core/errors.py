@@ -34,6 +34,11 @@ class UsageError(FpdiffError):
     """Bad command line or bad input (file, spec, npz, names): what the user gave, nothing else. Exit code 2."""
 
 
+class UnknownOption(UsageError, TypeError):
+    """A keyword an API function does not take: the user's error (exit 2 on the command line), and a TypeError, as
+    for any Python function called with a keyword it lacks."""
+
+
 class ReferenceFailed(FpdiffError):
     """The model's float64 reference did not run (an op without a float64 kernel, the model failing in eager), so
     nothing can be judged: exit 3, the code of a run that judged nothing."""
