@@ -30,6 +30,27 @@ def test_a_refusal_inside_an_expanded_function_names_the_models_op(tmp_path):
     assert next(c for c in r.cells if c.precision == "fp32").status == "pass"
 
 
+def test_a_refusal_of_a_node_the_optimizer_fused_names_the_models_ops(tmp_path):
+    """MatMul + Add -> Softmax at bf16: ORT fuses MatMul and Add into a Gemm ('/MatMulAddFusion') that has no
+    bfloat16 kernel. The refusal names MatMul+Add, which the model holds; Softmax's function (no Gemm in it) was
+    named before, with a remedy that keeps the wrong op in fp32."""
+    rng = np.random.default_rng(0)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["logits"]),
+         helper.make_node("Softmax", ["logits"], ["y"], axis=-1)], "head",
+        [helper.make_tensor_value_info("x", TP.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [4, 10])],
+        initializer=[numpy_helper.from_array(rng.standard_normal((16, 10)).astype(np.float32), "w"),
+                     numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "b")])
+    path = tmp_path / "head.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), str(path))
+    (cell,) = fpdiff.check(str(path), backends=["ort"], precisions=["bf16"]).cells
+    if cell.status == "pass":
+        pytest.skip("this ONNX Runtime runs a bfloat16 Gemm on the CPU")
+    assert cell.status == "unsupported" and "fused into Gemm by ONNX Runtime's graph optimizer" in cell.reason
+    assert [f.op for f in cell.findings if f.kind == "unsupported"] == ["MatMul+Add"], cell.findings
+
+
 def test_ops_inside_if_branches_are_counted_by_the_dtype_they_ran_in(tmp_path):
     """ORT's CPU runs the fp16 Convs inside an If's branches in fp32: the count sees the branches' ops, so the cell
     says how much of the model ran wider (before, only the top graph's Tanh was counted)."""

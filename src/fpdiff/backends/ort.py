@@ -61,6 +61,9 @@ def open_session(model: Path | Any, device: str, optimized: Path | None = None) 
     except OrtNotImplemented as e:
         m = _KERNEL_OP.search(str(e))
         op = f"{m['op']} (opset {m['version']})" if m else None
+        fused = _fused_by_ort(model, m["op"], str(e)) if m else None  # a node ORT's optimizer made
+        if fused is not None:
+            raise Unsupported(f"{fused[0]}: {' '.join(str(e).split())}", op=fused[1]) from e
         made = _expanded_from(model, m["op"], device) if m else None  # an op of a function ORT expanded
         if made is not None:
             raise Unsupported(f"{made}: {' '.join(str(e).split())}", op=made.split(" ")[0]) from e
@@ -81,6 +84,32 @@ def open_session(model: Path | Any, device: str, optimized: Path | None = None) 
 # ONNX Runtime's type error on a node it made itself (an empty node name): an op of the model with no kernel for the
 # dtype was expanded as its ONNX function, and an op of that body refuses the type (bf16 Clip becomes Where).
 _EXPANDED = re.compile(r"Type '(?P<type>[^']*)' of input parameter \([^)]*\) of operator \((?P<op>\w+)\) in node \(\)")
+
+
+_NODE_NAME = re.compile(r"node with name '(?P<name>[^']*)'")
+
+
+def _fused_by_ort(model: Path | Any, op: str, said: str) -> tuple[str, str] | None:
+    """Where the node without a kernel is one ONNX Runtime's graph optimizer made (a named node the model does not
+    hold: MatMul and Add fused into a Gemm named '/MatMulAddFusion'), what it says and the model's ops it fused (as
+    its name spells them); its function expansions leave the name empty (_expanded_from)."""
+    import onnx
+    found = _NODE_NAME.search(said)
+    if found is None or not found["name"]:
+        return None
+    m = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
+    nodes = _all_nodes(m.graph)
+    if found["name"] in {n.name for n in nodes}:
+        return None
+    maker = found["name"].rsplit("/", 1)[-1] or found["name"]
+    ops: list[tuple[int, int, str]] = []
+    for t in sorted({n.op_type for n in nodes}, key=len, reverse=True):  # the longest names first: MatMul, not Mul
+        i = maker.find(t)
+        if i >= 0 and not any(i < e and s < i + len(t) for s, e, _ in ops):
+            ops.append((i, i + len(t), t))
+    fused = "+".join(t for _, _, t in sorted(ops)) or op
+    return (f"{fused} fused into {op} by ONNX Runtime's graph optimizer ({maker}), with no kernel here for its "
+            "type", fused)
 
 
 def _expanded_from(model: Path | Any, op: str, device: str) -> str | None:
