@@ -71,3 +71,22 @@ def test_the_optimized_graph_is_written_apart_from_the_shared_cache(tmp_path):
                      cache_dir=str(cache))
     assert r.cells[0].status == "pass" and r.cells[0].op_dtypes, r.cells[0].reason  # the optimized graph was read
     assert sorted(p.name for p in cache.rglob("*.onnx") if ".ort-" in p.name) == []
+
+
+def test_only_a_node_named_after_a_fusion_is_read_as_fused():
+    """An inlined If branch renames the model's own Conv ('If_0_else_branch__Inline_0__/stft/Conv', silero-vad): that
+    refusal stays the model's Conv; a node named after a fusion names the ops it fused."""
+    from fpdiff.backends.ort import _fused_by_ort
+    conv = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="Conv_2")], "g",
+        [helper.make_tensor_value_info("x", TP.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, None)]))
+    said = "Could not find an implementation for Conv(22) node with name 'If_0_else_branch__Inline_0__/stft/Conv'"
+    assert _fused_by_ort(conv, "Conv", said) is None
+    assert _fused_by_ort(conv, "Conv", "Could not find an implementation for Conv(22) node with name 'Conv_2'") is None
+    head = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"]),
+         helper.make_node("Mul", ["y", "y"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TP.FLOAT, [1, 4])], [helper.make_tensor_value_info("z", TP.FLOAT, None)]))
+    said = "Could not find an implementation for Gemm(13) node with name '/MatMulAddFusion'"
+    assert _fused_by_ort(head, "Gemm", said)[1] == "MatMul+Add"  # MatMul's Mul is not the model's Mul

@@ -90,9 +90,9 @@ _NODE_NAME = re.compile(r"node with name '(?P<name>[^']*)'")
 
 
 def _fused_by_ort(model: Path | Any, op: str, said: str) -> tuple[str, str] | None:
-    """Where the node without a kernel is one ONNX Runtime's graph optimizer made (a named node the model does not
-    hold: MatMul and Add fused into a Gemm named '/MatMulAddFusion'), what it says and the model's ops it fused (as
-    its name spells them); its function expansions leave the name empty (_expanded_from)."""
+    """Where the node without a kernel is one ONNX Runtime's graph optimizer fused (a node the model does not hold,
+    named after the fusion: MatMul and Add fused into a Gemm named '/MatMulAddFusion'), what it says and the model's
+    ops it fused (as its name spells them); its function expansions leave the name empty (_expanded_from)."""
     import onnx
     found = _NODE_NAME.search(said)
     if found is None or not found["name"]:
@@ -102,6 +102,8 @@ def _fused_by_ort(model: Path | Any, op: str, said: str) -> tuple[str, str] | No
     if found["name"] in {n.name for n in nodes}:
         return None
     maker = found["name"].rsplit("/", 1)[-1] or found["name"]
+    if "Fusion" not in maker:  # ORT's fusions name their nodes after themselves; an inlined If branch renames the
+        return None            # model's own node ('If_0_else_branch__Inline_0__/stft/Conv'): that op is the model's
     ops: list[tuple[int, int, str]] = []
     for t in sorted({n.op_type for n in nodes}, key=len, reverse=True):  # the longest names first: MatMul, not Mul
         i = maker.find(t)
