@@ -181,3 +181,26 @@ def test_a_segment_calling_a_custom_op_loads_in_the_worker():
         assert v.status == Status.PASS, v.reason
     finally:
         b.close()
+
+
+def test_a_segment_torch_eager_cannot_run_on_float64_values_is_no_verdict_and_not_chased():
+    """T5 at bf16: a cut fed the float64 run's integers beside values computed at bf16 makes torch eager index out of
+    range where the whole model runs. That segment is unjudged (fpdiff's boundary), not a crash of locate, and the
+    bisection goes past it to the real failure."""
+    from fpdiff.analysis.locate.bisection import Unrunnable
+
+    class Cut(FakeBisector):
+        def _job(self, start, end):
+            raise Unrunnable("torch eager cannot run the segment at bf16 on the float64 run's values")
+
+    b = Cut(8, None)
+    v = Bisector.verdict(b, 2, 5)
+    assert v.status == Status.UNJUDGED and "float64 run's values" in v.reason
+    assert (2, 5) in b.asked
+
+    def judge(s, e):  # unrunnable cuts starting at 1..3; the whole graph's failure is op 5's
+        if 1 <= s <= 3:
+            return Status.UNJUDGED, "torch eager cannot run the segment"
+        return (Status.MISMATCH, "far over the baseline") if s <= 5 < e else (Status.PASS, "ok")
+    found = FakeBisector(8, judge).bisect()
+    assert found.end == 6 and found.start <= 5  # a hole in the starts can widen the answer; it still holds op 5

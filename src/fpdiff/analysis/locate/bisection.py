@@ -38,6 +38,10 @@ class SegmentVerdict:
     component: str | None = None
 
 
+class Unrunnable(Exception):
+    """A segment the baseline cannot run where the whole model runs: the cut fed it values the float64 run made."""
+
+
 # An op departs inside a failing segment when its error is over the mismatch factor times the baseline's and over
 # this many unit roundoffs: below ~8 roundoffs correct implementations differ by summation order alone
 # (LOCAL_FACTOR in locate/__init__.py, the same bound for one op's own error).
@@ -113,8 +117,14 @@ class Bisector:
             want = node.meta["val"].dtype if isinstance(node.meta.get("val"), torch.Tensor) else v.dtype
             ins.append(v.to(want) if v.is_floating_point() else v)
         expected = [_np(self.v64[n]) for n in out_names]
-        with torch.no_grad():
-            eager = [_np(t) for t in sub(*ins)]
+        try:
+            with torch.no_grad():
+                eager = [_np(t) for t in sub(*ins)]
+        except Exception as e:  # noqa: BLE001 - torch eager's own refusal of the cut: a boundary of fpdiff's making
+            raise Unrunnable(f"torch eager cannot run the segment at {self.p.name} on the float64 run's values "
+                             f"({type(e).__name__}: {' '.join(str(e).split())[:200]}): integers computed in float64 "
+                             f"meet ops computed at {self.p.name}; a boundary of the bisection's, not the backend's") \
+                from e
         program = torch.export.export(sub, tuple(ins), strict=False,
                                       dynamic_shapes=segments.dynamic_dims(self.gmp, in_names))
         return nodes, program, ins, in_names, expected, eager
@@ -137,7 +147,11 @@ class Bisector:
     def verdict(self, start: int, end: int) -> SegmentVerdict:
         if (start, end) in self.asked:
             return self.asked[(start, end)]
-        job, expected, eager, ops = self._job(start, end)
+        try:
+            job, expected, eager, ops = self._job(start, end)
+        except Unrunnable as e:  # no verdict on the backend: never a failing segment (fails), never the answer
+            self.asked[(start, end)] = SegmentVerdict(start, end, Status.UNJUDGED, str(e))
+            return self.asked[(start, end)]
         r = self.pool.run(job, self.timeout)
         if r.status != Status.OK:
             v = SegmentVerdict(start, end, r.status, r.message, ops, stage=r.stage, component=r.component)
