@@ -10,11 +10,6 @@ from fpdiff.core.compare import Metrics
 from fpdiff.core.status import Status
 
 
-def no_floor() -> None:
-    """A reference whose output floor is not known (a stored run that did not keep it)."""
-    return None
-
-
 def _metrics(rel_l2: float) -> Metrics:
     return Metrics(rel_l2, rel_l2, rel_l2, 1.0, 60.0, 1.0, 1.0, rel_l2, 0, 0, 1000)
 
@@ -28,14 +23,14 @@ def _cell(err: float, base: float, p: prec.Precision, reported: str) -> Cell:
 def test_a_bf16_cell_fifty_times_below_its_baseline_computed_wider():
     """OpenVINO's bf16 hint on a CPU without bf16 arithmetic: DistilBERT at 1.0e-4 against torch's 5.2e-3."""
     cell = _cell(1.0e-4, 5.2e-3, prec.BF16, "bfloat16")
-    f = _wider_by_numbers(cell, prec.BF16, _metrics(5.2e-3), no_floor)
+    f = _wider_by_numbers(cell, prec.BF16, _metrics(5.2e-3))
     assert f is not None and f.kind == "computed-wider" and "52x below" in f.message and "~14-bit" in f.message
     assert _dtype_by_numbers(cell, prec.BF16) == "bfloat16+float32 (by its numbers, ~14 bits; reported bfloat16)"
 
 
 def test_a_cell_that_ran_float32_is_read_as_float32():
     cell = _cell(1.0e-7, 7.1e-4, prec.FP16, "float16")
-    assert _wider_by_numbers(cell, prec.FP16, _metrics(7.1e-4), no_floor) is not None
+    assert _wider_by_numbers(cell, prec.FP16, _metrics(7.1e-4)) is not None
     assert _dtype_by_numbers(cell, prec.FP16).startswith("float32 (by its numbers; reported float16")
 
 
@@ -44,29 +39,16 @@ def test_fused_kernels_that_keep_float32_inside_are_not_wider(ratio):
     """inductor at fp16/bf16 on the corpus: 0.4x-1.1x torch eager's error, at most 2.5x below it."""
     base = 5.0e-3
     cell = _cell(base / ratio, base, prec.BF16, "bfloat16")
-    assert _wider_by_numbers(cell, prec.BF16, _metrics(base), no_floor) is None
+    assert _wider_by_numbers(cell, prec.BF16, _metrics(base)) is None
 
 
 def test_fp32_is_not_held_to_the_rule():
     """fp32's baseline error is mostly its inputs' rounding; computing it wider decides nothing."""
     cell = _cell(1.0e-9, 1.0e-7, prec.FP32, "float32")
-    assert _wider_by_numbers(cell, prec.FP32, _metrics(1.0e-7), no_floor) is None
+    assert _wider_by_numbers(cell, prec.FP32, _metrics(1.0e-7)) is None
 
 
 def test_a_baseline_without_error_says_nothing():
     cell = _cell(0.0, 0.0, prec.FP16, "float16")
-    assert _wider_by_numbers(cell, prec.FP16, _metrics(0.0), no_floor) is None
+    assert _wider_by_numbers(cell, prec.FP16, _metrics(0.0)) is None
 
-
-def test_below_a_baseline_the_model_does_not_survive_only_the_output_floor_says_wider():
-    """1000 tied logits: a bf16 evaluator breaks the tie (softmax error 2.9), IREE's bf16 keeps it and errs exactly
-    bf16's rounding of 0.001 (5.5e-4, the output floor): it computed bf16. OpenVINO's 4.7e-8 is below any bf16
-    output."""
-    floor = 5.49e-4
-    iree = _cell(5.49e-4, 2.91, prec.BF16, "bfloat16")
-    assert _wider_by_numbers(iree, prec.BF16, _metrics(2.91), lambda: floor) is None
-    assert _wider_by_numbers(iree, prec.BF16, _metrics(2.91), no_floor) is None  # unknown floor: nothing said
-    openvino = _cell(4.7e-8, 2.91, prec.BF16, "bfloat16")
-    assert _wider_by_numbers(openvino, prec.BF16, _metrics(2.91), lambda: floor) is not None
-    survives = _cell(5.49e-4, 2.0e-2, prec.BF16, "bfloat16")  # a baseline within tolerance: the ratio speaks alone
-    assert _wider_by_numbers(survives, prec.BF16, _metrics(2.0e-2), no_floor) is not None
