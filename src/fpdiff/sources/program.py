@@ -74,12 +74,13 @@ def read(path: str) -> torch.export.ExportedProgram:
                          f"{first})") from None
 
 
-def op_modules(program: torch.export.ExportedProgram) -> tuple[str, ...]:
+def op_modules(program: torch.export.ExportedProgram | torch.fx.GraphModule) -> tuple[str, ...]:
     """What must be imported before `program` can be loaded: torch.export.load refuses a program calling a custom op
     no import registered (a transformers MoE's grouped_mm_fallback). A module importable by name is its name; one
     loaded from a file (a spec) is its file."""
     from torch._library.custom_ops import OPDEFS
-    graphs = [m.graph for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
+    root = program.graph_module if isinstance(program, torch.export.ExportedProgram) else program
+    graphs = [m.graph for m in root.modules() if isinstance(m, torch.fx.GraphModule)]
     targets = {n.target for g in graphs for n in g.nodes if isinstance(n.target, torch._ops.OpOverload)}
     defining = {OPDEFS[t.name()]._init_fn.__module__ for t in targets if t.name() in OPDEFS}
     return tuple(sorted(_importable(sys.modules.get(name), name) for name in defining))

@@ -83,6 +83,7 @@ class Bisector:
         # same graph widened, so every node has its float64 value under its own name (segments.widen)
         self.gmp = (program or segments.export_at(module, inputs, p, variant, declared)).module()
         self.units = segments.units(self.gmp)
+        self.requires = op_modules(self.gmp)  # every segment's custom ops are the graph's: found once
         keep = None  # `only`: the one unit holding that node is all that will be asked (a culprit's repro)
         if only is not None:
             _, ins, outs = segments.cut(self.gmp, list(self.units[self.unit_of(only)]))
@@ -134,7 +135,7 @@ class Bisector:
         nodes, program, ins, in_names, expected, eager = self.segment(start, end)
         path = self.dir / f"segment-{start}-{end}.pt2"
         torch.export.save(program, str(path))
-        return (self._make_job(PROGRAM, path, ins, in_names, start, end, op_modules(program)), expected, eager,
+        return (self._make_job(PROGRAM, path, ins, in_names, start, end, self.requires), expected, eager,
                 [str(n.target) for n in nodes])
 
     def _make_job(self, kind: str, path: Path, ins: list, in_names: list[str], start: int, end: int,

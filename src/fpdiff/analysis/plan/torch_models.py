@@ -81,6 +81,7 @@ class TorchTrials(ProgramTrials):
         super().__init__(jobs, backend, prec.cast_inputs(inputs, prec.FP32), input_names, expected, tolerance,
                          [u.node for u in units_of(gm)])
         self.gm, self.p, self.here = gm, p, here
+        self.requires = op_modules(gm)  # a keep-set's program calls the custom ops of the model's graph: found once
         from fpdiff.model.weights import cast_is_large
         self.lazy = here is not None and jobs.device == "cpu" and cast_is_large(gm, p.dtype)  # eager trials here
 
@@ -135,7 +136,6 @@ class TorchTrials(ProgramTrials):
     def write(self, keep: frozenset[str], path: Path) -> None:
         program = torch.export.export(mixed.apply(self.gm, keep, self.p.dtype), self.inputs, strict=False)
         torch.export.save(program, str(path))
-        self.requires = op_modules(program)
 
     def export_onnx(self, keep, path: Path) -> None:
         """The keep-set's program as ONNX (fp32 in and out, casts at the plan's borders)."""
