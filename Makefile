@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint docs docs-build bench clean ipex-env litert-env
+.PHONY: install demo test test-fast lint docs docs-build hero support bench clean ipex-env litert-env
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,6 +46,21 @@ docs: install
 
 docs-build: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# the README's image: the docs build draws it anew each time (docs/hooks/build.py); this writes the repository's copy
+hero: install
+	$(BIN)/python -c "import runpy; open('docs/img/hero.svg', 'w').write(runpy.run_path('docs/hooks/build.py')['hero_svg']())"
+
+# the published op support table (support/: index.html, SUPPORT.md, support.json, which the docs build reads), made
+# again from the code of the day: the op sweep within SUPPORT_TIME (the cases not started are rows saying so; run
+# it again and it resumes from support/sweep.json), then publish with the rows linked to findings/
+SUPPORT_TIME ?= 60m
+SUPPORT_SWEEP := --catalog torch,onnx --variants sample --backends torch,inductor,ort,openvino,iree --precisions fp32,fp16,bf16
+support: install
+	$(BIN)/fpdiff ops $(SUPPORT_SWEEP) --time $(SUPPORT_TIME) --no-repro --no-store -q --json support/sweep.json \
+		$(if $(wildcard support/sweep.json),--resume support/sweep.json) || test $$? = 1
+	$(BIN)/fpdiff publish support/sweep.json --out support --findings findings \
+		--title "Op support on this stack: torch, ONNX Runtime, OpenVINO, IREE (CPU)"
 
 # benchmarks compare against Polygraphy and onnxconverter-common: installed here only, never dependencies of fpdiff
 bench: install

@@ -72,8 +72,14 @@ def _other_parsers(sub) -> None:
     pub.add_argument("tables", nargs="+", metavar="TABLE.json",
                      help="support tables (fpdiff ops --save) or ops reports (--json); of one sweep at two versions, "
                      "oldest first, the page says what the newer gained and lost")
-    pub.add_argument("--out", required=True, metavar="DIR", help="the folder to write index.html and SUPPORT.md in")
+    pub.add_argument("--out", required=True, metavar="DIR", help="the folder to write index.html, SUPPORT.md "
+                     "and support.json (the page's rows, which publish reads again) in")
     pub.add_argument("--title", metavar="T", help="the page's title (default: the sweeps' names)")
+    pub.add_argument("--findings", metavar="DIR", help="a folder of triaged reports (a subfolder each, with its "
+                     "finding.json): a row of their op and backend links its report, a failing row without one says "
+                     "'not triaged'")
+    pub.add_argument("--finding-url", metavar="URL", help="the link to a report, {folder} its subfolder (default: its "
+                     "REPORT.md, relative to --out)")
     c = sub.add_parser("cache", help="the compile cache: where it is, its size and limit (info), or empty it (clear)",
                        epilog="the limit: FPDIFF_CACHE_MAX, in bytes or with a suffix (500M, 4G), 0 or off for none; "
                        "past it a build evicts the least recently used entries")
@@ -349,7 +355,8 @@ def _report(args) -> int:
 def _publish(args) -> int:
     """fpdiff publish TABLE.json ... --out DIR: the page and the Markdown summary, and where they are."""
     from fpdiff.report.support_page import publish
-    for what, path in publish(args.tables, args.out, title=args.title).items():
+    for what, path in publish(args.tables, args.out, title=args.title, findings=args.findings,
+                              finding_url=args.finding_url).items():
         print(f"{what}: {path}")
     return EXIT_OK
 

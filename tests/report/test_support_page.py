@@ -90,7 +90,7 @@ def edited(src: Path, dst: Path, edit) -> Path:
 def test_the_page_lists_every_row_with_its_backend_version_error_and_a_search(sweep, tmp_path):
     _, report, r = sweep
     written = publish([report], tmp_path / "site")
-    assert set(written) == {"html", "markdown"} and all(p.is_file() for p in written.values())
+    assert set(written) == {"html", "markdown", "data"} and all(p.is_file() for p in written.values())
     page = parsed(written["html"])
     assert page.search, "no search box"
     got = {(row["data-backend"], row["data-precision"], row["data-status"], row["data-support"]) + (row["cells"][3],)
@@ -241,3 +241,102 @@ def test_an_exporters_failure_on_the_way_to_a_backend_is_counted_and_listed_as_t
     rows = {(r["data-backend"], r["cells"][3]): r["data-status"] for r in parsed(written["html"]).rows}
     assert rows[("ort", "nn.functional.interpolate.bilinear")] == "error of torch.onnx at onnx export"
     assert rows[("ort", "exp")] == "error" and rows[("ort", "resize_")] == "mismatch"
+
+
+def _report(tmp_path: Path, cells: list[dict], **extra) -> Path:
+    from fpdiff.analysis.ops.support import support_table
+    report = tmp_path / "ops.json"
+    report.write_text(json.dumps({"kind": "ops", "model": "ops: torch", "versions": {"cpu": "Some CPU (x86_64): AVX2"},
+                                  "cells": cells, "support_table": support_table(cells), **extra}))
+    return report
+
+
+def _finding(root: Path, folder: str, title: str, **meta) -> Path:
+    d = root / folder
+    d.mkdir(parents=True)
+    (d / "REPORT.md").write_text(f"# {title}\n\nbody\n")
+    (d / "finding.json").write_text(json.dumps({"id": folder.split("-x")[0], "kind": "bug", **meta}))
+    return d
+
+
+def test_a_failing_row_names_its_sample_and_reason_and_links_its_finding(tmp_path):
+    """The rows people decide from: why (the runtime's words, no worker's temporary folders), which sample, which
+    report; a failing row no report covers says 'not triaged', and the Markdown counts both."""
+    cells = [_cell("kthvalue", "iree", "error", case="kthvalue#0", description="x: f64[5, 5, 5], k=2",
+                   stage="compile", reason="iree-compile failed: /tmp/fpdiff-iree-abc/model.mlir:3: 'tm_tensor.topk' "
+                   "op region block must end"),
+             _cell("cdist", "openvino", "mismatch", case="cdist#1", description="p=0.0", reason="rel L2 1.0"),
+             _cell("abs", "openvino", "pass", case="abs#0", reason="rel L2 0 <= tolerance")]
+    findings = tmp_path / "findings"
+    _finding(findings, "ops-015-xa", "[iree] kthvalue fails to compile", component="iree", ops=["kthvalue"],
+             precisions=["fp32"])
+    _finding(findings, "ops-013-xb", "[openvino] cdist p=0", component="openvino", ops=["cdist"], precisions=["fp16"])
+    written = publish([_report(tmp_path, cells)], tmp_path / "site", findings=findings)
+    rows = {r["cells"][3]: r for r in parsed(written["html"]).rows}
+    kth = rows["kthvalue"]["cells"]
+    assert "kthvalue#0: x: f64[5, 5, 5], k=2" in kth[11]
+    assert kth[12].startswith("at compile: iree-compile failed: model.mlir:3") and "/tmp" not in kth[12], kth[12]
+    assert kth[13].strip() == "ops-015"
+    text = written["html"].read_text()
+    assert "href='../findings/ops-015-xa/REPORT.md'" in text and "title='[iree] kthvalue fails to compile'" in text
+    assert rows["cdist"]["cells"][13].strip() == "not triaged"  # its finding is of fp16, the row of fp32
+    assert rows["abs"]["cells"][12] == "" and rows["abs"]["cells"][13] == ""
+    md = written["markdown"].read_text()
+    assert "Failing rows (mismatch, error, crash, timeout): 2; 1 link a finding, 1 not triaged yet." in md
+    assert "`kthvalue` (ops-015)" in md and "Measured on: Some CPU (x86\\_64): AVX2." in md
+
+
+def test_ops_the_sweep_did_not_run_are_rows_that_say_why(tmp_path):
+    """An op left out by its catalog, or not started before the --time budget ran out, is a row saying so; an op
+    the sweep's --ops did not select is not a gap of the table."""
+    cells = [_cell("abs", "torch", "pass", case="abs#0")]
+    report = _report(tmp_path, cells, skipped=[{"catalog": "torch", "op": "sigmoid", "reason": "no sample"}],
+                     unrun=1, unrun_cases=[{"catalog": "torch", "op": "sin", "case": "sin#0"}],
+                     selection={"catalogs": ["torch"], "patterns": ["abs", "sigmoid", "sin", "cos"]})
+    written = publish([report], tmp_path / "site")
+    rows = {r["cells"][3]: r for r in parsed(written["html"]).rows}
+    assert set(rows) == {"abs", "sigmoid", "sin", "cos"}  # nothing else of the catalog
+    assert rows["sigmoid"]["data-status"] == "not run" and "left out: no sample" in rows["sigmoid"]["cells"][12]
+    assert "not started: the --time budget ran out first" in rows["sin"]["cells"][12]
+    assert "not started" in rows["cos"]["cells"][12]  # selected, no cell, and the budget ran out
+    assert rows["sin"]["data-backend"] == "all"
+    md = written["markdown"].read_text()
+    assert "Ops judged: 1; not run: 3 (2 not started, 1 left out; each a row on the page)." in md
+    assert ("torch", "fp32") in md_matrix(md, "ops") and ("all", "all") not in md_matrix(md, "ops")
+    text = written["html"].read_text()
+    assert "<h2>By op</h2>" in text and "not run: left out: no sample" in text
+
+
+def test_the_page_data_makes_the_same_page_again_with_other_links(tmp_path):
+    """support.json (what the docs build reads) gives the same rows; a findings folder's links are the caller's."""
+    cells = [_cell("kthvalue", "iree", "error", case="kthvalue#0", reason="no")]
+    findings = tmp_path / "findings"
+    _finding(findings, "ops-015-xa", "kth", component="iree", ops=["kthvalue"])
+    first = publish([_report(tmp_path, cells)], tmp_path / "a", findings=findings)
+    again = publish([first["data"]], tmp_path / "b", findings=findings, finding_url="../findings/{folder}/")
+    rows = [[r["cells"][:13] for r in parsed(w["html"]).rows] for w in (first, again)]
+    assert rows[0] == rows[1]
+    assert "href='../findings/ops-015-xa/'" in again["html"].read_text()
+    assert first["markdown"].read_text() == again["markdown"].read_text()
+
+
+def test_a_findings_folder_that_cannot_be_read_is_one_line(tmp_path, sweep):
+    _, report, _ = sweep
+    with pytest.raises(UsageError, match="not a folder of findings"):
+        publish([report], tmp_path / "site", findings=tmp_path / "none")
+    bad = tmp_path / "findings" / "ops-1"
+    bad.mkdir(parents=True)
+    (bad / "finding.json").write_text("{not json")
+    with pytest.raises(UsageError, match=r"ops-1/finding.json cannot be read"):
+        publish([report], tmp_path / "site", findings=tmp_path / "findings")
+    p = _cli(str(report), "--out", str(tmp_path / "x"), "--findings", str(tmp_path / "none"))
+    assert p.returncode == 2 and p.stderr.startswith("fpdiff: error: --findings") and "Traceback" not in p.stderr
+
+
+def test_every_finding_in_the_repository_reads_and_names_a_component_and_ops():
+    """findings/*/finding.json: what the published table links by; each names a title, a component and its ops."""
+    from fpdiff.report.findings import load
+    found = load(Path(__file__).resolve().parents[2] / "findings", "{folder}")
+    assert len(found) >= 30
+    assert all(f.title and f.component and f.ops for f in found)
+    assert len({f.id for f in found}) == len(found)

@@ -54,7 +54,48 @@ def distributions(modules: Iterable[str]) -> list[str]:
 
 
 def report_versions(modules: Iterable[str] | None = None) -> dict[str, str | None]:
-    """Python, fpdiff and its tools. `modules`: what the run's backends require (their distributions are listed,
-    and only those besides CORE); None: every tool fpdiff knows of."""
+    """Python, fpdiff and its tools, and the CPU. `modules`: what the run's backends require (their distributions
+    are listed, and only those besides CORE); None: every tool fpdiff knows of."""
     packages = TOOLS if modules is None else (*CORE, *distributions(modules))
-    return {"python": platform.python_version(), **versions(("fpdiff", *dict.fromkeys(packages)))}
+    return {"python": platform.python_version(), **versions(("fpdiff", *dict.fromkeys(packages))), "cpu": cpu()}
+
+
+# The instruction sets that decide what a CPU computes a narrow format in: OpenVINO's CPU plugin runs a bf16 or f16
+# hint natively only with them (and in f32 without), oneDNN and inductor pick kernels by them. /proc/cpuinfo's flag
+# -> the name a reader knows.
+ISA = {"avx2": "AVX2", "fma": "FMA", "f16c": "F16C", "avx512f": "AVX512F", "avx512_vnni": "AVX512-VNNI",
+       "avx512_bf16": "AVX512-BF16", "avx512_fp16": "AVX512-FP16", "amx_tile": "AMX", "amx_bf16": "AMX-BF16",
+       "amx_fp16": "AMX-FP16", "asimd": "NEON", "asimdhp": "NEON-FP16", "bf16": "BF16", "sve": "SVE"}
+
+
+@functools.cache
+def cpu() -> str:
+    """The CPU a result holds on: its model and the instruction sets of ISA it has and lacks ("AMD EPYC (x86_64):
+    AVX2, ..., AVX512-BF16; no AVX512-FP16, AMX"), since a narrow format's numbers can depend on them."""
+    model, flags = _cpuinfo()
+    arch = platform.machine() or "unknown"
+    if not flags:
+        return f"{model or platform.processor() or 'unknown CPU'} ({arch})"
+    x86 = arch.lower() in ("x86_64", "amd64", "i686", "i386")
+    known = [k for k in ISA if (k in ("avx2", "fma", "f16c") or k.startswith(("avx512", "amx"))) == x86]
+    has = [ISA[k] for k in known if k in flags]
+    lacks = [ISA[k] for k in known if k not in flags]
+    return f"{model or 'CPU'} ({arch}): {', '.join(has) or 'none of ' + ', '.join(ISA[k] for k in known)}" + (
+        f"; no {', '.join(lacks)}" if lacks and has else "")
+
+
+def _cpuinfo() -> tuple[str, set[str]]:
+    """The model name and the flags /proc/cpuinfo gives (Linux); ("", set()) elsewhere."""
+    try:
+        text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+    except OSError:
+        return "", set()
+    model, flags = "", set[str]()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key in ("model name", "hardware", "cpu model") and not model:
+            model = " ".join(value.split())
+        elif key in ("flags", "features") and not flags:
+            flags = set(value.split())
+    return model, flags

@@ -5,6 +5,7 @@ its version which ops it computes at each precision, in the runtime's own word, 
 one stack at different versions (an upgrade) also say what the newer gained and lost (store.diff_tables)."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import html
 import json
@@ -16,11 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpdiff.core.errors import UsageError
-from fpdiff.core.status import CELL_STATUSES, Status
+from fpdiff.core.status import CELL_STATUSES, FAILING, Status
 from fpdiff.report import store
 from fpdiff.report.html import STYLE
 
-INDEX, MARKDOWN = "index.html", "SUPPORT.md"
+INDEX, MARKDOWN, DATA = "index.html", "SUPPORT.md", "support.json"
+PAGE_KIND = "ops-support-page"  # the kind of DATA: the page's rows, which publish (and the docs build) reads again
+REASON_CHARS = 400  # a row's reason is cut there: a compiler's whole diagnostic would bury the table (the repro has it)
+NOT_RUN = "not run"  # the status of a catalog op the sweep judged no case of (its reason says why)
+ALL = "all"  # the backend and precision of a not-run row: no backend or precision ran it
 NOT_SAID = "-"  # a support state or status the table does not hold (a plain --save table has no status)
 SUPPORT_ONLY = ("a saved support table records support alone; publish the sweep's --json report for each row's "
                 "status and error against float64")
@@ -32,7 +37,8 @@ PAGE_STYLE = STYLE + """
 .controls{position:sticky;top:0;background:#fff;padding:8px 0;border-bottom:1px solid #ddd}
 .controls input,.controls select{font-size:14px;padding:3px 6px;margin-right:8px}#q{width:320px}
 td.num{text-align:right;font-family:ui-monospace,monospace;white-space:nowrap}td.detail{color:#555;font-size:12px}
-td.click{cursor:pointer}td.click:hover{outline:2px solid #1565c0}"""
+td.click{cursor:pointer}td.click:hover{outline:2px solid #1565c0}table.byop td.cell{min-width:54px;font-size:12px}
+.machine{background:#e3f2fd;padding:6px 10px;border-left:4px solid #1565c0}a.finding-link{margin-right:4px}"""
 # the search box and the filters: every row keeps its words in data-text and its facets in data-*
 SCRIPT = """(function(){
 var q=document.getElementById('q'),shown=document.getElementById('shown');
@@ -47,7 +53,7 @@ if(location.hash.indexOf('#q=')===0)q.value=decodeURIComponent(location.hash.sli
 q.addEventListener('input',function(){apply();history.replaceState(null,'','#q='+encodeURIComponent(q.value));});
 sel.forEach(function(s){s.addEventListener('change',apply);});
 document.querySelectorAll('td.click').forEach(function(td){td.addEventListener('click',function(){
- sel.forEach(function(s){s.value=td.dataset[s.dataset.facet]||'';});q.value='';apply();
+ sel.forEach(function(s){s.value=td.dataset[s.dataset.facet]||'';});q.value=td.dataset.q||'';apply();
  document.getElementById('ops').scrollIntoView();});});
 apply();})();"""
 
@@ -71,6 +77,9 @@ class Entry:
     cells: int | None = None  # the cases and shape variants it stands for (a saved table's row: not said)
     # whose failure the status is where not the backend's: an exporter on the way to it ("torch.onnx at onnx export")
     charged: str = ""
+    reason: str = ""  # why the row is not a pass, in the runtime's (or judge's) own words: its worst cell's reason
+    sample: str = ""  # what the worst cell ran: its case (the ONNX test case, the OpInfo sample), shapes, attributes
+    findings: list[dict] = field(default_factory=list)  # the findings/ reports on this op and backend: {id, title, url}
 
     @property
     def verdict(self) -> str:
@@ -88,6 +97,7 @@ class Table:
     versions: dict
     command: str | None
     entries: list[Entry] = field(default_factory=list)
+    source: bool = True  # read from a saved table or report (which an upgrade's diff reads), not from page data
 
     @property
     def judged(self) -> bool:
@@ -95,25 +105,69 @@ class Table:
         return any(e.status != NOT_SAID for e in self.entries)
 
 
-def publish(tables: Sequence[str | Path], out_dir: str | Path, title: str | None = None) -> dict[str, Path]:
+def publish(tables: Sequence[str | Path], out_dir: str | Path, title: str | None = None,
+            findings: str | Path | None = None, finding_url: str | None = None) -> dict[str, Path]:
     """Write DIR/index.html and DIR/SUPPORT.md from support tables or ops JSON reports; returns the written paths.
-    A file that is not one, or a folder that cannot be written, is a one-line UsageError."""
+    `findings`: a folder of triaged reports (one subfolder each, with a finding.json: findings.py) that rows of
+    their op and backend link to; `finding_url`: the link, '{folder}' standing for the report's subfolder (default:
+    its REPORT.md relative to DIR). A file that is not one, or a folder that cannot be written, is a one-line
+    UsageError."""
     if not tables:
         raise UsageError("publish needs at least one support table (fpdiff ops --save) or ops report (--json)")
-    loaded = [load(p, label) for p, label in zip(tables, _labels(tables))]
-    upgrades = [(a, b, store.diff_tables(a.path, b.path)) for a, b in _upgrades(loaded)]
+    loaded = [t for p, label in zip(tables, _labels(tables)) for t in load_any(p, label)]
+    if findings is not None:
+        from fpdiff.report import findings as triage
+        known = triage.load(findings, finding_url or triage.relative_url(findings, out_dir))
+        for t in loaded:
+            triage.link(t.entries, known)
+    upgrades = [(a, b, store.diff_tables(a.path, b.path)) for a, b in _upgrades(loaded) if a.source and b.source]
     title = title or "fpdiff op support: " + ", ".join(dict.fromkeys(t.model for t in loaded))
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise UsageError(f"cannot write the support page to {out_dir}: it is a file, not a folder")
-    written = {"html": out / INDEX, "markdown": out / MARKDOWN}
+    written = {"html": out / INDEX, "markdown": out / MARKDOWN, "data": out / DATA}
     try:
         out.mkdir(parents=True, exist_ok=True)
         written["html"].write_text(page(loaded, upgrades, title), encoding="utf-8")
         written["markdown"].write_text(markdown(loaded, upgrades, title), encoding="utf-8")
+        written["data"].write_text(page_data(loaded, title), encoding="utf-8")
     except OSError as e:
         raise UsageError(f"cannot write the support page to {out_dir}: {e.strerror or e}") from None
     return written
+
+
+def load_any(path: str | Path, label: str | None = None) -> list[Table]:
+    """The tables of a published page's data (DATA), else the one table of a saved table or ops report."""
+    from fpdiff.core.jsonfile import read
+    if str(path).endswith(".json") and Path(path).is_file():
+        try:
+            raw = read(path, "a support table")
+        except UsageError:
+            raw = None
+        if isinstance(raw, dict) and raw.get("kind") == PAGE_KIND:
+            return from_page_data(Path(path), raw)
+    return [load(path, label)]
+
+
+def page_data(tables: list[Table], title: str) -> str:
+    """The page's rows as JSON (DATA): what publish reads again to make the page anew, with other links (the docs
+    site's), without the sweep's whole report."""
+    out = {"kind": PAGE_KIND, "title": title, "tables": [
+        {"label": t.label, "model": t.model, "versions": t.versions, "command": t.command,
+         "entries": [{k: v for k, v in dataclasses.asdict(e).items() if k not in ("table", "findings")}
+                     for e in t.entries]} for t in tables]}
+    return json.dumps(out, separators=(",", ":"), default=str)
+
+
+def from_page_data(path: Path, raw: dict) -> list[Table]:
+    """The tables DATA holds (their findings linked again by the publish that reads them)."""
+    names = {f.name for f in dataclasses.fields(Entry)}
+    try:
+        return [Table(path, str(t["label"]), str(t["model"]), dict(t.get("versions") or {}), t.get("command"),
+                      [Entry(str(t["label"]), **{k: v for k, v in e.items() if k in names}) for e in t["entries"]],
+                      source=False) for t in raw["tables"]]
+    except (KeyError, TypeError) as e:
+        raise UsageError(f"{path}: a table of the page's data cannot be read ({type(e).__name__}: {e})") from None
 
 
 def load(path: str | Path, label: str | None = None) -> Table:
@@ -127,7 +181,39 @@ def load(path: str | Path, label: str | None = None) -> Table:
     cells = raw.get("cells") if raw.get("kind") == "ops" else None
     t.entries = from_cells(name, cells) if isinstance(cells, list) else [from_row(name, r) for r in table["rows"]]
     t.entries.sort(key=lambda e: (e.backend, e.precision, e.catalog, e.op, e.variant))
+    if isinstance(cells, list):
+        t.entries += not_run(name, raw, t.entries)
     return t
+
+
+def not_run(table: str, raw: dict, entries: list[Entry]) -> list[Entry]:
+    """The ops of the sweep's selection (its catalogs, its --ops) that no cell judged, one row each saying why: the
+    catalog left them out (its reason), or the --time budget ran out before their cases started. A reader must tell
+    "not run" from "works" and from "fails": an absent op says neither."""
+    from fpdiff.analysis.ops.case import matches
+    from fpdiff.analysis.ops.catalog import op_names
+    seen = {(e.catalog, e.op) for e in entries}
+    why: dict[tuple[str, str], str] = {}
+    for s in raw.get("skipped") or []:
+        if isinstance(s, dict):
+            why.setdefault((str(s.get("catalog")), str(s.get("op"))), f"left out: {s.get('reason') or 'no reason'}")
+    for u in raw.get("unrun_cases") or []:
+        if isinstance(u, dict):
+            why.setdefault((str(u.get("catalog")), str(u.get("op"))), "not started: the --time budget ran out first")
+    selection = raw.get("selection") or {}
+    patterns = selection.get("patterns")
+    late = ("not started: the --time budget ran out first" if raw.get("unrun") else
+            "no case of it was judged")
+    for catalog in selection.get("catalogs") or []:
+        try:
+            names = op_names(str(catalog))
+        except (UsageError, ImportError, KeyError):
+            continue  # a catalog this fpdiff does not have: its ops cannot be listed
+        for op in names:  # an op the sweep's --ops did not select is not a gap of the table: not listed
+            if patterns is None or matches(op, list(patterns)):
+                why.setdefault((str(catalog), op), late)
+    return [Entry(table, catalog, op, ALL_VARIANTS, ALL, ALL, status=NOT_RUN, reason=reason)
+            for (catalog, op), reason in sorted(why.items()) if (catalog, op) not in seen]
 
 
 def from_cells(table: str, cells: list[dict]) -> list[Entry]:
@@ -150,7 +236,31 @@ def _entry(table: str, key: tuple, group: list[dict]) -> Entry:
                  status=str(worst.get("status")), rel_l2=_worst(m.get("rel_l2") for m in metrics),
                  max_norm=_worst(m.get("max_norm") for m in metrics), tolerance=_tolerance(key[4]),
                  floor=_worst((c.get("baseline_metrics") or {}).get("rel_l2") for c in group), cells=len(group),
-                 charged=charged_to(worst))
+                 charged=charged_to(worst), reason=_reason(worst), sample=_sample(worst))
+
+
+def _reason(cell: dict) -> str:
+    """A cell's reason as a row says it: the stage it failed at and the words, cut at REASON_CHARS; '' for a pass."""
+    if str(cell.get("status")) == str(Status.PASS):
+        return ""
+    words = _no_dirs(" ".join(str(cell.get("reason") or "").split()))
+    words = words if len(words) <= REASON_CHARS else words[:REASON_CHARS - 3] + "..."
+    stage = cell.get("stage")
+    return f"at {stage}: {words}" if stage and words and not words.startswith(str(stage)) else words
+
+
+def _no_dirs(text: str) -> str:
+    """The words without the folders of the paths in them (a worker's temporary files: gone, and no reader's)."""
+    return re.sub(r"(?<![\w.~])/(?:[\w.+-]+/)+(?=[\w.+-])", "", text)
+
+
+def _sample(cell: dict) -> str:
+    """The case a cell ran and what makes it that case (shapes, dtypes, attributes), its shape variant if not
+    static: 'test_reduce_mean_keepdims: x float32[3, 2, 2], axes [1]'."""
+    desc = " ".join(str(cell.get("description") or "").split())
+    shape = cell.get("shape_variant")
+    text = f"{cell.get('case')}: {desc}" if desc else str(cell.get("case") or "")
+    return text + (f" ({shape} shapes)" if shape and shape != "static" else "")
 
 
 def charged_to(cell: dict) -> str:
@@ -269,10 +379,15 @@ def _tokens(name: str) -> set[str]:
 
 # ---- counts -------------------------------------------------------------------------------------------------------
 
+def judged(t: Table) -> list[Entry]:
+    """The rows a backend ran (the not-run rows stand apart: no backend or precision holds them)."""
+    return [e for e in t.entries if e.status != NOT_RUN]
+
+
 def matrix(t: Table) -> dict[tuple[str, str], Counter]:
     """(backend, precision) -> rows per status and per support state (a Counter over both words)."""
     out: dict[tuple[str, str], Counter] = {}
-    for e in t.entries:
+    for e in judged(t):
         n = out.setdefault((e.backend, e.precision), Counter())
         n[e.verdict] += 1
         n[e.support] += 1
@@ -281,8 +396,8 @@ def matrix(t: Table) -> dict[tuple[str, str], Counter]:
 
 def _columns(t: Table) -> tuple[list[str], list[str]]:
     """The statuses and the support states the table has, in their own order (not recorded last)."""
-    statuses = {e.verdict for e in t.entries}
-    states = {e.support for e in t.entries}
+    statuses = {e.verdict for e in judged(t)}
+    states = {e.support for e in judged(t)}
     known = [str(s) for s in CELL_STATUSES]
     return ([s for s in known if s in statuses] + sorted(statuses - set(known) - {NOT_SAID})
             + ([NOT_SAID] if NOT_SAID in statuses else []),
@@ -293,7 +408,7 @@ def gaps(t: Table, backend: str) -> dict[str, list[Entry]]:
     """A backend's rows that are not native or do not pass, by 'precision state' (support or status; an exporter's
     failure on the way to it under its own words, apart from the backend's)."""
     out: dict[str, list[Entry]] = {}
-    for e in t.entries:
+    for e in judged(t):
         if e.backend != backend:
             continue
         if e.support != "native":
@@ -321,8 +436,30 @@ def _status_colour(status: str) -> str:
         return "#fff"
 
 
+EMBED = "fpdiff-support"  # the class an embedded page's CSS is scoped under (a documentation site's own page)
+# the page's own rules that an embedding site keeps for itself (its fonts, margins, headings, table borders)
+SITE_OWNS = ("body", "h1", "h2", "table", "td,th", "th")
+
+
+def embed(tables: list[Table], title: str) -> str:
+    """The page's body for another site's page (the documentation's): no html, head or title, its CSS scoped under
+    EMBED, the rows table left out of that site's own search index (the page's search box filters it)."""
+    rules = [r for r in PAGE_STYLE.replace("\n", "").split("}") if "{" in r]
+    style = "".join(f"{','.join(f'.{EMBED} {x.strip()}' for x in sel.split(','))}{{{body}}}"
+                    for sel, body in (r.split("{", 1) for r in rules) if sel.strip() not in SITE_OWNS)
+    inner = _body(tables, []).replace("<table id='ops'>", "<table id='ops' data-search-exclude>")
+    return f"<div class='{EMBED}'><style>{style}</style>{inner}<script>{SCRIPT}</script></div>"
+
+
 def page(tables: list[Table], upgrades: list[tuple[Table, Table, dict]], title: str) -> str:
     """The whole page: stacks and versions, the summary matrices, upgrades, then every row, searchable."""
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{PAGE_STYLE}</style></head><body><h1>{_e(title)}</h1>{_body(tables, upgrades)}"
+            f"<script>{SCRIPT}</script></body></html>")
+
+
+def _body(tables: list[Table], upgrades: list[tuple[Table, Table, dict]]) -> str:
+    """What the page says below its title."""
     rows = sum(len(t.entries) for t in tables)
     intro = (f"<p>{rows} rows (op x variant x backend x precision) from {len(tables)} "
              f"{'table' if len(tables) == 1 else 'tables'}. Support is the runtime's own word: "
@@ -330,16 +467,16 @@ def page(tables: list[Table], upgrades: list[tuple[Table, Table, dict]], title: 
              "<b>not-implemented</b> (it refused). Status and error are check's verdict against float64; a row "
              "stands for its worst case. A failure of the exporter on the way to a backend (<b>error of torch.onnx at "
              "onnx export</b>: its graph raised, or computes another function than the torch program) is the "
-             "exporter's, counted apart from the backend's own. Click a count to list its rows.</p>")
+             "exporter's, counted apart from the backend's own. Click a count to list its rows. <b>not run</b>: no "
+             "case of the op was judged (the row says why); it says nothing of whether the op works.</p>")
     legend = "<p class='legend'>" + "".join(f"<span style='background:{s.colour}'>{_e(s)}</span>"
                                             for s in CELL_STATUSES) + "</p>"
-    body = [intro, legend, _stacks_html(tables)]
+    body = [intro, legend, *_machines_html(tables), _stacks_html(tables)]
     body += [_matrix_html(t, len(tables) > 1) for t in tables]
     body += [_upgrade_html(a, b, d) for a, b, d in upgrades]
+    body += [_by_op_html(t, len(tables) > 1) for t in tables]
     body.append(_rows_html(tables))
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<style>{PAGE_STYLE}</style></head><body><h1>{_e(title)}</h1>{''.join(body)}"
-            f"<script>{SCRIPT}</script></body></html>")
+    return "".join(body)
 
 
 def _stacks_html(tables: list[Table]) -> str:
@@ -406,7 +543,8 @@ def _select(facet: str, label: str, values: list[str]) -> str:
 def _rows_html(tables: list[Table]) -> str:
     """Every row, with the search box and the filters over them."""
     entries = [e for t in tables for e in t.entries]
-    versions = {(t.label, b): backend_version(b, t.versions) for t in tables for b in {e.backend for e in t.entries}}
+    versions = {(t.label, b): backend_version(b, t.versions) if b != ALL else "" for t in tables
+                for b in {e.backend for e in t.entries}}
     facets = [("backend", "backend"), ("precision", "precision"), ("status", "status"), ("support", "support")]
     if len(tables) > 1:
         facets.insert(0, ("table", "table"))
@@ -417,7 +555,8 @@ def _rows_html(tables: list[Table]) -> str:
     floors = any(e.floor is not None for e in entries)
     head = (f"<tr>{table_head}<th>backend</th><th>precision</th><th>catalog</th><th>op</th><th>variant</th>"
             "<th>support</th><th>status</th><th>rel L2 (worst)</th><th>worst element</th><th>tolerance</th>"
-            f"{'<th>floor (baseline rel L2)</th>' if floors else ''}<th>cases</th><th>the runtime's words</th></tr>")
+            f"{'<th>floor (baseline rel L2)</th>' if floors else ''}<th>cases</th><th>sample (the worst case)</th>"
+            "<th>why: the runtime's words</th><th>finding</th></tr>")
     body = "".join(_row_html(e, versions[(e.table, e.backend)], len(tables) > 1, floors) for e in entries)
     return f"<h2>Ops</h2>{controls}<table id='ops'><thead>{head}</thead><tbody>{body}</tbody></table>"
 
@@ -428,7 +567,8 @@ def _facet(e: Entry, facet: str) -> str:
 
 
 def _row_html(e: Entry, version: str, named: bool, floors: bool) -> str:
-    words = " ".join((e.table, e.catalog, e.op, e.variant, e.backend, version, e.precision, e.support, e.verdict))
+    words = " ".join((e.table, e.catalog, e.op, e.variant, e.backend, version, e.precision, e.support, e.verdict,
+                      e.sample, e.reason, *(f["id"] for f in e.findings)))
     data = (f"data-table='{_e(e.table)}' data-backend='{_e(e.backend)}' data-precision='{_e(e.precision)}' "
             f"data-status='{_e(e.verdict)}' data-support='{_e(e.support)}' data-text='{_e(words.lower())}'")
     table = f"<td>{_e(e.table)}</td>" if named else ""
@@ -438,7 +578,90 @@ def _row_html(e: Entry, version: str, named: bool, floors: bool) -> str:
             f"<td style='background:{_status_colour(e.status)}'>{_e(e.verdict)}</td>"
             f"<td class='num'>{_fmt(e.rel_l2)}</td><td class='num'>{_fmt(e.max_norm)}</td>"
             f"<td class='num'>{_fmt(e.tolerance)}</td>{f'<td class=num>{_fmt(e.floor)}</td>' if floors else ''}"
-            f"<td class='num'>{e.cells or '-'}</td><td class='detail'>{_e(e.detail)}</td></tr>")
+            f"<td class='num'>{e.cells or '-'}</td><td class='detail'>{_e(e.sample)}</td>"
+            f"<td class='detail'>{_why_html(e)}</td><td>{_findings_html(e)}</td></tr>")
+
+
+def _why_html(e: Entry) -> str:
+    """The reason a row is not a pass, then the runtime's word on its support (kernels, the dtype it ran)."""
+    parts = [_e(e.reason)] if e.reason else []
+    if e.detail and e.detail != e.reason:
+        parts.append(f"<span class='muted'>{_e(e.detail)}</span>")
+    return "<br>".join(parts)
+
+
+def _findings_html(e: Entry) -> str:
+    """Links to the reports on the row's op and backend; 'not triaged' for a failing row that has none."""
+    if e.findings:
+        return " ".join(f"<a class='finding-link' href='{_e(f['url'])}' title='{_e(f['title'])}'>{_e(f['id'])}</a>"
+                        for f in e.findings)
+    return "<span class='muted'>not triaged</span>" if untriaged(e) else ""
+
+
+FAILING_WORDS = {str(x) for x in FAILING}
+
+
+def untriaged(e: Entry) -> bool:
+    """A failing row (mismatch, error, crash, timeout) that no finding covers."""
+    return not e.findings and e.status in FAILING_WORDS
+
+
+def _machines_html(tables: list[Table]) -> list[str]:
+    """The CPU each table was measured on, first: a narrow format's numbers can depend on its instruction sets."""
+    cpus = list(dict.fromkeys(str(t.versions.get("cpu")) for t in tables if t.versions.get("cpu")))
+    if not cpus:
+        return ["<p class='machine'><b>Measured on</b>: a CPU the table does not record. OpenVINO computes bf16 and "
+                "fp16 in f32 without AVX512-BF16/AMX or AVX512-FP16/AMX-FP16, so its rows hold for that CPU kind only."
+                "</p>"]
+    return [f"<p class='machine'><b>Measured on</b>: {_e(c)}. OpenVINO's bf16 and fp16 rows hold for a CPU with "
+            "these instruction sets only: without AVX512-BF16/AMX it computes a bf16 hint in f32, without "
+            "AVX512-FP16/AMX-FP16 an f16 one.</p>" for c in cpus]
+
+
+STATUS_SHORT = {"pass": "ok", "precision-loss": "loss", "mismatch": "MISMATCH", "unsupported": "unsup",
+                "error": "error", "unjudged": "unjudged", "crash": "crash", "timeout": "timeout"}
+
+
+def _by_op_html(t: Table, named: bool) -> str:
+    """One row per op: its status on every backend and precision (its variants' worst), its findings; a not-run op
+    says why across the row. Click a cell to list its rows below."""
+    columns = sorted({(e.backend, e.precision) for e in judged(t)})
+    worst: dict[tuple, Entry] = {}
+    found: dict[tuple, dict] = {}
+    for e in t.entries:
+        key = (e.catalog, e.op)
+        cell = worst.get((*key, e.backend, e.precision))
+        if cell is None or (_status_rank(e.status), e.rel_l2 or 0) > (_status_rank(cell.status), cell.rel_l2 or 0):
+            worst[(*key, e.backend, e.precision)] = e
+        for f in e.findings:
+            found.setdefault(key, {})[f["id"]] = f
+    ops = sorted({(e.catalog, e.op) for e in t.entries})
+    head = "".join(f"<th>{_e(b)}<br>{_e(p)}</th>" for b, p in columns)
+    rows = []
+    for catalog, op in ops:
+        gone = worst.get((catalog, op, ALL, ALL))
+        if gone is not None:
+            tds = f"<td colspan='{len(columns)}' class='detail'>not run: {_e(gone.reason)}</td>"
+        else:
+            tds = "".join(_op_cell(worst.get((catalog, op, b, p)), t.label) for b, p in columns)
+        links = " ".join(f"<a class='finding-link' href='{_e(f['url'])}' title='{_e(f['title'])}'>{_e(f['id'])}</a>"
+                         for f in found.get((catalog, op), {}).values())
+        rows.append(f"<tr data-op='{_e(op.lower())}'><td>{_e(catalog)}</td><td>{_e(op)}</td>{tds}<td>{links}</td></tr>")
+    name = f": {_e(t.label)}" if named else ""
+    return (f"<h2>By op{name}</h2><p class='muted'>An op's status on each backend and precision, the worst of its "
+            "variants and cases; hover for its error and reason, click to list its rows.</p>"
+            f"<table class='byop'><thead><tr><th>catalog</th><th>op</th>{head}<th>findings</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _op_cell(e: Entry | None, table: str) -> str:
+    if e is None:
+        return "<td class='cell muted'>-</td>"
+    tip = " ".join(x for x in (e.verdict, f"rel L2 {_fmt(e.rel_l2)}" if e.rel_l2 is not None else "", e.reason) if x)
+    data = (f"data-table='{_e(table)}' data-backend='{_e(e.backend)}' data-precision='{_e(e.precision)}' "
+            f"data-q='{_e(e.op.lower())}'")
+    return (f"<td class='cell click' style='background:{_status_colour(e.status)}' title='{_e(tip)}' {data}>"
+            f"{_e(STATUS_SHORT.get(e.status, e.status))}{'*' if e.charged else ''}</td>")
 
 
 # ---- Markdown -----------------------------------------------------------------------------------------------------
@@ -469,7 +692,7 @@ def _table_md(t: Table) -> list[str]:
            *([f"Made by: {_code(t.command)}", ""] if t.command else []),
            *([f"Status and error: none ({SUPPORT_ONLY}).", ""] if not t.judged else []),
            "Versions: " + (", ".join(f"{_md(k)} {_md(v)}" for k, v in t.versions.items() if v) or "not recorded"),
-           "", *matrix_md(t), ""]
+           "", *coverage_md(t), "", *matrix_md(t), ""]
     variants = Counter((e.catalog, e.op, e.backend, e.precision) for e in t.entries)
     for backend in sorted({e.backend for e in t.entries}):
         found = gaps(t, backend)
@@ -483,6 +706,23 @@ def _table_md(t: Table) -> list[str]:
     return out
 
 
+def coverage_md(t: Table) -> list[str]:
+    """What the table says and does not: the CPU, the ops judged and not run (why), the failing rows triaged."""
+    cpu = t.versions.get("cpu")
+    out = [f"Measured on: {_md(cpu)}." if cpu else "Measured on: a CPU the table does not record."]
+    ran = {(e.catalog, e.op) for e in judged(t)}
+    gone = Counter(e.reason.split(":")[0] for e in t.entries if e.status == NOT_RUN)
+    if gone:
+        out.append(f"Ops judged: {len(ran)}; not run: {sum(gone.values())} ("
+                   + ", ".join(f"{n} {_md(why)}" for why, n in gone.most_common()) + "; each a row on the page).")
+    failing = [e for e in judged(t) if e.status in FAILING_WORDS]
+    if failing:
+        bad = sum(untriaged(e) for e in failing)
+        out.append(f"Failing rows (mismatch, error, crash, timeout): {len(failing)}; {len(failing) - bad} link a "
+                   f"finding, {bad} not triaged yet.")
+    return [line for ln in out for line in (ln, "")][:-1]
+
+
 def _code(text: str) -> str:
     """A name as inline code (nothing in it read as markup), or escaped where it holds a backtick."""
     return _md(text) if "`" in text else f"`{' '.join(text.split())}`"
@@ -492,10 +732,12 @@ def compact(rows: list[Entry], variants: Counter) -> str:
     """Ops by name, each once: an op all of whose variants (`variants`: rows per catalog, op, backend, precision)
     are in `rows` bare, the others with the variants that are: `Erf [tiny]`."""
     by_op: dict[tuple, list[str]] = {}
+    ids: dict[tuple, dict[str, None]] = {}
     for e in rows:
         by_op.setdefault((e.catalog, e.op, e.backend, e.precision), []).append(e.variant)
+        ids.setdefault((e.catalog, e.op, e.backend, e.precision), {}).update(dict.fromkeys(f["id"] for f in e.findings))
     names = [_code(key[1] if len(found) >= variants[key] else f"{key[1]} [{', '.join(found)}]")
-             for key, found in by_op.items()]
+             + (f" ({', '.join(ids[key])})" if ids[key] else "") for key, found in by_op.items()]
     return f"{len(by_op)} {'op' if len(by_op) == 1 else 'ops'}: " + ", ".join(names)
 
 

@@ -193,7 +193,9 @@ def _result(cases: list[Case], outcomes: list[CaseOutcome], skipped: list[dict],
     skipped = skipped + [{"catalog": by_id[o.case_id].catalog, "op": by_id[o.case_id].op, "case": o.case_id,
                           "reason": o.skipped} for o in outcomes if o.skipped]
     modules = [m for b in config.backends for m in reg.cls(b).requires]
-    return OpsResult(cells=cells, skipped=skipped, unrun=sum(o.unrun for o in outcomes),
+    unrun = [{"catalog": by_id[o.case_id].catalog, "op": by_id[o.case_id].op, "case": o.case_id}
+             for o in outcomes if o.unrun]
+    return OpsResult(cells=cells, skipped=skipped, unrun=len(unrun), unrun_cases=unrun,
                      versions=report_versions(modules),
                      duration_s=duration, judge_disagreements=[o.disagreement for o in outcomes if o.disagreement],
                      repro_check=_repro_share(cells), reports=_upstream_reports(cells, report_versions(modules)),

@@ -28,6 +28,7 @@ class OpsResult(Result):
     cells: list[OpsCell] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)  # catalog entries not run: {"catalog", "op", "reason"}
     unrun: int = 0  # cases not started: the --time budget ran out first
+    unrun_cases: list[dict] = field(default_factory=list)  # which: {"catalog", "op", "case"} (the page's "not run")
     versions: dict = field(default_factory=dict)
     duration_s: float = 0.0
     # ONNX cases whose catalog-expected output disagrees with the float64 judge: {"case", "op", "rel_l2", "detail"}
@@ -132,7 +133,8 @@ class OpsResult(Result):
                 "versions": self.versions, "duration_s": round(self.duration_s, 3),
                 "cells": [c.as_dict() for c in self.cells], "summary": self.summary(),
                 "by_backend": self.by_backend(), "matrix": self.matrix(), "skipped": list(self.skipped),
-                "unrun": self.unrun, "judge_disagreements": list(self.judge_disagreements),
+                "unrun": self.unrun, "unrun_cases": list(self.unrun_cases),
+                "judge_disagreements": list(self.judge_disagreements),
                 "repro_check": dict(self.repro_check), "reports": list(self.reports),
                 "support_table": self.support_table(), "next": self.next_steps(), "selection": dict(self.selection),
                 "resumed": self.resumed, "programs": dict(self.programs), "mixed_only": self.mixed_only()}
