@@ -20,6 +20,7 @@ The option check reads README.md too, and the README must link every page by its
 """
 from __future__ import annotations
 
+import html
 import os
 import re
 import shutil
@@ -179,19 +180,98 @@ def runnable() -> list:
     return params
 
 
-def test_site_builds_strict_without_warnings(tmp_path):
-    """How CI builds the docs: a broken link, a missing page or snippet, a nav entry without a file all fail here."""
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as CI builds it (`mkdocs build --strict`), once: its hooks run a live check for the hero image."""
     import importlib.util
     assert importlib.util.find_spec("mkdocs") and importlib.util.find_spec("material"), \
         "the docs tools are missing: pip install -c constraints.txt -e '.[docs]' (make install does)"
+    out = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     said = r.stdout + r.stderr
     assert r.returncode == 0, said[-4000:]
     warnings = [line for line in said.splitlines() if re.match(r"\s*(WARNING|ERROR)\b", line)]
     assert not warnings, "\n".join(warnings)
-    assert (tmp_path / "site" / "index.html").is_file()
+    return out
+
+
+@pytest.mark.slow
+def test_site_builds_strict_without_warnings(site):
+    """How CI builds the docs: a broken link, a missing page or snippet, a nav entry without a file all fail here."""
+    assert (site / "index.html").is_file()
+
+
+def _finding_folders() -> list[Path]:
+    return sorted(d for d in (REPO / "findings").iterdir() if (d / "REPORT.md").is_file())
+
+
+@pytest.mark.slow
+def test_the_site_has_the_support_page_and_a_page_per_finding(site):
+    """The op support page and every triaged report are pages of the site (in its search index), not only files of
+    the repository; each finding's page holds its report's title and its minimal repro."""
+    page = (site / "support" / "index.html").read_text()
+    assert "<h1 id=\"op-support\">Op support" in page and "data-search-exclude" in page and "id='q'" in page
+    index = (site / "search" / "search_index.json").read_text()
+    assert '"location":"support/"' in index and '"location":"findings/"' in index
+    for d in _finding_folders():
+        words = _words((site / "findings" / d.name / "index.html").read_text())
+        assert _title(d) in words, d.name
+        if (d / "repro.py").is_file():
+            assert "repro.py" in words and "sys.exit" in words, d.name
+
+
+def _words(page: str) -> str:
+    """A page's text as a reader sees it: no tags, entities read."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def _title(folder: Path) -> str:
+    """A report's title as its page shows it (inline code marks dropped)."""
+    return (folder / "REPORT.md").read_text().splitlines()[0].lstrip("# ").strip().replace("`", "")
+
+
+@pytest.mark.slow
+def test_the_hero_image_is_drawn_by_the_build_from_this_install(site):
+    """The hero is a live check's terminal grid as SVG text (readable at any size), naming this install's versions
+    and CPU; the repository's copy (the README's) names them too, or `make hero` is due."""
+    import torch
+
+    from fpdiff.core.versions import cpu
+    for svg in (site / "img" / "hero.svg", DOCS / "img" / "hero.svg"):
+        text = svg.read_text()
+        words = html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\u00a0", " ")
+        assert "fpdiff check example:tinycnn" in words and "pass" in words, svg
+        assert f"torch {torch.__version__}" in words and cpu().split(":")[0] in words, f"{svg}: stale, run make hero"
+
+
+@pytest.mark.slow
+def test_the_support_page_in_the_site_searches_and_links_a_finding(site):
+    """In a real browser: the site's support page opens with a search in its address, shows only matching rows,
+    and a row's finding link leads to that finding's page in the site."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("headless", REPO / "tests" / "report" / "headless.py")
+    headless = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(headless)
+    exe = headless.chromium()
+    page = site / "support" / "index.html"
+    linked = re.findall(r"<tr [^>]*data-text='([^']*)'[^>]*>.*?<a class='finding-link' href='([^']+)'",
+                        page.read_text())
+    assert linked, "no row of the support page links a finding"
+    words, href = linked[0]
+    op = words.split()[2]  # data-text: table, catalog, op, ...
+    dom = subprocess.run([exe, *headless.FLAGS, "--window-size=1400,900", "--dump-dom", f"{page.as_uri()}#q={op}"],
+                         capture_output=True, text=True, timeout=120)
+    assert not headless.console_errors(dom.stderr), headless.console_errors(dom.stderr)
+    rows = re.findall(r"<tr ([^>]*data-text=\"[^\"]*\"[^>]*)>", dom.stdout)
+    shown = [r for r in rows if " hidden" not in r]
+    assert rows and shown and len(shown) < len(rows) and all(op in r for r in shown), (op, len(shown), len(rows))
+    assert f"{len(shown)} of {len(rows)} rows shown" in dom.stdout
+    target = (page.parent / href).resolve() / "index.html"
+    opened = subprocess.run([exe, *headless.FLAGS, "--dump-dom", target.as_uri()], capture_output=True, text=True,
+                            timeout=120)
+    assert _title(REPO / "findings" / Path(href).name) in _words(opened.stdout), (href, opened.stdout[:500])
 
 
 def test_every_marker_governs_a_block():
