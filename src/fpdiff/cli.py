@@ -287,7 +287,7 @@ def _finish(args, console, result, view: dict | None = None, own_files: Callable
     if own_files:
         own_files()
     if args.json:
-        _write_json(args.json, result.as_dict())
+        _write_json(args.json, {**result.as_dict(), "command": command_line()})
         console.print(f"JSON report: {'stdout' if _json_to_stdout(args) else args.json}", highlight=False)
     if getattr(args, "junit", None):
         _write_junit(args, console, result)
@@ -299,6 +299,12 @@ def _finish(args, console, result, view: dict | None = None, own_files: Callable
     if hasattr(args, "no_store") and not args.no_store:
         _store(args, console, result, code)
     return code
+
+
+def command_line() -> str:
+    """The command as typed, quoted so it runs again (a report records what made it: a published table shows it)."""
+    import shlex
+    return "fpdiff " + shlex.join(sys.argv[1:])
 
 
 def _write_json(path: str, data: dict) -> None:
