@@ -279,7 +279,9 @@ def test_a_failing_row_names_its_sample_and_reason_and_links_its_finding(tmp_pat
     assert kth[13].strip() == "ops-015"
     text = written["html"].read_text()
     assert "href='../findings/ops-015-xa/REPORT.md'" in text and "title='[iree] kthvalue fails to compile'" in text
-    assert rows["cdist"]["cells"][13].strip() == "not triaged"  # its finding is of fp16, the row of fp32
+    # its finding is of fp16, the row of fp32: not triaged, with the command that runs the row again
+    assert rows["cdist"]["cells"][13].strip() == ("not triaged; again: fpdiff ops --catalog torch --ops 'cdist' "
+                                                  "--backends openvino --precisions fp32 --variants sample")
     assert rows["abs"]["cells"][12] == "" and rows["abs"]["cells"][13] == ""
     md = written["markdown"].read_text()
     assert "Failing rows (mismatch, error, crash, timeout): 2; 1 link a finding, 1 not triaged yet." in md

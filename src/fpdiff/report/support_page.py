@@ -246,7 +246,8 @@ def _reason(cell: dict) -> str:
     words = _no_dirs(" ".join(str(cell.get("reason") or "").split()))
     words = words if len(words) <= REASON_CHARS else words[:REASON_CHARS - 3] + "..."
     stage = cell.get("stage")
-    return f"at {stage}: {words}" if stage and words and not words.startswith(str(stage)) else words
+    said = stage and (words.startswith(str(stage)) or f"at {stage}" in words[:80])
+    return f"at {stage}: {words}" if stage and words and not said else words
 
 
 def _no_dirs(text: str) -> str:
@@ -595,7 +596,16 @@ def _findings_html(e: Entry) -> str:
     if e.findings:
         return " ".join(f"<a class='finding-link' href='{_e(f['url'])}' title='{_e(f['title'])}'>{_e(f['id'])}</a>"
                         for f in e.findings)
-    return "<span class='muted'>not triaged</span>" if untriaged(e) else ""
+    if not untriaged(e):
+        return ""
+    return f"<span class='muted'>not triaged; again:</span> <code>{_e(again(e))}</code>"
+
+
+def again(e: Entry) -> str:
+    """The sweep of this one row: the command that runs it again (with its repro bundle, the sweep's default)."""
+    variant = f" --variants {e.variant}" if e.variant != ALL_VARIANTS else ""
+    return (f"fpdiff ops --catalog {e.catalog} --ops '{e.op}' --backends {e.backend} --precisions {e.precision}"
+            f"{variant}")
 
 
 FAILING_WORDS = {str(x) for x in FAILING}
@@ -703,7 +713,20 @@ def _table_md(t: Table) -> list[str]:
         if not found:
             out.append("- every row native and passing")
         out.append("")
-    return out
+    return out + untriaged_md(t)
+
+
+def untriaged_md(t: Table) -> list[str]:
+    """The failing rows no finding covers, each with its reason's start and the command that runs it again."""
+    rows = [e for e in judged(t) if untriaged(e)]
+    if not rows:
+        return []
+    out = [f"### Not triaged yet ({len(rows)} rows)", ""]
+    for e in rows:
+        why = e.reason if len(e.reason) <= 160 else e.reason[:157] + "..."
+        out.append(f"- {_md(e.backend)} {_md(e.precision)} {_code(e.op)} ({_md(e.variant)}): {_md(e.verdict)}: "
+                   f"{_md(why)} Again: {_code(again(e))}")
+    return [*out, ""]
 
 
 def coverage_md(t: Table) -> list[str]:
