@@ -104,5 +104,5 @@ def hero_svg() -> str:
     terminal.render(result, console)
     v = result.versions
     console.print(f"torch {v.get('torch')}, onnxruntime {v.get('onnxruntime')}, iree {v.get('iree-base-compiler')}; "
-                  f"{v.get('cpu')}", style="dim")
+                  f"{v.get('cpu')}", style="dim", highlight=False)
     return console.export_svg(title=f"fpdiff check {HERO_MODEL}")
