@@ -704,7 +704,7 @@ def _table_md(t: Table) -> list[str]:
            "Versions: " + (", ".join(f"{_md(k)} {_md(v)}" for k, v in t.versions.items() if v) or "not recorded"),
            "", *coverage_md(t), "", *matrix_md(t), ""]
     variants = Counter((e.catalog, e.op, e.backend, e.precision) for e in t.entries)
-    for backend in sorted({e.backend for e in t.entries}):
+    for backend in sorted({e.backend for e in judged(t)}):
         found = gaps(t, backend)
         version = backend_version(backend, t.versions)
         out.append(f"### {_md(backend)}" + (f" ({_md(version)})" if version else ""))
