@@ -72,3 +72,13 @@ def test_a_sigkill_names_memory():
         assert "likely cause is memory" in exit_text(-signal.SIGKILL, now)
     assert "likely cause is memory" in exit_text(-signal.SIGKILL)
     assert exit_text(-signal.SIGSEGV) == "killed by SIGSEGV" and exit_text(3) == "exit code 3"
+
+
+def test_torchs_own_dtype_refusals_are_unsupported():
+    """fft at fp16 and linalg below float32: torch itself has no kernel at that dtype, a support fact."""
+    cases = {"Unsupported dtype Half": (None, "Half"),
+             "linalg.inv: Low precision dtypes not supported. Got BFloat16": ("linalg.inv", "BFloat16"),
+             "This function doesn't handle types other than float and double": (None, None)}
+    for text, (op, dtype) in cases.items():
+        assert classify_exception(RuntimeError(text)) == (Status.UNSUPPORTED, op, dtype), text
+    assert classify_exception(RuntimeError("Unsupported dtype in my own code path"))[0] == Status.ERROR

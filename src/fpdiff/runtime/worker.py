@@ -62,6 +62,10 @@ _UNSUPPORTED_PATTERNS = [
     re.compile(r"Type '[^']*' of input parameter \([^)]*\) of operator \((?P<op>\w+)\) in node "
                r"\((?P<node>[^)]*)\) is invalid"),
     re.compile(r"(?P<op>[\w.:]+) (?:is )?not (?:yet )?(?:implemented|supported) for (?:dtype )?(?P<dtype>[\w.]+)"),
+    # torch's own refusals of a dtype in an op's kernel (fft at fp16/bf16, linalg's LAPACK paths below float32)
+    re.compile(r"(?P<op>[\w.]+): Low precision dtypes not supported\. Got (?P<dtype>\w+)"),
+    re.compile(r"^(?:.*: )?Unsupported dtype (?P<dtype>Half|BFloat16|Float8\w*)$"),
+    re.compile(r"This function doesn't handle types other than float and double"),
 ]
 
 
