@@ -4,6 +4,7 @@ each triaged report in findings/ (its REPORT.md, ANALYSIS.md and minimal repro.p
 link to, and the hero image: a live `fpdiff check example:tinycnn`, its terminal grid drawn as SVG text."""
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -20,6 +21,7 @@ HERO_WIDTH = 112  # characters: the grid and its findings on one line each where
 
 def on_files(files: Files, config) -> Files:
     """The generated pages and the hero image, each replacing a file of the same path if there is one."""
+    published.cache_clear()  # a build of `make docs` after support/ changed reads it anew
     pages = {SUPPORT_PAGE: support_markdown(), FINDINGS_PAGE: findings_index()}
     pages.update({f"findings/{d.name}.md": finding_page(d) for d in finding_folders()})
     pages[HERO] = hero_svg()
@@ -36,17 +38,23 @@ def on_page_content(html: str, page, config, files) -> str:
     if page.file.src_uri != SUPPORT_PAGE:
         return html
     from fpdiff.report import findings, support_page
-    tables = support_page.load_any(SUPPORT)
+    tables = published()
     for t in tables:
         findings.link(t.entries, findings.load(FINDINGS, "../findings/{folder}/"))
     wide = "<style>.md-grid{max-width:none}</style>"  # the tables want the window's width, not a text column's
     return html.replace(PLACEHOLDER, wide + support_page.embed(tables, ""))
 
 
+@functools.cache
+def published() -> list:
+    """The published tables (support/support.json), read once a build."""
+    from fpdiff.report import support_page
+    return support_page.load_any(SUPPORT)
+
+
 def support_markdown() -> str:
     """The support page's words; its tables come in at PLACEHOLDER (on_page_content)."""
-    from fpdiff.report import support_page
-    tables = support_page.load_any(SUPPORT)
+    tables = published()
     made = next((t.command for t in tables if t.command), None)
     lines = ["---", "hide:", "  - toc", "---", "", "# Op support", "",
              "Which ops each backend computes at each precision on this stack, in the runtime's own word, and how far "

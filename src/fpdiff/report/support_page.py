@@ -594,11 +594,16 @@ def _why_html(e: Entry) -> str:
 def _findings_html(e: Entry) -> str:
     """Links to the reports on the row's op and backend; 'not triaged' for a failing row that has none."""
     if e.findings:
-        return " ".join(f"<a class='finding-link' href='{_e(f['url'])}' title='{_e(f['title'])}'>{_e(f['id'])}</a>"
-                        for f in e.findings)
+        return _links(e.findings)
     if not untriaged(e):
         return ""
     return f"<span class='muted'>not triaged; again:</span> <code>{_e(again(e))}</code>"
+
+
+def _links(found) -> str:
+    """Links to findings, each titled by its report."""
+    return " ".join(f"<a class='finding-link' href='{_e(f['url'])}' title='{_e(f['title'])}'>{_e(f['id'])}</a>"
+                    for f in found)
 
 
 def again(e: Entry) -> str:
@@ -654,8 +659,7 @@ def _by_op_html(t: Table, named: bool) -> str:
             tds = f"<td colspan='{len(columns)}' class='detail'>not run: {_e(gone.reason)}</td>"
         else:
             tds = "".join(_op_cell(worst.get((catalog, op, b, p)), t.label) for b, p in columns)
-        links = " ".join(f"<a class='finding-link' href='{_e(f['url'])}' title='{_e(f['title'])}'>{_e(f['id'])}</a>"
-                         for f in found.get((catalog, op), {}).values())
+        links = _links(found.get((catalog, op), {}).values())
         rows.append(f"<tr data-op='{_e(op.lower())}'><td>{_e(catalog)}</td><td>{_e(op)}</td>{tds}<td>{links}</td></tr>")
     name = f": {_e(t.label)}" if named else ""
     return (f"<h2>By op{name}</h2><p class='muted'>An op's status on each backend and precision, the worst of its "
@@ -743,7 +747,7 @@ def coverage_md(t: Table) -> list[str]:
         bad = sum(untriaged(e) for e in failing)
         out.append(f"Failing rows (mismatch, error, crash, timeout): {len(failing)}; {len(failing) - bad} link a "
                    f"finding, {bad} not triaged yet.")
-    return [line for ln in out for line in (ln, "")][:-1]
+    return "\n\n".join(out).split("\n")
 
 
 def _code(text: str) -> str:
