@@ -92,7 +92,7 @@ def one(name: str, kind: type[Search], shares: bool) -> dict:
     units = units_of(gm)
     expected = _float64_outputs(src.module, src.inputs)
     jobs = Jobs("cpu", (), {}, 600.0, str(cache_root()))
-    trials = TorchTrials(jobs, "torch", gm, src.inputs, src.input_names, expected, p, tol, registry(()).create("torch"))
+    trials = TorchTrials(jobs, "torch", gm, src, expected, p, tol, registry(()).create("torch"))
     t0 = time.perf_counter()
     search = kind(units, trials, tol)
     found = frozenset()

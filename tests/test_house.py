@@ -73,13 +73,14 @@ LAYERS = {
     "sources": 3,  # where a model comes from and how it loads (spec, example, ONNX file): built on model, onnxtools
     "backends": 4,  # prepare and run one cell: see core's Task contract, never the runtime that hands them the cell
     "runtime": 5,  # jobs, worker processes, caches, remote workers: run backends, know no analysis
-    "analysis": 6,  # check, locate, plan, ranges, ops, fuzz: ask the runtime for runs and return results
-    "report": 7,  # results shown and stored (terminal, HTML, JSON, JUnit, the store): read what analyses return
-    "analyses": 8,  # each analysis declared (options, run, CLI arguments, renderers) and the registry of them
-    "testing": 9,  # assert_agrees: a check and its terminal report, for users' own test suites
-    "api": 10,  # the public Python API: a function per registered analysis, and assert_agrees
-    "": 11,  # the package: hands on the API's names, loaded on first use
-    "cli": 12, "pytest_plugin": 12, "__main__": 12,  # entry points: nothing of fpdiff imports them
+    "judging": 6,  # the judging engine: the grid of cells, running it, the float64 judge, evidence, the rules
+    "analysis": 7,  # check, locate, plan, ranges, ops, fuzz: analyses on the judging floor, returning results
+    "report": 8,  # results shown and stored (terminal, HTML, JSON, JUnit, the store): read what analyses return
+    "analyses": 9,  # each analysis declared (options, run, CLI arguments, renderers) and the registry of them
+    "testing": 10,  # assert_agrees: a check and its terminal report, for users' own test suites
+    "api": 11,  # the public Python API: a function per registered analysis, and assert_agrees
+    "": 12,  # the package: hands on the API's names, loaded on first use
+    "cli": 13, "pytest_plugin": 13, "__main__": 13,  # entry points: nothing of fpdiff imports them
 }
 
 
@@ -160,3 +161,46 @@ def test_test_folders_mirror_the_packages():
     stray = [str(d.relative_to(tests)) for d in tests.rglob("*") if d.is_dir() and any(d.glob("test_*.py"))
              and d != tests and not (SRC / d.relative_to(tests)).is_dir()]
     assert not stray, stray
+
+
+def _analysis(module: str) -> str | None:
+    """The analysis a module belongs to (fpdiff.analysis.ops.batch: ops), None outside analysis/."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "analysis" else None
+
+
+def test_no_analysis_reaches_into_another_lazily():
+    """What one analysis takes of another is at the top of its file, where the picture of the house shows it; an
+    import inside a function hides the arrow (judging/ is the floor they share)."""
+    found = []
+    for name, path in modules().items():
+        mine = _analysis(name)
+        if mine is None:
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and node.module and _analysis(node.module) not in (None, mine):
+                    found.append(f"{name}:{node.lineno} imports {node.module} inside {fn.name}")
+    assert not found, found
+
+
+# a function taking more than this many parameters wants its settings as one object (judging.grid.GridSettings)
+MAX_PARAMETERS = 8
+
+
+def test_no_function_of_the_analyses_or_the_judging_floor_takes_over_eight_parameters():
+    found = []
+    for name, path in modules().items():
+        if name.split(".")[1:2] not in (["analysis"], ["judging"]):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = fn.args
+                names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                n = len(names) - (names[:1] in (["self"], ["cls"])) + (a.vararg is not None) + (a.kwarg is not None)
+                if n > MAX_PARAMETERS:
+                    found.append(f"{name}:{fn.lineno} {fn.name} takes {n}")
+    assert not found, found
+

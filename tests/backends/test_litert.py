@@ -226,9 +226,9 @@ source = load("example:tinycnn")
 x = [source.inputs[0].half()]
 ref = source.module.double()(source.inputs[0].double()).detach().numpy()
 program = torch.export.export(source.module.half(), tuple(x))
-repro.write(Path(sys.argv[1]), title="litert fp16", tool="test", backend=LiteRtBackend(), precision="fp16",
-            device="cpu", program=program, inputs=x, expected=[ref], observed=None, rule="{repro.REL_L2}",
-            limit=1e-2, baseline=None, baseline_label="torch", flags=(), versions={{}})
+repro.write(Path(sys.argv[1]), repro.Bundle(title="litert fp16", tool="test", backend=LiteRtBackend(),
+            precision="fp16", device="cpu", program=program, inputs=x, expected=[ref], observed=None,
+            rule="{repro.REL_L2}", limit=1e-2, baseline=None, baseline_label="torch", flags=(), versions={{}}))
 """
     done = subprocess.run([str(LITERT_PYTHON), "-c", write, str(out)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -120,9 +120,8 @@ def test_repro_bundle_runs_with_openvino_alone(tmp_path):
     x = torch.randn(4, 8).to(torch.bfloat16)
     program = torch.export.export(m, (x,), strict=False)
     expected = [copy.deepcopy(m).double()(x.double()).detach().numpy()]  # .double() in place would reach the program
-    script = repro.write(tmp_path / "b", title="openvino", backend=OpenVinoBackend(), precision=prec.get("bf16"),
-                         device="cpu", program=program, inputs=[x], expected=expected, backend_out=None,
-                         baseline_rel_l2=1e-2, limit=1.0, flags=(), versions={})
+    where = repro.Where(OpenVinoBackend(), prec.get("bf16"), "cpu", (), {})
+    script = repro.write(tmp_path / "b", where, "openvino", (program, [x], expected), None, 1e-2, 1.0)
     text = script.read_text()
     imports = "\n".join(ln for ln in text.splitlines() if "import" in ln)
     assert "torch" not in imports and "fpdiff" not in imports and (tmp_path / "b" / "segment.xml").exists()

@@ -2,9 +2,11 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from fpdiff.core import compare
+from fpdiff.core.compare import rel_l2
 from fpdiff.core.precision import get
 from fpdiff.core.status import Status
 
@@ -241,3 +243,18 @@ def test_flips_are_judged_against_the_baselines_flips():
     assert compare.judge(compare.measure(ref, good, fp16.compute), fp16, base).status == Status.PASS
     j = compare.judge(compare.measure(ref, bad, fp16.compute), fp16, base)
     assert j.status == Status.MISMATCH and "10 of 50 integer" in j.reason
+
+
+def test_rel_l2_of_arrays_neither_underflows_nor_overflows():
+    tiny = np.array([1e-160, -3e-160, 2e-160])
+    assert rel_l2(tiny, np.zeros(3)) == pytest.approx(1.0)  # unscaled, 1e-320 squares read 0 / 0
+    assert rel_l2(tiny, tiny * (1 + 1e-12)) == pytest.approx(1e-12, rel=1e-3)
+    huge = np.array([1e200, -2e200])
+    assert rel_l2(huge, huge * (1 + 1e-9)) == pytest.approx(1e-9, rel=1e-3)  # unscaled: inf / inf = nan
+
+
+def test_rel_l2_of_arrays_exact_where_equal_and_infinite_where_not_finite():
+    a = np.array([1.0, np.nan, np.inf])
+    assert rel_l2(a, a.copy()) == 0.0
+    assert rel_l2(a, np.array([1.0, 0.0, np.inf])) == float("inf")
+    assert rel_l2(np.ones(3), np.ones(4)) == float("inf")

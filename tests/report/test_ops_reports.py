@@ -23,8 +23,8 @@ def cell(op="nn.functional.avg_pool2d", backend="ort", precision="fp16", status=
     catalog = kw.pop("catalog", "torch")
     case = kw.pop("case", f"{op}#0")
     family = kw.pop("family", "pool" if "pool" in op.lower() else op.split(".")[-1])
-    return OpsCell(op, catalog, kw.pop("variant", "sample"), case, family, backend, precision,
-                   kw.pop("shape_variant", "static"), status, **kw)
+    return OpsCell(backend, "cpu", precision, kw.pop("shape_variant", "static"), status, op=op, catalog=catalog,
+                   variant=kw.pop("variant", "sample"), case=case, family=family, **kw)
 
 
 def sweep(ort_pool=Status.MISMATCH, iree_support=NOT_IMPLEMENTED, extra=()) -> OpsResult:

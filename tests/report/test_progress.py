@@ -138,6 +138,6 @@ def test_listening_names_the_file_workers_inherit_and_restores_the_environment()
     assert segments.worker_env() == {}
     with segments.listening() as path:
         assert segments.worker_env() == {segments.ENV: str(path)}
-        from fpdiff.analysis.check.run import worker_env
+        from fpdiff.judging.run import worker_env
         assert worker_env()[segments.ENV] == str(path)
     assert segments.ENV not in os.environ and not path.parent.exists()

@@ -130,15 +130,6 @@ def _spelled_numbers(column: Any) -> bool:
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in others)
 
 
-def cell_dict(cell) -> dict:
-    """A cell dataclass as its JSON: its fields, its findings as plain dicts."""
-    d = dict(cell.__dict__)
-    d["findings"] = [f.as_dict() for f in cell.findings]
-    if "revisions" in d:
-        d["revisions"] = [r.as_dict() for r in cell.revisions]
-    return d
-
-
 def flags_by_backend(reg, backend_flags: Mapping[str, Sequence[str]] | None = None,
                      iree_flags: Sequence[str] = ()) -> dict[str, tuple[str, ...]]:
     """Each backend's own flags: `backend_flags` (backend name -> flags), with the older `iree_flags` as iree's. A

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from fpdiff.analysis.base import flags_by_backend
 from fpdiff.core.errors import UsageError
+from fpdiff.judging.grid import GridSettings
 from fpdiff.runtime.worker import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -61,6 +62,13 @@ class RunOptions:
     def load_args(self) -> dict[str, Any]:
         """What loading the model reads of these options (sources.load's keywords)."""
         return {"inputs": self.inputs, "shapes": self.shapes, "seed": self.seed, "task": self.task}
+
+    def grid(self, **own: Any) -> GridSettings:
+        """The grid's settings: what these options say of plugins, flags, cache, seed and loading, and the
+        analysis's `own` (backends, precisions, repeat, ...); `own` load_args are added to these options'."""
+        load_args = {**self.load_args(), **own.pop("load_args", {})}
+        return GridSettings(plugins=tuple(self.plugins), flags=dict(self.flags), cache_dir=self.cache, seed=self.seed,
+                            load_args=load_args, **own)
 
     @property
     def cache(self) -> str | bool | None:

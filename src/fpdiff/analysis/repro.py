@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -208,41 +209,62 @@ def dtype_of(t: Any) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def write(out: Path, *, title: str, tool: str, backend: Any, precision: str, device: str, program: Any,
-          inputs: list, expected: list[np.ndarray], observed: list[np.ndarray] | None, rule: str, limit: float,
-          baseline: dict | None, baseline_label: str, flags: tuple[str, ...], versions: dict,
-          input_dtypes: list[str] | None = None, extra: dict | None = None, refusal_hint: str = "") -> Path:
+@dataclass(frozen=True)
+class Bundle:
+    """What one repro bundle holds: the artifact and inputs the backend ran, the float64 expected outputs and (when
+    given) the backend's own, the rule its script applies with its limit and baseline, and where it runs.
+    `input_dtypes`: what the backend was fed, where it is not the inputs' own dtype."""
+    title: str
+    tool: str
+    backend: Any
+    precision: str
+    device: str
+    program: Any
+    inputs: list
+    expected: list[np.ndarray]
+    observed: list[np.ndarray] | None
+    rule: str
+    limit: float
+    baseline: dict | None
+    baseline_label: str
+    flags: tuple[str, ...]
+    versions: dict
+    input_dtypes: list[str] | None = None
+    extra: dict | None = None
+    refusal_hint: str = ""
+
+
+def write(out: Path, b: Bundle) -> Path:
     """Write the bundle: the artifact, inputs, float64 expected and (when given) the backend's outputs; the backend
-    adds what it needs to run the artifact alone (Backend.repro). `input_dtypes`: what the backend was fed, where it
-    is not the inputs' own dtype. Returns the script's path."""
-    if rule not in RULES:
-        raise ValueError(f"unknown repro rule {rule!r}; known: {', '.join(RULES)}")  # a caller's bug
-    onnx_artifact = not isinstance(program, torch.export.ExportedProgram)
+    adds what it needs to run the artifact alone (Backend.repro). Returns the script's path."""
+    if b.rule not in RULES:
+        raise ValueError(f"unknown repro rule {b.rule!r}; known: {', '.join(RULES)}")  # a caller's bug
+    onnx_artifact = not isinstance(b.program, torch.export.ExportedProgram)
     out.mkdir(parents=True, exist_ok=True)
     if onnx_artifact:
         import onnx
-        onnx.save(program, str(out / "segment.onnx"))
+        onnx.save(b.program, str(out / "segment.onnx"))
     else:
-        torch.export.save(program, str(out / "segment.pt2"))
-    np.savez(out / "inputs.npz", **{f"in{i}": as_numpy(t) for i, t in enumerate(inputs)})
-    np.savez(out / "expected.npz", **{f"out{i}": np.asarray(a, dtype=np.float64) for i, a in enumerate(expected)})
-    if observed is not None:
-        np.savez(out / "backend_output.npz", **{f"out{i}": as_numpy(a) for i, a in enumerate(observed)})
-    meta = {"backend": backend.name, "precision": precision, "device": device, "flags": list(flags),
-            "input_dtypes": input_dtypes or [dtype_of(t) for t in inputs], "rule": rule, "limit": limit,
-            "baseline": baseline or {}, "baseline_label": baseline_label, "versions": versions,
-            "versions_line": ", ".join(f"{k} {v}" for k, v in versions.items() if v), **(extra or {})}
+        torch.export.save(b.program, str(out / "segment.pt2"))
+    np.savez(out / "inputs.npz", **{f"in{i}": as_numpy(t) for i, t in enumerate(b.inputs)})
+    np.savez(out / "expected.npz", **{f"out{i}": np.asarray(a, dtype=np.float64) for i, a in enumerate(b.expected)})
+    if b.observed is not None:
+        np.savez(out / "backend_output.npz", **{f"out{i}": as_numpy(a) for i, a in enumerate(b.observed)})
+    meta = {"backend": b.backend.name, "precision": b.precision, "device": b.device, "flags": list(b.flags),
+            "input_dtypes": b.input_dtypes or [dtype_of(t) for t in b.inputs], "rule": b.rule, "limit": b.limit,
+            "baseline": b.baseline or {}, "baseline_label": b.baseline_label, "versions": b.versions,
+            "versions_line": ", ".join(f"{k} {v}" for k, v in b.versions.items() if v), **(b.extra or {})}
     if not onnx_artifact:
-        meta["requires"] = [m for m in op_modules(program) if not m.endswith(".py")]  # a spec's own ops: not portable
-    body = backend.repro(Repro(out, program, onnx_artifact, precision, device, tuple(flags), meta))
+        meta["requires"] = [m for m in op_modules(b.program) if not m.endswith(".py")]  # a spec's own ops
+    body = b.backend.repro(Repro(out, b.program, onnx_artifact, b.precision, b.device, tuple(b.flags), meta))
     if body is None:
         what = "ONNX" if onnx_artifact else "torch"
-        raise NoRepro(f"{backend.name} writes no repro bundle for this model ({what} artifacts){refusal_hint}")
+        raise NoRepro(f"{b.backend.name} writes no repro bundle for this model ({what} artifacts){b.refusal_hint}")
     meta["files"] = sorted(p.name for p in out.iterdir() if p.is_file() and p.name not in ("meta.json", "repro.py",
                                                                                             "REPORT.md"))
     (out / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
     script = out / "repro.py"
-    head = _HEAD.replace("@TOOL@", tool).replace("@TITLE@", title.replace('"""', "'''"))
-    tail = _TAILS[rule].replace("@SHOWN@", str(SHOWN))
+    head = _HEAD.replace("@TOOL@", b.tool).replace("@TITLE@", b.title.replace('"""', "'''"))
+    tail = _TAILS[b.rule].replace("@SHOWN@", str(SHOWN))
     script.write_text(head + textwrap.indent(body, "    ") + "    return outs\n" + _RUN + tail)
     return script

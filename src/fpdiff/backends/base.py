@@ -87,7 +87,7 @@ class Backend:
     - `shape_variants`: False when every shape variant would run the same (eager torch runs what it is given);
     - `takes_flags`: the user's flags for it (--backend-flag NAME=FLAG) reach it as `task.flags`;
     - `independent`: its own implementation of every op it runs (not the judge's code, not another backend's): a
-      witness when the float64 judge is in doubt (check/judge.py);
+      witness when the float64 judge is in doubt (judging/judge.py);
     - `judge_flags`: flags that make its fp64 job the float64 judge, run apart from its fp64 cell (torch eager:
       the judge computes every op in float64, the cell runs the model's own casts); empty: the fp64 cell is the judge;
     - `judges`: the model kinds it is the float64 judge and per-precision baseline for (torch: torch models);

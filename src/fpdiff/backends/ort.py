@@ -261,7 +261,7 @@ class OrtBackend(Backend):
     name = "ort"
     kinds = frozenset({TORCH, ONNX})
     independent = True  # its own kernel for every op and its own reading of each opset
-    cross_checks = frozenset({ONNX})  # the ONNX judge's fp32 cross-check (check/judge.py)
+    cross_checks = frozenset({ONNX})  # the ONNX judge's fp32 cross-check (judging/judge.py)
     requires = ("onnxruntime",)
     extra = "ort"
     artifacts = (".onnx",)

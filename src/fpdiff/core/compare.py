@@ -176,6 +176,27 @@ def l2(x: np.ndarray) -> float:
         return float(np.sqrt(np.sum(np.square(np.asarray(x, dtype=np.float64)))))
 
 
+def rel_l2(want: np.ndarray, got: np.ndarray) -> float:
+    """||got - want|| / ||want|| of one pair of arrays, both scaled by the largest magnitude first so 1e-160 or 1e200
+    neither underflows nor overflows when squared; exact agreement (NaN where NaN, same infinities) is 0, a shape
+    change or a value finite in one and not the other inf. The one relative L2 of numpy arrays outside measure()
+    (locate streams torch tensors its own way: activations too large to hold twice)."""
+    if want.shape != got.shape:
+        return float("inf")
+    w, g = want.astype(np.float64), got.astype(np.float64)
+    same = (w == g) | (np.isnan(w) & np.isnan(g))
+    if same.all():
+        return 0.0
+    if not (np.isfinite(w) | same).all() or not (np.isfinite(g) | same).all():
+        return float("inf")
+    w, g = np.where(same, 0.0, w), np.where(same, 0.0, g)  # equal infinities out of the sums
+    ref = np.where(np.isfinite(want), want, 0.0).astype(np.float64)
+    scale = max(np.abs(ref).max(), np.abs(g).max())
+    diff = l2((g - w) / scale)
+    ref = l2(ref / scale)
+    return float(diff / ref) if ref > 0 else float("inf")
+
+
 def norm_ratio(a: tuple[float, float], b: tuple[float, float]) -> float:
     """|a| / |b| for two scaled norms, without forming either norm (each may lie outside the float64 range)."""
     if b[0] == 0.0:

@@ -1,5 +1,5 @@
 """How far the float64 judge's reading stands, as its cross-check found (JudgeCheck.status, the report's
-judge.status): analysis/check/judge.py decides it, reports show it; here, at the bottom, so that both speak one
+judge.status): judging/judge.py decides it, reports show it; here, at the bottom, so that both speak one
 vocabulary and no report reads the judge's own module."""
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ class Status(str, Enum):
     PASS = "pass"
     PRECISION_LOSS = "precision-loss"
     MISMATCH = "mismatch"
-    # the float64 judge failed its cross-check on this model (check/judge.py) and the cell departs from the judge
+    # the float64 judge failed its cross-check on this model (judging/judge.py) and the cell departs from the judge
     # but not from the independent implementation: neither reading can stand alone, so no verdict is claimed
     UNJUDGED = "unjudged"
     # the cell departs from the float64 reference no more than the reference itself moves when its inputs and
-    # weights are perturbed at the cell's unit roundoff (check/conditioning.py): the model cannot answer at this
+    # weights are perturbed at the cell's unit roundoff (judging/conditioning.py): the model cannot answer at this
     # input, rounding alone explains the departure. Not a failure; `--strict` fails on it
     ILL_CONDITIONED = "ill-conditioned"
     UNSUPPORTED = "unsupported"  # a declared refusal (errors.Unsupported)

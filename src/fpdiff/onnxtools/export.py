@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from fpdiff.core import compare
 from fpdiff.core.errors import MESSAGE_CHARS, ONNX_EXPORT, StageError, plain, raised_by_fpdiff
 from fpdiff.onnxtools.dtypes import FLOATS, ONNX_TYPE, np_cast  # noqa: F401 (read from here by other modules)
 
@@ -162,7 +163,7 @@ def export_departure(program, path: Path, args: tuple | None, record: dict) -> s
         return None
     if len(got) != len(want):
         return f"{len(got)} outputs, the torch program has {len(want)}"
-    errs = [scaled_rel_l2(w, np.asarray(g)) for w, g in zip(want, got)]
+    errs = [compare.rel_l2(w, np.asarray(g)) for w, g in zip(want, got)]
     worst = max(errs, key=lambda e: math.inf if math.isnan(e) else e, default=0.0)
     if not worst <= gross:  # NaN too
         return (f"output {errs.index(worst)} differs by rel L2 {worst:.2e} (float64 reference evaluator vs torch "
@@ -224,25 +225,6 @@ def _evaluate(model: onnx.ModelProto, args: tuple) -> list:
     ev = ReferenceEvaluator(model, new_ops=float64_ops())
     feeds = {n: a.detach().numpy() for n, a in zip(graph_inputs(model), args)}
     return ev.run(None, feeds)
-
-
-def scaled_rel_l2(want: np.ndarray, got: np.ndarray) -> float:
-    """||got - want|| / ||want||, both scaled by the largest magnitude first so 1e-160 or 1e200 neither underflows
-    nor overflows when squared; exact agreement (NaN where NaN, same infinities) is 0, a shape change inf."""
-    if want.shape != got.shape:
-        return float("inf")
-    w, g = want.astype(np.float64), got.astype(np.float64)
-    same = (w == g) | (np.isnan(w) & np.isnan(g))
-    if same.all():
-        return 0.0
-    if not (np.isfinite(w) | same).all() or not (np.isfinite(g) | same).all():
-        return float("inf")
-    w, g = np.where(same, 0.0, w), np.where(same, 0.0, g)  # equal infinities out of the sums
-    ref = np.where(np.isfinite(want), want, 0.0).astype(np.float64)
-    scale = max(np.abs(ref).max(), np.abs(g).max())
-    diff = np.linalg.norm((g - w) / scale)
-    ref = np.linalg.norm(ref / scale)
-    return float(diff / ref) if ref > 0 else float("inf")
 
 
 # bfloat16 reaches most arithmetic ops of the ONNX standard only at opset 22 (Conv, Gemm's kin, pooling, norms): a

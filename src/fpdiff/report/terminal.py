@@ -86,7 +86,7 @@ def render(result, console: Console | None = None) -> None:
         if remedy:
             console.print(f"    [green]remedy[/green]: {escape(remedy)}", highlight=False)
     judge = result.judge or {}
-    if judge.get("status") in (SUSPECT, OVERRULED, UPHELD):  # the float64 judge itself in doubt (check/judge.py)
+    if judge.get("status") in (SUSPECT, OVERRULED, UPHELD):  # the float64 judge itself in doubt (judging/judge.py)
         style = "bold red" if judge["status"] == OVERRULED else "cyan"
         console.print(f"[{style}]judge[/]: {escape(judge.get('message', ''))}", highlight=False)
     for f in result.reference.get("findings", []):  # the model's own casts, fpdiff's float64 decompositions

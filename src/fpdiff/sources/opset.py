@@ -169,14 +169,9 @@ def _serve_ort(d: Path) -> None:
 def _rel_l2(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
         return float("inf")
-    x = np.concatenate([np.asarray(v, np.float64).ravel() for v in a])
-    y = np.concatenate([np.asarray(v, np.float64).ravel() for v in b])
-    if not (np.isfinite(x) == np.isfinite(y)).all():
-        return float("inf")
-    f = np.isfinite(x)
-    n = np.linalg.norm(x[f])
-    d = np.linalg.norm(x[f] - y[f])
-    return float(d / n) if n > 0 else (0.0 if d == 0 else float("inf"))
+    from fpdiff.core import compare
+    return compare.rel_l2(np.concatenate([np.asarray(v, np.float64).ravel() for v in a]),
+                          np.concatenate([np.asarray(v, np.float64).ravel() for v in b]))
 
 
 def _line(e: BaseException) -> str:

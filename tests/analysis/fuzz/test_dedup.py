@@ -83,7 +83,8 @@ def test_a_declaration_the_program_contradicts_is_discarded_not_reported():
     from fpdiff.analysis.ops.sweep import CaseOutcome
 
     def cell(variant: str, status: str, reason: str = "") -> OpsCell:
-        return OpsCell("fuzz:where", "fuzz", "dynamic", "g1", "where", "inductor", "fp32", variant, status, reason)
+        return OpsCell("inductor", "cpu", "fp32", variant, status, reason, op="fuzz:where", catalog="fuzz",
+                       variant="dynamic", case="g1", family="where")
     said = ("inductor at prepare failed: ConstraintViolationError: Constraints violated (L['arg1'].size()[0])! "
             "You marked L['arg1'].size()[0] as dynamic but your code specialized it to be a constant (2).")
     ok = [cell("static", "pass"), cell("dynamic", "pass")]

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from fpdiff.analysis.locate.bisection import Bisector, SegmentVerdict
+from fpdiff.analysis.locate.bisection import Asking, Bisector, SegmentVerdict
 from fpdiff.core.status import Status
 
 
@@ -148,7 +148,7 @@ def test_a_segment_cut_right_after_a_weight_is_retyped_runs():
 
     from fpdiff.core import precision as prec
     from fpdiff.model.weights import LazyCast
-    b = Bisector(_WeightRetyped(), (torch.randn(2, 8),), prec.FP32, "torch", "cpu", (), (), 60.0, None)
+    b = Bisector(_WeightRetyped(), (torch.randn(2, 8),), Asking(prec.FP32, "torch", timeout=60.0))
     try:
         assert any(isinstance(v, LazyCast) for v in b.v64.values())  # the case this test is about
         for k in range(1, b.count()):  # the dtype assertion goes with the op after it: every cut has a value
@@ -173,7 +173,7 @@ def test_a_segment_calling_a_custom_op_loads_in_the_worker():
     from fpdiff.sources.spec import import_spec
     spec = import_spec(Path(__file__).parents[2] / "specs" / "custom_op.py")
     torch.manual_seed(0)
-    b = Bisector(spec.model().eval(), spec.inputs(), prec.FP32, "torch", "cpu", (), (), 120.0, None)
+    b = Bisector(spec.model().eval(), spec.inputs(), Asking(prec.FP32, "torch"))
     try:
         job, *_ = b._job(0, b.count())
         assert job.source.requires == (str(Path(spec.__file__).resolve()),)

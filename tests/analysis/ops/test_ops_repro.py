@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from conftest import PLUGINS
-from fpdiff.analysis.check.grid import make_grid
 from fpdiff.analysis.ops import repro
 from fpdiff.analysis.ops.case import OpsCell
 from fpdiff.backends import registry
+from fpdiff.core.status import Status
 from fpdiff.core.versions import report_versions
+from fpdiff.judging.grid import GridSettings, make_grid
 
 pytestmark = pytest.mark.slow  # real backends: make test, not make test-fast
 
@@ -33,9 +34,9 @@ def inputs():
 
 
 def job_for(model: str, backend: str, precision: str, plugins=(), flags=(), **load_args):
-    grid = make_grid(model, registry(plugins), backends=[backend], precisions=[precision], devices=["cpu"],
-                     shape_variants=None, load_args=load_args, allow_nonfinite=False, repeat=1, plugins=plugins,
-                     flags={backend: flags} if flags else {}, cache_dir=False, seed=0)
+    settings = GridSettings((backend,), (precision,), plugins=tuple(plugins), flags={backend: flags} if flags else {},
+                            cache_dir=False, load_args=load_args)
+    grid = make_grid(model, registry(plugins), settings)
     return grid.job(grid.cells[0])
 
 
@@ -49,7 +50,7 @@ def run_backend(job) -> list[np.ndarray]:
 
 def cell(job, op: str, catalog: str, status: str = "mismatch", reason: str = "") -> OpsCell:
     return OpsCell(op=op, catalog=catalog, variant="sample", case=f"{op}#0", family=op, backend=job.backend,
-                   precision=job.precision, shape_variant="static", status=status, reason=reason)
+                   device="cpu", precision=job.precision, shape_variant="static", status=status, reason=reason)
 
 
 def run_script(path):
@@ -92,16 +93,17 @@ def test_onnx_graph_on_ort_healthy_wrong_expectation_and_broken(add_model, tmp_p
     observed = run_backend(job)
     c = cell(job, "Add", "onnx")
     versions = report_versions(["onnxruntime"])
-    honest = repro.write(tmp_path / "honest", job, c, expected=expected, observed=observed, baseline={"rel_l2": 2e-4},
-                         rule="rel-l2", limit=8e-3, versions=versions)
+    honest = repro.write(tmp_path / "honest", job, c,
+        repro.Claim(expected=expected, observed=observed, baseline={"rel_l2": 2e-4},
+                         rule="rel-l2", limit=8e-3, versions=versions))
     assert (tmp_path / "honest" / "segment.onnx").exists()
     # the graph ORT ran: the source cast to float16, its inputs rounded to float16
     import onnx
     assert onnx.load(str(tmp_path / "honest" / "segment.onnx")).graph.input[0].type.tensor_type.elem_type == \
         onnx.TensorProto.FLOAT16
     planted = [expected[0] + 1.0]  # an expectation off by one everywhere: the honest backend now "fails"
-    wrong = repro.write(tmp_path / "wrong", job, c, expected=planted, observed=observed, baseline=None,
-                        rule="rel-l2", limit=8e-3, versions=versions)
+    wrong = repro.write(tmp_path / "wrong", job, c, repro.Claim(expected=planted, observed=observed, baseline=None,
+                        rule="rel-l2", limit=8e-3, versions=versions))
     assert repro.recheck([honest, wrong]) == {str(honest): False, str(wrong): True}
     p = run_script(wrong)
     assert p.returncode == 1 and "relative L2 vs float64" in p.stdout and "element 0: observed" in p.stdout
@@ -123,8 +125,9 @@ def test_planted_torch_bug_reproduces_with_the_plugin_alone(linear_spec, tmp_pat
     job = job_for(linear_spec, "perturb", "fp32", plugins=(PERTURB,))
     observed, expected = run_backend(job), float64_of(job)
     c = cell(job, "nn.functional.linear", "torch")
-    script = repro.write(tmp_path / "b", job, c, expected=expected, observed=observed, baseline={"rel_l2": 1e-7},
-                         rule="rel-l2", limit=1e-4, versions=report_versions())
+    script = repro.write(tmp_path / "b", job, c,
+        repro.Claim(expected=expected, observed=observed, baseline={"rel_l2": 1e-7},
+                         rule="rel-l2", limit=1e-4, versions=report_versions()))
     assert {"segment.pt2", "perturb.py", "inputs.npz", "expected.npz", "backend_output.npz", "meta.json",
             "REPORT.md"} <= {p.name for p in (tmp_path / "b").iterdir()}
     p = run_script(script)
@@ -139,8 +142,9 @@ def test_planted_torch_bug_reproduces_with_the_plugin_alone(linear_spec, tmp_pat
 def test_healthy_torch_backends_do_not_reproduce(linear_spec, tmp_path, backend):
     job = job_for(linear_spec, backend, "fp32")
     observed, expected = run_backend(job), float64_of(job)
-    script = repro.write(tmp_path / backend, job, cell(job, "nn.functional.linear", "torch"), expected=expected,
-                         observed=observed, baseline=None, rule="rel-l2", limit=1e-5, versions=report_versions())
+    script = repro.write(tmp_path / backend, job, cell(job, "nn.functional.linear", "torch"),
+        repro.Claim(expected=expected,
+                         observed=observed, baseline=None, rule="rel-l2", limit=1e-5, versions=report_versions()))
     assert repro.recheck([script]) == {str(script): False}
     p = run_script(script)
     assert p.returncode == 0 and "relative L2 vs float64 = " in p.stdout
@@ -150,22 +154,24 @@ def test_error_and_crash_cells_retrigger_by_their_rules(linear_spec, tmp_path):
     versions = report_versions()
     job = job_for(linear_spec, "broken-compiler", "fp32", plugins=(MISBEHAVE,))
     c = cell(job, "nn.functional.linear", "torch", "error", "AssertionError: lowering pass lost a buffer")
-    raises = repro.write(tmp_path / "raises", job, c, expected=float64_of(job), observed=None, baseline=None,
-                         rule="raises", limit=0.0, versions=versions)
+    raises = repro.write(tmp_path / "raises", job, c,
+        repro.Claim(expected=float64_of(job), observed=None, baseline=None,
+                         rule="raises", limit=0.0, versions=versions))
     p = run_script(raises)
     assert p.returncode == 1 and "lowering pass lost a buffer" in p.stdout
     assert "fails" in (tmp_path / "raises" / "REPORT.md").read_text().splitlines()[0]
 
     job = job_for(linear_spec, "dies", "fp32", plugins=(MISBEHAVE,))
     c = cell(job, "nn.functional.linear", "torch", "crash", "the worker died (exit status 3)")
-    crash = repro.write(tmp_path / "crash", job, c, expected=float64_of(job), observed=None, baseline=None,
-                        rule="raises", limit=0.0, versions=versions)  # a crash cell gets the crash rule whatever
+    crash = repro.write(tmp_path / "crash", job, c, repro.Claim(expected=float64_of(job), observed=None, baseline=None,
+                        rule="raises", limit=0.0, versions=versions))  # a crash cell gets the crash rule whatever
     p = run_script(crash)
     assert p.returncode == 1 and "exited with status 3" in p.stdout
     # a healthy backend under the same two rules: nothing to re-trigger
     job = job_for(linear_spec, "torch", "fp32")
-    calm = [repro.write(tmp_path / rule, job, cell(job, "nn.functional.linear", "torch", status), expected=[],
-                        observed=None, baseline=None, rule=rule, limit=0.0, versions=versions)
+    calm = [repro.write(tmp_path / rule, job, cell(job, "nn.functional.linear", "torch", status),
+        repro.Claim(expected=[],
+                        observed=None, baseline=None, rule=rule, limit=0.0, versions=versions))
             for rule, status in (("raises", "error"), ("crash", "crash"))]
     assert repro.recheck([raises, crash, *calm]) == {str(raises): True, str(crash): True, str(calm[0]): False,
                                                       str(calm[1]): False}
@@ -177,15 +183,16 @@ def test_iree_compile_failure_is_reproduced_with_the_compiler_alone(add_model, t
     with pytest.raises(Exception, match="iree-compile"):
         run_backend(job)  # the cell's own failure: iree-compile refuses the flag
     c = cell(job, "Add", "onnx", "error", "iree-compile failed: Unknown command line argument")
-    script = repro.write(tmp_path / "b", job, c, expected=expected, observed=None, baseline=None, rule="raises",
-                         limit=0.0, versions={})
+    script = repro.write(tmp_path / "b", job, c,
+        repro.Claim(expected=expected, observed=None, baseline=None, rule="raises",
+                         limit=0.0, versions={}))
     p = run_script(script)
     assert p.returncode == 1 and "iree-no-such-option" in p.stdout, p.stdout + p.stderr
     meta = (tmp_path / "b" / "meta.json").read_text()
     assert "iree-compile segment.mlir" in meta
     healthy = job_for(model, "iree", "fp32", inputs=inputs)
-    calm = repro.write(tmp_path / "calm", healthy, cell(healthy, "Add", "onnx", "error"), expected=expected,
-                       observed=None, baseline=None, rule="raises", limit=0.0, versions={})
+    calm = repro.write(tmp_path / "calm", healthy, cell(healthy, "Add", "onnx", "error"), repro.Claim(expected=expected,
+                       observed=None, baseline=None, rule="raises", limit=0.0, versions={}))
     assert repro.recheck([script, calm]) == {str(script): True, str(calm): False}
 
 
@@ -196,19 +203,20 @@ def test_flips_rule_counts_differing_integer_values(tmp_path):
     job = job_for(str(spec), "torch", "fp32")
     observed, expected = run_backend(job), float64_of(job)
     c = cell(job, "round", "torch")
-    same = repro.write(tmp_path / "same", job, c, expected=expected, observed=observed, baseline={"flips": 0},
-                       rule="flips", limit=0, versions={})
+    same = repro.write(tmp_path / "same", job, c,
+        repro.Claim(expected=expected, observed=observed, baseline={"flips": 0},
+                       rule="flips", limit=0, versions={}))
     flipped = [expected[0].copy()]
     flipped[0][:3] += 1  # three integer values off by one: three flips
-    off = repro.write(tmp_path / "off", job, c, expected=flipped, observed=observed, baseline={"flips": 0},
-                      rule="flips", limit=2, versions={})
+    off = repro.write(tmp_path / "off", job, c, repro.Claim(expected=flipped, observed=observed, baseline={"flips": 0},
+                      rule="flips", limit=2, versions={}))
     assert repro.recheck([same, off]) == {str(same): False, str(off): True}
     assert "3 of 64 elements differ" in run_script(off).stdout
 
 
 def test_signature_is_one_key_per_distinct_bug():
-    a = OpsCell("nn.functional.avg_pool2d", "torch", "channels-last", "avg_pool2d#1", "pool", "iree", "fp16",
-                "static", "mismatch")
+    a = OpsCell("iree", "cpu", "fp16", "static", Status.MISMATCH, op="nn.functional.avg_pool2d", catalog="torch",
+                variant="channels-last", case="avg_pool2d#1", family="pool")
     b = copy.copy(a)
     b.case, b.shape_variant = "avg_pool2d#7", "dynamic"  # another sample and shapes: the same bug
     c = copy.copy(a)

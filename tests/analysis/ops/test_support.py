@@ -126,7 +126,8 @@ def test_rules_when_the_runtime_said_nothing_or_only_the_cell_did():
 def test_table_keeps_the_most_telling_state_per_op_backend_and_precision():
     def cell(variant: str, support: str | None, precision: str = "fp16") -> OpsCell:
         return OpsCell(op="AveragePool", catalog="onnx", variant=variant, case=f"c-{variant}", family="pool",
-                       backend="ort", precision=precision, shape_variant="static", status="pass", support=support,
+                       backend="ort", device="cpu", precision=precision, shape_variant="static", status="pass",
+                       support=support,
                        support_detail=f"{support} {variant}")
     rows = support_table([cell("sample", NATIVE), cell("channels-last", OTHER_DTYPE), cell("tails", None),
                           cell("sample", NATIVE, "fp32").as_dict()])

@@ -1,4 +1,4 @@
-"""The sweep charges what torch.onnx wrote to torch.onnx, as check does (one rule: check/rejudge.py's exporter rule):
+"""The sweep charges what torch.onnx wrote to torch.onnx, as check does (one rule: judging/rejudge.py's exporter rule):
 interpolate with antialias and align_corners, and resize_ on a transposed view (storage order against the exported
 Reshape's logical order), export graphs that compute another function; ONNX Runtime computes those graphs right, so
 its cells are torch.onnx's errors at onnx export, never its mismatches, in programs and alone. A healthy cell stays a
@@ -6,9 +6,9 @@ pass."""
 import pytest
 
 from fpdiff import api
-from fpdiff.analysis.check.rejudge import BLAMED, BLAMED_AT
 from fpdiff.core.errors import ONNX_EXPORT
 from fpdiff.core.status import Status
+from fpdiff.judging.rejudge import BLAMED, BLAMED_AT
 
 pytestmark = pytest.mark.slow
 

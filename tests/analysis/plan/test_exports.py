@@ -45,8 +45,8 @@ def rmsnorm_trials():
     s = load("example:rmsnorm")
     p = prec.get("fp16")
     jobs = Jobs("cpu", (), {}, 300.0, None)
-    trials = TorchTrials(jobs, "torch", program_module(s.module, s.inputs, p), s.inputs, s.input_names,
-                         _float64_outputs(s.module, s.inputs), p, 1e-2)
+    trials = TorchTrials(jobs, "torch", program_module(s.module, s.inputs, p), s, _float64_outputs(s.module, s.inputs),
+                         p, 1e-2)
     yield trials, p
     jobs.close()
 

@@ -1,23 +1,21 @@
 """The grid: every (backend, device, precision, shape variant) cell judged against float64 and its baseline.
-check() reads as its steps: the grid (grid.py), running it (run.py), the judge's cross-check (judge.py), each cell's
-first verdict (cells.py) and the rules that revise it (rules.py, the list in rejudge.py)."""
+check() reads as its steps, each on the judging floor: the grid (judging/grid.py), running and judging it
+(judging/rejudge.py: the jobs, the judge's cross-check, each cell's first verdict and the rules that revise it)."""
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fpdiff.analysis.check import stored
 from fpdiff.analysis.check.explain import next_commands
-from fpdiff.analysis.check.grid import Grid, make_grid
-from fpdiff.analysis.check.rejudge import judge_run, question_judge
 from fpdiff.analysis.check.result import Cell, CheckResult
-from fpdiff.analysis.check.rules import Evidence
-from fpdiff.analysis.check.run import run_grid, worker_env
 from fpdiff.analysis.options import RunOptions
 from fpdiff.core import precision as prec
-from fpdiff.core.status import Status
 from fpdiff.core.versions import report_versions
+from fpdiff.judging import evidence
+from fpdiff.judging.grid import Grid, make_grid
+from fpdiff.judging.rejudge import judge_grid
+from fpdiff.judging.run import worker_env
 from fpdiff.runtime import external, rundir
 from fpdiff.runtime.worker import JobResult
 
@@ -52,34 +50,18 @@ def check(model: str, options: CheckOptions | None = None, shared: RunOptions | 
     t_start = time.perf_counter()
     o, shared = options or CheckOptions(), (shared or RunOptions()).ready()
     reg = shared.registry
-    grid = make_grid(model, reg, backends=o.backends, precisions=o.precisions, devices=o.devices,
-                     shape_variants=o.shape_variants, allow_nonfinite=o.allow_nonfinite, repeat=o.repeat,
-                     load_args={**shared.load_args(), "keep_opset": o.keep_opset},
-                     plugins=shared.plugins, flags=shared.flags, cache_dir=shared.cache, seed=shared.seed,
-                     artifacts=o.artifacts)
+    grid = make_grid(model, reg, shared.grid(
+        backends=tuple(o.backends), precisions=tuple(o.precisions), devices=tuple(o.devices),
+        shape_variants=tuple(o.shape_variants) if o.shape_variants else None, allow_nonfinite=o.allow_nonfinite,
+        repeat=o.repeat, artifacts=tuple(o.artifacts), load_args={"keep_opset": o.keep_opset}))
     env = worker_env()
     with external.shared(env):  # one pool for the run: the grid's jobs and every job a rule asks for
-        results, ref = run_grid(grid, shared.timeout, env, shared.progress)
-        verdict = question_judge(grid, results, ref, env, shared.timeout, o.repro_dir)
-        ev = Evidence(grid, results, _stood_in(ref, verdict), verdict, env, shared.timeout)
-        cells = judge_run(ev)
-    modules = [m for b in dict.fromkeys(k.backend for k in results) for m in reg.cls(b).requires]  # all that ran
+        ev, cells, ref = judge_grid(grid, env, shared.timeout, shared.progress, o.repro_dir)
+    modules = [m for b in dict.fromkeys(k.backend for k in ev.results) for m in reg.cls(b).requires]  # all that ran
     return CheckResult(grid.source.ref.label, cells, _reference(grid, ref), report_versions(modules),
-                       time.perf_counter() - t_start, judge=verdict.as_dict(), source=dict(grid.source.notes),
-                       fingerprint=grid.source.fingerprint, evidence=stored.save(ev),
+                       time.perf_counter() - t_start, judge=ev.verdict.as_dict(), source=dict(grid.source.notes),
+                       fingerprint=grid.source.fingerprint, evidence=evidence.save(ev),
                        next=next_commands(grid, cells, shared))
-
-
-def _stood_in(ref: JobResult, verdict) -> JobResult:
-    """The reference the cells are measured against: the judge's run, or where it failed the reading of the witnesses
-    that stand in for it (judge.stand_in_majority); None when nothing stands in (every cell that ran is unjudged,
-    judge.unjudged_without_judge)."""
-    from dataclasses import replace
-
-    from fpdiff.analysis.check.judge import FAILED
-    if verdict.status != FAILED:
-        return ref
-    return replace(ref, status=Status.OK, outputs=list(verdict.reading) if verdict.reading is not None else None)
 
 
 def _reference(grid: Grid, ref: JobResult) -> dict:

@@ -6,11 +6,11 @@ import shlex
 
 import torch
 
-from fpdiff.analysis.check.grid import Grid
-from fpdiff.analysis.check.result import Cell
 from fpdiff.analysis.options import RunOptions
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
+from fpdiff.judging.grid import Grid
 from fpdiff.model.graph import STATIC
 
 

@@ -1,61 +1,13 @@
-"""What a check answers: one Cell per (backend, device, precision, shape variant), and the run they make."""
+"""What a check answers: one Cell (judging/cell.py) per (backend, device, precision, shape variant), and the run
+they make."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from fpdiff.analysis.base import Result, cell_dict
-from fpdiff.core.compare import Finding
-from fpdiff.core.status import CELL_STATUSES, FAILING, NOT_JUDGED, NOTHING_JUDGED, Status, fails
-
-
-@dataclass(frozen=True)
-class Revision:
-    """One rule's change to a cell's verdict: which rule, from what, to what, and why (the verdict's provenance)."""
-    rule: str
-    was: str
-    now: str
-    why: str
-
-    def as_dict(self) -> dict:
-        return {"rule": self.rule, "from": self.was, "to": self.now, "why": self.why}
-
-
-@dataclass
-class Cell:
-    backend: str
-    device: str
-    precision: str
-    shape_variant: str
-    status: Status
-    reason: str = ""
-    metrics: dict | None = None
-    baseline_metrics: dict | None = None
-    computed_dtype: str | None = None
-    output_dtypes: list[str] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    duration_s: float = 0.0
-    info: dict = field(default_factory=dict)
-    effective_bits: float | None = None  # mantissa bits the cell's error corresponds to (compare.effective_bits)
-    stage: str | None = None  # failed cells: the stage that failed (torch.export, onnx export, compile, run, ...)
-    component: str | None = None  # failed cells: who failed there, or "internal error in fpdiff"
-    op_dtypes: dict[str, int] | None = None  # the backend's float ops by the dtype each ran in, when it counts them
-    planned_op_dtypes: dict[str, int] | None = None  # the same count on the graph it was handed, when that mixes
-    revisions: list[Revision] = field(default_factory=list)  # every rule that changed the status, in order
-
-    def as_dict(self) -> dict:
-        return cell_dict(self)
-
-    def revise(self, rule: str, status: str, reason: str, why: str | None = None) -> None:
-        """The one place a cell's status is written after its job ran, so every verdict says which rules made it."""
-        status = Status(status)
-        if status != self.status:
-            self.revisions.append(Revision(rule, str(self.status), str(status), why or reason))
-        self.status, self.reason = status, reason
-
-    @property
-    def label(self) -> str:
-        return f"{self.backend}/{self.device}/{self.precision}/{self.shape_variant}"
+from fpdiff.analysis.base import Result
+from fpdiff.core.status import CELL_STATUSES, FAILING, NOT_JUDGED, NOTHING_JUDGED, fails
+from fpdiff.judging.cell import Cell
 
 
 @dataclass
@@ -66,11 +18,11 @@ class CheckResult(Result):
     reference: dict
     versions: dict
     duration_s: float = 0.0
-    judge: dict = field(default_factory=dict)  # the judge's cross-check (see check/judge.py)
+    judge: dict = field(default_factory=dict)  # the judge's cross-check (see judging/judge.py)
     source: dict = field(default_factory=dict)  # how the model was brought in: opset conversion, inputs
     fingerprint: str = ""  # the model's content hash (spec and weights, or the ONNX file and inputs)
     next: list[str] = field(default_factory=list)  # the locate/plan commands that explain its failing cells
-    evidence: dict | None = None  # what the rules judged from (check/stored.py): lets `fpdiff rejudge` judge it again
+    evidence: dict | None = None  # what the rules judged from (judging/evidence.py): lets `fpdiff rejudge` judge it again
     # a stored run judged again: its cells whose verdict changed (label, from, to) and rules it could not re-apply
     rejudged: dict | None = None
 

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from fpdiff.analysis.check.run import worker_env
 from fpdiff.analysis.fuzz.campaign import BatchAnswer, Found, FuzzConfig, GraphRecord, run_batch
 from fpdiff.analysis.fuzz.graph import FORMS, ONNX, TORCH
 from fpdiff.analysis.fuzz.result import LOST, UNRUN, FuzzResult
@@ -22,6 +21,7 @@ from fpdiff.analysis.options import RunOptions
 from fpdiff.backends import registry
 from fpdiff.core.errors import UsageError
 from fpdiff.core.versions import report_versions
+from fpdiff.judging.run import worker_env
 from fpdiff.runtime import external, rundir
 
 __all__ = ["DEFAULT_BACKENDS", "DEFAULT_PRECISIONS", "FuzzOptions", "FuzzResult", "SHARED_DEFAULTS", "fuzz"]

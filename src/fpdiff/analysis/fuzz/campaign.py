@@ -11,14 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.analysis.check.run import worker_env
 from fpdiff.analysis.fuzz import dedup, oracle
 from fpdiff.analysis.fuzz.graph import FORMS, Sample
+from fpdiff.analysis.ops import repro as ops_repro
 from fpdiff.analysis.ops import verdict as ops_verdict
-from fpdiff.analysis.ops.sweep import SweepConfig
+from fpdiff.analysis.ops.case import OpsCell
+from fpdiff.analysis.ops.sweep import SweepConfig, run_case
 from fpdiff.backends import registry
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
+from fpdiff.judging.run import worker_env
 from fpdiff.runtime import external, rundir
 
 # Probes a minimization may spend: ddmin over 6 ops needs ~15-25, shape and value steps ~10-20 more; at 1-5 s a
@@ -157,21 +159,21 @@ def _one(index: int, config: FuzzConfig, reg, work: Path, found: list[Found]) ->
     return rec
 
 
-def _distinct(failures: list[oracle.Failure]) -> list[oracle.Failure]:
+def _distinct(failures: list[OpsCell]) -> list[OpsCell]:
     """One failure per backend, precision and verdict class: a graph failing the same way in its static and its
     dynamic-shape cells is one hit, minimized once."""
-    seen: dict[tuple, oracle.Failure] = {}
+    seen: dict[tuple, OpsCell] = {}
     for f in failures:
-        seen.setdefault((f.backend, f.precision, f.status_class), f)
+        seen.setdefault((f.backend, f.precision, oracle.status_class(f)), f)
     return list(seen.values())
 
 
-def _known(found: list[Found], f: oracle.Failure, ops: list[str]) -> Found | None:
+def _known(found: list[Found], f: OpsCell, ops: list[str]) -> Found | None:
     """A finding this failure is counted on without minimizing again: the same backend, precision and verdict class,
     and the graph holds the finding's minimized op sequence in order (a graph of a known bug's ops failing the known
     way). Minimizing every such graph would spend the campaign on one bug."""
     for x in found:
-        if (x.backend, x.precision, x.status_class) == (f.backend, f.precision, f.status_class) \
+        if (x.backend, x.precision, oracle.status_class(x)) == (f.backend, f.precision, oracle.status_class(f)) \
                 and _in_order(x.ops, ops):
             return x
     return None
@@ -182,7 +184,7 @@ def _in_order(needle: list[str], hay: list[str]) -> bool:
     return all(any(op == h for h in it) for op in needle)
 
 
-def _finding(sample: Sample, f: oracle.Failure, config: FuzzConfig, reg, work: Path) -> Found:
+def _finding(sample: Sample, f: OpsCell, config: FuzzConfig, reg, work: Path) -> Found:
     """The failing cell minimized (a hang is not: each probe would wait the whole timeout), its signature, and the
     minimized graph's repro and report."""
     from fpdiff.analysis.fuzz import minimize
@@ -198,7 +200,7 @@ def _finding(sample: Sample, f: oracle.Failure, config: FuzzConfig, reg, work: P
     if cell is not None and cell.mixed_only:
         variant = "+".join([*(v for v in variant.split("+") if v != "plain"), ops_verdict.MIXED_ONLY])
     sig = _signature(f, small.graph.ops(), variant)
-    return Found(sig, f.backend, f.precision, f.status, f.status_class, small.graph.ops(), variant,
+    return Found(sig, f.backend, f.precision, f.status, oracle.status_class(f), small.graph.ops(), variant,
                  cell.reason if cell else f.reason, cell.metrics if cell else f.metrics, small.form,
                  {"minimized": small.graph.as_dict(), "id": small.id, "original": sample.id},
                  {"ops_before": len(sample.graph.ops()), "ops_after": len(small.graph.ops()), "probes": probes,
@@ -225,28 +227,27 @@ class _Judged:
     shapes: dict = field(default_factory=dict)  # shape variant -> status of the minimized graph on the failing cell
 
 
-def _signature(f: oracle.Failure, ops: list[str], variant: str) -> str:
+def _signature(f: OpsCell, ops: list[str], variant: str) -> str:
     """The semantic signature: backend (or the exporter the failure is pinned on), precision, verdict class,
     the minimized op sequence, the variant that matters. Safe as a folder name."""
     import re
-    parts = (f.backend, f.precision, f.status_class, ">".join(ops), variant)
+    parts = (f.backend, f.precision, oracle.status_class(f), ">".join(ops), variant)
     return "__".join(re.sub(r"[^A-Za-z0-9.+>:-]", "_", p).replace(">", "-").replace(":", "-") for p in parts)
 
 
-def _repro(small: Sample, f: oracle.Failure, variant: str, config: FuzzConfig, reg, work: Path
+def _repro(small: Sample, f: OpsCell, variant: str, config: FuzzConfig, reg, work: Path
            ) -> tuple[_Judged | None, dict | None, str | None]:
     """The minimized graph judged once more on the failing cell with its repro written and rechecked, and the
     ready-to-file report beside it; (None, why, None) when the minimized graph no longer fails there."""
     root = config.sweep.repro_dir
     narrow = dataclasses.replace(oracle.narrowed(config.sweep, f.backend, f.precision), repro_dir=root)
     case = dataclasses.replace(oracle.case_of(small), variant=variant)
-    from fpdiff.analysis.ops.sweep import run_case
     outcome, requests = run_case(case, narrow, reg, work)
-    cells = [c for c in outcome.cells if oracle.failure_of(c).status_class == f.status_class]
+    cells = [c for c in outcome.cells if oracle.failure_of(c).status_class == oracle.status_class(f)]
     if not cells:
         return None, {"path": None, "retriggers": None, "error": "the minimized graph passed when judged again"}, None
     cell = cells[0]
-    judged = _Judged(cell.reason, cell.metrics, oracle.mixed_only(outcome.cells, f.status_class),
+    judged = _Judged(cell.reason, cell.metrics, oracle.mixed_only(outcome.cells, oracle.status_class(f)),
                      {c.shape_variant: str(c.status) for c in outcome.cells})
     if not root:
         return judged, None, None
@@ -256,12 +257,11 @@ def _repro(small: Sample, f: oracle.Failure, variant: str, config: FuzzConfig, r
         ops_verdict.recheck_repros([cell])
     report = None
     if cell.repro and cell.repro.get("path"):
-        from fpdiff.analysis.ops import repro
         from fpdiff.core.versions import report_versions
         bundle = Path(cell.repro["path"]).parent
         versions = cell.info.get("worker", {}).get("versions") or report_versions(
             ["onnx", *reg.cls(f.backend).requires])
         (bundle / "graph.npz").write_bytes(small.to_bytes())
         report = str(bundle / "REPORT.md")
-        Path(report).write_text(repro.upstream_report(cell, bundle, versions))
+        Path(report).write_text(ops_repro.upstream_report(cell, bundle, versions))
     return judged, cell.repro, report

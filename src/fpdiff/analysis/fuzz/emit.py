@@ -12,6 +12,7 @@ import numpy as np
 from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, INT64, NP_DTYPES, Graph, Sample, TensorType
 from fpdiff.analysis.fuzz.vocab import VOCAB
 from fpdiff.analysis.ops.case import CONTIGUOUS, SAMPLE, TORCH_CATALOG, Case, TorchSample
+from fpdiff.analysis.ops.torch_catalog import write_case
 from fpdiff.core.errors import UsageError
 from fpdiff.sources.opset import TARGET_OPSET
 
@@ -167,7 +168,6 @@ def torch_case(sample: Sample) -> Case:
 def write_torch(sample: Sample, folder: str | Path) -> str:
     """The sample as a spec .py (and its .pt) in `folder`, as fpdiff.sources.load takes it; layout, dynamic dims
     and the fingerprint as the ops sweep gives a case."""
-    from fpdiff.analysis.ops.torch_catalog import write_case
     return write_case(torch_case(sample), Path(folder))[0]
 
 

@@ -16,6 +16,7 @@ from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_case
 from fpdiff.analysis.ops.verdict import wrong_only_in_mixes
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
 
 FUZZ_CATALOG = "fuzz"
 PASS, DISCARDED, FAILING = "pass", "discarded", "failing"
@@ -53,26 +54,13 @@ class GraphPayload:
         return emit.write_torch(self.sample, folder), None
 
 
-@dataclass(frozen=True)
-class Failure:
-    """One failing cell of a graph: where, what, and the component the failure is pinned on."""
-    backend: str
-    precision: str
-    status: str
-    reason: str = ""
-    component: str | None = None
-    stage: str | None = None
-    metrics: dict | None = field(default=None, compare=False, hash=False)
-    shape_variant: str = field(default="static", compare=False)  # static, dynamic, or a mix (model/graph.py)
-
-    @property
-    def status_class(self) -> str:
-        """The verdict class a minimization must keep and a signature names: mismatch, or the failure and the
-        component it is pinned on (an exporter's error is not the backend's)."""
-        if self.status == Status.MISMATCH:
-            return "mismatch"
-        culprit = str(self.component or "").split()[0] if self.component else ""
-        return f"{self.status}:{culprit}" if culprit else str(self.status)
+def status_class(c: Cell) -> str:
+    """The verdict class a minimization must keep and a signature names: mismatch, or the failure and the component
+    it is pinned on (an exporter's error is not the backend's)."""
+    if c.status == Status.MISMATCH:
+        return "mismatch"
+    culprit = str(c.component or "").split()[0] if c.component else ""
+    return f"{c.status}:{culprit}" if culprit else str(c.status)
 
 
 @dataclass
@@ -80,7 +68,7 @@ class GraphVerdict:
     """A graph's answer: pass, discarded (with why) or failing (with its failing cells); each cell's status too."""
     sample_id: str
     outcome: str
-    failures: list[Failure] = field(default_factory=list)
+    failures: list[OpsCell] = field(default_factory=list)  # the failing cells, as judged
     discard: str | None = None
     statuses: dict[str, str] = field(default_factory=dict)  # "backend/precision" -> status
     duration_s: float = 0.0
@@ -128,7 +116,7 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
         v.outcome, v.discard = DISCARDED, f"{JUDGE_DISAGREES}: {outcome.disagreement.get('detail', '')}"
         return v
     failing = [c for c in outcome.cells if c.status in FINDING_STATUSES]
-    v.failures = [failure_of(c) for c in failing if not declared_dims_refused(c)]
+    v.failures = [c for c in failing if not declared_dims_refused(c)]
     if v.failures:
         v.outcome = FAILING
     elif failing:  # only shape variants whose declared dims the program fixes: fpdiff's declaration, no bug
@@ -157,17 +145,12 @@ def cell_key(c: OpsCell) -> str:
     return key if c.shape_variant == "static" else f"{key}/{c.shape_variant}"
 
 
-def failure_of(c: OpsCell) -> Failure:
-    return Failure(c.backend, c.precision, str(c.status), c.reason, c.component, c.stage, c.metrics,
-                   c.shape_variant)
-
-
-def mixed_only(cells: list[OpsCell], status_class: str) -> bool:
+def mixed_only(cells: list[OpsCell], wanted: str) -> bool:
     """Whether a failure of this class shows only where static and dynamic dims mix, its static and fully dynamic
     cells right (ops' verdict.wrong_only_in_mixes: the shape variants judged against each other)."""
     ends = ("static", "dynamic")
     return wrong_only_in_mixes({c.shape_variant: str(c.status) if c.shape_variant in ends
-                                or failure_of(c).status_class == status_class else "pass" for c in cells})
+                                or status_class(c) == wanted else "pass" for c in cells})
 
 
 def narrowed(config: SweepConfig, backend: str, precision: str) -> SweepConfig:
@@ -176,18 +159,18 @@ def narrowed(config: SweepConfig, backend: str, precision: str) -> SweepConfig:
                                deadline=None)
 
 
-def probe_for(failure: Failure, config: SweepConfig, reg, work: Path) -> Callable[[Sample], bool]:
+def probe_for(failure: OpsCell, config: SweepConfig, reg, work: Path) -> Callable[[Sample], bool]:
     """Whether a candidate graph still fails the same way on the same backend and precision: the same verdict class
     (a mismatch stays a mismatch; an error stays an error of the same component), as check judges it."""
-    return probe_class(failure.backend, failure.precision, failure.status_class, config, reg, work)
+    return probe_class(failure.backend, failure.precision, status_class(failure), config, reg, work)
 
 
-def probe_class(backend: str, precision: str, status_class: str, config: SweepConfig, reg,
+def probe_class(backend: str, precision: str, wanted: str, config: SweepConfig, reg,
                 work: Path) -> Callable[[Sample], bool]:
     """Whether a candidate graph fails with this verdict class on this backend and precision (a probe)."""
     narrow = narrowed(config, backend, precision)
 
     def probe(candidate: Sample) -> bool:
         v, _, _ = judge(candidate, narrow, reg, work)
-        return any(f.status_class == status_class for f in v.failures)
+        return any(status_class(f) == wanted for f in v.failures)
     return probe

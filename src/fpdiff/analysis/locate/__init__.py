@@ -13,15 +13,16 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from fpdiff.analysis.base import Result
-from fpdiff.analysis.locate import markall
+from fpdiff.analysis.locate.artifact import judge_file, reading
 from fpdiff.analysis.locate.bisection import Progress
-from fpdiff.analysis.locate.markall import MarkAll
 from fpdiff.analysis.options import RunOptions
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import MESSAGE_CHARS, NoRepro, NotAnalysable, StageError, Unsupported, UsageError
 from fpdiff.core.status import Status
 from fpdiff.core.task import ONNX
+from fpdiff.judging import markall
+from fpdiff.judging.markall import MarkAll
 from fpdiff.model import graph, segments
 from fpdiff.model.float64 import float64_everywhere
 from fpdiff.model.weights import cast_is_large
@@ -438,7 +439,6 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
     o, shared = options or LocateOptions(), (shared or RunOptions()).ready()
     backend, precision, device, repro, progress = o.backend, o.precision, o.device, o.repro, shared.progress
     if o.artifact is not None:  # the user's file judged whole, then the source's ops located and read against it
-        from fpdiff.analysis.locate.artifact import judge_file, reading
         said = judge_file(model, o.artifact, backend, precision, shared)
         if said.finding is not None:  # nothing departs: nothing to locate
             return LocateResult(model, backend, prec.get(precision).name, output_error=said.rel_l2,
@@ -467,7 +467,8 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
     if o.mark_all:
         return _mark_all(source, Job(source.ref, "", backend, p.name, device, graph.STATIC, tuple(plugins), flags,
                                      cache), timeout, progress)
-    from fpdiff.analysis.locate.bisection import Bisector, OnnxBisector
+    from fpdiff.analysis.locate.bisection import Asking, Bisector, OnnxBisector
+    ask = Asking(p, backend, device, tuple(plugins), flags, timeout, cache, progress)
     # the torch judge is torch eager itself: its culprit is the lockstep analysis's, computed here
     reference = source.ref.kind == "torch" and backend == judge_for("torch")
     if source.ref.kind not in cls.kinds:
@@ -476,8 +477,7 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
                          f"model use --backend {takes}")
     if source.ref.kind == "onnx":
         result = LocateResult(source.ref.label, backend, p.name)
-        b = OnnxBisector(source.module, dict(zip(source.input_names, source.inputs)), p, backend, device,
-                         tuple(plugins), flags, timeout, cache, progress)
+        b = OnnxBisector(source.module, dict(zip(source.input_names, source.inputs)), ask)
     else:
         _tell(progress, "export", 0, 1)
         lazy = reference and _streamed(source.module, p)  # other backends' segments are cut from real weights
@@ -493,8 +493,7 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
         culprit = result.culprit
         if reference and not (repro and culprit and p.is_cast):
             return result
-        b = Bisector(source.module, source.inputs, p, backend, device, tuple(plugins), flags, timeout, cache,
-                     variant, source.dynamic_shapes, program=program, progress=progress,
+        b = Bisector(source.module, source.inputs, ask, variant, source.dynamic_shapes, program=program,
                      only=culprit.node if reference else None)
     try:
         if reference:  # the repro of a precision culprit: the op alone at P on float64-run inputs
@@ -595,7 +594,7 @@ def _export_failed(model: str, backend: str, p: prec.Precision, e: StageError) -
 
 def _mark_all(source, job: Job, timeout: float, progress: Progress | None = None) -> LocateResult:
     """The backend with every tensor marked as an output: one run in a worker, fusion possibly changed (see
-    locate/markall.py). A torch model runs as its ONNX graph exported at fp32, cast to the precision by the backend,
+    judging/markall.py). A torch model runs as its ONNX graph exported at fp32, cast to the precision by the backend,
     so the judge and the backend mark the same tensors under the same names."""
     import onnx
 

@@ -6,7 +6,6 @@ conversion departs as the file does (then the segment stands for the file) or no
 the file was made: its converter, settings or quantization)."""
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,10 @@ from fpdiff.analysis.options import RunOptions
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
+from fpdiff.judging.grid import make_grid
+from fpdiff.judging.rejudge import judge_grid
+from fpdiff.judging.run import worker_env
+from fpdiff.runtime import external
 
 # fpdiff's conversion departs "as the file does" when both fail and their errors are within this factor of each
 # other: a backend's own kernels on the same graph land within a few times of one another, a converter setting
@@ -40,12 +43,14 @@ class FileVerdict:
 
 
 def judge_file(model: str, artifact: str, backend: str, precision: str, shared: RunOptions) -> FileVerdict:
-    """The file's cell, judged as check judges it; a file that holds gets the note that there is nothing to locate."""
-    from fpdiff.analysis.check import CheckOptions, check
-    p = prec.get(precision).name
-    r = check(model, CheckOptions(backends=[], precisions=[p], artifacts=[f"{backend}:{p}={artifact}"], repeat=1,
-                                  repro_dir=None), dataclasses.replace(shared, progress=None))
-    cell = next(c for c in r.cells if c.backend == backend)
+    """The file's cell, judged on the judging floor as check judges it; a file that holds gets the note that there
+    is nothing to locate."""
+    p, shared = prec.get(precision).name, shared.ready()
+    grid = make_grid(model, shared.registry, shared.grid(precisions=(p,), artifacts=(f"{backend}:{p}={artifact}",)))
+    env = worker_env()
+    with external.shared(env):
+        cells = judge_grid(grid, env, shared.timeout, None, None).cells
+    cell = next(c for c in cells if c.backend == backend)
     value = (cell.metrics or {}).get("rel_l2")
     said = FileVerdict(artifact, p, str(cell.status), float(value) if value is not None else None, cell.reason or "")
     if cell.status in (Status.PASS, Status.PRECISION_LOSS):

@@ -68,17 +68,29 @@ def _np(x) -> np.ndarray:
     return x.detach().double().numpy() if x.is_floating_point() else x.numpy()
 
 
+@dataclass(frozen=True)
+class Asking:
+    """Whom a bisection asks about each segment, and how: the backend at the precision on the device, its plugins
+    and flags, the seconds a segment may take, the compile cache, and where progress goes."""
+    p: prec.Precision
+    backend: str
+    device: str = "cpu"
+    plugins: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    timeout: float = 120.0
+    cache: str | None = None
+    progress: Progress | None = None
+
+
 class Bisector:
     """Asks the backend about segments [start, end) of op units; remembers every answer (one compile each)."""
 
-    def __init__(self, module: torch.nn.Module, inputs: tuple, p: prec.Precision, backend: str, device: str,
-                 plugins: tuple[str, ...], flags: tuple[str, ...], timeout: float, cache: str | None,
-                 variant: graph.ShapeVariant = graph.STATIC, declared=None,
-                 program: torch.export.ExportedProgram | None = None, progress: Progress | None = None,
-                 only: str | None = None) -> None:
-        if not p.is_cast:
+    def __init__(self, module: torch.nn.Module, inputs: tuple, ask: Asking, variant: graph.ShapeVariant = graph.STATIC,
+                 declared=None, program: torch.export.ExportedProgram | None = None, only: str | None = None) -> None:
+        if not ask.p.is_cast:
             raise UsageError("locate on compiled backends takes whole-model precisions (fp32, fp16, bf16, fp64)")
-        self._setup(p, backend, device, plugins, flags, timeout, cache, progress)
+        self._setup(ask)
+        p = ask.p
         # one export at P under the shape variant (segments keep its symbolic dims); the float64 values are that
         # same graph widened, so every node has its float64 value under its own name (segments.widen)
         self.gmp = (program or segments.export_at(module, inputs, p, variant, declared)).module()
@@ -91,10 +103,9 @@ class Bisector:
         # float64 weights cast as each op reads them: no float64 copy of the model
         self.v64 = segments.values64(self.gmp, graph.cast_module(module, prec.FP64, lazy=True), inputs, keep)
 
-    def _setup(self, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
-               flags: tuple[str, ...], timeout: float, cache: str | None, progress: Progress | None = None) -> None:
-        self.p, self.backend, self.device, self.progress = p, backend, device, progress
-        self.plugins, self.flags, self.timeout, self.cache = plugins, flags, timeout, cache
+    def _setup(self, ask: Asking) -> None:
+        self.p, self.backend, self.device, self.progress = ask.p, ask.backend, ask.device, ask.progress
+        self.plugins, self.flags, self.timeout, self.cache = ask.plugins, ask.flags, ask.timeout, ask.cache
         self.asked: dict[tuple[int, int], SegmentVerdict] = {}
         self.dir = rundir.mkdtemp(prefix="fpdiff-locate-")
         self.pool = Router()
@@ -252,26 +263,29 @@ class Bisector:
         from fpdiff.core.versions import report_versions as versions
         nodes, program, ins, _, expected, _ = self.segment(start, end)
         title = f"{self.backend} at {self.p.name}, ops {start}..{end - 1}: {', '.join(str(n.target) for n in nodes)}"
-        return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,
-                           program=program, inputs=ins, expected=expected, backend_out=backend_out,
-                           baseline_rel_l2=baseline_rel_l2, limit=limit, flags=self.flags, versions=versions())
+        return repro.write(out, self._where(versions()), title, (program, ins, expected), backend_out,
+                           baseline_rel_l2, limit)
 
     def _backend(self):
         from fpdiff.backends import registry
         return registry(self.plugins).create(self.backend)
+
+    def _where(self, versions: dict):
+        """Where this bisection's bundles run (locate/repro.py)."""
+        from fpdiff.analysis.locate import repro
+        return repro.Where(self._backend(), self.p, self.device, self.flags, versions)
 
 
 class OnnxBisector(Bisector):
     """The same bisection over an ONNX graph's nodes; the judge is the ONNX reference evaluator in float64 and
     the baseline the evaluator on the segment cast to P."""
 
-    def __init__(self, model, feeds: dict, p: prec.Precision, backend: str, device: str, plugins: tuple[str, ...],
-                 flags: tuple[str, ...], timeout: float, cache: str | None,
-                 progress: Progress | None = None) -> None:
+    def __init__(self, model, feeds: dict, ask: Asking) -> None:
         import onnx
 
         from fpdiff.onnxtools.export import ONNX_TYPE, cast_model
         from fpdiff.onnxtools.graph import float64_values
+        p = ask.p
         if not p.is_cast or p.name == "bf16":
             raise UsageError("locate on ONNX models takes fp64, fp32 or fp16")
         self.model64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
@@ -279,7 +293,7 @@ class OnnxBisector(Bisector):
         self.v64 = float64_values(self.model64, feeds)  # the model or its inputs are at fault if this fails
         self.nodes = list(self.modelp.graph.node)
         self.inits = {t.name for t in self.modelp.graph.initializer}
-        self._setup(p, backend, device, plugins, flags, timeout, cache, progress)
+        self._setup(ask)
 
     def count(self) -> int:
         return len(self.nodes)
@@ -349,9 +363,8 @@ class OnnxBisector(Bisector):
         from fpdiff.core.versions import report_versions as versions
         sub, _, ins, expected = self.segment_io(start, end)
         title = f"{self.backend} at {self.p.name}, ONNX nodes {start}..{end - 1}"
-        return repro.write(out, title=title, backend=self._backend(), precision=self.p, device=self.device,
-                           program=sub, inputs=ins, expected=expected, backend_out=backend_out,
-                           baseline_rel_l2=baseline_rel_l2, limit=limit, flags=self.flags, versions=versions())
+        return repro.write(out, self._where(versions()), title, (sub, ins, expected), backend_out,
+                           baseline_rel_l2, limit)
 
 
 # the order in which a segment's outputs speak for it: a failing one first

@@ -179,9 +179,8 @@ def _run(batches: list[list[Case]], config: SweepConfig, ray: str | None, progre
 def _lost(case: Case, config: SweepConfig, failure) -> CaseOutcome:
     """A case of a batch Ray lost (its task crashed or timed out): one cell per backend and precision saying so."""
     status = Status.TIMEOUT if failure.kind == "timeout" else Status.CRASH
-    cells = [OpsCell(case.op, case.catalog, case.variant, case.case_id, case.family, b, p, "static", status,
-                     f"its batch {failure.kind}: {failure.message}", description=case.description,
-                     component="the Ray task") for b in config.backends for p in config.precisions]
+    cells = [OpsCell.of(case, b, p, "static", status, reason=f"its batch {failure.kind}: {failure.message}",
+                        component="the Ray task") for b in config.backends for p in config.precisions]
     return CaseOutcome(case.case_id, cells)
 
 

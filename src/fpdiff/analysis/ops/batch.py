@@ -27,12 +27,6 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from fpdiff.analysis.check.cells import first_verdicts
-from fpdiff.analysis.check.grid import CellKey, Grid, make_grid
-from fpdiff.analysis.check.judge import cross_check
-from fpdiff.analysis.check.rejudge import CHECK_RULES, judge_run
-from fpdiff.analysis.check.rules import Evidence
-from fpdiff.analysis.check.run import run_grid, worker_env
 from fpdiff.analysis.ops import verdict
 from fpdiff.analysis.ops.case import ONNX_CATALOG, TORCH_CATALOG, Case, OnnxSample, OpsCell, TorchSample
 from fpdiff.analysis.ops.support import STATES
@@ -42,6 +36,12 @@ from fpdiff.core import compare
 from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
 from fpdiff.core.task import ONNX, TORCH
+from fpdiff.judging.cells import first_verdicts
+from fpdiff.judging.grid import CellKey, Grid, make_grid
+from fpdiff.judging.judge import cross_check
+from fpdiff.judging.rejudge import CHECK_RULES, judge_run
+from fpdiff.judging.rules import Evidence
+from fpdiff.judging.run import run_grid, worker_env
 from fpdiff.model.graph import STATIC
 from fpdiff.runtime import external, rundir
 from fpdiff.runtime.worker import JobResult
@@ -415,10 +415,7 @@ def _grid(cases: list[Case], pairs: Sequence[Pair], ctx: Context, folder: Path) 
     model, inputs, spans = write_program(cases, folder)
     backends = list(dict.fromkeys(b for b, _ in pairs))
     precisions = list(dict.fromkeys(p for _, p in pairs))
-    grid = make_grid(model, ctx.reg, backends=backends, precisions=precisions, devices=("cpu",),
-                     shape_variants=None, allow_nonfinite=False, repeat=1, plugins=config.plugins,
-                     flags=config.flags, cache_dir=config.cache_dir or False, seed=config.seed,
-                     load_args={"inputs": inputs, "shapes": None, "seed": config.seed, "keep_opset": True})
+    grid = make_grid(model, ctx.reg, config.grid(backends, precisions, inputs))
     return grid, spans
 
 

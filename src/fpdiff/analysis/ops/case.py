@@ -4,13 +4,14 @@ Cases (catalog.write_case makes one a model file); the sweep turns each into a m
 jobs and cell judging) and each judged check cell into an OpsCell."""
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fpdiff.analysis.base import cell_dict
-from fpdiff.core.compare import Finding
+from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
 
 TORCH_CATALOG, ONNX_CATALOG = "torch", "onnx"
 CATALOGS = (TORCH_CATALOG, ONNX_CATALOG)
@@ -58,31 +59,32 @@ class OnnxSample:
 
 
 @dataclass
-class OpsCell:
-    """One case on one backend at one precision (and shape variant), with check's verdict on it."""
-    op: str
-    catalog: str
-    variant: str
-    case: str  # Case.case_id
-    family: str
-    backend: str
-    precision: str
-    shape_variant: str
-    status: str
-    reason: str = ""
-    metrics: dict | None = None
+class OpsCell(Cell):
+    """A cell of the op sweep: the judging floor's Cell (its verdict, metrics and revisions) with the case it belongs
+    to and what the runtime said of its support. `case`: Case.case_id."""
+    op: str = ""
+    catalog: str = ""
+    variant: str = ""
+    case: str = ""
+    family: str = ""
     support: str | None = None  # NATIVE / OTHER_DTYPE / NOT_IMPLEMENTED (support.py), None: the runtime said nothing
     support_detail: str = ""  # the runtime's own words for it (kernel types registered, precision it ran)
     repro: dict | None = None  # {"path", "retriggers": bool | None, "report"} for failing cells (repro.py)
-    findings: list[Finding] = field(default_factory=list)
     description: str = ""
-    stage: str | None = None
-    component: str | None = None
-    duration_s: float = 0.0
-    info: dict = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
-        return cell_dict(self)
+    @classmethod
+    def of(cls, case: Case, backend: str, precision: str, shape_variant: str, status: str, **kw: Any) -> OpsCell:
+        """The cell of `case` on `backend` at `precision` (the sweep runs on the cpu)."""
+        return cls(backend, "cpu", precision, shape_variant, Status(status), op=case.op, catalog=case.catalog,
+                   variant=case.variant, case=case.case_id, family=case.family,
+                   **{"description": case.description, **kw})
+
+    @classmethod
+    def judged(cls, case: Case, cell: Cell, **kw: Any) -> OpsCell:
+        """A judged cell as the sweep reports it: every field of the cell (its revisions too), with its case."""
+        mine = {f.name: getattr(cell, f.name) for f in dataclasses.fields(Cell)}
+        return cls(**{**mine, **kw}, op=case.op, catalog=case.catalog, variant=case.variant, case=case.case_id,
+                   family=case.family, description=case.description)
 
     @property
     def label(self) -> str:

@@ -10,16 +10,17 @@ import platform
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fpdiff.analysis import repro as bundle
-from fpdiff.analysis.check.rejudge import ANOTHER_FUNCTION, BLAMED, BLAMED_AT
 from fpdiff.analysis.ops.case import ONNX_CATALOG, OpsCell
 from fpdiff.core.compare import l2
 from fpdiff.core.status import Status
+from fpdiff.judging.rejudge import ANOTHER_FUNCTION, BLAMED, BLAMED_AT
 from fpdiff.onnxtools.export import DEPARTS
 
 # the script's exit status -> whether the cell's verdict re-triggered (None: the script could not tell)
@@ -76,12 +77,25 @@ def provenance(cell: OpsCell) -> str:
             "shows what that rounding alone costs.")
 
 
-def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], observed: list[np.ndarray] | None,
-          baseline: dict | None, rule: str, limit: float, versions: dict) -> Path:
-    """Write the bundle and its REPORT.md for one failing cell; returns the script's path. `baseline`: the
-    reference implementation's metrics at the cell's precision; `limit`: the verdict's own threshold (rel L2 for
-    "rel-l2", a count of elements for "flips"; unused by "raises"/"crash")."""
+@dataclass(frozen=True)
+class Claim:
+    """What a failing cell's bundle shows: the float64 expected outputs and the backend's (None when it did not
+    answer), the reference implementation's metrics at the cell's precision (`baseline`), the rule with its
+    threshold (`limit`: rel L2 for "rel-l2", a count of elements for "flips"; unused by "raises"/"crash"), and the
+    versions the upstream report names."""
+    expected: list[np.ndarray]
+    observed: list[np.ndarray] | None
+    baseline: dict | None
+    rule: str
+    limit: float
+    versions: dict
+
+
+def write(out: Path, job: Any, cell: OpsCell, claim: Claim) -> Path:
+    """Write the bundle and its REPORT.md for one failing cell; returns the script's path."""
     from fpdiff.backends import registry
+    expected, observed, baseline, rule, limit, versions = (claim.expected, claim.observed, claim.baseline, claim.rule,
+                                                           claim.limit, claim.versions)
     if cell.status == Status.CRASH:  # the process dying is the failure: only a child process can show it
         rule = bundle.CRASH
     backend = registry(job.plugins).create(job.backend)
@@ -103,7 +117,7 @@ def write(out: Path, job: Any, cell: OpsCell, *, expected: list[np.ndarray], obs
               inputs=inputs, expected=expected, observed=observed, rule=rule, limit=limit, baseline=baseline,
               baseline_label="the reference implementation", flags=tuple(job.flags), versions=versions,
               input_dtypes=dtypes, extra=extra)
-    script = bundle.write(out, backend=backend, **kw)
+    script = bundle.write(out, bundle.Bundle(backend=backend, **kw))
     (out / "REPORT.md").write_text(upstream_report(cell, out, versions))
     return script
 

@@ -16,6 +16,7 @@ from fpdiff.analysis.ops.case import OpsCell
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import CELL_STATUSES, FAILING, Status, fails
+from fpdiff.judging.cell import Revision
 
 TABLE_KIND = "ops-support"  # the "kind" of a saved support table (--save), which `fpdiff diff` reads
 # the most repro commands next_steps() names: one per distinct bug, a handful to start with (all are in "reports")
@@ -198,9 +199,12 @@ def _same_selection(path: str, had: dict, cells: list[OpsCell], backends: Sequen
 
 
 def cell_from_dict(d: dict) -> OpsCell:
-    """An OpsCell from its JSON (as_dict), its findings as Findings again."""
+    """An OpsCell from its JSON (as_dict), its findings and revisions as objects again; a report written before ops
+    cells were cells of the judging floor has no device (cpu: the sweep's only one)."""
     names = {f.name for f in dataclasses.fields(OpsCell)}
-    kept = {k: v for k, v in d.items() if k in names}
+    kept = {"device": "cpu", **{k: v for k, v in d.items() if k in names}}
     kept["findings"] = [Finding(**{k: f.get(k) for k in ("kind", "message", "op", "remedy")})
                         for f in d.get("findings") or []]
+    kept["revisions"] = [Revision(r["rule"], r["from"], r["to"], r["why"]) for r in d.get("revisions") or []]
+    kept["status"] = Status(kept["status"])
     return OpsCell(**kept)

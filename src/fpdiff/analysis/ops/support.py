@@ -13,7 +13,7 @@ from fpdiff.core.status import Status
 
 # Findings that say the cell computed in another dtype than asked: the dtype-changed rule on what the backend counted
 # (core/dtypes.py), OpenVINO replacing its inference precision hint, and a mismatch whose error matches a narrower
-# format's baseline (check/cells.py).
+# format's baseline (judging/cells.py).
 OTHER_DTYPE_FINDINGS = ("dtype-changed", "hint-replaced", "coarser-than-requested")
 # Statuses of a cell whose runtime ran the op to the end: it did not refuse, so without a word of another dtype it
 # computed at the dtype asked (torch eager and inductor either run a kernel at the dtype or refuse).

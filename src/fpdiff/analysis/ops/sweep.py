@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpdiff.analysis.check.grid import Grid, make_grid
-from fpdiff.analysis.check.rejudge import BLAMED, BLAMED_AT, CHECK_RULES, judge_run, question_judge
-from fpdiff.analysis.check.result import Cell
-from fpdiff.analysis.check.rules import Evidence
-from fpdiff.analysis.check.run import run_grid, worker_env
 from fpdiff.analysis.ops import verdict
 from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.analysis.ops.catalog import write_case
 from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
+from fpdiff.judging.grid import Grid, GridSettings, make_grid
+from fpdiff.judging.rejudge import BLAMED, BLAMED_AT, CHECK_RULES, judge_run, question_judge
+from fpdiff.judging.rules import Evidence
+from fpdiff.judging.run import run_grid, worker_env
 from fpdiff.onnxtools.export import DEPARTS
 from fpdiff.runtime.worker import JobResult
 
@@ -43,6 +43,12 @@ class SweepConfig:
     deadline: float | None = None  # wall-clock time (time.time()) after which no case starts: --time's budget
     # cases per program (batch.py); 1: every case alone, as run_case's callers outside the sweep want
     program_size: int = 1
+
+    def grid(self, backends: Sequence[str], precisions: Sequence[str], inputs: str) -> GridSettings:
+        """A case's (or program's) grid: one run of each cell on the cpu, the case's own inputs and opset."""
+        return GridSettings(tuple(backends), tuple(precisions), plugins=self.plugins, flags=self.flags,
+                            cache_dir=self.cache_dir or False, seed=self.seed,
+                            load_args={"inputs": inputs, "shapes": None, "seed": self.seed, "keep_opset": True})
 
 
 @dataclass
@@ -93,18 +99,13 @@ def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
     backends = [b for b in config.backends if kind in reg.cls(b).kinds]
     if not backends:
         raise UsageError(f"no backend of {', '.join(config.backends)} takes {kind} models")
-    return make_grid(model, reg, backends=backends, precisions=config.precisions, devices=("cpu",),
-                     shape_variants=None, allow_nonfinite=False, repeat=1, plugins=config.plugins,
-                     flags=config.flags, cache_dir=config.cache_dir or False, seed=config.seed,
-                     load_args={"inputs": inputs, "shapes": None, "seed": config.seed, "keep_opset": True})
+    return make_grid(model, reg, config.grid(backends, config.precisions, inputs))
 
 
 def ops_cell(case: Case, c: Cell, r: JobResult) -> OpsCell:
-    """A check cell as the sweep reports it: the case it belongs to and the runtime's support state."""
-    cell = OpsCell(case.op, case.catalog, case.variant, case.case_id, case.family, c.backend, c.precision,
-                   c.shape_variant, c.status, c.reason, c.metrics, findings=c.findings,
-                   description=case.description, stage=c.stage, component=c.component, duration_s=c.duration_s,
-                   info=_kept_info(c.info))
+    """A judged cell as the sweep reports it: the same cell with the case it belongs to and the runtime's support
+    state; of its info the small facts."""
+    cell = OpsCell.judged(case, c, info=_kept_info(c.info))
     cell.support, cell.support_detail = verdict.support(c, r)
     return cell
 

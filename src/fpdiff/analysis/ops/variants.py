@@ -11,7 +11,7 @@ import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -491,13 +491,22 @@ def _graph(nodes: list, feeds: dict, consts: list, outputs: Sequence[str], types
     return model
 
 
+class _Traits(TypedDict, total=False):
+    """A purpose-built torch case's optional traits: `integer_valued` outputs, keyword `tensors` (name -> array:
+    layer_norm's weight=, gather's index=) that are inputs of the model like its arrays, and `exact` integer arrays
+    that keep their own dtype (uint8, int8, int32), not the int64 of indices."""
+    integer_valued: bool
+    tensors: dict | None
+    exact: bool
+
+
 def _t(op: str, name: str, k: int, fn: str, arrays: list[np.ndarray], kwargs: dict, note: str,
-       integer_valued: bool = False, tensors: dict | None = None, exact: bool = False) -> Case:
-    """A purpose-built torch case: `fn` on float64 tensors made of `arrays`, plus baked-in `kwargs` and the keyword
-    tensors `tensors` (name -> array: layer_norm's weight=, gather's index=), inputs of the model like `arrays`;
-    `exact`: integer arrays keep their own dtype (uint8, int8, int32), not the int64 of indices."""
+       **traits: Unpack[_Traits]) -> Case:
+    """A purpose-built torch case: `fn` on float64 tensors made of `arrays`, plus baked-in `kwargs` (and the
+    traits: _Traits)."""
+    exact, integer_valued = traits.get("exact", False), traits.get("integer_valued", False)
     args = tuple(_tensor(a, exact) for a in arrays)
-    named = {n: _tensor(a, exact) for n, a in (tensors or {}).items()}
+    named = {n: _tensor(a, exact) for n, a in (traits.get("tensors") or {}).items()}
     shapes = ", ".join([str(list(a.shape)) for a in args] + [f"{n}={list(a.shape)}" for n, a in named.items()])
     return Case(TORCH_CATALOG, op, f"{op}~{name}-{k}", name, f"{name}: {shapes}, {note}", integer_valued,
                 TorchSample(fn, args, dict(kwargs) | named))

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.analysis.check.grid import CellKey, Grid
-from fpdiff.analysis.check.rejudge import CHECK_RULES
-from fpdiff.analysis.check.result import Cell
-from fpdiff.analysis.check.rules import Evidence, Rule, insert_after
 from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
+from fpdiff.judging.grid import CellKey, Grid
+from fpdiff.judging.rejudge import CHECK_RULES
+from fpdiff.judging.rules import Evidence, Rule, insert_after
 from fpdiff.runtime.worker import JobResult
 
 # Findings the float rule attaches to its verdict, which the flip rule replaces with its own
@@ -132,8 +132,8 @@ def repro_request(case: Case, grid: Grid, key: CellKey, cell: OpsCell, baseline:
     from fpdiff.analysis.ops import repro
     rule, limit = repro_rule(cell, baseline, key.precision)
     return (root / repro.signature(cell) / _name(cell), grid.job(key), cell,
-            {"expected": ref.outputs, "observed": r.outputs if r.status == Status.OK else None, "baseline": baseline,
-             "rule": rule, "limit": limit, "versions": _versions(grid, cell.backend, r)})
+            repro.Claim(ref.outputs, r.outputs if r.status == Status.OK else None, baseline, rule, limit,
+                        _versions(grid, cell.backend, r)))
 
 
 def write_repros(requests: list[tuple], root: Path) -> None:
@@ -149,8 +149,8 @@ def write_repros(requests: list[tuple], root: Path) -> None:
         for one in requests:
             if not (one[0] / "written.json").exists():
                 _write_in_child([one], root)
-    for out, _, cell, kw in requests:
-        cell.repro = _answer(out, kw["rule"], kw["limit"])
+    for out, _, cell, claim in requests:
+        cell.repro = _answer(out, claim.rule, claim.limit)
 
 
 def _write_in_child(requests: list[tuple], root: Path) -> str | None:
@@ -193,10 +193,10 @@ def write_child() -> None:
     """A child's side of write_repros: each bundle from the pickled requests on stdin, its path (or why not) in
     written.json next to it as soon as it is done."""
     from fpdiff.analysis.ops import repro
-    for out, job, cell, kw in pickle.loads(sys.stdin.buffer.read()):
+    for out, job, cell, claim in pickle.loads(sys.stdin.buffer.read()):
         out.mkdir(parents=True, exist_ok=True)
         try:
-            said = {"path": str(repro.write(out, job, cell, **kw))}
+            said = {"path": str(repro.write(out, job, cell, claim))}
         except Exception as e:
             said = {"error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
         (out / "written.json").write_text(json.dumps(said))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fpdiff.analysis.plan.jobs import ProgramTrials, error, failure
+from fpdiff.analysis.plan.jobs import ProgramFile, ProgramTrials, error, failure
 from fpdiff.analysis.plan.search import Export, ExportRun
 from fpdiff.backends.base import ONNX
 from fpdiff.core import precision as prec
@@ -138,8 +138,8 @@ def _run(ctx: Context, e: Export, backend: str, program: Path, names: list[str],
     """The exported file (`program`, or the converted `artifact` of the plan's program) as a job on `backend`,
     judged against the plan's float64 outputs; recorded on the export."""
     t = ctx.trials
-    r = ctx.jobs.program(backend, program, t.inputs, names, precision=precision, artifact=artifact,
-                        requires=t.requires)
+    r = ctx.jobs.program(backend, ProgramFile(program, t.inputs, names, t.requires), precision=precision,
+                         artifact=artifact)
     if r.status != Status.OK:
         e.runs.append(ExportRun(backend, precision, reason=f"{r.status}: {failure(r)}", op_dtypes=r.op_dtypes))
         return

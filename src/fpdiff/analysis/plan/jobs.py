@@ -9,6 +9,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,14 @@ VERIFY_DEVICE = "cpu"
 class InternalError(RuntimeError):
     """fpdiff's own code failed inside a worker: a bug to fix, never a backend's answer about a keep-set."""
 
+
+
+class ProgramFile(NamedTuple):
+    """A program file and what it is fed: its inputs by name, and the custom ops' modules it calls."""
+    path: Path
+    inputs: Sequence
+    input_names: Sequence[str]
+    requires: tuple[str, ...] = ()
 
 class Jobs:
     """The plan's jobs, sent through one router (a local worker, or the backend's route) and kept apart from
@@ -60,15 +69,15 @@ class Jobs:
         self.count += 1
         return self.dir / f"{name}-{self.count}{suffix}"
 
-    def program(self, backend: str, path: Path, inputs: Sequence, input_names: Sequence[str],
-                repeat: int = 1, device: str | None = None, precision: str = "fp32",
-                artifact: Path | None = None, requires: tuple[str, ...] = ()) -> JobResult:
+    def program(self, backend: str, file: ProgramFile, repeat: int = 1, device: str | None = None,
+                precision: str = "fp32", artifact: Path | None = None) -> JobResult:
         """A program file run as written on `backend` (fp32 in and out, its own casts inside; at another
         `precision` its float inputs are fed in that dtype). With `artifact`, the backend runs that converted file
         of the program (an exported plan) as a user's own, fed the program's inputs."""
-        data = jobdata.write(self.path(path.stem, ".data.pt"), inputs=inputs, input_names=input_names,
+        path = file.path
+        data = jobdata.write(self.path(path.stem, ".data.pt"), inputs=file.inputs, input_names=file.input_names,
                              fingerprint=digest(path.read_bytes()))
-        ref = SourceRef(PROGRAM, str(path), f"plan program {path.stem}", requires=requires)
+        ref = SourceRef(PROGRAM, str(path), f"plan program {path.stem}", requires=file.requires)
         return self._run(Job(ref, data, backend, precision,
                              device or self.device, graph.STATIC, self.plugins, self.flags.get(backend, ()),
                              self.cache, repeat=repeat, artifact=str(artifact) if artifact else None))
@@ -121,7 +130,7 @@ class Jobs:
 
 
 def dtype_finding(backend: str, p: prec.Precision, r: JobResult) -> Finding | None:
-    """check's dtype-changed rule (analysis/check/cells.py) on a cell's job: a plugin's own finding, or most of its
+    """check's dtype-changed rule (judging/cells.py) on a cell's job: a plugin's own finding, or most of its
     counted float ops in other dtypes, or other float dtypes returned where it records nothing of what it ran."""
     from fpdiff.core.dtypes import DTYPE_CHANGED, dtype_changed
     own = next((f for f in r.notes if getattr(f, "kind", None) == DTYPE_CHANGED), None)
@@ -181,10 +190,13 @@ class ProgramTrials:
             self._files[key] = path
         return self._files[key]
 
+    def file(self, keep: frozenset[str]) -> ProgramFile:
+        """The keep-set's program file with what it is fed."""
+        return ProgramFile(self.program(keep), self.inputs, self.input_names, self.requires)
+
     def __call__(self, keep: frozenset[str]) -> Trial:
         t0 = time.perf_counter()
-        r = self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names,
-                              requires=self.requires)
+        r = self.jobs.program(self.backend, self.file(keep))
         return self.verified(trial(keep, r, self.expected, self.tolerance, time.perf_counter() - t0), keep, t0)
 
     def verified(self, t: Trial, keep, t0: float) -> Trial:
@@ -207,13 +219,11 @@ class ProgramTrials:
 
     def verify_run(self, keep, backend: str) -> JobResult:
         """The keep-set's program on `backend`, the judge, on the CPU (VERIFY_DEVICE)."""
-        return self.jobs.program(backend, self.program(keep), self.inputs, self.input_names, device=VERIFY_DEVICE,
-                                 requires=self.requires)
+        return self.jobs.program(backend, self.file(keep), device=VERIFY_DEVICE)
 
     def run(self, keep, repeat: int) -> JobResult:
         """The keep-set's program again, `repeat` times (the speed figure)."""
-        return self.jobs.program(self.backend, self.program(keep), self.inputs, self.input_names, repeat=repeat,
-                                 requires=self.requires)
+        return self.jobs.program(self.backend, self.file(keep), repeat=repeat)
 
 
 def speed(trials: ProgramTrials, keep, low: str) -> Speed:

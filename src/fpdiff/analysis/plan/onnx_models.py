@@ -9,6 +9,7 @@ import numpy as np
 
 from fpdiff.analysis.plan.jobs import Jobs, ProgramTrials
 from fpdiff.analysis.plan.search import PRIOR, Plan, Progress, Search, Unit, finish, graph_digest, settle
+from fpdiff.analysis.ranges import dtype_range, onnx_overflows, scalar_reasons
 from fpdiff.core import precision as prec
 from fpdiff.onnxtools.dtypes import CLAMP_MAX_SIZE, clamp_into
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, PASS_THROUGH, float64_values
@@ -77,7 +78,6 @@ def evidence(model, values: dict, p: prec.Precision,
     nodes with range notes, then the field's prior (ops autocast keeps in fp32), then graph order."""
     import torch
 
-    from fpdiff.analysis.ranges import dtype_range, scalar_reasons
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[p.name]
     why: dict[str, list[str]] = {}
     noted: list[str] = []
@@ -202,7 +202,6 @@ def plan_onnx(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance:
         if trials.clamped:  # the cheapest remedy first: no op in fp32, the lost constants moved into range
             why[CLAMP] = [f"constant {c}" for c in trials.clamped]
             sources, strong, ranked = [CLAMP], list(dict.fromkeys(sources + strong)), ranked + [CLAMP]
-        from fpdiff.analysis.ranges import onnx_overflows
         forced = onnx_overflows(model, feeds, values, p.name, names)  # what the value ranges forbid the low type
         return ranked, strong, sources, why, ["ranges (the float64 reference run's values)"], None, forced
     found, why = settle(plan, search, load, source.ref.label, gather)

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from fpdiff.analysis.locate import analyse
 from fpdiff.analysis.plan.jobs import Jobs, ProgramTrials, trial
 from fpdiff.analysis.plan.search import PRIOR, Plan, Search, Trial, Unit, check_matches, finish, graph_digest, settle
+from fpdiff.analysis.ranges import measure
 from fpdiff.backends.base import Backend, Prepared
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import NotAnalysable, UsageError
@@ -20,6 +22,7 @@ from fpdiff.core.status import Status
 from fpdiff.model import graph, mixed
 from fpdiff.model.mixed import program_module
 from fpdiff.runtime.worker import INTERNAL, JobResult, failure
+from fpdiff.sources import Source
 from fpdiff.sources.program import op_modules
 
 if TYPE_CHECKING:
@@ -76,10 +79,11 @@ class TorchTrials(ProgramTrials):
     when the backend offers prepare_module (eager needs no compile), the mixed module run here by that backend."""
     suffix = ".pt2"
 
-    def __init__(self, jobs: Jobs, backend: str, gm: torch.fx.GraphModule, inputs: tuple, input_names: list[str],
-                 expected: list, p: prec.Precision, tolerance: float, here: Backend | None = None) -> None:
-        super().__init__(jobs, backend, prec.cast_inputs(inputs, prec.FP32), input_names, expected, tolerance,
-                         [u.node for u in units_of(gm)])
+    def __init__(self, jobs: Jobs, backend: str, gm: torch.fx.GraphModule, source: Source, expected: list,
+                 p: prec.Precision, tolerance: float, here: Backend | None = None) -> None:
+        """`source`: what the trials are fed (its inputs, as fp32, and their names)."""
+        super().__init__(jobs, backend, prec.cast_inputs(source.inputs, prec.FP32), source.input_names, expected,
+                         tolerance, [u.node for u in units_of(gm)])
         self.gm, self.p, self.here = gm, p, here
         self.requires = op_modules(gm)  # a keep-set's program calls the custom ops of the model's graph: found once
         from fpdiff.model.weights import cast_is_large
@@ -167,8 +171,6 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision, units: l
     Also the analyses run; one that refuses the model (in one line) leaves the search its other evidence. With
     the program `gm`, each op's first-order share of the pure error too (attribution.py), which the search ranks
     by: -> (ranked, strong, sources, why, analyses, share or None)."""
-    from fpdiff.analysis.locate import analyse
-    from fpdiff.analysis.ranges import measure
     why: dict[str, list[str]] = {}
     analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]
     r = measure(module, inputs, [p.name])  # float64 weights cast per op: no copy of the model
@@ -235,7 +237,7 @@ def plan_torch(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance
     expected = _float64_outputs(source.module, source.inputs)
     reg = jobs.reg
     here = reg.create(backend) if reg.cls(backend).implements("prepare_module") else None
-    trials = TorchTrials(jobs, backend, gm, source.inputs, source.input_names, expected, p, tolerance, here)
+    trials = TorchTrials(jobs, backend, gm, source, expected, p, tolerance, here)
     search = Search(units, trials, tolerance, progress)
     found, why = settle(plan, search, load, source.ref.label,
                         lambda: evidence(source.module, source.inputs, p, units, gm))

@@ -1,4 +1,4 @@
-"""The exporter rule (check/rejudge.py) where the float64 export check did not judge the cell's graph: the backend and
+"""The exporter rule (judging/rejudge.py) where the float64 export check did not judge the cell's graph: the backend and
 the ONNX reference evaluator agreeing on the fp32 graph while both depart from float64 charge the cell to torch.onnx;
 a backend alone in departing, a departure rounding explains, or a float64 check that judged the graph keep the
 mismatch. The jobs' results are given, so each case says exactly which evidence decides."""
@@ -7,9 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fpdiff.analysis.check.grid import make_grid
-from fpdiff.analysis.check.judge import JudgeCheck
-from fpdiff.analysis.check.rejudge import (
+from fpdiff.backends import registry
+from fpdiff.core.errors import ONNX_EXPORT
+from fpdiff.core.status import Status
+from fpdiff.judging.grid import GridSettings, make_grid
+from fpdiff.judging.judge import JudgeCheck
+from fpdiff.judging.rejudge import (
     ANOTHER_FUNCTION,
     BLAMED,
     BLAMED_AT,
@@ -17,16 +20,13 @@ from fpdiff.analysis.check.rejudge import (
     blame_exporter,
     judge_run,
 )
-from fpdiff.analysis.check.rules import Evidence, Rule
-from fpdiff.backends import registry
-from fpdiff.core.errors import ONNX_EXPORT
-from fpdiff.core.status import Status
+from fpdiff.judging.rules import Evidence, Rule
 from fpdiff.model.graph import STATIC
 from fpdiff.onnxtools.export import DEPARTS
 from fpdiff.runtime import rundir
 from fpdiff.runtime.worker import JobResult
 
-SPECS = Path(__file__).parents[2] / "specs"
+SPECS = Path(__file__).parents[1] / "specs"
 RULES = (Rule(EXPORTER, blame_exporter),)
 WANT = np.random.default_rng(0).standard_normal((1, 3, 9, 9))  # the float64 reference's answer
 AGREES = {"onnx_export_check": "agrees with the torch program in float64 (rel L2 0.0e+00, within 1e-15)"}
@@ -41,9 +41,8 @@ def _judged(fp64: JobResult, ours: np.ndarray, evaluator: np.ndarray | None):
     `ours` on a dynamo graph, the reference evaluator's `evaluator` on it, the backend's float64 job `fp64`)."""
     with rundir.run_directory():
         reg = registry()
-        grid = make_grid(str(SPECS / "avgpool_divisor.py"), reg, backends=["ort"], precisions=["fp32"],
-                         devices=("cpu",), shape_variants=None, load_args={}, allow_nonfinite=False, repeat=1,
-                         plugins=(), flags={}, cache_dir=False, seed=0)
+        grid = make_grid(str(SPECS / "avgpool_divisor.py"), reg,
+                         GridSettings(("ort",), ("fp32",), cache_dir=False))
     cell = grid.cells[0]
     torch32 = WANT * (1 + 3e-8)  # torch's own fp32: within fp32's rounding
     results = {cell: _ok(ours, onnx_exporter="dynamo"), grid.baseline(cell.precision): _ok(torch32),
@@ -106,9 +105,8 @@ def _judged_both(fp16_exporter: str):
     agree on it), fp16 over the tolerance but no worse than its baseline (a precision-loss first verdict)."""
     with rundir.run_directory():
         reg = registry()
-        grid = make_grid(str(SPECS / "avgpool_divisor.py"), reg, backends=["ort"], precisions=["fp32", "fp16"],
-                         devices=("cpu",), shape_variants=None, load_args={}, allow_nonfinite=False, repeat=1,
-                         plugins=(), flags={}, cache_dir=False, seed=0)
+        grid = make_grid(str(SPECS / "avgpool_divisor.py"), reg,
+                         GridSettings(("ort",), ("fp32", "fp16"), cache_dir=False))
     c32, c16 = grid.cells
     results = {c32: _ok(OTHER * (1 + 1e-7), onnx_exporter="dynamo"), grid.baseline(c32.precision): _ok(WANT),
                c16: _ok(OTHER * (1 + 1e-4), onnx_exporter=fp16_exporter), grid.baseline(c16.precision): _ok(OTHER),

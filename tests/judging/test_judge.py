@@ -78,8 +78,8 @@ def test_witnesses_that_split_leave_the_judge_suspect_and_call_nothing(tmp_path)
 
 
 def _key(backend, precision="fp32"):
-    from fpdiff.analysis.check.grid import CellKey
     from fpdiff.core.precision import get
+    from fpdiff.judging.grid import CellKey
     from fpdiff.model.graph import STATIC
     return CellKey(backend, "cpu", get(precision), STATIC)
 
@@ -98,8 +98,8 @@ def _ok(*arrays):
     ({"ort": "b", "iree": "c"}, "suspect"),  # both against the judge, but not with each other
 ])
 def test_the_witness_majority_rule(sides, status):
-    from fpdiff.analysis.check.judge import SUSPECT, JudgeCheck, ask_witnesses
     from fpdiff.core.precision import get
+    from fpdiff.judging.judge import SUSPECT, JudgeCheck, ask_witnesses
     rng = np.random.default_rng(0)
     judge = rng.standard_normal(2000)
     readings = {"j": judge, "b": judge[::-1].copy(), "c": judge * 2}
@@ -119,8 +119,8 @@ def test_the_witness_majority_rule(sides, status):
 def test_under_a_suspect_judge_a_cell_departing_from_both_stays_a_mismatch():
     """The cross-check is no blanket pardon: only verdicts the independent run does not share are held."""
     from fpdiff.analysis.check import Cell
-    from fpdiff.analysis.check.judge import SUSPECT, JudgeCheck, hold_unconfirmed
     from fpdiff.core.compare import Judgement
+    from fpdiff.judging.judge import SUSPECT, JudgeCheck, hold_unconfirmed
     check = JudgeCheck("evaluator", "ort fp32", SUSPECT, "they disagree", stand_in=_key("ort"))
     cells = [Cell("iree", "cpu", "fp16", "s", Status.MISMATCH, "rel L2 0.5 is 100x"),
              Cell("iree", "cpu", "fp32", "s", Status.MISMATCH, "rel L2 0.9 is 1e6x"),
@@ -188,8 +188,8 @@ def test_a_judge_that_fails_on_an_op_does_not_end_the_check_and_a_majority_stand
 @pytest.mark.parametrize("sides, majority", [(["a", "a"], ["ort", "openvino"]), (["a", "b"], None), (["a"], None)])
 def test_a_failed_judge_is_stood_in_for_only_by_two_agreeing_witnesses(sides, majority):
     from fpdiff.analysis.check import Cell
-    from fpdiff.analysis.check.judge import FAILED, JudgeCheck, stand_in_majority, unjudged_without_judge
     from fpdiff.core.precision import get
+    from fpdiff.judging.judge import FAILED, JudgeCheck, stand_in_majority, unjudged_without_judge
     rng = np.random.default_rng(0)
     a = rng.standard_normal(500)
     readings = {"a": a, "b": a[::-1].copy()}
@@ -216,8 +216,8 @@ def test_a_failed_judge_is_stood_in_for_only_by_two_agreeing_witnesses(sides, ma
 def test_a_judge_is_overruled_only_on_evidence_that_an_op_of_it_is_wrong(rc, own, spread, status):
     import torch
 
-    from fpdiff.analysis.check.judge import OVERRULED, JudgeCheck, require_evidence
     from fpdiff.core.compare import measure
+    from fpdiff.judging.judge import OVERRULED, JudgeCheck, require_evidence
     a = np.linspace(1, 2, 100)
     check = JudgeCheck("evaluator", "ort fp32", OVERRULED, "overruled", own_fp32_rel_l2=own,
                        majority=["ort", "openvino"],
@@ -236,8 +236,8 @@ def test_a_relative_departure_on_tiny_probabilities_does_not_make_the_judge_susp
     range): no wrong judge op errs like that, so the judge agrees, and says why."""
     from types import SimpleNamespace
 
-    from fpdiff.analysis.check.grid import Grid
-    from fpdiff.analysis.check.judge import AGREES, cross_check
+    from fpdiff.judging.grid import Grid
+    from fpdiff.judging.judge import AGREES, cross_check
     source = SimpleNamespace(ref=SimpleNamespace(kind="onnx"), module=om.rare_sigmoid(), tolerance={},
                              dynamic_shapes=None)
     p = np.geomspace(1e-7, 1e-5, 512).reshape(64, 8)

@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from fpdiff.analysis.locate import markall
 from fpdiff.core.precision import get
 from fpdiff.core.status import Status
+from fpdiff.judging import markall
 from fpdiff.model.graph import STATIC
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import INTERNAL, JobResult

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import torch
 
-from fpdiff.analysis.check.grid import CellKey, Grid
-from fpdiff.analysis.check.result import Cell
-from fpdiff.analysis.check.rules import FLOAT64, Evidence
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.dtypes import DTYPE_CHANGED, dtype_changed
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
+from fpdiff.judging.grid import CellKey, Grid
+from fpdiff.judging.rules import FLOAT64, Evidence
 from fpdiff.model.graph import STATIC
 from fpdiff.runtime.worker import INTERNAL, JobResult
 

@@ -3,9 +3,10 @@ order they run (the float64 reference first: nothing is judged without it). Bad 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,6 +36,26 @@ class CellKey:
         return f"{self.backend} {self.device} {self.precision.name} {self.variant.name}"
 
 
+@dataclass(frozen=True)
+class GridSettings:
+    """Everything a grid is made of besides the model and the registry, in one picklable object: an analysis builds it
+    once from its options and hands it on whole (a sweep's batches carry it to other hosts). `cache_dir`: None the
+    default folder, False none, a path that folder; `load_args`: sources.load's keywords; `artifacts`: the user's
+    converted files, BACKEND[:PRECISION]=PATH."""
+    backends: tuple[str, ...] = ()
+    precisions: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ("cpu",)
+    shape_variants: tuple[str, ...] | None = None
+    allow_nonfinite: bool = False
+    repeat: int = 1
+    plugins: tuple[str, ...] = ()
+    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # backend name -> its flags
+    cache_dir: str | None | bool = None
+    seed: int = 0
+    artifacts: tuple[str, ...] = ()
+    load_args: Mapping[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class Grid:
     source: Source
@@ -43,13 +64,17 @@ class Grid:
     cells: list[CellKey]
     judge_backend: str
     data_path: str
-    plugins: tuple[str, ...] = ()
-    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # backend name -> its flags
-    cache: str | None = None
-    seed: int = 0
-    repeat: int = 1
+    settings: GridSettings = field(default_factory=GridSettings)  # cache_dir resolved to the run's folder
     # (backend, precision) -> the user's converted file that cell runs in place of the backend's own conversion
     artifacts: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+    @property
+    def flags(self) -> Mapping[str, tuple[str, ...]]:
+        return self.settings.flags
+
+    @property
+    def seed(self) -> int:
+        return self.settings.seed
 
     def key(self, backend: str, device: str, precision: str | prec.Precision, variant: ShapeVariant) -> CellKey:
         """The key of a job of this check: the precision (by name or default) with the model's own tolerance."""
@@ -111,41 +136,39 @@ class Grid:
     def job(self, key: CellKey) -> Job:
         """The job of a key; a cell's runs `repeat` times (nondeterminism), the others once."""
         cell = key in self.cell_keys
-        n = self.repeat if cell else 1
+        n = self.settings.repeat if cell else 1
         artifact = self.artifacts.get((key.backend, key.precision.name)) if cell else None
+        s = self.settings
         return Job(self.source.ref, self.data_path, key.backend, key.precision.name, key.device, key.variant,
-                   self.plugins, self.flags.get(key.backend, ()), self.cache, self.seed, n, artifact=artifact)
+                   s.plugins, s.flags.get(key.backend, ()), s.cache_dir, s.seed, n, artifact=artifact)
 
 
-def make_grid(model: str, reg: Registry, *, backends: Sequence[str], precisions: Sequence[str],
-              devices: Sequence[str], shape_variants: Sequence[str] | None, load_args: dict, allow_nonfinite: bool,
-              repeat: int, plugins: Sequence[str], flags: Mapping[str, tuple[str, ...]],
-              cache_dir: str | None | bool, seed: int, artifacts: Sequence[str] = ()) -> Grid:
-    """Check every argument, load the model, write its job data: the grid of cells to run. `artifacts`: the user's
-    converted files, BACKEND[:PRECISION]=PATH, each run on its backend in place of that backend's own conversion."""
-    given = [_artifact(a) for a in artifacts]
-    backends = [*backends, *(b for b, _, _ in given if b not in backends)]
+def make_grid(model: str, reg: Registry, settings: GridSettings) -> Grid:
+    """Check every setting, load the model, write its job data: the grid of cells to run. Each of the settings'
+    artifacts runs on its backend in place of that backend's own conversion."""
+    s = settings
+    given = [_artifact(a) for a in s.artifacts]
+    backends = [*s.backends, *(b for b, _, _ in given if b not in s.backends)]
     for b in backends:
         reg.create(b)  # unknown names fail here, before any work
-    cache = run_folder(cache_dir)
-    ps = _precisions(precisions, devices, repeat)
+    cache = run_folder(s.cache_dir)
+    ps = _precisions(s.precisions, s.devices, s.repeat)
     asked = len(ps)
-    source = load(model, **load_args)
-    _check_inputs(source, allow_nonfinite)
+    source = load(model, **s.load_args)
+    _check_inputs(source, s.allow_nonfinite)
     for name in source.tolerance:
         prec.get(name)
     # an ONNX graph's symbolic dims are its exporter's default, not a declaration: static and dynamic by default
     # (the mixed variants on request, --shape-variants); a spec's dynamic_shapes() asks for every variant
     variants = graph.variants(source.dynamic_shapes, mixed=source.ref.kind != "onnx")
-    if shape_variants:
-        variants = [graph.find_variant(source.dynamic_shapes, v) for v in shape_variants]
+    if s.shape_variants:
+        variants = [graph.find_variant(source.dynamic_shapes, v) for v in s.shape_variants]
     files = _artifact_cells(reg, given, source)
     converted = {b for b, _ in files}
     ps += [p for p in dict.fromkeys(prec.get(p) for _, p in files) if p not in ps]  # each file's has its baseline
     data_path = _write_data(source, rundir.mkdtemp(prefix="fpdiff-check-"))
-    grid = Grid(source, reg, ps, [], judge_for(source.ref.kind), data_path, tuple(plugins), flags, cache, seed,
-                repeat, files)
-    grid.cells = [grid.key(b, d, p, v) for b in backends if b not in converted for d in devices for p in ps[:asked]
+    grid = Grid(source, reg, ps, [], judge_for(source.ref.kind), data_path, replace(s, cache_dir=cache), files)
+    grid.cells = [grid.key(b, d, p, v) for b in backends if b not in converted for d in s.devices for p in ps[:asked]
                   for v in (variants if reg.cls(b).shape_variants else [STATIC])]
     grid.cells += [grid.key(b, "cpu", p, STATIC) for b, p in files]
     return grid

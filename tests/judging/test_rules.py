@@ -4,11 +4,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from fpdiff.analysis.check.rejudge import CHECK_RULES
-from fpdiff.analysis.check.result import Cell, Revision
-from fpdiff.analysis.check.rules import Rule, insert_after, judge
 from fpdiff.analysis.ops.verdict import INTEGER_FLIPS, OPS_RULES
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell, Revision
+from fpdiff.judging.rejudge import CHECK_RULES
+from fpdiff.judging.rules import Rule, insert_after, judge
 
 
 def _cell(status=Status.OK) -> Cell:

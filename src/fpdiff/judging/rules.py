@@ -13,12 +13,12 @@ import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from fpdiff.analysis.check.grid import CellKey, Grid
-from fpdiff.analysis.check.result import Cell
 from fpdiff.core import compare
 from fpdiff.core.compare import Metrics
 from fpdiff.core.precision import Precision
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
+from fpdiff.judging.grid import CellKey, Grid
 from fpdiff.runtime import external
 from fpdiff.runtime.worker import JobResult
 

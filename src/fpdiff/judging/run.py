@@ -6,9 +6,9 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 
-from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.core.errors import ReferenceFailed
 from fpdiff.core.status import Status
+from fpdiff.judging.grid import CellKey, Grid
 from fpdiff.runtime import external
 from fpdiff.runtime import progress as segments
 from fpdiff.runtime.worker import JobResult

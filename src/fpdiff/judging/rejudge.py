@@ -4,25 +4,28 @@ within the model's own sensitivity to rounding is the model's, not the backend's
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import NamedTuple
 
-from fpdiff.analysis.check import conditioning
-from fpdiff.analysis.check import judge as judge_mod
-from fpdiff.analysis.check import rules as rules_mod
-from fpdiff.analysis.check.cells import (
+from fpdiff.core import compare
+from fpdiff.core.compare import Metrics
+from fpdiff.core.errors import ONNX_EXPORT
+from fpdiff.core.status import Status
+from fpdiff.core.task import ONNX, TORCH
+from fpdiff.judging import conditioning
+from fpdiff.judging import judge as judge_mod
+from fpdiff.judging import rules as rules_mod
+from fpdiff.judging.cell import Cell
+from fpdiff.judging.cells import (
     first_verdicts,
     metrics_or_none,
     narrower_formats,
     shape_variants,
     survives_precision,
 )
-from fpdiff.analysis.check.grid import CellKey, Grid
-from fpdiff.analysis.check.result import Cell
-from fpdiff.analysis.check.rules import MAJORITY, STAND_IN, Evidence, Missing, Rule
-from fpdiff.core import compare
-from fpdiff.core.compare import Metrics
-from fpdiff.core.errors import ONNX_EXPORT
-from fpdiff.core.status import Status
-from fpdiff.core.task import ONNX, TORCH
+from fpdiff.judging.grid import CellKey, Grid
+from fpdiff.judging.rules import MAJORITY, STAND_IN, Evidence, Missing, Rule
+from fpdiff.judging.run import Progress, run_grid
 from fpdiff.model.graph import STATIC
 from fpdiff.onnxtools.export import DEPARTS, float64_checked
 from fpdiff.runtime import external
@@ -317,3 +320,29 @@ def _by_majority(ev: Evidence, key: CellKey) -> compare.Judgement | None:
         return compare.judge(m, p, ev.verdict.spread)
     bm = metrics_or_none(ev.metrics(ev.grid.baseline(p), MAJORITY))
     return compare.judge(m, p, bm if bm is not None and compare.judge(bm, p, None).status == Status.PASS else None)
+
+
+class Judged(NamedTuple):
+    """A grid judged: the evidence the rules judged from, the cells, and the float64 reference's own run."""
+    evidence: Evidence
+    cells: list[Cell]
+    reference: JobResult
+
+
+def judge_grid(grid: Grid, env: dict, timeout: float, progress: Progress | None, repro_dir: str | None) -> Judged:
+    """A grid run and judged: every job, the judge questioned, the rules applied. Inside one worker pool of the
+    caller's (external.shared), which every job a rule asks for reuses."""
+    results, ref = run_grid(grid, timeout, env, progress)
+    verdict = question_judge(grid, results, ref, env, timeout, repro_dir)
+    ev = Evidence(grid, results, _stood_in(ref, verdict), verdict, env, timeout)
+    return Judged(ev, judge_run(ev), ref)
+
+
+def _stood_in(ref: JobResult, verdict: judge_mod.JudgeCheck) -> JobResult:
+    """The reference the cells are measured against: the judge's run, or where it failed the reading of the witnesses
+    that stand in for it (judge.stand_in_majority); None when nothing stands in (every cell that ran is unjudged,
+    judge.unjudged_without_judge)."""
+    if verdict.status != judge_mod.FAILED:
+        return ref
+    return replace(ref, status=Status.OK, outputs=list(verdict.reading) if verdict.reading is not None else None)
+

@@ -1,5 +1,5 @@
 """A model that cannot answer is not a backend bug: the float64 reference's own spread under rounding-sized
-perturbations, and the cells within it called ill-conditioned (check/conditioning.py)."""
+perturbations, and the cells within it called ill-conditioned (judging/conditioning.py)."""
 from pathlib import Path
 
 import numpy as np
@@ -9,8 +9,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import fpdiff
 from conftest import PLUGINS, SPECS
-from fpdiff.analysis.check import conditioning as cond
 from fpdiff.core.status import Status, fails
+from fpdiff.judging import conditioning as cond
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 

@@ -2,12 +2,12 @@
 asked, whatever its backend reports; a backend that fuses kernels and keeps float32 inside them is not."""
 import pytest
 
-from fpdiff.analysis.check.cells import WIDER_FACTOR, _dtype_by_numbers, _wider_by_numbers
-from fpdiff.analysis.check.result import Cell
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Metrics
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
+from fpdiff.judging.cells import WIDER_FACTOR, _dtype_by_numbers, _wider_by_numbers
 
 
 def _metrics(rel_l2: float) -> Metrics:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from fpdiff.analysis.check.grid import CellKey, Grid
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding, Judgement
 from fpdiff.core.judge_status import AGREES, FAILED, OVERRULED, SAME_CODE, SUSPECT, UNCHECKED, UPHELD, JudgeStatus
 from fpdiff.core.status import Status
+from fpdiff.judging.grid import CellKey, Grid
 from fpdiff.runtime import external
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import JobResult
@@ -94,7 +94,7 @@ def cross_check(grid: Grid, results: dict, ref_out, *, env: dict, timeout: float
         check.status = AGREES
         check.message = f"{other} fp32 agrees with the judge (rel L2 {m.rel_l2:.2e})"
         return check
-    from fpdiff.analysis.check.conditioning import relative_only
+    from fpdiff.judging.conditioning import relative_only
     bounded = relative_only(source, ref_out, r.outputs, fp32.tolerance, fp32.name)
     if bounded is not None:  # a wrong judge op errs on the values' scale, not only relative to tiny ones
         check.status = AGREES
@@ -118,7 +118,7 @@ def _first_divergence(grid: Grid, run: Callable[[Job], JobResult], key: CellKey)
     verdict stands without it when a run fails (a refusal, a crash: the job's status); fpdiff's own errors raise."""
     import onnx
 
-    from fpdiff.analysis.locate import markall
+    from fpdiff.judging import markall
     source, judge_backend = grid.source, grid.judge_backend
     v64, r64 = markall.marked(run, grid.job(grid.key(judge_backend, "cpu", "fp64", key.variant)))
     got, r = markall.marked(run, grid.job(key)) if r64.status == Status.OK else ({}, r64)

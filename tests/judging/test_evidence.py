@@ -8,17 +8,17 @@ from onnx import TensorProto, helper
 import fpdiff
 import onnx_models as om
 from conftest import SPECS
-from fpdiff.analysis.check.rejudge import CHECK_RULES
-from fpdiff.analysis.check.rules import Rule
 from fpdiff.analysis.check.stored import rejudge
+from fpdiff.judging.rejudge import CHECK_RULES
+from fpdiff.judging.rules import Rule
 
 
 def test_every_kind_of_kept_value_comes_back_from_json_as_it_was():
     """Metrics with non-finite numbers, findings, spreads, pairs and lists: what the rules read after a round trip
     through the report's file is what they read in the run."""
-    from fpdiff.analysis.check.conditioning import Spread
-    from fpdiff.analysis.check.stored import _decode, _encode
     from fpdiff.core.compare import Finding, Metrics
+    from fpdiff.judging.conditioning import Spread
+    from fpdiff.judging.evidence import _decode, _encode
     m = Metrics(1.0, float("inf"), float("nan"), 0.5, -3.0, 2.0, 1.0, float("-inf"), 3, 0, 10, discrete=2, flips=1)
     values = [m, Finding("overflow", "too big", op="Exp", remedy="fp32"), None, "outputs [2] vs [3]",
               ("2 of 10 differ", 3), [Finding("underflow", "tiny")], [0, 2], True,

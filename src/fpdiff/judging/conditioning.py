@@ -217,11 +217,12 @@ def write_perturbed(source, data_path: str, u: float, rng: np.random.Generator,
     return ref, out, what
 
 
-def measure_spread(source, ref_out, judge_backend: str, data_path: str, p: prec.Precision, pool,
-                   timeout: float, seed: int = 0, departures: Sequence[tuple[float, float]] = ()) -> Spread:
+def measure_spread(grid, ref_out, p: prec.Precision, pool, timeout: float,
+                   departures: Sequence[tuple[float, float]] = ()) -> Spread:
     """The float64 reference, up to RUNS times on perturbed inputs and weights, against the unperturbed one. The
     spread only grows with more runs, so it stops once every departure given (rel L2, worst element) is within it:
     more runs could not change a verdict."""
+    source, data_path, judge_backend, seed = grid.source, grid.data_path, grid.judge_backend, grid.seed
     u = unit_roundoff(p)
     tol = p.tolerance
     t0 = time.perf_counter()
@@ -331,8 +332,7 @@ def _spread(ev, p: prec.Precision, departures: list) -> Spread:
     """The float64 reference's movement at p's unit roundoff (measure_spread), in the analysis's pool."""
     grid = ev.grid
     with external.pool(ev.env) as pool:
-        return measure_spread(grid.source, ev.ref.outputs, grid.judge_backend, grid.data_path, p, pool, ev.timeout,
-                              grid.seed, departures)
+        return measure_spread(grid, ev.ref.outputs, p, pool, ev.timeout, departures)
 
 
 def _relative_only(ev, cells: list) -> None:
