@@ -1,6 +1,7 @@
 """Two folders of reports (bench/corpus.py --work, the same runs before and after a change) compared report by
 report: every verdict, finding, culprit and number the reports carry, numbers to the three significant digits a
-report shows. Times, paths, versions and the provenance a newer fpdiff adds (revisions, evidence) are left out.
+report shows. Times, paths, versions and the provenance a newer fpdiff adds (revisions, evidence, and any key the
+before report did not have) are left out. Reports are matched by their path under each folder.
 
     python bench/compare_runs.py BEFORE_DIR AFTER_DIR
 """
@@ -29,7 +30,7 @@ def differences(a: object, b: object, where: str = "") -> list[str]:
     """Where two JSON values differ, as 'path: before -> after'."""
     if isinstance(a, dict) and isinstance(b, dict):
         out = []
-        for k in sorted(set(a) | set(b)):
+        for k in sorted(a):  # a key only the after report has is what a newer fpdiff adds
             if k in SKIP:
                 continue
             out += differences(a.get(k), b.get(k), f"{where}.{k}")
@@ -56,7 +57,7 @@ def main() -> int:
     ap.add_argument("before", type=Path)
     ap.add_argument("after", type=Path)
     args = ap.parse_args()
-    names = sorted({p.name for p in args.before.glob("*.json")} | {p.name for p in args.after.glob("*.json")})
+    names = sorted({str(p.relative_to(d)) for d in (args.before, args.after) for p in d.rglob("*.json")})
     same = compared = 0
     for name in names:
         a, b = args.before / name, args.after / name

@@ -19,10 +19,16 @@ def test_the_package_hands_on_every_name_of_the_api():
 
 
 def test_rejudge_refuses_what_it_cannot_judge_again_in_one_line(tmp_path):
-    with pytest.raises(UsageError, match="takes a check's JSON report; this one is the report of fpdiff plan"):
+    with pytest.raises(UsageError, match="JSON report of check, fuzz, ops; this one is the report of fpdiff plan"):
         fpdiff.rejudge({"kind": "plan", "model": "m"})
     with pytest.raises(UsageError, match="holds no evidence"):
         fpdiff.rejudge({"kind": "check", "model": "m", "cells": []})
+    with pytest.raises(UsageError, match="sweep's report holds no evidence"):
+        fpdiff.rejudge({"kind": "ops", "cells": []})
+    with pytest.raises(UsageError, match="campaign's report holds no evidence"):
+        fpdiff.rejudge({"kind": "fuzz", "records": []})
+    with pytest.raises(UsageError, match="names rules 'other'"):
+        fpdiff.rejudge({"kind": "ops", "cells": [], "evidence": [{"rules": "other", "form": 1}]})
     with pytest.raises(UsageError, match="another form"):
         fpdiff.rejudge({"kind": "check", "model": "m", "cells": [], "evidence": {"form": 99}})
     bad = tmp_path / "r.json"

@@ -413,7 +413,7 @@ def test_malformed_cache_limit(args, monkeypatch):
 def test_rejudge_bad_input_is_one_line(tmp_path):
     assert_usage_error(["rejudge", str(tmp_path / "nope.json")], "cannot read")
     plan = write(tmp_path, "p.json", '{"kind": "plan", "model": "m"}')
-    assert_usage_error(["rejudge", plan], "takes a check's JSON report; this one is the report of fpdiff plan")
+    assert_usage_error(["rejudge", plan], "JSON report of check, fuzz, ops; this one is the report of fpdiff plan")
     old = write(tmp_path, "c.json", '{"kind": "check", "model": "m", "cells": []}')
     assert_usage_error(["rejudge", old], "holds no evidence")
 

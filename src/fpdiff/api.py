@@ -15,7 +15,7 @@ from fpdiff import analyses
 from fpdiff.analyses import Analysis
 from fpdiff.analyses.args import csv
 from fpdiff.analysis import options as shared_options
-from fpdiff.analysis.check import CheckResult
+from fpdiff.analysis.base import Result
 from fpdiff.analysis.options import RunOptions
 from fpdiff.backends.routes import Routes  # noqa: F401  (handed on: CORE)
 from fpdiff.core.errors import FpdiffError, UnknownOption, UsageError  # noqa: F401  (handed on: CORE)
@@ -27,13 +27,20 @@ from fpdiff.testing import assert_agrees  # noqa: F401
 CORE = ["assert_agrees", "examples", "rejudge", "Routes", "RunOptions", "FpdiffError", "UsageError"]
 
 
-def rejudge(report: str | Path | dict) -> CheckResult:
-    """A check's JSON report (its path, or the report as a dict) judged again by this fpdiff's rules from the
-    evidence it kept, without running a backend; `.rejudged` says which cells changed and which rules it could not
-    re-apply."""
-    from fpdiff.analysis.check import stored
+def rejudge(report: str | Path | dict) -> Result:
+    """A stored JSON report of an analysis that judges cells (check, ops, fuzz; its path, or the report as a dict)
+    judged again by this fpdiff's rules from the evidence it kept, without running a backend; `.rejudged` says which
+    cells changed and which rules it could not re-apply."""
+    from fpdiff import analyses
     from fpdiff.report.json_report import load
-    return stored.rejudge(report if isinstance(report, dict) else load(report))
+    data = report if isinstance(report, dict) else load(report)
+    kind = data.get("kind")
+    found = next((a for a in analyses.all_analyses() if a.name == kind and a.rejudge is not None), None)
+    if found is None:
+        can = ", ".join(a.name for a in analyses.all_analyses() if a.rejudge is not None)
+        raise UsageError(f"rejudge takes a JSON report of {can}; this one is " + (
+            f"the report of fpdiff {kind}" if isinstance(kind, str) and kind else "not a report of fpdiff's"))
+    return found.rejudge(data)
 
 
 def function(a: Analysis) -> Callable[..., Any]:

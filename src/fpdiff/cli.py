@@ -50,11 +50,11 @@ def _other_parsers(sub) -> None:
     sub.add_parser("examples", help="list the built-in example models")
     sub.add_parser("backends", help="list registered backends and whether they are available",
                    parents=cli_args.shared("plugins", "routes"))
-    rj = sub.add_parser("rejudge", help="a stored check's --json report judged again by this fpdiff's rules, from the "
-                        "evidence it kept (no backend runs)", parents=cli_args.shared("reports"),
-                        epilog="exit as for check, by the verdicts judged again; the cells whose verdict changed and "
-                        "any rule the stored run lacks the evidence for are listed")
-    rj.add_argument("run", metavar="RUN.json", help="a check's report written with --json")
+    rj = sub.add_parser("rejudge", help="a stored check, ops or fuzz --json report judged again by this fpdiff's "
+                        "rules, from the evidence it kept (no backend runs)", parents=cli_args.shared("reports"),
+                        epilog="exit as for the analysis that wrote it, by the verdicts judged again; the cells whose "
+                        "verdict changed and any rule the stored run lacks the evidence for are listed")
+    rj.add_argument("run", metavar="RUN.json", help="a check, ops or fuzz report written with --json")
     rj.add_argument("--strict", action="store_true", help="as for check")
     rep = sub.add_parser("report", help="a self-contained HTML report from a --json file of any analysis")
     rep.add_argument("json_file", metavar="RUN.json")

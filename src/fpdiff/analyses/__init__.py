@@ -47,6 +47,8 @@ class Analysis:
       `junit(result, strict)`: a testsuite; `cells(result)`: its rows in the history's columns (fpdiff diff compares
       those); `rows(report)`: its rows as a notebook's DataFrame (`result.to_pandas()`; default: the report's cells,
       else one row of its fields).
+    - `rejudge(report)`: its stored JSON report judged again from the evidence it kept, without running a backend
+      (`fpdiff rejudge`); None: its reports hold no cells to judge again.
     - `names`: the other public names it hands on (its result and options classes...)."""
     name: str
     summary: str
@@ -71,6 +73,7 @@ class Analysis:
     junit: Callable[[Result, bool], Any] | None = None
     cells: Callable[[Result], list[tuple]] | None = None
     rows: Callable[[dict], list[dict]] | None = None
+    rejudge: Callable[[dict], Result] | None = None
     names: Mapping[str, Any] = field(default_factory=dict)
 
     def options_from(self, args: argparse.Namespace) -> Any:

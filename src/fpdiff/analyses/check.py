@@ -5,7 +5,7 @@ import argparse
 
 from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analyses.args import csv
-from fpdiff.analysis.check import DEFAULT_BACKENDS, DEFAULT_REPEAT, Cell, CheckOptions, CheckResult, check
+from fpdiff.analysis.check import DEFAULT_BACKENDS, DEFAULT_REPEAT, Cell, CheckOptions, CheckResult, check, stored
 from fpdiff.core.precision import DEFAULT_PRECISIONS, PRECISIONS
 from fpdiff.core.status import NOTHING_JUDGED
 from fpdiff.report import html, junit, notebook, store, terminal
@@ -49,5 +49,5 @@ CHECK = Analysis(
     shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "junit", "store"), epilog=_epilog,
     progress_label="loading the model", terminal=terminal.render, html=html.check_body, rows=notebook.check_rows,
-    junit=junit.check_suite,
-    cells=store.check_cells, names={"CheckResult": CheckResult, "Cell": Cell, "CheckOptions": CheckOptions})
+    junit=junit.check_suite, cells=store.check_cells, rejudge=stored.rejudge,
+    names={"CheckResult": CheckResult, "Cell": Cell, "CheckOptions": CheckOptions})

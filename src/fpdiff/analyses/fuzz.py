@@ -6,7 +6,15 @@ import argparse
 
 from fpdiff.analyses import SWEEP, Analysis
 from fpdiff.analyses.args import csv, grid, repro_dir, sweep
-from fpdiff.analysis.fuzz import DEFAULT_BACKENDS, DEFAULT_PRECISIONS, SHARED_DEFAULTS, FuzzOptions, FuzzResult, fuzz
+from fpdiff.analysis.fuzz import (
+    DEFAULT_BACKENDS,
+    DEFAULT_PRECISIONS,
+    SHARED_DEFAULTS,
+    FuzzOptions,
+    FuzzResult,
+    fuzz,
+    stored,
+)
 from fpdiff.core.status import NOTHING_JUDGED
 from fpdiff.report import html, notebook, terminal
 
@@ -37,4 +45,5 @@ FUZZ = Analysis(
     defaults=SHARED_DEFAULTS, arguments=_arguments, from_args=_options,
     epilog=lambda: f"exit 0: no finding; 1: a finding; {NOTHING_JUDGED}: no graph could be judged; 2: usage error",
     progress_label="generating graphs", progress_unit="graphs", terminal=terminal.render_fuzz,
-    html=html.fuzz_body, rows=notebook.fuzz_rows, names={"FuzzResult": FuzzResult, "FuzzOptions": FuzzOptions})
+    html=html.fuzz_body, rows=notebook.fuzz_rows, rejudge=stored.rejudge,
+    names={"FuzzResult": FuzzResult, "FuzzOptions": FuzzOptions})

@@ -5,7 +5,15 @@ import argparse
 
 from fpdiff.analyses import SWEEP, Analysis
 from fpdiff.analyses.args import csv, grid, repro_dir, sweep
-from fpdiff.analysis.ops import DEFAULT_BACKENDS, DEFAULT_PRECISIONS, SHARED_DEFAULTS, OpsOptions, OpsResult, ops
+from fpdiff.analysis.ops import (
+    DEFAULT_BACKENDS,
+    DEFAULT_PRECISIONS,
+    SHARED_DEFAULTS,
+    OpsOptions,
+    OpsResult,
+    ops,
+    stored,
+)
 from fpdiff.analysis.ops.batch import PROGRAM_SIZE
 from fpdiff.report import html, junit, notebook, store, terminal
 
@@ -57,4 +65,4 @@ OPS = Analysis(
     epilog=lambda: "exit 0: no cell failed; 1: a cell is mismatch, error, crash or timeout; 2: usage error (an "
     "unknown op pattern lists the closest names)", progress_label="selecting cases", before=_list_variants,
     files=_save_table, terminal=terminal.render_ops, html=html.ops_body, rows=notebook.ops_rows, junit=junit.ops_suite,
-    cells=store.ops_cells, names={"OpsResult": OpsResult, "OpsOptions": OpsOptions})
+    cells=store.ops_cells, rejudge=stored.rejudge, names={"OpsResult": OpsResult, "OpsOptions": OpsOptions})

@@ -22,7 +22,7 @@ class CheckResult(Result):
     source: dict = field(default_factory=dict)  # how the model was brought in: opset conversion, inputs
     fingerprint: str = ""  # the model's content hash (spec and weights, or the ONNX file and inputs)
     next: list[str] = field(default_factory=list)  # the locate/plan commands that explain its failing cells
-    evidence: dict | None = None  # what the rules judged from (judging/evidence.py): lets `fpdiff rejudge` judge it again
+    evidence: dict | None = None  # what the rules judged from (judging/evidence.py): `fpdiff rejudge` reads it
     # a stored run judged again: its cells whose verdict changed (label, from, to) and rules it could not re-apply
     rejudged: dict | None = None
 

@@ -53,6 +53,8 @@ class GraphRecord:
     discard: str | None = None
     statuses: dict[str, str] = field(default_factory=dict)
     duration_s: float = 0.0
+    # what its cells were judged from (judging/evidence.py's form, with the rules' name): `fpdiff rejudge` reads it
+    evidence: dict | None = None
 
 
 @dataclass
@@ -141,8 +143,9 @@ def _one(index: int, config: FuzzConfig, reg, work: Path, found: list[Found]) ->
         return GraphRecord(index, seed, None, None, [], "", oracle.DISCARDED, discard=made.reason,
                            duration_s=time.perf_counter() - t0)
     desc = generate.describe(made)
-    v, _, _ = oracle.judge(made, dataclasses.replace(config.sweep, repro_dir=None, recheck=False), reg, work)
-    rec = GraphRecord(index, seed, made.id, made.form, made.graph.ops(), desc, v.outcome, v.discard, v.statuses)
+    v, outcome, _ = oracle.judge(made, dataclasses.replace(config.sweep, repro_dir=None, recheck=False), reg, work)
+    rec = GraphRecord(index, seed, made.id, made.form, made.graph.ops(), desc, v.outcome, v.discard, v.statuses,
+                      evidence=next((c.judged_from for c in outcome.cells if c.judged_from is not None), None))
     for f in _distinct(v.failures):
         known = _known(found, f, made.graph.ops())
         # a graph holding a known finding's ops counts on it only when cut down to them it fails the same way
@@ -173,7 +176,7 @@ def _known(found: list[Found], f: OpsCell, ops: list[str]) -> Found | None:
     and the graph holds the finding's minimized op sequence in order (a graph of a known bug's ops failing the known
     way). Minimizing every such graph would spend the campaign on one bug."""
     for x in found:
-        if (x.backend, x.precision, oracle.status_class(x)) == (f.backend, f.precision, oracle.status_class(f)) \
+        if (x.backend, x.precision, x.status_class) == (f.backend, f.precision, oracle.status_class(f)) \
                 and _in_order(x.ops, ops):
             return x
     return None
@@ -223,8 +226,6 @@ class _Judged:
     metrics: dict | None
     mixed_only: bool = False  # wrong only where static and dynamic dims mix (oracle.mixed_only)
     shapes: dict = field(default_factory=dict)  # shape variant -> status of the minimized graph on the failing cell
-    mixed_only: bool = False  # wrong only where static and dynamic dims mix (oracle.mixed_only)
-    shapes: dict = field(default_factory=dict)  # shape variant -> status of the minimized graph on the failing cell
 
 
 def _signature(f: OpsCell, ops: list[str], variant: str) -> str:
@@ -243,7 +244,7 @@ def _repro(small: Sample, f: OpsCell, variant: str, config: FuzzConfig, reg, wor
     narrow = dataclasses.replace(oracle.narrowed(config.sweep, f.backend, f.precision), repro_dir=root)
     case = dataclasses.replace(oracle.case_of(small), variant=variant)
     outcome, requests = run_case(case, narrow, reg, work)
-    cells = [c for c in outcome.cells if oracle.failure_of(c).status_class == oracle.status_class(f)]
+    cells = [c for c in outcome.cells if oracle.status_class(c) == oracle.status_class(f)]
     if not cells:
         return None, {"path": None, "retriggers": None, "error": "the minimized graph passed when judged again"}, None
     cell = cells[0]

@@ -30,6 +30,9 @@ class FuzzResult(Result):
     model: str = "fuzz"
     selection: dict = field(default_factory=dict)  # ops, forms, min/max ops: what graph index i is (--resume)
     resumed: int = 0  # graphs kept from --resume's report
+    # a stored campaign judged again (stored.py): its graphs' cells whose verdict changed, the rules it could not
+    # re-apply
+    rejudged: dict | None = None
 
     def tested(self) -> list[GraphRecord]:
         """The graphs that were judged (passed or failed), not the discarded or unrun ones."""
@@ -74,7 +77,7 @@ class FuzzResult(Result):
                               "graphs": [{"id": r.id, "seed": r.seed, "reason": r.discard} for r in self.discarded()]},
                 "findings": [f.as_dict() for f in self.findings],
                 "records": [r.__dict__ for r in self.records if r.outcome != UNRUN],
-                "next": self.next_steps()}
+                "next": self.next_steps(), **({"rejudged": self.rejudged} if self.rejudged is not None else {})}
 
 
 def _clause(text: str) -> str:

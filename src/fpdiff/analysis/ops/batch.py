@@ -36,6 +36,7 @@ from fpdiff.core import compare
 from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
 from fpdiff.core.task import ONNX, TORCH
+from fpdiff.judging import evidence
 from fpdiff.judging.cells import first_verdicts
 from fpdiff.judging.grid import CellKey, Grid, make_grid
 from fpdiff.judging.judge import cross_check
@@ -471,12 +472,14 @@ def _judge_case(case: Case, span: tuple[int, int], share: _Shared, found: Found,
     passing = [k for c, k in zip(first, grid.cells) if c.status == Status.PASS]
     sub = _Slice(dataclasses.replace(grid, cells=passing), results, ref, judge, env, timeout, kept=dict(ev.kept),
                  share=share, span=span, ops=ops)
-    for c, k in zip(judge_run(sub, CHECK_RULES), passing):
+    judged = judge_run(sub, CHECK_RULES)
+    saved = {"rules": verdict.CHECK, **evidence.save(sub)}
+    for c, k in zip(judged, passing):
         pair = (k.backend, k.precision.name)
         if c.status != Status.PASS or not cuts[k][1]:
             doubt.own.add(pair)
             continue
-        cell = ops_cell(case, c, results[k])
+        cell = ops_cell(case, c, results[k], saved)
         cell.info["program"] = {"cases": share.n}  # judged on its own outputs in a program of this many cases
         found.cells[pair] = cell
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fpdiff.core.status import Status
-from fpdiff.judging.cell import Cell
+from fpdiff.judging.cell import Cell, cell_dict
 
 TORCH_CATALOG, ONNX_CATALOG = "torch", "onnx"
 CATALOGS = (TORCH_CATALOG, ONNX_CATALOG)
@@ -71,6 +71,14 @@ class OpsCell(Cell):
     support_detail: str = ""  # the runtime's own words for it (kernel types registered, precision it ran)
     repro: dict | None = None  # {"path", "retriggers": bool | None, "report"} for failing cells (repro.py)
     description: str = ""
+    # the evidence the cell was judged from (judging/evidence.py's form, with "rules": the rule list's name): shared
+    # by the cells of one judgement, written once per report (OpsResult.as_dict), what `fpdiff rejudge` reads
+    judged_from: dict | None = field(default=None, repr=False, compare=False)
+
+    def as_dict(self) -> dict:
+        d = cell_dict(self)
+        d.pop("judged_from", None)
+        return d
 
     @classmethod
     def of(cls, case: Case, backend: str, precision: str, shape_variant: str, status: str, **kw: Any) -> OpsCell:

@@ -42,6 +42,8 @@ class OpsResult(Result):
     resumed: int = 0  # cases whose cells came from --resume's report, not run again
     # how cases ran: {"cases", "in_programs", "programs", "alone"} (batch.py; alone: one-op models run)
     programs: dict = field(default_factory=dict)
+    # a stored sweep judged again (stored.py): its cells whose verdict changed and the rules it could not re-apply
+    rejudged: dict | None = None
 
     def cell_fails(self, c: OpsCell, strict: bool = False) -> bool:
         """check's rule, except that under --strict a declared refusal (unsupported) does not fail: in a sweep it
@@ -130,15 +132,32 @@ class OpsResult(Result):
         return list(dict.fromkeys(seen.values()))[:NEXT_REPROS]
 
     def as_dict(self) -> dict:
+        cells, evidence = self._cells_and_evidence()
         return {"kind": self.kind, "fpdiff_version": self.versions.get("fpdiff"), "model": self.model,
                 "versions": self.versions, "duration_s": round(self.duration_s, 3),
-                "cells": [c.as_dict() for c in self.cells], "summary": self.summary(),
+                "cells": cells, "summary": self.summary(),
                 "by_backend": self.by_backend(), "matrix": self.matrix(), "skipped": list(self.skipped),
                 "unrun": self.unrun, "unrun_cases": list(self.unrun_cases),
                 "judge_disagreements": list(self.judge_disagreements),
                 "repro_check": dict(self.repro_check), "reports": list(self.reports),
                 "support_table": self.support_table(), "next": self.next_steps(), "selection": dict(self.selection),
-                "resumed": self.resumed, "programs": dict(self.programs), "mixed_only": self.mixed_only()}
+                "resumed": self.resumed, "programs": dict(self.programs), "mixed_only": self.mixed_only(),
+                **({"rejudged": self.rejudged} if self.rejudged is not None else {}),
+                "evidence": evidence}
+
+    def _cells_and_evidence(self) -> tuple[list[dict], list[dict]]:
+        """The cells as JSON, each naming its judgement's evidence by index ("evidence"), and those evidences once
+        each (the cells of one case's judgement share one)."""
+        cells, evidence, index = [], [], {}
+        for c in self.cells:
+            d = c.as_dict()
+            if c.judged_from is not None:
+                if id(c.judged_from) not in index:
+                    index[id(c.judged_from)] = len(evidence)
+                    evidence.append(c.judged_from)
+                d["evidence"] = index[id(c.judged_from)]
+            cells.append(d)
+        return cells, evidence
 
 
 def repro_command(path: str) -> str:
@@ -169,7 +188,7 @@ def previous_run(path: str, backends: Sequence[str], precisions: Sequence[str], 
         raise UsageError(f"--resume {path}: not an ops report ({f'a {kind} report' if kind else 'no kind'}); give "
                          "the file fpdiff ops --json wrote")
     try:
-        cells = [cell_from_dict(d) for d in data["cells"]]
+        cells = [cell_from_dict(d, data.get("evidence") or ()) for d in data["cells"]]
     except (TypeError, KeyError) as e:
         raise UsageError(f"--resume {path}: a cell of the report cannot be read ({type(e).__name__}: {e})") from None
     _same_selection(path, data.get("selection") or {}, cells, backends, precisions, seed)
@@ -198,13 +217,17 @@ def _same_selection(path: str, had: dict, cells: list[OpsCell], backends: Sequen
                          "differ; resume with the same --seed")
 
 
-def cell_from_dict(d: dict) -> OpsCell:
-    """An OpsCell from its JSON (as_dict), its findings and revisions as objects again; a report written before ops
-    cells were cells of the judging floor has no device (cpu: the sweep's only one)."""
-    names = {f.name for f in dataclasses.fields(OpsCell)}
+def cell_from_dict(d: dict, evidence: Sequence[dict] = ()) -> OpsCell:
+    """An OpsCell from its JSON (as_dict), its findings and revisions as objects again, and the evidence it names
+    (of the report's `evidence`); a report written before ops cells were cells of the judging floor has no device
+    (cpu: the sweep's only one)."""
+    names = {f.name for f in dataclasses.fields(OpsCell)} - {"judged_from"}
     kept = {"device": "cpu", **{k: v for k, v in d.items() if k in names}}
     kept["findings"] = [Finding(**{k: f.get(k) for k in ("kind", "message", "op", "remedy")})
                         for f in d.get("findings") or []]
     kept["revisions"] = [Revision(r["rule"], r["from"], r["to"], r["why"]) for r in d.get("revisions") or []]
     kept["status"] = Status(kept["status"])
+    i = d.get("evidence")
+    if isinstance(i, int) and 0 <= i < len(evidence):
+        kept["judged_from"] = evidence[i]
     return OpsCell(**kept)

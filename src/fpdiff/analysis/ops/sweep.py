@@ -16,9 +16,10 @@ from fpdiff.analysis.ops.case import Case, OpsCell
 from fpdiff.analysis.ops.catalog import write_case
 from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
+from fpdiff.judging import evidence
 from fpdiff.judging.cell import Cell
 from fpdiff.judging.grid import Grid, GridSettings, make_grid
-from fpdiff.judging.rejudge import BLAMED, BLAMED_AT, CHECK_RULES, judge_run, question_judge
+from fpdiff.judging.rejudge import BLAMED, BLAMED_AT, judge_run, question_judge
 from fpdiff.judging.rules import Evidence
 from fpdiff.judging.run import run_grid, worker_env
 from fpdiff.onnxtools.export import DEPARTS
@@ -78,10 +79,12 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         outcome.duration_s = time.perf_counter() - t0
         return outcome, []
     judged = question_judge(grid, results, ref, env, config.timeout, None)
-    cells = judge_run(Evidence(grid, results, ref, judged, env, config.timeout),
-                      verdict.OPS_RULES if case.integer_valued else CHECK_RULES)
+    ev = Evidence(grid, results, ref, judged, env, config.timeout)
+    rules = verdict.OPS if case.integer_valued else verdict.CHECK
+    cells = judge_run(ev, verdict.RULES[rules])
     outcome.disagreement = verdict.expected_disagreement(case, ref.outputs)
-    outcome.cells = [ops_cell(case, c, results[k]) for c, k in zip(cells, grid.cells)]
+    saved = {"rules": rules, **evidence.save(ev)}
+    outcome.cells = [ops_cell(case, c, results[k], saved) for c, k in zip(cells, grid.cells)]
     requests = [verdict.repro_request(case, grid, k, oc, c.baseline_metrics, results[k], ref,
                                       Path(config.repro_dir))
                 for oc, c, k in zip(outcome.cells, cells, grid.cells)
@@ -102,10 +105,10 @@ def _grid(case: Case, config: SweepConfig, reg, work: Path) -> Grid:
     return make_grid(model, reg, config.grid(backends, config.precisions, inputs))
 
 
-def ops_cell(case: Case, c: Cell, r: JobResult) -> OpsCell:
-    """A judged cell as the sweep reports it: the same cell with the case it belongs to and the runtime's support
-    state; of its info the small facts."""
-    cell = OpsCell.judged(case, c, info=_kept_info(c.info))
+def ops_cell(case: Case, c: Cell, r: JobResult, judged_from: dict | None = None) -> OpsCell:
+    """A judged cell as the sweep reports it: the same cell with the case it belongs to, the runtime's support state
+    and the evidence it was judged from; of its info the small facts."""
+    cell = OpsCell.judged(case, c, info=_kept_info(c.info), judged_from=judged_from)
     cell.support, cell.support_detail = verdict.support(c, r)
     return cell
 

@@ -66,6 +66,9 @@ INTEGER_FLIPS = "integer-flips"
 # the op sweep's rules: check's, with the flip rule for integer-valued ops right after the float rules (before the
 # judge's and conditioning's, which then weigh a flip mismatch like any other)
 OPS_RULES = insert_after(CHECK_RULES, "survives-precision", Rule(INTEGER_FLIPS, integer_flips))
+# the rule lists a sweep judges by, by the name its stored evidence records (ops/stored.py judges again by it)
+CHECK, OPS = "check", "ops"
+RULES = {CHECK: CHECK_RULES, OPS: OPS_RULES}
 
 
 def _integer_valued(a: np.ndarray) -> bool:
