@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import COMPILE, TORCH_EXPORT, Unsupported, UsageError, stage
+from fpdiff.core.support import Support
 from fpdiff.core.task import ONNX, PROGRAM, TORCH, Task
 
 __all__ = ["DECLARATIONS", "LIFECYCLE", "ONNX", "PROGRAM", "TORCH", "Artifact", "Backend", "PluginAdapter", "Prepared",
@@ -55,6 +56,7 @@ class Prepared:
     # rel L2 by which the exported ONNX graph it ran departs from the torch program in float64 (float32 constants,
     # onnxtools/export.py): check judges the cell with it as its baseline's floor
     export_departure: float | None = None
+    support: Support | None = None  # the runtime's own word on each op at the dtype asked (core/support.py)
 
     def close(self) -> None:
         if self.release is not None:

@@ -44,6 +44,7 @@ from fpdiff.core.errors import (
     stage,
 )
 from fpdiff.core.paths import write_whole
+from fpdiff.core.support import NATIVE, OTHER_DTYPE, Support
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
 # sm_80 compiles and runs on H100/H200 with iree-base-compiler 3.13; sm_90 fails with "missing GPU target".
@@ -385,8 +386,7 @@ def dispatch_types(phase_dir: Path) -> dict[str, str]:
     return named
 
 
-def dispatch_support(phase_dir: Path, want: str, counts: Counter, planned: dict | None,
-                     device: str) -> dict[str, Any]:
+def dispatch_support(phase_dir: Path, want: str, counts: Counter, planned: dict | None, device: str) -> Support:
     """The compiled graph as a whole (dispatches are not the source's ops): the types its dispatches compute in,
     and the state that makes against the dtype asked, by core/dtypes.py's share rule (an f32 statistic beside f16
     arithmetic is normal; IREE computing a bf16 softmax in f32 is not what was asked); the dispatches' float ops
@@ -397,19 +397,18 @@ def dispatch_support(phase_dir: Path, want: str, counts: Counter, planned: dict 
     named = dispatch_types(phase_dir)
     by_type = Counter(named.values()) or counts
     target = "cuda" if device.startswith("cuda") else "llvm-cpu"
-    record: dict[str, Any] = {"runtime": f"iree-compile {version('iree-base-compiler')} {target}"}
+    runtime = f"iree-compile {version('iree-base-compiler')} {target}"
     if not sum(by_type.values()):
-        return record  # nothing computed in a float type it names: no word on the precision
+        return Support(runtime)  # nothing computed in a float type it names: no word on the precision
     wide = too_wide(by_type, want, planned)
     shown = dict(list(named.items())[:SUPPORT_DISPATCHES])
     what = ", ".join(f"{n} {t}" for t, n in sorted(by_type.items()))
     source = "dispatches" if named else "float ops in its dispatches"
-    record["graph"] = {"asked": want, "dispatches": shown, "state": "other-dtype" if wide else "native",
-                       "said": f"iree-compile made {sum(by_type.values())} {source} computing in {what}, asked "
-                       f"{want}" + (f": {', '.join(list(shown)[:4])}" if wide and shown else "")}
-    if len(named) > SUPPORT_DISPATCHES:
-        record["dispatches_not_recorded"] = len(named) - SUPPORT_DISPATCHES
-    return record
+    graph = {"asked": want, "dispatches": shown, "state": OTHER_DTYPE if wide else NATIVE,
+             "said": f"iree-compile made {sum(by_type.values())} {source} computing in {what}, asked "
+             f"{want}" + (f": {', '.join(list(shown)[:4])}" if wide and shown else "")}
+    cut = len(named) - SUPPORT_DISPATCHES
+    return Support(runtime, graph=graph, not_recorded={"dispatches": cut} if cut > 0 else {})
 
 
 def _compile_repro(r: Repro, args: list[str]) -> str:
@@ -467,9 +466,9 @@ class IreeBackend(Backend):
             info["signature"] = "demoted from f64 to f32"
         remedy = (f"compile with {DEMOTE_F64}=false" if want == "float64"
                   else "check the compile flags for demotion/promotion options")
-        info["support"] = dispatch_support(phases, want, counts, planned, task.device)
         return Prepared(self._runner(vmfb, task.device), computed, info=info, op_dtypes=dict(counts),
-                        planned_op_dtypes=planned, dtype_remedy=remedy)
+                        planned_op_dtypes=planned, dtype_remedy=remedy,
+                        support=dispatch_support(phases, want, counts, planned, task.device))
 
     def _compile(self, task: Task, flags: list[str], out: Path) -> dict[str, Any]:
         """Import and compile into `out`; returns how the model was imported (and exported, for ONNX graphs)."""

@@ -14,6 +14,7 @@ from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.dtypes import mixed_dtype, too_wide
 from fpdiff.core.errors import COMPILE, IMPORT, TORCH_EXPORT, Unsupported, stage
+from fpdiff.core.support import Support
 
 # INFERENCE_PRECISION_HINT values by fpdiff precision. The CPU plugin has no f64 inference precision, and no
 # autocast: its bf16/f16 hints are its own mixed precision (it keeps what it judges sensitive in f32).
@@ -156,10 +157,10 @@ class OpenVinoBackend(Backend):
         counts = executed_dtypes(compiled)
         want = task.requested_dtype
         info.update({"inference_precision": used, "inference_precision_hint": hint})
-        info["support"] = plugin_support(core, model, compiled, hint, used)
+        support = plugin_support(core, model, compiled, hint, used)
         if not sum(counts.values()) or not float_arithmetic(model):  # nothing could run in another dtype: what the
             info["runtime_layers"] = dict(counts)  # plugin counts is its own conversions, not the model's arithmetic
-            return Prepared(self._runner(compiled, task), want, notes, info)
+            return Prepared(self._runner(compiled, task), want, notes, info, support=support)
         hidden = control_flow(compiled)
         if hidden:  # the runtime model shows an If or a loop as one layer and hides its bodies' precisions
             info["runtime_layers_incomplete"] = (f"{', '.join(hidden)} layers hide their bodies' precisions: the "
@@ -171,7 +172,7 @@ class OpenVinoBackend(Backend):
         remedy = (f"read this cell as {ran}; for {want} numerics run on a CPU with native support "
                   f"({NATIVE_ISA.get(want, 'its instructions')}) or OpenVINO's GPU plugin") if ran != want else None
         return Prepared(self._runner(compiled, task), computed_dtype(counts, want, used), notes, info,
-                        op_dtypes=dict(counts), dtype_remedy=remedy)
+                        op_dtypes=dict(counts), dtype_remedy=remedy, support=support)
 
     @staticmethod
     def _runner(compiled: Any, task: Task) -> Callable[..., list[Any]]:
@@ -264,7 +265,7 @@ def layer_precisions(compiled: Any) -> dict[str, set[str]]:
     return ran
 
 
-def plugin_support(core: Any, model: Any, compiled: Any, hint: str, used: str) -> dict[str, Any]:
+def plugin_support(core: Any, model: Any, compiled: Any, hint: str, used: str) -> Support:
     """Per float op type of the graph handed to the plugin: the precisions its layers ran in under the hint, and the
     state that makes (native: only the hint's; other-dtype: any other, the hint replaced or the op kept wider);
     an op no layer names is asked of query_model. At most SUPPORT_OPS op types."""
@@ -284,7 +285,7 @@ def plugin_support(core: Any, model: Any, compiled: Any, hint: str, used: str) -
     queried = core.query_model(model, "CPU") if unnamed else {}
     refused = {kind for name, kind in unnamed.items() if name not in queried}
     ops = {kind: _op_support(kind, precisions, hint, used, kind in refused) for kind, precisions in by_type.items()}
-    return {"runtime": f"openvino {ov.__version__.split('-')[0]} CPU", "hint": hint, "ran_hint": used, "ops": ops}
+    return Support(f"openvino {ov.__version__.split('-')[0]} CPU", ops, details={"hint": hint, "ran_hint": used})
 
 
 def _op_support(kind: str, precisions: set[str], hint: str, used: str, refused: bool) -> dict[str, Any]:

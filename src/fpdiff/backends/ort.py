@@ -14,6 +14,7 @@ from fpdiff.backends import to_numpy as _to_numpy
 from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec
 from fpdiff.core.dtypes import mixed_dtype
 from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
+from fpdiff.core.support import Support
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
 from fpdiff.onnxtools.marked import marked
 
@@ -279,8 +280,7 @@ class OrtBackend(Backend):
         want = task.requested_dtype
         # an autocast graph or a program keeps ops wider on purpose: there the graph's own types are what it asks
         asked = None if task.precision.autocast is not None or task.is_program else want
-        cell.info["support"] = kernel_support(path, optimized if optimized.exists() else None, provider(task.device),
-                                              asked)
+        cell.support = kernel_support(path, optimized if optimized.exists() else None, provider(task.device), asked)
         if want in ("float16", "bfloat16") and optimized.exists():
             counts = op_dtypes(optimized)
             if sum(counts.values()):
@@ -308,8 +308,8 @@ class OrtBackend(Backend):
         optimized = scratch / "optimized.onnx"
         with stage(LOAD, "onnxruntime"):
             session = open_session(path, task.device, optimized)
-        cell = Prepared(feeder(session), info={"support": kernel_support(path, optimized if optimized.exists()
-                                                                         else None, provider(task.device), None)},
+        cell = Prepared(feeder(session), support=kernel_support(path, optimized if optimized.exists() else None,
+                                                                provider(task.device), None),
                         release=_remover(scratch))
         if optimized.exists():
             counts = op_dtypes(optimized)
@@ -425,7 +425,7 @@ def _ran_types(optimized: Any) -> tuple[dict[str, set[str]], list[str]]:
 
 
 def kernel_support(handed: Path, optimized: Path | None, provider_name: str,
-                   want: str | None = None) -> dict[str, Any]:
+                   want: str | None = None) -> Support:
     """Per op type of the graph handed to ONNX Runtime (its first float input's type is the one asked): the kernel
     types the provider registers for it at the graph's opset, what the optimized graph computed it in, and the
     state that makes (native, other-dtype: casts inserted or its function body run otherwise); at most SUPPORT_OPS.
@@ -454,10 +454,8 @@ def kernel_support(handed: Path, optimized: Path | None, provider_name: str,
             ops[node.op_type].update(state="other-dtype", said=f"the graph handed to ONNX Runtime holds {node.op_type} "
                                      f"in {_DTYPES[got[1]]}, not {want} (a cast graph keeps an op whose schema, "
                                      f"{node.op_type}-{version}, lacks {want}; or the graph's own casts)", asked=want)
-    record: dict[str, Any] = {"runtime": f"onnxruntime {onnxruntime.__version__} {provider_name}", "ops": ops}
-    if more:
-        record["ops_not_recorded"] = more
-    return record
+    return Support(f"onnxruntime {onnxruntime.__version__} {provider_name}", ops,
+                   not_recorded={"ops": more} if more else {})
 
 
 def _op_support(op: str, version: int, asked: str, registered: list[str], ran: dict[str, set[str]],

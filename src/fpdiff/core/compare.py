@@ -190,10 +190,9 @@ def rel_l2(want: np.ndarray, got: np.ndarray) -> float:
     if not (np.isfinite(w) | same).all() or not (np.isfinite(g) | same).all():
         return float("inf")
     w, g = np.where(same, 0.0, w), np.where(same, 0.0, g)  # equal infinities out of the sums
-    ref = np.where(np.isfinite(want), want, 0.0).astype(np.float64)
-    scale = max(np.abs(ref).max(), np.abs(g).max())
-    diff = l2((g - w) / scale)
-    ref = l2(ref / scale)
+    finite = np.where(np.isfinite(want), want, 0.0).astype(np.float64)
+    scale = max(np.abs(finite).max(), np.abs(g).max())
+    diff, ref = l2((g - w) / scale), l2(finite / scale)
     return float(diff / ref) if ref > 0 else float("inf")
 
 

@@ -195,7 +195,7 @@ def _judge_cell(ev: Evidence, key: CellKey, fp32_ok: bool, torch_source: bool, l
     """One cell's verdict: what failed where, or its error against the reference and its precision's baseline."""
     p, r, baseline = key.precision, ev.results[key], ev.baseline(key.precision)
     cell = Cell(key.backend, key.device, p.name, key.variant.name, Status(r.status),
-                duration_s=round(r.prepare_s + r.run_s, 3), info=r.info, output_dtypes=r.output_dtypes,
+                duration_s=round(r.prepare_s + r.run_s, 3), info=_info(r), output_dtypes=r.output_dtypes,
                 findings=list(r.notes), op_dtypes=r.op_dtypes, planned_op_dtypes=r.planned_op_dtypes)
     if r.status != Status.OK:
         _failed(cell, p, r, fp32_ok, torch_source)
@@ -343,3 +343,9 @@ def _variant_remedy(c: Cell, good: list[Cell]) -> str:
                 "message for the node (control flow typed for other shapes is the model's own), or deploy with "
                 "dynamic dims")
     return f"a dynamic-shape bug in the backend: try fpdiff locate with --shape-variant {c.shape_variant}"
+
+
+def _info(r: JobResult) -> dict:
+    """What the report shows of a job besides its verdict: the backend's info and its runtime's support record."""
+    return {**r.info, "support": r.support.as_dict()} if r.support is not None else r.info
+

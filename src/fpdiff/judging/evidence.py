@@ -12,6 +12,7 @@ from fpdiff.core.compare import Finding, Metrics
 from fpdiff.core.errors import UsageError
 from fpdiff.core.judge_status import JudgeStatus
 from fpdiff.core.status import Status
+from fpdiff.core.support import Support
 from fpdiff.judging.conditioning import Spread
 from fpdiff.judging.grid import CellKey, Grid
 from fpdiff.judging.judge import JudgeCheck
@@ -70,6 +71,7 @@ def _facts(r: JobResult) -> dict:
     d = {f.name: getattr(r, f.name) for f in fields(r) if f.name not in ("outputs", "repeats")}
     d["notes"] = [_encode(n) for n in r.notes]
     d["status"] = str(r.status)
+    d["support"] = r.support.as_dict() if r.support is not None else None
     return d
 
 
@@ -77,6 +79,7 @@ def _result(d: dict) -> JobResult:
     known = {f.name for f in fields(JobResult)}
     r = JobResult(**{k: v for k, v in d.items() if k in known})
     r.status, r.notes, r.outputs = Status(r.status), [_decode(n) for n in r.notes], []
+    r.support = Support.from_dict(r.support) if isinstance(r.support, dict) else None
     return r
 
 

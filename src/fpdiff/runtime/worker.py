@@ -16,6 +16,7 @@ import numpy as np
 
 from fpdiff.core.errors import MESSAGE_CHARS, exit_text, oom_kills
 from fpdiff.core.status import Status
+from fpdiff.core.support import Support
 from fpdiff.runtime import protocol, rundir
 from fpdiff.runtime.task import Job
 
@@ -51,6 +52,7 @@ class JobResult:
     dtype_remedy: str | None = None
     export_departure: float | None = None  # the exported graph's own departure from the torch program (float64)
     run_times: list[float] = field(default_factory=list)  # seconds of each run (plan's speed figure)
+    support: Support | None = None  # the runtime's own word on each op at the dtype asked (core/support.py)
 
 
 # Messages by which torch, ONNX Runtime and compilers say "this op has no kernel for this dtype".
@@ -134,6 +136,7 @@ def result_frame(result: JobResult) -> tuple[dict, dict[str, bytes]]:
     from fpdiff.runtime import protocol
     d = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in ("outputs", "repeats")}
     d["notes"] = [n.as_dict() if hasattr(n, "as_dict") else n for n in result.notes]
+    d["support"] = result.support.as_dict() if result.support is not None else None
     arrays = {f"out{i}": a for i, a in enumerate(result.outputs)}
     for r, outs in enumerate(result.repeats):
         arrays.update({f"rep{r}:{i}": a for i, a in enumerate(outs)})
@@ -150,6 +153,7 @@ def read_result(header: dict, blobs: dict[str, bytes]) -> JobResult:
     repeats = [[arrays[f"rep{r}:{i}"] for i in range(len(outs))] for r in range(header.get("repeats", 0))]
     d["notes"] = [Finding(**n) if isinstance(n, dict) else n for n in d.get("notes", [])]
     d["status"] = Status(d["status"])
+    d["support"] = Support.from_dict(d["support"]) if isinstance(d.get("support"), dict) else None
     known = {f.name for f in fields(JobResult)}
     return JobResult(**{k: v for k, v in d.items() if k in known}, outputs=outs, repeats=repeats)
 
@@ -262,7 +266,8 @@ def _info(task, prepared) -> dict:
 def _ran(prepared) -> dict:
     """The typed record of what a prepared cell ran, as JobResult fields."""
     return {"op_dtypes": prepared.op_dtypes, "planned_op_dtypes": prepared.planned_op_dtypes,
-            "dtype_remedy": prepared.dtype_remedy, "export_departure": prepared.export_departure}
+            "dtype_remedy": prepared.dtype_remedy, "export_departure": prepared.export_departure,
+            "support": getattr(prepared, "support", None)}
 
 
 def _preparer(backend, mode: str, artifact: str | None = None):

@@ -11,6 +11,7 @@ import fpdiff
 from fpdiff.analysis.ops.case import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE, OpsCell
 from fpdiff.analysis.ops.support import support_state, support_table
 from fpdiff.core.compare import Finding
+from fpdiff.core.support import Support
 
 SHAPE = [2, 3, 4, 4]
 
@@ -29,7 +30,10 @@ def _one_node(folder: Path, op: str, inputs: int = 1, out: list[int] = SHAPE, **
 def _states(path: str, backends: list[str], precisions: list[str]) -> dict:
     """(backend, precision) -> (state, detail, cell) of each checked cell."""
     r = fpdiff.check(path, backends=backends, precisions=precisions, keep_opset=True)
-    return {(c.backend, c.precision): (*support_state(c.status, c.findings, c.info, c.precision, c.reason), c)
+    def record(c):
+        said = c.info.get("support")
+        return Support.from_dict(said) if said is not None else None
+    return {(c.backend, c.precision): (*support_state(c.status, c.findings, record(c), c.precision, c.reason), c)
             for c in r.cells if c.backend in backends}
 
 
@@ -109,18 +113,19 @@ def test_kernel_record_is_capped(tmp_path, monkeypatch):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
     monkeypatch.setattr(ort_backend, "SUPPORT_OPS", 2)
     record = ort_backend.kernel_support(path, None, "CPUExecutionProvider", "float32")
-    assert list(record["ops"]) == ["Abs", "Neg"] and record["ops_not_recorded"] == 1
-    assert all(e["state"] == NATIVE for e in record["ops"].values())
+    assert list(record.ops) == ["Abs", "Neg"] and record.not_recorded == {"ops": 1} and record.cut
+    assert record.as_dict()["ops_not_recorded"] == 1 and Support.from_dict(record.as_dict()) == record
+    assert all(e["state"] == NATIVE for e in record.ops.values())
 
 
 def test_rules_when_the_runtime_said_nothing_or_only_the_cell_did():
-    assert support_state("crash", [], {}, "fp16") == (None, "")
-    assert support_state("unsupported", [], {}, "fp16", "ort is not available: onnxruntime does not import") \
+    assert support_state("crash", [], None, "fp16") == (None, "")
+    assert support_state("unsupported", [], None, "fp16", "ort is not available: onnxruntime does not import") \
         == (None, "")
     changed = Finding("hint-replaced", "OpenVINO was asked for f16 and runs bf16")
-    state, detail = support_state("pass", [changed], {}, "fp16")
+    state, detail = support_state("pass", [changed], None, "fp16")
     assert state == OTHER_DTYPE and "runs bf16" in detail
-    assert support_state("pass", [], {}, "fp16")[0] == NATIVE  # ran, and nothing says another dtype
+    assert support_state("pass", [], None, "fp16")[0] == NATIVE  # ran, and nothing says another dtype
 
 
 def test_table_keeps_the_most_telling_state_per_op_backend_and_precision():
@@ -133,3 +138,12 @@ def test_table_keeps_the_most_telling_state_per_op_backend_and_precision():
                           cell("sample", NATIVE, "fp32").as_dict()])
     assert [(r["precision"], r["support"], r["detail"]) for r in rows] == [
         ("fp16", OTHER_DTYPE, "other-dtype channels-last"), ("fp32", NATIVE, "native sample")]
+
+
+def test_a_support_record_with_a_state_no_reader_knows_is_refused_where_it_is_made():
+    with pytest.raises(ValueError, match="state 'kinda' is none of native, other-dtype, not-implemented"):
+        Support("ort", {"Abs": {"state": "kinda"}})
+    said = Support("openvino 2025 CPU", {"Erf": {"state": OTHER_DTYPE, "said": "ran bf16"}},
+                   details={"hint": "f16", "ran_hint": "bf16"})
+    assert Support.from_dict(said.as_dict()) == said and said.narrowed(frozenset()).ops == {}
+

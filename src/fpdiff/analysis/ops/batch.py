@@ -29,12 +29,12 @@ from torch.utils import _pytree as pytree
 
 from fpdiff.analysis.ops import verdict
 from fpdiff.analysis.ops.case import ONNX_CATALOG, TORCH_CATALOG, Case, OnnxSample, OpsCell, TorchSample
-from fpdiff.analysis.ops.support import STATES
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, ops_cell, run_case, safe_name
 from fpdiff.backends import registry
 from fpdiff.core import compare
 from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
+from fpdiff.core.support import STATES, Support
 from fpdiff.core.task import ONNX, TORCH
 from fpdiff.judging import evidence
 from fpdiff.judging.cells import first_verdicts
@@ -517,10 +517,11 @@ def cut(r: JobResult, span: tuple[int, int], n: int, ops: frozenset) -> tuple[Jo
 
     def part(xs: list) -> list:
         return list(xs[a:b]) if len(xs) >= b else list(xs)
-    info, own = _own_support(r.info or {}, ops)
+    support, own = _own_support(r.support, ops)
     return dataclasses.replace(r, outputs=part(r.outputs), output_dtypes=part(r.output_dtypes),
                                repeats=[part(x) for x in r.repeats], output_names=part(r.output_names),
-                               export_departure=None, prepare_s=r.prepare_s / n, run_s=r.run_s / n, info=info), own
+                               export_departure=None, prepare_s=r.prepare_s / n, run_s=r.run_s / n,
+                               support=support), own
 
 
 def _own_ops(case: Case) -> frozenset:
@@ -531,20 +532,17 @@ def _own_ops(case: Case) -> frozenset:
     return frozenset()
 
 
-def _own_support(info: dict, ops: frozenset) -> tuple[dict, bool]:
+def _own_support(record: Support | None, ops: frozenset) -> tuple[Support | None, bool]:
     """The support record as the case's own: narrowed to its op types when the record names them all; else the
     program's whole record, which says the case's state only when every op it names is in one state."""
-    record = info.get("support")
-    if not isinstance(record, dict):
-        return info, True
-    if any(k.endswith("_not_recorded") for k in record):  # the record is cut: the case's op may be left out
-        return info, False
-    named = record.get("ops") or {}
-    if ops and ops <= set(named):
-        return {**info, "support": {**record, "ops": {k: v for k, v in named.items() if k in ops}}}, True
-    states = {e.get("state") for e in [*named.values(), record.get("graph") or {}]
-              if isinstance(e, dict) and e.get("state") in STATES}
-    return info, len(states) <= 1
+    if record is None:
+        return None, True
+    if record.cut:  # the record is cut: the case's op may be left out
+        return record, False
+    if ops and ops <= set(record.ops):
+        return record.narrowed(ops), True
+    states = {e.get("state") for _, e in record.entries() if e.get("state") in STATES}
+    return record, len(states) <= 1
 
 
 def run_batch(cases: Sequence[Case], config: SweepConfig,

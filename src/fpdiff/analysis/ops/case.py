@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fpdiff.core.status import Status
+from fpdiff.core.support import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE  # noqa: F401  (the states, handed on)
 from fpdiff.judging.cell import Cell, cell_dict
 
 TORCH_CATALOG, ONNX_CATALOG = "torch", "onnx"
@@ -99,8 +100,6 @@ class OpsCell(Cell):
         return f"{self.case}/{self.backend}/{self.precision}/{self.shape_variant}"
 
 
-# the support states, in the runtime's own word (support.py reads them)
-NATIVE, OTHER_DTYPE, NOT_IMPLEMENTED = "native", "other-dtype", "not-implemented"
 
 # op-name fragments -> family, first match wins; the rest are their own family (the name's stem)
 _FAMILIES = [("pool", "pool"), ("conv", "conv"), ("norm", "norm"), ("interpolate", "resize"), ("resize", "resize"),

@@ -65,6 +65,6 @@ def _taken(old: OpsCell, new: Cell, r: JobResult | None) -> OpsCell:
     """The stored cell with the new judgement; its support state read again when the verdict moved."""
     cell = dataclasses.replace(old, **{name: getattr(new, name) for name in JUDGED})
     if cell.status != old.status and r is not None:
-        cell.support, cell.support_detail = support_state(cell.status, cell.findings, r.info or {}, cell.precision,
+        cell.support, cell.support_detail = support_state(cell.status, cell.findings, r.support, cell.precision,
                                                           cell.reason)
     return cell

@@ -1,15 +1,15 @@
 """Support in the runtime's own word, per cell: native (a kernel at the dtype asked), other-dtype (the runtime computed
 the op in another dtype: casts inserted, a hint replaced) or not-implemented (it refused). Read from what the cell
-already holds: its status, its findings and what the backend recorded in info["support"] (backends/ort.py,
-openvino.py, iree.py); and the support table `fpdiff ops --save TABLE` keeps of a stack."""
+already holds: its status, its findings and the runtime's typed record of what it ran (core/support.py, made by
+backends/ort.py, openvino.py, iree.py); and the support table `fpdiff ops --save TABLE` keeps of a stack."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from fpdiff.analysis.ops.case import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE
 from fpdiff.core.compare import Finding
 from fpdiff.core.status import Status
+from fpdiff.core.support import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE, STATES, Support
 
 # Findings that say the cell computed in another dtype than asked: the dtype-changed rule on what the backend counted
 # (core/dtypes.py), OpenVINO replacing its inference precision hint, and a mismatch whose error matches a narrower
@@ -21,13 +21,13 @@ RAN = frozenset(s.value for s in (Status.PASS, Status.PRECISION_LOSS, Status.MIS
                                   Status.ILL_CONDITIONED))
 # How telling a state is, least to most: a runtime that lacks something for an op says more than one that has it
 RANK = {None: 0, NATIVE: 1, OTHER_DTYPE: 2, NOT_IMPLEMENTED: 3}
-STATES = (NATIVE, OTHER_DTYPE, NOT_IMPLEMENTED)
 # Refusals that are about the machine, not the runtime's kernels: fpdiff could not ask the runtime (runtime/worker.py)
 _NOT_ASKED = (" is not available: ", "no CUDA device on this machine")
 DETAIL_CHARS = 300  # the detail is one line of a table: the runtime's words, cut
 
 
-def support_state(status: str, findings: list, info: dict, precision: str, reason: str = "") -> tuple[str | None, str]:
+def support_state(status: str, findings: list, support: Support | None, precision: str,
+                  reason: str = "") -> tuple[str | None, str]:
     """(state, detail in the runtime's words) of one judged cell; (None, "") when the runtime said nothing (a crash or
     an exporter failure before it was reached). `reason`: the cell's reason, which holds a refusal's own message."""
     if str(status) == Status.UNSUPPORTED.value:  # a declared refusal: the runtime has no implementation at this dtype
@@ -35,7 +35,7 @@ def support_state(status: str, findings: list, info: dict, precision: str, reaso
             return None, ""
         said = reason or next((_message(f) for f in findings if _kind(f) == Status.UNSUPPORTED), "")
         return NOT_IMPLEMENTED, _cut(said or f"refused at {precision}")
-    recorded = recorded_state(info)
+    recorded = recorded_state(support)
     if recorded[0] in (OTHER_DTYPE, NOT_IMPLEMENTED):  # the runtime's own record of an op it did not run as asked
         return recorded
     other = next((f for f in findings if _kind(f) in OTHER_DTYPE_FINDINGS), None)
@@ -48,17 +48,14 @@ def support_state(status: str, findings: list, info: dict, precision: str, reaso
     return None, ""
 
 
-def recorded_state(info: dict) -> tuple[str | None, str]:
-    """The most telling state a backend recorded in info["support"] over its ops (and its whole graph), with its
-    words; the op's own graph may hold several op types (an export's helpers), and the least supported one says what
-    the cell computed."""
-    record = (info or {}).get("support") or {}
-    entries = [e for e in list((record.get("ops") or {}).values()) + [record.get("graph") or {}]
-               if isinstance(e, dict) and e.get("state") in STATES]
+def recorded_state(support: Support | None) -> tuple[str | None, str]:
+    """The most telling state a backend recorded over its ops (and its whole graph), with its words; the op's own
+    graph may hold several op types (an export's helpers), and the least supported one says what the cell computed."""
+    entries = [e for _, e in (support.entries() if support is not None else []) if e.get("state") in STATES]
     if not entries:
         return None, ""
     top = max(entries, key=lambda e: RANK[e["state"]])
-    runtime = record.get("runtime")
+    runtime = support.runtime
     return top["state"], _cut(f"{runtime}: {top.get('said', '')}" if runtime else top.get("said", ""))
 
 

@@ -121,7 +121,7 @@ def expected_disagreement(case: Case, ref_out: list[np.ndarray]) -> dict | None:
 def support(cell: Cell, r: JobResult) -> tuple[str | None, str]:
     """The runtime's own word on the op at the cell's dtype (support.py reads it)."""
     from fpdiff.analysis.ops.support import support_state
-    return support_state(cell.status, cell.findings, r.info or {}, cell.precision, cell.reason)
+    return support_state(cell.status, cell.findings, r.support, cell.precision, cell.reason)
 
 
 # seconds a repro's writing may take in its child: an export and a compile of one op, with room for a loaded machine
