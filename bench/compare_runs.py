@@ -17,7 +17,7 @@ from pathlib import Path
 # keys whose values change from run to run, or that only a newer fpdiff writes
 SKIP = {"duration_s", "seconds", "wall_s", "prepare_s", "run_s", "run_times", "versions", "fpdiff_version",
         "evidence", "revisions", "rejudged", "info", "log_tail", "traceback", "repro", "model", "path", "next",
-        "speed", "compiles", "cache", "timings", "elapsed_s", "t_s"}
+        "speed", "compiles", "cache", "timings", "elapsed_s", "t_s", "graphs_per_minute"}
 
 
 def same_number(a: float, b: float) -> bool:

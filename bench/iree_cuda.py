@@ -35,7 +35,7 @@ def compile_all(out: Path) -> None:
             mlir = out / f"{ex}-{name}.mlir"
             mlir.write_text(str(imp.module))
             subprocess.run([tool("iree-compile"), str(mlir), "--iree-input-type=torch",
-                            *compile_flags("cuda", name, ()), "-o", str(out / f"{ex}-{name}.vmfb")], check=True)
+                            *compile_flags("cuda", p, ()), "-o", str(out / f"{ex}-{name}.vmfb")], check=True)
             mlir.unlink()
             np.savez(out / f"{ex}-{name}.npz", ref=ref.detach().numpy(),
                      **{f"in{i}": prec.cast_tensor(t, p).numpy() for i, t in enumerate(src.inputs)})

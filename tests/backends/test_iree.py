@@ -13,6 +13,7 @@ import torch
 import fpdiff
 from fpdiff.backends import iree
 from fpdiff.backends.iree import compile_failure
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import COMPILE, IMPORT, Crashed, StageError, Unsupported
 from fpdiff.core.status import Status
 
@@ -122,7 +123,7 @@ def _real_compile(tmp_path: Path, graph) -> Exception | None:
 
 def _compiled(tmp_path: Path, mlir: str) -> Exception | None:
     (tmp_path / "m.mlir").write_text(mlir)
-    r = iree._run_compile(tmp_path / "m.mlir", iree.compile_flags("cpu", "fp32", ()), tmp_path / "m.vmfb", None)
+    r = iree._run_compile(tmp_path / "m.mlir", iree.compile_flags("cpu", prec.FP32, ()), tmp_path / "m.vmfb", None)
     return compile_failure(r.stderr, r.returncode, "fp32", "iree-import-onnx") if r.returncode else None
 
 
@@ -177,7 +178,7 @@ class Upsample(torch.nn.Module):
 
 def _compile(m, x, tmp_path) -> dict:
     program = torch.export.export(m, (x,), strict=False)
-    return iree.compile_program(program, "fp32", iree.compile_flags("cpu", "fp32", ()), tmp_path / "m.mlir",
+    return iree.compile_program(program, prec.FP32, iree.compile_flags("cpu", prec.FP32, ()), tmp_path / "m.mlir",
                                 tmp_path / "m.vmfb")
 
 
@@ -208,7 +209,7 @@ def test_ir_the_decomposition_made_ill_typed_sends_the_program_as_exported(tmp_p
     importer writes as ill-typed IR: fpdiff's route, not IREE's failure; the program as exported compiles."""
     x = torch.randn(1, 2, 1)
     program = torch.export.export(ReflectPad(), (x,), dynamic_shapes={"x": {1: torch.export.Dim("n", min=2)}})
-    route = iree.compile_program(program, "fp32", iree.compile_flags("cpu", "fp32", ()), tmp_path / "m.mlir",
+    route = iree.compile_program(program, prec.FP32, iree.compile_flags("cpu", prec.FP32, ()), tmp_path / "m.mlir",
                                  tmp_path / "m.vmfb")
     assert route["iree_decomposition"] == "none"
     assert "fpdiff's decomposition" in route["iree_decomposition_why"]

@@ -9,6 +9,7 @@ import fpdiff
 import onnx_models as om
 from conftest import SPECS
 from fpdiff.analysis.check.stored import rejudge
+from fpdiff.core import precision as prec
 from fpdiff.judging.rejudge import CHECK_RULES
 from fpdiff.judging.rules import Rule
 
@@ -69,7 +70,7 @@ def test_a_rule_asking_for_evidence_the_run_never_gathered_is_skipped_and_said(t
     r = fpdiff.check("example:tinycnn", backends=["torch"], precisions=["fp32"])
 
     def wants_a_new_job(ev, cells):
-        ev.run(ev.grid.key("ort", "cpu", "fp16", cells and ev.grid.cells[0].variant))
+        ev.run(ev.grid.key("ort", "cpu", prec.FP16, cells and ev.grid.cells[0].variant))
         cells[0].revise("new-rule", "mismatch", "should not stick")
 
     again = rejudge(_stored(r), (*CHECK_RULES, Rule("new-rule", wants_a_new_job)))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fpdiff.backends import registry
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import ONNX_EXPORT
 from fpdiff.core.status import Status
 from fpdiff.judging.grid import GridSettings, make_grid
@@ -46,9 +47,9 @@ def _judged(fp64: JobResult, ours: np.ndarray, evaluator: np.ndarray | None):
     cell = grid.cells[0]
     torch32 = WANT * (1 + 3e-8)  # torch's own fp32: within fp32's rounding
     results = {cell: _ok(ours, onnx_exporter="dynamo"), grid.baseline(cell.precision): _ok(torch32),
-               grid.key("ort", "cpu", "fp64", STATIC): fp64}
+               grid.key("ort", "cpu", prec.FP64, STATIC): fp64}
     if evaluator is not None:
-        results[grid.key(reg.judge_for("onnx"), "cpu", "fp32", STATIC)] = _ok(evaluator)
+        results[grid.key(reg.judge_for("onnx"), "cpu", prec.FP32, STATIC)] = _ok(evaluator)
     ev = Evidence(grid, results, JobResult(Status.OK, outputs=[WANT]), JudgeCheck("torch eager"), {}, 1.0)
     (c,) = judge_run(ev, RULES)
     return c
@@ -110,8 +111,8 @@ def _judged_both(fp16_exporter: str):
     c32, c16 = grid.cells
     results = {c32: _ok(OTHER * (1 + 1e-7), onnx_exporter="dynamo"), grid.baseline(c32.precision): _ok(WANT),
                c16: _ok(OTHER * (1 + 1e-4), onnx_exporter=fp16_exporter), grid.baseline(c16.precision): _ok(OTHER),
-               grid.key("ort", "cpu", "fp64", STATIC): NO_FP64,
-               grid.key(reg.judge_for("onnx"), "cpu", "fp32", STATIC): _ok(OTHER)}
+               grid.key("ort", "cpu", prec.FP64, STATIC): NO_FP64,
+               grid.key(reg.judge_for("onnx"), "cpu", prec.FP32, STATIC): _ok(OTHER)}
     ev = Evidence(grid, results, JobResult(Status.OK, outputs=[WANT]), JudgeCheck("torch eager"), {}, 1.0)
     first = {c.precision: c.status for c in judge_run(ev, ())}
     assert first == {"fp32": Status.MISMATCH, "fp16": Status.PRECISION_LOSS}  # the case this test is about

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from fpdiff.backends.base import Repro
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import NoRepro
 from fpdiff.sources.program import op_modules
 
@@ -256,7 +257,8 @@ def write(out: Path, b: Bundle) -> Path:
             "versions_line": ", ".join(f"{k} {v}" for k, v in b.versions.items() if v), **(b.extra or {})}
     if not onnx_artifact:
         meta["requires"] = [m for m in op_modules(b.program) if not m.endswith(".py")]  # a spec's own ops
-    body = b.backend.repro(Repro(out, b.program, onnx_artifact, b.precision, b.device, tuple(b.flags), meta))
+    repro = Repro(out, b.program, onnx_artifact, prec.get(b.precision), b.device, tuple(b.flags), meta)
+    body = b.backend.repro(repro)
     if body is None:
         what = "ONNX" if onnx_artifact else "torch"
         raise NoRepro(f"{b.backend.name} writes no repro bundle for this model ({what} artifacts){b.refusal_hint}")

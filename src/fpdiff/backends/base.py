@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import COMPILE, TORCH_EXPORT, Unsupported, UsageError, stage
+from fpdiff.core.precision import Precision
 from fpdiff.core.support import Support
 from fpdiff.core.task import ONNX, PROGRAM, TORCH, Task
 
@@ -71,7 +72,7 @@ class Repro:
     out: Path
     program: Any  # torch.export.ExportedProgram, or an onnx.ModelProto for ONNX sources
     onnx_segment: bool
-    precision: str
+    precision: Precision
     device: str
     flags: tuple[str, ...]
     meta: dict[str, Any]  # written to meta.json; a backend may add to it (its compile command)

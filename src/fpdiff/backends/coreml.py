@@ -137,7 +137,7 @@ class CoreMlBackend(Backend):
     def prepare_task(self, task: Task) -> Prepared:
         import coremltools as ct
         p = task.precision
-        if p.name not in ("fp32", "fp16"):
+        if p.cast_dtype not in ("float32", "float16"):
             raise Unsupported(f"Core ML computes in fp32 or fp16 (compute_precision FLOAT32 / FLOAT16); {p.name} "
                               "does not exist there", dtype=p.name)
         if not task.is_torch:
@@ -145,7 +145,7 @@ class CoreMlBackend(Backend):
         program = self.export(task, fp32=True)  # the fp32 program: the precision is the conversion's job
         with stage(TORCH_EXPORT, "torch.export run_decompositions"):
             program = program.run_decompositions({})
-        fp16 = p.name == "fp16"
+        fp16 = p.cast_dtype == "float16"
         with stage(IMPORT, "coremltools.convert"):
             mlmodel = ct.convert(program, convert_to="mlprogram", skip_model_load=sys.platform != "darwin",
                                  compute_precision=ct.precision.FLOAT16 if fp16 else ct.precision.FLOAT32)

@@ -17,6 +17,7 @@ from fpdiff.backends.torch_ops import MOVES, count_op_dtypes, float_dtype, op_na
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import COMPILE, LOAD, Unsupported, UsageError, stage
 from fpdiff.core.paths import write_whole
+from fpdiff.core.precision import Precision
 
 PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 PARTITIONERS = ("xnnpack", "none")
@@ -126,7 +127,7 @@ class ExecuTorchBackend(Backend):
     def prepare_task(self, task: Task) -> Prepared:
         how = partitioner(task.flags)
         p = task.precision
-        if p.name not in PRECISIONS and not task.is_program:
+        if p.cast_dtype not in ("float32", "float16", "bfloat16") and not task.is_program:
             raise Unsupported(f"ExecuTorch runs a program in fp32, fp16 or bf16; {p.name} does not exist there",
                               dtype=p.name)
         if not task.is_torch:
@@ -145,9 +146,9 @@ class ExecuTorchBackend(Backend):
         else:  # a cached .pte whose record was lost: lowered again to read it
             placed = write_pte(self.export(task), how, pte)
             write_whole(record, json.dumps(placed))
-        return self._prepared(pte, placed, how, p.name if not task.is_program else None)
+        return self._prepared(pte, placed, how, p if not task.is_program else None)
 
-    def _prepared(self, pte: Path, placed: dict[str, Any], how: str, want: str | None) -> Prepared:
+    def _prepared(self, pte: Path, placed: dict[str, Any], how: str, want: Precision | None) -> Prepared:
         """The .pte loaded and run by ExecuTorch's runtime, with where its ops ran as the cell's record."""
         with stage(LOAD, "executorch runtime"):
             method = load_method(pte)
@@ -166,7 +167,7 @@ class ExecuTorchBackend(Backend):
 
         ran = {k: n for k, n in counts.items() if n}
         computed = next(iter(ran)) if len(ran) == 1 else None
-        remedy = "XNNPACK takes no bf16: every op ran on the CPU kernels" if want == "bf16" else None
+        remedy = "XNNPACK takes no bf16: every op ran on the CPU kernels" if want is not None and want.is_bf16 else None
         return Prepared(_runner(method), computed, notes, info, op_dtypes=dict(counts) or None, dtype_remedy=remedy,
                         artifact=pte)
 

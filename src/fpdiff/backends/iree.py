@@ -44,6 +44,7 @@ from fpdiff.core.errors import (
     stage,
 )
 from fpdiff.core.paths import write_whole
+from fpdiff.core.precision import Precision
 from fpdiff.core.support import NATIVE, OTHER_DTYPE, Support
 
 DEMOTE_F64 = "--iree-input-demote-f64-to-f32"
@@ -62,14 +63,14 @@ def tool(name: str) -> str:
     return found
 
 
-def compile_flags(device: str, precision_name: str, user_flags: tuple[str, ...]) -> list[str]:
+def compile_flags(device: str, precision: Precision, user_flags: tuple[str, ...]) -> list[str]:
     """Target flags, plus fp64 kept as fp64 unless the user's own flags say otherwise (IREE demotes by default)."""
     if device.startswith("cuda"):
         flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={CUDA_TARGET}"]
     else:
         flags = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
                  "--iree-llvmcpu-target-cpu=host"]
-    if precision_name == "fp64" and not any(f.startswith(DEMOTE_F64) for f in user_flags):
+    if precision.is_float64 and not any(f.startswith(DEMOTE_F64) for f in user_flags):
         flags.append(f"{DEMOTE_F64}=false")
     return flags + list(user_flags)
 
@@ -113,7 +114,7 @@ def decompositions() -> dict:
     return table
 
 
-def import_program(program: Any, precision_name: str, mlir: Path,
+def import_program(program: Any, precision: Precision, mlir: Path,
                    table: dict[Any, Any] | None = None) -> dict[str, str]:
     """torch program -> torch-dialect MLIR: decomposed to what IREE lowers (`table`, default decompositions()), then
     IREE's FX importer (frozen: weights inline); iree-turbine's importer (weights as globals) when the frozen import
@@ -123,7 +124,7 @@ def import_program(program: Any, precision_name: str, mlir: Path,
         program = program.run_decompositions(decompositions() if table is None else table)
     try:
         with stage(IMPORT, "iree FX importer"):
-            _import_frozen(program, precision_name, mlir)
+            _import_frozen(program, precision, mlir)
         return {"iree_import": "fx-frozen"}
     except StageError as e:
         frozen_failure = str(e)
@@ -162,23 +163,23 @@ def _run_compile(mlir: Path, flags: list[str], out: Path, phases: Path | None) -
                           capture_output=True, text=True)
 
 
-def compile_program(program: Any, precision_name: str, flags: list[str], mlir: Path, out: Path,
+def compile_program(program: Any, precision: Precision, flags: list[str], mlir: Path, out: Path,
                     phases: Path | None = None) -> dict:
     """A torch program compiled into `out` through fpdiff's decomposition; when iree-compile refuses an op that the
     decomposition made (not in the program as exported), or rejects the imported IR before any pass (an ill-typed
     decomposition: torch's reflection pad under a dynamic dim), again from the program as exported, so a failure is
     only ever of the user's ops. Returns the route taken; raises the refusal or failure otherwise."""
     flags = ["--iree-input-type=torch", *flags]
-    route = import_program(program, precision_name, mlir)
+    route = import_program(program, precision, mlir)
     r = _run_compile(mlir, flags, out, phases)
     if not r.returncode:
         return route
-    failure = compile_failure(r.stderr, r.returncode, precision_name, _importer(route))
+    failure = compile_failure(r.stderr, r.returncode, precision.name, _importer(route))
     if not isinstance(failure, Unsupported):
         if getattr(failure, "stage", None) != IMPORT:
             raise failure  # a compile failure after passes is IREE's
         made = f"iree-compile failed on the IR of fpdiff's decomposition: {str(failure)[:300]}"
-        route, again = _compile_as_exported(program, precision_name, flags, mlir, out, phases)
+        route, again = _compile_as_exported(program, precision, flags, mlir, out, phases)
         if again is None:
             return {**route, "iree_decomposition": "none", "iree_decomposition_why": made}
         raise again  # the program as exported fails too: IREE's failure on the user's own ops
@@ -186,7 +187,7 @@ def compile_program(program: Any, precision_name: str, flags: list[str], mlir: P
     if _op_name(failure.op) in mine:
         raise failure
     made = f"fpdiff's decomposition for IREE made {failure.op}, which iree-compile cannot lower"
-    route, again = _compile_as_exported(program, precision_name, flags, mlir, out, phases)
+    route, again = _compile_as_exported(program, precision, flags, mlir, out, phases)
     if again is None:
         return {**route, "iree_decomposition": "none", "iree_decomposition_why": made}
     if isinstance(again, Unsupported) and again.op == failure.op:
@@ -197,14 +198,14 @@ def compile_program(program: Any, precision_name: str, flags: list[str], mlir: P
     raise StageError(COMPILE, "fpdiff's decomposition for iree", f"{made}; without the decomposition: {again}")
 
 
-def _compile_as_exported(program: Any, precision_name: str, flags: list[str], mlir: Path, out: Path,
+def _compile_as_exported(program: Any, precision: Precision, flags: list[str], mlir: Path, out: Path,
                          phases: Path | None) -> tuple[dict, Exception | None]:
     """The program imported as exported (no decomposition) and compiled: its route, and its failure or None."""
-    route = import_program(program, precision_name, mlir, table={})
+    route = import_program(program, precision, mlir, table={})
     if phases:
         shutil.rmtree(phases, ignore_errors=True)
     r = _run_compile(mlir, flags, out, phases)
-    return route, (compile_failure(r.stderr, r.returncode, precision_name, _importer(route)) if r.returncode
+    return route, (compile_failure(r.stderr, r.returncode, precision.name, _importer(route)) if r.returncode
                    else None)
 
 
@@ -218,9 +219,9 @@ def _op_name(op: str | None) -> str:
     return (op or "").removeprefix("torch.")
 
 
-def _import_frozen(program: Any, precision_name: str, mlir: Path) -> None:
+def _import_frozen(program: Any, precision: Precision, mlir: Path) -> None:
     from iree.compiler.extras.fx_importer import FxImporter
-    with _inline_weights(precision_name in ("bf16", "fp64", "amp-bf16")):  # amp-bf16: its graph stores bf16 weights
+    with _inline_weights(precision.is_bf16 or precision.is_float64):  # amp-bf16 too: its graph stores bf16 weights
         imp = FxImporter()
         imp.import_frozen_program(_FrozenView(_state_out_of_lists(program)), func_name="main")
         mlir.write_text(str(imp.module))
@@ -443,7 +444,7 @@ class IreeBackend(Backend):
     extra = "iree"
 
     def prepare_task(self, task: Task) -> Prepared:
-        flags = compile_flags(task.device, task.precision.name, task.flags)
+        flags = compile_flags(task.device, task.precision, task.flags)
         made: dict = {}
         # "import-v3" in the key: modules compiled before roll and squeeze were kept whole have no decomposition record
         vmfb, hit = task.cache.get_or_build(*task.key("iree", "import-v3", *flags), suffix=".vmfb",
@@ -488,7 +489,7 @@ class IreeBackend(Backend):
         if task.is_torch:
             with stage(TORCH_EXPORT, "torch.export"):
                 program = task.program()
-            return compile_program(program, task.precision.name, flags, mlir, out, phases)
+            return compile_program(program, task.precision, flags, mlir, out, phases)
         r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
                            capture_output=True, text=True)
         if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare

@@ -36,6 +36,7 @@ from fpdiff.core.errors import (
     UsageError,
     stage,
 )
+from fpdiff.core.precision import Precision
 
 # The one line said wherever the converter is missing (the main environment: it cannot install there)
 NEEDS_ENV = ("the LiteRT converter (litert-torch) needs its own interpreter: `make litert-env`, then "
@@ -78,17 +79,21 @@ def _converter() -> Any:
     return litert_torch
 
 
-def _check_precision(name: str) -> None:
+def _check_precision(p: Precision) -> None:
     """fp32 and fp16 exist in LiteRT on a CPU; the others are refused with the reason."""
-    if name in ("fp32", "fp16"):
+    if p.cast_dtype in ("float32", "float16"):
         return
-    why = {"bf16": "LiteRT has no bfloat16 arithmetic on a CPU: its converter casts bfloat16 inputs to float32 and "
-                   "XNNPACK has no bfloat16 inference option (fp16 exists: fp16=xnnpack, fp16=weights)",
-           "fp64": "LiteRT computes in float32 at most: litert-torch narrows float64 to float32 and XNNPACK has no "
-                   "float64",
-           "amp-fp16": "LiteRT has no autocast; its fp16 is a whole-model mode (run --precisions fp16)",
-           "amp-bf16": "LiteRT has no autocast, and no bfloat16 arithmetic on a CPU"}
-    raise Unsupported(why.get(name, f"LiteRT computes in fp32 or fp16; {name} does not exist there"), dtype=name)
+    if p.autocast is not None:
+        why = ("LiteRT has no autocast, and no bfloat16 arithmetic on a CPU" if p.is_bf16 else
+               "LiteRT has no autocast; its fp16 is a whole-model mode (run --precisions fp16)")
+    elif p.is_bf16:
+        why = ("LiteRT has no bfloat16 arithmetic on a CPU: its converter casts bfloat16 inputs to float32 and "
+               "XNNPACK has no bfloat16 inference option (fp16 exists: fp16=xnnpack, fp16=weights)")
+    elif p.is_float64:
+        why = "LiteRT computes in float32 at most: litert-torch narrows float64 to float32 and XNNPACK has no float64"
+    else:
+        why = f"LiteRT computes in fp32 or fp16; {p.name} does not exist there"
+    raise Unsupported(why, dtype=p.name)
 
 
 def widened(program: Any, inputs: Sequence[Any]) -> tuple[Any, tuple[Any, ...]]:
@@ -429,15 +434,15 @@ class LiteRtBackend(Backend):
     def prepare_task(self, task: Task) -> Prepared:
         meaning = fp16_meaning(task.flags) or XNNPACK
         p = task.precision
-        _check_precision(p.name)
+        _check_precision(p)
         if not task.is_torch:
             raise Unsupported("fpdiff converts torch programs to LiteRT; this model is ONNX (run your own .tflite "
                               "with --artifact litert=PATH)")
         if task.device != "cpu":
             raise Unsupported(f"fpdiff runs LiteRT on the CPU (XNNPACK); {task.device} is not cpu", dtype=p.name)
         _converter()
-        weights16 = p.name == "fp16" and meaning == WEIGHTS
-        force = p.name == "fp16" and meaning == XNNPACK
+        weights16 = p.cast_dtype == "float16" and meaning == WEIGHTS
+        force = p.cast_dtype == "float16" and meaning == XNNPACK
         made: dict[str, Any] = {}
 
         owner = task if task.is_program else task.at(prec.FP32)  # fp32 and force-fp16 share one file
@@ -451,7 +456,7 @@ class LiteRtBackend(Backend):
         path, hit = task.cache.get_or_build(*owner.key("litert", _version("litert-torch"), form), suffix=".tflite",
                                             build=build)
         info: dict[str, Any] = {"litert_torch": _version("litert-torch"), "cache": "hit" if hit else "miss", **made}
-        if p.name == "fp16":
+        if p.cast_dtype == "float16":
             info["fp16"] = {XNNPACK: "XNNPACK's force-fp16", WEIGHTS: "litert-torch's fp16 weights"}[meaning]
         notes: list[Finding] = []
         remedy = None
@@ -474,7 +479,7 @@ class LiteRtBackend(Backend):
     def prepare_artifact(self, task: Task, path: Path) -> Prepared:
         """The user's .tflite run as it is; XNNPACK's force-fp16 only when the flag asks for it on an fp16 cell
         (what a file computes in is its own unless the user says how they run it)."""
-        force = task.precision.name == "fp16" and fp16_meaning(task.flags) == XNNPACK
+        force = task.precision.cast_dtype == "float16" and fp16_meaning(task.flags) == XNNPACK
         if task.device != "cpu":
             raise Unsupported(f"fpdiff runs LiteRT on the CPU (XNNPACK); {task.device} is not cpu")
         view = read_file(path)
@@ -482,7 +487,7 @@ class LiteRtBackend(Backend):
         info: dict[str, Any] = {"file_precision": f"{precision}: {why}"}
         notes = []
         remedy = None
-        if task.precision.name == "fp16" and not force:
+        if task.precision.cast_dtype == "float16" and not force:
             remedy = FP16_REMEDY.replace(" (fpdiff's default)", "")
             if precision == "fp16" and "float32 arithmetic" in why:
                 notes.append(Finding("fp16-weights", f"the file holds {why}", remedy=remedy))
@@ -500,11 +505,11 @@ class LiteRtBackend(Backend):
             xs = [torch.from_numpy(saved[f"in{i}"]) for i in range(len(saved.files))]
         module, inputs = widened(r.program, xs)
         out = r.out / "segment.tflite"
-        r.meta.update(convert(module, inputs, r.precision == "fp16" and meaning == WEIGHTS, out))
+        r.meta.update(convert(module, inputs, r.precision.cast_dtype == "float16" and meaning == WEIGHTS, out))
         view = read_file(out)
         r.meta["litert_inputs"] = [s.name for s in view.inputs]
         r.meta["litert_outputs"] = [s.name for s in view.outputs]
-        r.meta["xnnpack_flags"] = FORCE_FP16 if r.precision == "fp16" and meaning == XNNPACK else None
+        r.meta["xnnpack_flags"] = FORCE_FP16 if r.precision.cast_dtype == "float16" and meaning == XNNPACK else None
         return _REPRO
 
 

@@ -18,7 +18,7 @@ from fpdiff.core.support import Support
 
 # INFERENCE_PRECISION_HINT values by fpdiff precision. The CPU plugin has no f64 inference precision, and no
 # autocast: its bf16/f16 hints are its own mixed precision (it keeps what it judges sensitive in f32).
-HINTS = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
+HINTS: dict[str | None, str] = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}  # a whole-model dtype: its hint
 OV_DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "float64"}
 # The instruction sets the CPU plugin computes each narrow format with; without them it replaces the hint
 NATIVE_ISA = {"bfloat16": "AVX512-BF16 or AMX-BF16", "float16": "AVX512-FP16 or AMX-FP16"}
@@ -125,7 +125,7 @@ class OpenVinoBackend(Backend):
             raise Unsupported(f"OpenVINO has no autocast; its {p.name.removeprefix('amp-')} inference precision "
                               f"hint is its own mixed precision (run --precisions {p.name.removeprefix('amp-')})",
                               dtype=p.name)
-        hint = HINTS.get(p.name)
+        hint = HINTS.get(p.cast_dtype)
         if hint is None:
             raise Unsupported(f"OpenVINO's CPU plugin has no {p.name} inference precision (f32, bf16, f16 only)",
                               dtype=p.name)
@@ -220,7 +220,7 @@ class OpenVinoBackend(Backend):
         with torch) itself."""
         import openvino as ov
         source = str(r.out / "segment.onnx") if r.onnx_segment else r.program
-        r.meta["inference_precision_hint"] = HINTS.get(r.precision)
+        r.meta["inference_precision_hint"] = HINTS.get(r.precision.cast_dtype)
         try:
             ov.save_model(ov.convert_model(source), str(r.out / "segment.xml"), compress_to_fp16=False)
             load = 'model = ov.Core().read_model(str(here / "segment.xml"))\n'

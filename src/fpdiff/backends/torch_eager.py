@@ -9,7 +9,7 @@ import torch
 
 from fpdiff.backends.base import TORCH, TORCH_INPUTS, Backend, Prepared, Repro, Task
 from fpdiff.core.errors import Unsupported
-from fpdiff.core.precision import Precision, dtype_name, get
+from fpdiff.core.precision import FP32, Precision, dtype_name
 from fpdiff.model.graph import to_device
 
 
@@ -20,7 +20,7 @@ def precision_context(precision: Precision, device: str, autocast: bool = True) 
     (a cast is deterministic), and a weight read once per forward, as most are, costs no more."""
     stack = contextlib.ExitStack()
     if device.startswith("cuda"):
-        stack.enter_context(_tf32(precision.name == "tf32"))
+        stack.enter_context(_tf32(precision.tf32_matmul))
     if autocast and precision.autocast is not None:
         stack.enter_context(torch.autocast(device_type=device.split(":")[0], dtype=precision.autocast,
                                            cache_enabled=False))
@@ -41,7 +41,7 @@ def _tf32(on: bool) -> Iterator[None]:
 def computed_dtype(precision: Precision) -> str:
     if precision.autocast is not None:
         return f"mixed ({dtype_name(precision.autocast)} + float32)"
-    return "tf32 (float32 storage)" if precision.name == "tf32" else dtype_name(precision.dtype)
+    return "tf32 (float32 storage)" if precision.tf32_matmul else dtype_name(precision.dtype)
 
 
 def device_runner(fn: Callable[..., Any], precision: Precision, device: str,
@@ -79,7 +79,7 @@ class TorchBackend(Backend):
     def prepare_module(self, module: Any, device: str, flags: tuple[str, ...] = ()) -> Prepared:
         """Eager needs no compile: the module is called as it is, here (plan's trials)."""
         # fp32 in and out, its casts inside
-        return Prepared(device_runner(to_device(module, device), get("fp32"), device))
+        return Prepared(device_runner(to_device(module, device), FP32, device))
 
     def repro(self, r: Repro) -> str | None:
         if r.onnx_segment:

@@ -18,6 +18,38 @@ class Precision:
     cuda_only: bool = False
     # Relative-L2 error vs float64 below which a cell passes. Reasons, per precision, below.
     tolerance: float = 0.0
+    tf32_matmul: bool = False  # float32 storage, matmul and conv inputs rounded to TF32's 10 mantissa bits
+
+    @property
+    def is_float64(self) -> bool:
+        """Arithmetic in float64: the judge's own format."""
+        return self.compute == torch.float64
+
+    @property
+    def is_bf16(self) -> bool:
+        """Arithmetic rounds to bfloat16 (the whole model cast, or autocast's low-precision ops)."""
+        return self.compute == torch.bfloat16
+
+    @property
+    def is_fp16(self) -> bool:
+        """Arithmetic rounds to float16 (the whole model cast, or autocast's low-precision ops)."""
+        return self.compute == torch.float16
+
+    @property
+    def whole(self) -> torch.dtype | None:
+        """The dtype of a whole-model cast (fp64, fp32, fp16, bf16), None for autocast and TF32: what a backend with
+        one switch per dtype asks of a precision."""
+        return self.dtype if self.is_cast and not self.tf32_matmul else None
+
+    @property
+    def cast_dtype(self) -> str | None:
+        """`whole` by its torch name ("float16"), for code that does not load torch."""
+        return dtype_name(self.whole) if self.whole is not None else None
+
+    @property
+    def is_plain_fp32(self) -> bool:
+        """float32 storage and arithmetic, no TF32 rounding: the home format every other is measured from."""
+        return self.is_cast and self.dtype == torch.float32 and self.compute == torch.float32 and not self.tf32_matmul
 
     @property
     def is_cast(self) -> bool:
@@ -45,7 +77,7 @@ PRECISIONS: dict[str, Precision] = {
     for p in (
         Precision("fp64", torch.float64, torch.float64, tolerance=1e-12),
         Precision("fp32", torch.float32, torch.float32, tolerance=1e-5),
-        Precision("tf32", torch.float32, torch.float32, cuda_only=True, tolerance=5e-3),
+        Precision("tf32", torch.float32, torch.float32, cuda_only=True, tolerance=5e-3, tf32_matmul=True),
         Precision("fp16", torch.float16, torch.float16, tolerance=1e-2),
         Precision("bf16", torch.bfloat16, torch.bfloat16, tolerance=5e-2),
         Precision("amp-fp16", torch.float32, torch.float16, autocast=torch.float16, tolerance=1e-2),

@@ -33,10 +33,10 @@ def first_verdicts(ev: Evidence) -> list[Cell]:
     torch_source = grid.source.ref.kind == "torch"
     cells = []
     for key in grid.cells:
-        fp32 = results.get(grid.key(key.backend, key.device, "fp32", key.variant))
+        fp32 = results.get(grid.key(key.backend, key.device, prec.FP32, key.variant))
         cells.append(_judge_cell(ev, key, fp32_ok=fp32 is None or fp32.status == Status.OK,
                                  torch_source=torch_source,
-                                 loss_cause=casts_cause if key.precision.name == "fp64" else None))
+                                 loss_cause=casts_cause if key.precision.is_float64 else None))
     return cells
 
 
@@ -311,7 +311,7 @@ def _unsupported_finding(b: str, p: prec.Precision, r: JobResult, fp32_ok: bool,
         keep = f"keep {r.op or 'the refused op'} in fp32"
         remedy = (f"run under autocast ({amp}: weights stay fp32, torch picks fp32 for ops that need it), or {keep}"
                   if torch_source else f"{keep} (an ONNX graph has no autocast)")
-    elif p.name == "fp64":
+    elif p.is_float64:
         remedy = "fp64 is rarely supported by compilers; use fp32 on this backend and fp64 only as the judge"
     return Finding(Status.UNSUPPORTED, msg, op=r.op, remedy=remedy)
 

@@ -46,7 +46,7 @@ RUNS = 4
 # the factor for maxima of error samples) leaves 2x above that.
 FACTOR = compare.MAX_FACTOR
 # Unit roundoff of the format a cell computes in. tf32 computes in float32 containers with 11-bit significands.
-UNIT_ROUNDOFF = {"tf32": 2.0 ** -11}
+TF32_UNIT_ROUNDOFF = 2.0 ** -11
 # ONNX float constants with at least this many elements are weights; a scalar is structural (an exponent, an
 # epsilon, a clip bound) and perturbing it can change the computation itself (x ** 2.0000001 of a negative x is NaN).
 MIN_WEIGHT_NUMEL = 2
@@ -85,7 +85,7 @@ class Spread:
 
 def unit_roundoff(p: prec.Precision) -> float:
     """u of the format the cell's arithmetic rounds to: fp32 2^-24, fp16 2^-11, bf16 2^-8."""
-    return UNIT_ROUNDOFF.get(p.name, p.unit_roundoff)
+    return TF32_UNIT_ROUNDOFF if p.tf32_matmul else p.unit_roundoff
 
 
 def _factors(shape, u: float, rng: np.random.Generator) -> np.ndarray:
@@ -235,7 +235,7 @@ def measure_spread(grid, ref_out, p: prec.Precision, pool, timeout: float,
             ref, path, what = write_perturbed(source, data_path, u, rng, tag)
         except Exception as e:  # a graph the perturbation cannot write: no spread, the verdict stands
             return Spread(p.name, u, k, rel, worst, what, tol, time.perf_counter() - t0, f"cannot perturb: {e}")
-        r = pool.run(Job(ref, path, judge_backend, "fp64", "cpu", STATIC, flags=_judge_flags(judge_backend),
+        r = pool.run(Job(ref, path, judge_backend, prec.FP64.name, "cpu", STATIC, flags=_judge_flags(judge_backend),
                          seed=seed), timeout)
         if r.status != OK:
             return Spread(p.name, u, k, rel, worst, what, tol, time.perf_counter() - t0,

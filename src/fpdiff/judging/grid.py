@@ -76,10 +76,9 @@ class Grid:
     def seed(self) -> int:
         return self.settings.seed
 
-    def key(self, backend: str, device: str, precision: str | prec.Precision, variant: ShapeVariant) -> CellKey:
-        """The key of a job of this check: the precision (by name or default) with the model's own tolerance."""
-        p = prec.get(precision) if isinstance(precision, str) else precision
-        return CellKey(backend, device, prec.effective(p, self.source.tolerance), variant)
+    def key(self, backend: str, device: str, precision: prec.Precision, variant: ShapeVariant) -> CellKey:
+        """The key of a job of this check: the precision with the model's own tolerance."""
+        return CellKey(backend, device, prec.effective(precision, self.source.tolerance), variant)
 
     @cached_property
     def baselines(self) -> dict[str, CellKey]:
@@ -103,13 +102,13 @@ class Grid:
     @property
     def judge_fp32(self) -> CellKey:
         """The judge's own fp32 run: the baseline its cross-check is measured against."""
-        return self.key(self.judge_backend, "cpu", "fp32", STATIC)
+        return self.key(self.judge_backend, "cpu", prec.FP32, STATIC)
 
     @property
     def cross_check(self) -> CellKey | None:
         """The independent fp32 implementation the judge is held against (backends' `cross_checks`), or None."""
         other = cross_check_for(self.source.ref.kind)
-        return self.key(other, "cpu", "fp32", self.witness_variant) if other is not None else None
+        return self.key(other, "cpu", prec.FP32, self.witness_variant) if other is not None else None
 
     @property
     def judge_flags(self) -> tuple[str, ...]:
@@ -119,7 +118,7 @@ class Grid:
     @property
     def reference(self) -> CellKey:
         """The judge's float64 run."""
-        return self.key(self.judge_backend, "cpu", "fp64", STATIC)
+        return self.key(self.judge_backend, "cpu", prec.FP64, STATIC)
 
     def order(self) -> list[CellKey]:
         """Every job once, the float64 reference first (unless the judge runs it apart), then baselines, the
@@ -170,7 +169,7 @@ def make_grid(model: str, reg: Registry, settings: GridSettings) -> Grid:
     grid = Grid(source, reg, ps, [], judge_for(source.ref.kind), data_path, replace(s, cache_dir=cache), files)
     grid.cells = [grid.key(b, d, p, v) for b in backends if b not in converted for d in s.devices for p in ps[:asked]
                   for v in (variants if reg.cls(b).shape_variants else [STATIC])]
-    grid.cells += [grid.key(b, "cpu", p, STATIC) for b, p in files]
+    grid.cells += [grid.key(b, "cpu", prec.get(p), STATIC) for b, p in files]
     return grid
 
 

@@ -120,7 +120,7 @@ def _first_divergence(grid: Grid, run: Callable[[Job], JobResult], key: CellKey)
 
     from fpdiff.judging import markall
     source, judge_backend = grid.source, grid.judge_backend
-    v64, r64 = markall.marked(run, grid.job(grid.key(judge_backend, "cpu", "fp64", key.variant)))
+    v64, r64 = markall.marked(run, grid.job(grid.key(judge_backend, "cpu", prec.FP64, key.variant)))
     got, r = markall.marked(run, grid.job(key)) if r64.status == Status.OK else ({}, r64)
     if r.status != Status.OK:
         return None

@@ -67,10 +67,10 @@ def mark_all(run: Run, job: Job, judge: str, p: prec.Precision, producers: dict[
     """Per float tensor in graph order: the backend's error at P and the baseline's, both against float64, with the
     check verdict; the first `mismatch` is where the backend departs. `job` is the backend's job on the ONNX graph at
     P; the judge runs the same graph on the CPU; `producers` names each tensor's (node, op)."""
-    if not p.is_cast or p.name == "bf16":
+    if not p.is_cast or p.is_bf16:
         raise UsageError("--mark-all takes fp64, fp32 or fp16")
     at = lambda name: replace(job, backend=judge, precision=name, device="cpu", flags=())  # noqa: E731
-    v64, r64 = marked(run, at("fp64"))
+    v64, r64 = marked(run, at(prec.FP64.name))  # the job protocol speaks names
     if r64.status != Status.OK:
         raise UsageError(f"the float64 judge ({judge}) could not run the model with every tensor marked: "
                          f"{r64.status}: {r64.message}")

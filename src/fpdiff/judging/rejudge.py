@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from fpdiff.core import compare
+from fpdiff.core import precision as prec
 from fpdiff.core.compare import Metrics
 from fpdiff.core.errors import ONNX_EXPORT
 from fpdiff.core.status import Status
@@ -95,7 +96,7 @@ def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
     exported = [(c, k) for c, k in zip(cells, grid.cells) if c.status in (Status.MISMATCH, Status.PRECISION_LOSS)
                 and results[k].info.get("onnx_exporter")]
     for b in dict.fromkeys(c.backend for c, _ in exported if c.status == Status.MISMATCH):
-        fp64 = ev.run(grid.key(b, "cpu", "fp64", STATIC))
+        fp64 = ev.run(grid.key(b, "cpu", prec.FP64, STATIC))
         charged: dict[str, tuple[str, str | None, str]] = {}  # exporter -> (why, whose graph, shown at)
         for c, k in exported:
             exporter = results[k].info.get("onnx_exporter")
@@ -193,7 +194,8 @@ def _fp32_graph_departs(ev: Evidence, key: CellKey, exporter: str | None) -> str
     ANOTHER_FUNCTION). None where they do not, or where either did not run it."""
     grid = ev.grid
     evaluator = grid.reg.judge_for(ONNX)  # the backend that judges ONNX models: the ONNX reference evaluator
-    ours, theirs = grid.key(key.backend, "cpu", "fp32", key.variant), grid.key(evaluator, "cpu", "fp32", key.variant)
+    ours = grid.key(key.backend, "cpu", prec.FP32, key.variant)
+    theirs = grid.key(evaluator, "cpu", prec.FP32, key.variant)
     if key.backend == evaluator or TORCH not in grid.reg.cls(evaluator).kinds:
         return None
     try:  # both export the program by one route (runtime/task.py's onnx_file): the evaluator runs the cell's graph
@@ -254,7 +256,7 @@ def _witnesses(grid: Grid, results: dict, first: list, env: dict, timeout: float
     reg, source = grid.reg, grid.source
     independent = [b for b in reg.names() if reg.cls(b).independent and source.ref.kind in reg.cls(b).kinds
                    and b != grid.judge_backend]
-    keys = [*first] + [grid.key(b, "cpu", "fp32", grid.witness_variant) for b in independent]
+    keys = [*first] + [grid.key(b, "cpu", prec.FP32, grid.witness_variant) for b in independent]
     keys = [k for k in dict.fromkeys(keys) if k is not None]
     nodes = len(source.module.graph.node) if source.ref.kind == "onnx" else 0
     runnable = [k for k in keys if k not in results and reg.cls(k.backend).route is None
