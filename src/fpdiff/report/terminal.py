@@ -451,6 +451,7 @@ def render_ops(result, console: Console | None = None, top: int = OPS_FAILING_SH
     _ops_matrix(result, console, show_all)
     _ops_failing(result, console, top)
     _ops_extras(result, console)
+    _rejudged(result.rejudged, console)
     s = result.summary()
     console.print(" ".join(f"{k}={v}" for k, v in s.items() if v) + f"   ({result.duration_s:.1f} s)",
                   highlight=False)
@@ -483,6 +484,7 @@ def render_fuzz(result, console: Console | None = None) -> None:
                       soft_wrap=True)
     if len(result.findings) > FUZZ_SHOWN:
         console.print(f"... and {len(result.findings) - FUZZ_SHOWN} more findings, see --json", highlight=False)
+    _rejudged(result.rejudged, console)
 
 
 def _fuzz_shapes(shapes: dict) -> str:

@@ -4,8 +4,10 @@ and reports that cannot be judged again refused in one line."""
 import json
 
 import pytest
+from rich.console import Console
 
 import fpdiff
+from fpdiff import analyses
 from fpdiff.analysis.ops import verdict
 from fpdiff.analysis.ops.stored import rejudge
 from fpdiff.judging.rules import Rule
@@ -56,6 +58,10 @@ def test_a_changed_rule_list_moves_every_cell_it_judges_without_running_a_backen
     assert len(moved) == sum(c["status"] != "mismatch" for c in sweep["cells"]) > 0
     assert all(c.status == "mismatch" and c.revisions[-1].rule == "planted-rule" for c in again.cells)
     assert again.exit_code() == 1
+    console = Console(record=True, width=200)
+    analyses.show(again, console)  # the terminal says what the rules changed
+    shown = console.export_text()
+    assert f"judged again from the stored evidence: {len(moved)} verdicts changed" in shown, shown[-2000:]
 
 
 def test_a_sweep_without_evidence_or_of_unknown_rules_is_one_line():
