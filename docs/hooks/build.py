@@ -105,11 +105,11 @@ def hero_svg() -> str:
     from rich.console import Console
 
     import fpdiff
-    from fpdiff.report import terminal
+    from fpdiff.analyses.check import text
     result = fpdiff.check(HERO_MODEL, progress=False, repro_dir=None)
     console = Console(record=True, width=HERO_WIDTH, file=io.StringIO(), force_terminal=True)
     console.print(f"$ fpdiff check {HERO_MODEL}", style="bold")
-    terminal.render(result, console)
+    text.render(result, console)
     v = result.versions
     console.print(f"torch {v.get('torch')}, onnxruntime {v.get('onnxruntime')}, iree {v.get('iree-base-compiler')}; "
                   f"{v.get('cpu')}", style="dim", highlight=False)

@@ -90,7 +90,7 @@ def test_the_users_pte_is_judged_at_the_precision_it_computes_in_or_the_one_name
     from rich.console import Console
 
     from fpdiff import analyses
-    from fpdiff.report.terminal import render
+    from fpdiff.analyses.check.text import render
     con = Console(record=True, width=300)
     render(r, con)
     assert "your file in executorch/cpu/fp16/static: " in con.export_text()

@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from fpdiff import analyses
+from fpdiff.analyses.ops import ops_cells
 from fpdiff.analysis.ops.case import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE, OpsCell
 from fpdiff.analysis.ops.result import OpsResult
 from fpdiff.core.compare import Finding
@@ -179,12 +180,12 @@ def test_a_file_that_is_not_a_support_table_is_one_line(tmp_path, content, words
 
 def test_two_stored_sweeps_diff_cell_by_cell(tmp_path):
     db = tmp_path / "h.sqlite"
-    a = store.save_result(sweep(), db, {}, 1, store.ops_cells)
+    a = store.save_result(sweep(), db, {}, 1, ops_cells)
     fixed = sweep(ort_pool=Status.PASS)
-    b = store.save_result(fixed, db, {}, 1, store.ops_cells)
+    b = store.save_result(fixed, db, {}, 1, ops_cells)
     broke = sweep()
     broke.cells[1].status = Status.MISMATCH  # torch's avg_pool2d cell
-    c = store.save_result(broke, db, {}, 1, store.ops_cells)
+    c = store.save_result(broke, db, {}, 1, ops_cells)
     assert store.diff(db, a, a, ["ops"])["changed"] == []
     better = store.diff(db, a, b, ["ops"])
     assert [(x["cell"], x["kind"]) for x in better["changed"]] == [

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from fpdiff.analyses.check import check_cells
 from fpdiff.analysis.check import Cell, CheckResult
 from fpdiff.cli import main
 from fpdiff.core.errors import UsageError
@@ -23,9 +24,9 @@ def result(model="example:tinycnn", iree_status="pass", iree_err=1e-3, ncells=4)
 
 def test_diff_names_a_worse_verdict_and_a_grown_error(tmp_path, capsys):
     db = tmp_path / "h.sqlite"
-    a = store.save_result(result(), db, {}, 0, store.check_cells)
-    b = store.save_result(result(iree_err=1e-2), db, {}, 0, store.check_cells)  # 10x the error, same verdict
-    c = store.save_result(result(iree_status="mismatch"), db, {}, 1, store.check_cells)
+    a = store.save_result(result(), db, {}, 0, check_cells)
+    b = store.save_result(result(iree_err=1e-2), db, {}, 0, check_cells)  # 10x the error, same verdict
+    c = store.save_result(result(iree_status="mismatch"), db, {}, 1, check_cells)
     assert store.diff(db, a, a, ["check"])["changed"] == []
     grown = store.diff(db, a, b, ["check"])
     assert grown["regressions"] == 1 and grown["changed"][0]["cell"] == "iree/cpu/fp16/static"
@@ -48,7 +49,7 @@ def test_diff_names_a_worse_verdict_and_a_grown_error(tmp_path, capsys):
 ])
 def test_bad_histories_are_one_line_exit_2_and_lose_nothing(tmp_path, capsys, make, words):
     db = tmp_path / "h.sqlite"
-    store.save_result(result(), db, {}, 0, store.check_cells)
+    store.save_result(result(), db, {}, 0, check_cells)
     if make == "newer":
         con = sqlite3.connect(db)
         con.execute("UPDATE meta SET value='99' WHERE key='schema'")
@@ -60,7 +61,7 @@ def test_bad_histories_are_one_line_exit_2_and_lose_nothing(tmp_path, capsys, ma
             extra.unlink(missing_ok=True)
         db.write_bytes(b"this is not sqlite at all" * 100)
     elif make == "other-models":
-        store.save_result(result(model="other.onnx"), db, {}, 0, store.check_cells)
+        store.save_result(result(model="other.onnx"), db, {}, 0, check_cells)
     before = db.read_bytes()
     argv = ["diff", "1", "2" if make == "other-models" else "7", "--store", str(db)] if make in (
         "other-models", "missing-run") else ["history", "--store", str(db)]
@@ -72,24 +73,25 @@ def test_bad_histories_are_one_line_exit_2_and_lose_nothing(tmp_path, capsys, ma
 
 def test_a_locked_history_is_said_not_waited_on_forever(tmp_path, monkeypatch):
     db = tmp_path / "h.sqlite"
-    store.save_result(result(), db, {}, 0, store.check_cells)
+    store.save_result(result(), db, {}, 0, check_cells)
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     monkeypatch.setattr(store, "LOCK_TIMEOUT", 0.5)
     with pytest.raises(UsageError, match="another run holds it"):
-        store.save_result(result(), db, {}, 0, store.check_cells)
+        store.save_result(result(), db, {}, 0, check_cells)
     holder.execute("ROLLBACK")
     holder.close()
 
 
 WRITER = '''
 import sys
+from fpdiff.analyses.check import check_cells
 from fpdiff.analysis.check import Cell, CheckResult
 from fpdiff.report import store
 cells = [Cell("b%d" % i, "cpu", "fp16", "static", "pass", "x" * 2000) for i in range({n})]
 for _ in range({runs}):
     store.save_result(CheckResult("m", cells, {{}}, {{}}, 1.0), __import__("pathlib").Path(sys.argv[1]), {{}}, 0,
-                      store.check_cells)
+                      check_cells)
 '''
 
 
@@ -113,7 +115,7 @@ def test_a_run_killed_mid_write_leaves_only_whole_runs(tmp_path):
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     assert _complete(db, 400) > 0  # some runs landed, each with all of its cells
-    assert store.save_result(result(), db, {}, 0, store.check_cells) > 0  # and the store takes the next run
+    assert store.save_result(result(), db, {}, 0, check_cells) > 0  # and the store takes the next run
 
 
 def test_two_runs_at_once_both_land(tmp_path):

@@ -71,20 +71,6 @@ def save_result(result, path: Path, flags: dict, exit_code: int,
                 rows)
 
 
-def check_cells(result) -> list[tuple]:
-    return [(c.backend, c.device, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
-             (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
-            for c in result.cells]
-
-
-def ops_cells(result) -> list[tuple]:
-    """An ops run's cells in the history's columns: the device column holds the case (the sweep runs on one device,
-    and a cell is told apart by its case), so `fpdiff diff` keys a cell as backend/case/precision/shape variant."""
-    return [(c.backend, c.case, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
-             (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
-            for c in result.cells]
-
-
 def save(kind: str, model: str, model_hash: str, versions: dict, flags: dict, exit_code: int, report: dict,
          path: Path, cells: list[tuple] = ()) -> int:
     """Store one run (its kind, its whole JSON report) and its cells in one transaction."""

@@ -5,10 +5,10 @@ import argparse
 
 from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analyses.args import precision_name
+from fpdiff.analyses.plan import page, text
 from fpdiff.analysis.plan import Plan, PlanOptions, plan
 from fpdiff.analysis.plan.torch_models import apply_plan
 from fpdiff.core.errors import UsageError
-from fpdiff.report import html, notebook, terminal
 
 
 def _arguments(pl: argparse.ArgumentParser) -> None:
@@ -42,11 +42,17 @@ def _save(args: argparse.Namespace, console, result: Plan) -> None:
         console.print(f"plan saved: {args.save}", highlight=False)
 
 
+
+def plan_rows(report: dict) -> list[dict]:
+    """One row per op the plan keeps in fp32, with the evidence for keeping it."""
+    return [dict(k) for k in report.get("keep") or []]
+
+
 PLAN = Analysis(
     name="plan", summary="the ops to keep in fp32 so fp16/bf16 meets a tolerance, verified", run=plan,
     options=PlanOptions,
     shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "store"),
     progress_label="planning: evidence, then trials", progress_unit="evaluations", files=_save,
-    terminal=terminal.render_plan, html=html.plan_body, rows=notebook.plan_rows,
+    terminal=text.render, html=page.body, rows=plan_rows,
     names={"Plan": Plan, "PlanOptions": PlanOptions, "apply_plan": apply_plan})

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import xml.etree.ElementTree as ET
 
 from fpdiff.analyses import SWEEP, Analysis
 from fpdiff.analyses.args import csv, grid, repro_dir, sweep
+from fpdiff.analyses.ops import page, text
 from fpdiff.analysis.ops import (
     DEFAULT_BACKENDS,
     DEFAULT_PRECISIONS,
@@ -15,7 +18,8 @@ from fpdiff.analysis.ops import (
     stored,
 )
 from fpdiff.analysis.ops.batch import PROGRAM_SIZE
-from fpdiff.report import html, junit, notebook, store, terminal
+from fpdiff.report.junit import testcases, testsuite
+from fpdiff.report.notebook import PLACE, cell_row
 
 
 def _arguments(o: argparse.ArgumentParser) -> None:
@@ -57,6 +61,31 @@ def _save_table(args: argparse.Namespace, console, result: OpsResult) -> None:
         console.print(f"support table: {args.save}", highlight=False)
 
 
+
+def ops_rows(report: dict) -> list[dict]:
+    """One row per op cell (case, backend, precision, shape variant)."""
+    return [cell_row(c, OPS_PLACE) for c in report.get("cells") or []]
+
+
+OPS_PLACE = ("op", "catalog", "case", "family", "variant", *PLACE)
+
+
+def ops_suite(result, strict: bool = False) -> ET.ElementTree:
+    """A testsuite for the sweep: a testcase per cell, failing as the sweep's exit code; declared refusals skip."""
+    return testcases(testsuite(f"fpdiff {result.model}", result),
+                  [(c, f"ops.{c.catalog}.{c.op}", f"{c.case} {c.backend} {c.precision} {c.shape_variant}",
+                    result.cell_fails(c, strict), f"repro: {c.repro['path']}" if (c.repro or {}).get("path") else "")
+                   for c in result.cells])
+
+
+def ops_cells(result) -> list[tuple]:
+    """An ops run's cells in the history's columns: the device column holds the case (the sweep runs on one device,
+    and a cell is told apart by its case), so `fpdiff diff` keys a cell as backend/case/precision/shape variant."""
+    return [(c.backend, c.case, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
+             (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
+            for c in result.cells]
+
+
 OPS = Analysis(
     name="ops", summary="every op of the catalogs, under variants, on every backend, judged by float64", run=ops,
     options=OpsOptions, takes_model=False,
@@ -64,5 +93,5 @@ OPS = Analysis(
     defaults=SHARED_DEFAULTS, arguments=_arguments, from_args=_options, cli_groups=("junit", "store"),
     epilog=lambda: "exit 0: no cell failed; 1: a cell is mismatch, error, crash or timeout; 2: usage error (an "
     "unknown op pattern lists the closest names)", progress_label="selecting cases", before=_list_variants,
-    files=_save_table, terminal=terminal.render_ops, html=html.ops_body, rows=notebook.ops_rows, junit=junit.ops_suite,
-    cells=store.ops_cells, rejudge=stored.rejudge, names={"OpsResult": OpsResult, "OpsOptions": OpsOptions})
+    files=_save_table, terminal=text.render, html=page.body, rows=ops_rows, junit=ops_suite,
+    cells=ops_cells, rejudge=stored.rejudge, names={"OpsResult": OpsResult, "OpsOptions": OpsOptions})

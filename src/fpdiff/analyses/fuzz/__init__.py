@@ -6,6 +6,7 @@ import argparse
 
 from fpdiff.analyses import SWEEP, Analysis
 from fpdiff.analyses.args import csv, grid, repro_dir, sweep
+from fpdiff.analyses.fuzz import page, text
 from fpdiff.analysis.fuzz import (
     DEFAULT_BACKENDS,
     DEFAULT_PRECISIONS,
@@ -16,7 +17,6 @@ from fpdiff.analysis.fuzz import (
     stored,
 )
 from fpdiff.core.status import NOTHING_JUDGED
-from fpdiff.report import html, notebook, terminal
 
 
 def _arguments(f: argparse.ArgumentParser) -> None:
@@ -38,12 +38,26 @@ def _options(args: argparse.Namespace) -> FuzzOptions:
                        repro_dir=repro_dir(args))
 
 
+
+def fuzz_rows(report: dict) -> list[dict]:
+    """One row per graph cell (a graph on one backend at one precision), the graph's fields beside it; a graph with
+    no cell (discarded) is one row with none."""
+    rows = []
+    for record in report.get("records") or []:
+        graph = {k: v for k, v in record.items() if k != "statuses"}
+        cells = (record.get("statuses") or {}).items() or [(None, None)]
+        for where, status in cells:
+            backend, _, precision = (where or "").rpartition("/")
+            rows.append({**graph, "backend": backend or None, "precision": precision or None, "status": status})
+    return rows
+
+
 FUZZ = Analysis(
     name="fuzz", summary="random graphs of the catalog's ops on every backend, judged by float64, failures "
     "minimized and deduplicated", run=fuzz, options=FuzzOptions, takes_model=False,
     shared=SWEEP,
     defaults=SHARED_DEFAULTS, arguments=_arguments, from_args=_options,
     epilog=lambda: f"exit 0: no finding; 1: a finding; {NOTHING_JUDGED}: no graph could be judged; 2: usage error",
-    progress_label="generating graphs", progress_unit="graphs", terminal=terminal.render_fuzz,
-    html=html.fuzz_body, rows=notebook.fuzz_rows, rejudge=stored.rejudge,
+    progress_label="generating graphs", progress_unit="graphs", terminal=text.render,
+    html=page.body, rows=fuzz_rows, rejudge=stored.rejudge,
     names={"FuzzResult": FuzzResult, "FuzzOptions": FuzzOptions})

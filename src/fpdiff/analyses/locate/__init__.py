@@ -6,9 +6,10 @@ import argparse
 
 from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analyses.args import precision_name
+from fpdiff.analyses.locate import page, text
 from fpdiff.analysis.locate import LOCAL_FACTOR, LocateOptions, LocateResult, locate
 from fpdiff.core.errors import UsageError
-from fpdiff.report import html, model_explorer, notebook, terminal
+from fpdiff.report import model_explorer
 
 
 def _arguments(loc: argparse.ArgumentParser) -> None:
@@ -55,11 +56,21 @@ def _files(args: argparse.Namespace, console, result: LocateResult) -> None:
         console.print(f"Model Explorer node data: {', '.join(map(str, paths))}", highlight=False)
 
 
+
+def locate_rows(report: dict) -> list[dict]:
+    """What locate reports, one row each, `row` saying which: the ops of torch's analysis, the segment a backend
+    gets wrong, the tensors of a mark-all run."""
+    ops = [{"row": "op", **o} for o in report.get("ops") or []]
+    segment = [{"row": "segment", **report["segment"]}] if report.get("segment") else []
+    tensors = [{"row": "tensor", **t} for t in (report.get("mark_all") or {}).get("rows") or []]
+    return ops + segment + tensors
+
+
 LOCATE = Analysis(
     name="locate", summary="the first op whose own error at a precision is out of line", run=locate,
     options=LocateOptions, model_help="spec .py, .onnx, exported program .pt2, hf:DIR or example:NAME",
     shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "store"), progress_label="locate",
     progress_unit="", progress=_progress, view=lambda args: {"top": args.top}, files=_files,
-    terminal=terminal.render_locate, html=html.locate_body, rows=notebook.locate_rows,
+    terminal=text.render, html=page.body, rows=locate_rows,
     names={"LocateResult": LocateResult, "LocateOptions": LocateOptions})

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import json
+import xml.etree.ElementTree as ET
 
 from fpdiff.analyses import MODEL_RUN, Analysis
 from fpdiff.analyses.args import csv
+from fpdiff.analyses.check import page, text
 from fpdiff.analysis.check import DEFAULT_BACKENDS, DEFAULT_REPEAT, Cell, CheckOptions, CheckResult, check, stored
 from fpdiff.core.precision import DEFAULT_PRECISIONS, PRECISIONS
-from fpdiff.core.status import NOTHING_JUDGED
-from fpdiff.report import html, junit, notebook, store, terminal
+from fpdiff.core.status import NOTHING_JUDGED, fails
+from fpdiff.report.junit import testcases, testsuite
+from fpdiff.report.notebook import PLACE, cell_row
 
 
 def _arguments(c: argparse.ArgumentParser) -> None:
@@ -44,10 +48,31 @@ def _epilog() -> str:
             "unsupported or unjudged, or the model's float64 reference did not run)")
 
 
+
+def check_rows(report: dict) -> list[dict]:
+    """One row per cell (backend, device, precision, shape variant)."""
+    return [cell_row(c, PLACE) for c in report.get("cells") or []]
+
+
+def check_suite(result, strict: bool = False) -> ET.ElementTree:
+    """A testsuite for the model; failures, skips (declared refusals) and passes follow check's exit rule."""
+    suite = testsuite(f"fpdiff check {result.model}", result)
+    if result.judge:
+        ET.SubElement(suite.find("properties"), "property", name="judge", value=str(result.judge.get("status", "")))
+    return testcases(suite, [(c, f"fpdiff.{c.backend}", f"{c.backend}/{c.device}/{c.precision}/{c.shape_variant}",
+                           fails(c.status, [f.kind for f in c.findings], strict), "") for c in result.cells])
+
+
+def check_cells(result) -> list[tuple]:
+    return [(c.backend, c.device, c.precision, c.shape_variant, str(c.status), (c.metrics or {}).get("rel_l2"),
+             (c.metrics or {}).get("max_norm"), c.reason, json.dumps([f.as_dict() for f in c.findings]))
+            for c in result.cells]
+
+
 CHECK = Analysis(
     name="check", summary="the precision x backend x shape grid, judged by float64", run=check, options=CheckOptions,
     shared=MODEL_RUN,
     arguments=_arguments, from_args=_options, cli_groups=("device", "junit", "store"), epilog=_epilog,
-    progress_label="loading the model", terminal=terminal.render, html=html.check_body, rows=notebook.check_rows,
-    junit=junit.check_suite, cells=store.check_cells, rejudge=stored.rejudge,
+    progress_label="loading the model", terminal=text.render, html=page.body, rows=check_rows,
+    junit=check_suite, cells=check_cells, rejudge=stored.rejudge,
     names={"CheckResult": CheckResult, "Cell": Cell, "CheckOptions": CheckOptions})

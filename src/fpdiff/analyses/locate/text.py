@@ -1,0 +1,83 @@
+"""locate's result in the terminal: its own renderer, beside its declaration
+(report/terminal.py holds what every analysis shares)."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from fpdiff.core.status import Status
+from fpdiff.report import terminal
+
+
+def render(result, console: Console | None = None, top: int = 10) -> None:
+    console = console or Console()
+    console.print(f"[bold]fpdiff locate {result.model} --backend {result.backend} --precision {result.precision}[/]",
+                  highlight=False)
+    c = result.culprit
+    head = f"torch eager at {result.precision}: "
+    if not result.ops:  # an ONNX model: no torch analysis
+        head = None
+    if head is None:
+        pass
+    elif c is None:
+        console.print(head + f"no op departs (output rel L2 {result.eager_output_error:.2e}); nothing to blame "
+                      "beyond ordinary rounding", highlight=False)
+    else:
+        console.print(head + f"[bold red]{c.op}[/] (node {c.node}, module {c.stack or '(root)'}, {c.source}) "
+                      f"- {c.cause}: its own error is {_ratio(c)} what {result.precision} must lose there",
+                      highlight=False)
+    if result.mark_all is not None:
+        first = result.mark_all.first_departure
+        n = result.mark_all.tensors
+        judged = sum(r.status == Status.MISMATCH for r in result.mark_all.rows)
+        if not result.mark_all.refused:
+            console.print(f"{result.backend} --mark-all: {n} tensors judged against float64 and the reference "
+                          f"evaluator at {result.precision}; {judged} mismatch (caveat: marking outputs can change "
+                          f"what {result.backend} fuses)", highlight=False)
+        if result.mark_all.refused:
+            status = result.mark_all.status
+            how = "refused the run" if status in (None, Status.UNSUPPORTED) else f"{status}"
+            console.print(f"[bold red]{result.backend} {how}[/]: {escape(result.mark_all.refused)}\n"
+                          "run without --mark-all: the segment bisection narrows a refusal to its op", highlight=False)
+        if first:
+            console.print(f"[bold red]first departure[/]: {first.op} ({first.node}), tensor {first.tensor}: "
+                          f"{escape(first.reason)}", highlight=False)
+    elif result.bisected:
+        seg = result.segment
+        if seg is None and any(f.kind == "baseline-nonfinite" for f in result.findings):
+            console.print(f"[bold red]{result.backend} at {result.precision}: no verdict[/]: the baseline at the same "
+                          f"precision is not finite ({result.compiles} compile)", highlight=False)
+        elif seg is None and any(f.kind == "baseline-fails" for f in result.findings):
+            console.print(f"{result.backend} at {result.precision}: no op departs from the baseline, which itself "
+                          f"fails the tolerance: the precision is too coarse here ({result.compiles} compile)",
+                          highlight=False)
+        elif seg is None:
+            console.print(f"{result.backend} at {result.precision}: the whole graph agrees with the baseline at "
+                          f"the same precision within the check rules ({result.compiles} compile)", highlight=False)
+        else:
+            where = f", module {seg.module or '(root)'}, {seg.source}" if seg.source else ""
+            console.print(f"[bold red]{result.backend} departs at {seg.first_op}[/] (node {seg.node}{where}); "
+                          f"segment ops {seg.start}..{seg.end - 1}: {', '.join(seg.ops)} - {seg.status}: "
+                          f"{escape(seg.reason)}  \\[{result.compiles} compiles]", highlight=False)
+    elif result.segment is not None:  # no graph to cut: the stage that failed before any backend (torch.export)
+        console.print(f"[bold red]{result.backend} gets no graph[/]: {escape(result.segment.reason)}", highlight=False)
+    for f in result.findings:
+        if f.kind in ("note", "baseline-nonfinite", "baseline-fails"):
+            console.print(f"{f.kind}: {f.message}" + (f" ({f.remedy})" if f.remedy else ""), highlight=False,
+                          markup=False)
+    if not result.ops:
+        return
+    t = Table(title="torch eager: worst ops by own error / floor", show_lines=False)
+    for col in ("#", "op", "module", "source", "accum.", "local", "ratio", "cause"):
+        t.add_column(col, no_wrap=col in ("op", "ratio"))
+    for o in result.worst(top):
+        t.add_row(str(o.index), terminal.op_name(o.op), o.stack or "(root)", o.source.rsplit("/", 1)[-1],
+                  f"{o.accumulated:.1e}", "-" if o.local is None else f"{o.local:.1e}",
+                  _ratio(o) if o.local is not None else "-", o.cause)
+    console.print(t)
+
+
+def _ratio(o) -> str:
+    import math
+    return "inf" if not math.isfinite(o.ratio) else f"{o.ratio:.1f}x"
