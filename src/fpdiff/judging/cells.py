@@ -133,11 +133,6 @@ def _dominant_bits(r: JobResult) -> int | None:
     return compare.mantissa_bits(getattr(torch, max(counts, key=counts.get))) if counts else None
 
 
-def metrics_or_none(m: Metrics | str | None) -> Metrics | None:
-    """A measurement's metrics, None where the outputs could not be measured (other shapes, or no run)."""
-    return m if isinstance(m, Metrics) else None
-
-
 def narrower_formats(ev: Evidence, cells: list[Cell]) -> None:
     """Mismatch cells whose backend records computing in a narrower format: judged against that format's baseline,
     asked of the evidence when the grid did not run it (only such a cell needs it)."""
@@ -147,7 +142,9 @@ def narrower_formats(ev: Evidence, cells: list[Cell]) -> None:
         if fmt is None:
             continue
         fmt = ev.grid.baseline(fmt).precision  # with the model's own tolerance for that format
-        _judge_as_computed(cell, ev.metrics(key), p, fmt, ev.baseline(fmt))
+        m = ev.metrics(key)
+        if m is not None:
+            _judge_as_computed(cell, m, p, fmt, ev.baseline(fmt))
 
 
 def _model_casts_cause(judge_notes: list[Finding]) -> str | None:
@@ -203,10 +200,11 @@ def _judge_cell(ev: Evidence, key: CellKey, fp32_ok: bool, torch_source: bool, l
     if not ev.has_reference:  # the judge failed and nothing stands in for it (judge.unjudged_without_judge says why)
         cell.revise(FIRST, Status.UNJUDGED, "no float64 reference")
         return cell
-    m = ev.metrics(key)
-    if isinstance(m, str):
-        cell.revise(FIRST, Status.MISMATCH, f"output shapes differ: {m}")
+    shapes = ev.unmeasurable(key)
+    if shapes is not None:
+        cell.revise(FIRST, Status.MISMATCH, f"output shapes differ: {shapes}")
         return cell
+    m = ev.metrics(key)
     floored = _with_export_floor(baseline, r, cell)
     if floored is not baseline:
         loss_cause = "the exported graph's float32 constants account for it (export-departure)"

@@ -19,7 +19,6 @@ from fpdiff.judging import rules as rules_mod
 from fpdiff.judging.cell import Cell
 from fpdiff.judging.cells import (
     first_verdicts,
-    metrics_or_none,
     narrower_formats,
     shape_variants,
     survives_precision,
@@ -207,7 +206,7 @@ def _fp32_graph_departs(ev: Evidence, key: CellKey, exporter: str | None) -> str
         return None
     p = ours.precision
     departs = ev.metrics(theirs)
-    if not isinstance(departs, Metrics) or not departs.rel_l2 > ANOTHER_FUNCTION or \
+    if departs is None or not departs.rel_l2 > ANOTHER_FUNCTION or \
             compare.judge(departs, p, ev.baseline(p)).status != Status.MISMATCH:
         return None
     apart = ev.keep(f"metrics {theirs} {ours}", lambda: _apart(ref, mine, p))
@@ -230,9 +229,9 @@ def _against(ev: Evidence, key: CellKey) -> compare.Judgement | None:
     """The cell measured against the independent implementation instead of the judge."""
     p = key.precision
     m = ev.metrics(key, STAND_IN)
-    if not isinstance(m, Metrics):
+    if m is None:
         return None
-    return compare.judge(m, p, metrics_or_none(ev.metrics(ev.grid.baseline(p), STAND_IN)))
+    return compare.judge(m, p, ev.metrics(ev.grid.baseline(p), STAND_IN))
 
 
 def _failed_judge(grid: Grid, results: dict, ref: JobResult, env: dict, timeout: float,
@@ -316,11 +315,11 @@ def _by_majority(ev: Evidence, key: CellKey) -> compare.Judgement | None:
     if p.unit_roundoff < fp32.unit_roundoff:
         return None
     m = ev.metrics(key, MAJORITY)
-    if not isinstance(m, Metrics):
+    if m is None:
         return None
     if p.unit_roundoff == fp32.unit_roundoff:
         return compare.judge(m, p, ev.verdict.spread)
-    bm = metrics_or_none(ev.metrics(ev.grid.baseline(p), MAJORITY))
+    bm = ev.metrics(ev.grid.baseline(p), MAJORITY)
     return compare.judge(m, p, bm if bm is not None and compare.judge(bm, p, None).status == Status.PASS else None)
 
 

@@ -69,8 +69,7 @@ class Evidence:
         key = self.grid.baseline(p)
         if not self.stored:
             self.run(key)
-        m = self.metrics(key)
-        return m if isinstance(m, Metrics) else None
+        return self.metrics(key)
 
     @property
     def has_reference(self) -> bool:
@@ -85,9 +84,20 @@ class Evidence:
             return self.results[self.verdict.stand_in].outputs
         return self.verdict.reading
 
-    def metrics(self, key: CellKey, against: str = FLOAT64) -> Metrics | str | None:
-        """A job's outputs measured against a reading in its precision's compute dtype: Metrics, the reason its
-        outputs cannot be measured (other shapes), or None where the job did not run through."""
+    def metrics(self, key: CellKey, against: str = FLOAT64) -> Metrics | None:
+        """A job's outputs measured against a reading in its precision's compute dtype; None where the job did not
+        run through or its outputs cannot be measured (`unmeasurable` says why)."""
+        m = self._measured(key, against)
+        return m if isinstance(m, Metrics) else None
+
+    def unmeasurable(self, key: CellKey, against: str = FLOAT64) -> str | None:
+        """Why a job that ran cannot be measured against the reading (its outputs are shaped otherwise); None when it
+        can, or did not run."""
+        m = self._measured(key, against)
+        return m if isinstance(m, str) else None
+
+    def _measured(self, key: CellKey, against: str) -> Metrics | str | None:
+        """The measurement as it is kept (and stored): Metrics, the reason it cannot be made, or None."""
         def measure() -> Metrics | str | None:
             r = self.results.get(key)
             ref = self.reading(against)
