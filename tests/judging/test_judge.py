@@ -45,6 +45,7 @@ def test_a_wrong_judge_is_overruled_by_agreeing_witnesses_and_the_op_written_as_
                      repro_dir=str(tmp_path / "out"))
     j = r.judge
     assert j["status"] == "overruled", j
+    assert [(x["step"], x["to"]) for x in j["revisions"]] == [("cross-check", "suspect"), ("witnesses", "overruled")]
     assert set(j["majority"]) == {"ort", "openvino"}
     assert j["first_divergence"]["op"] in ("Softmax", "BatchNormalization")
     assert {w["backend"]: w.get("agrees_with_judge") for w in j["witnesses"]} == {
@@ -111,6 +112,9 @@ def test_the_witness_majority_rule(sides, status):
     check = JudgeCheck("evaluator", "ort fp32", SUSPECT, "they disagree", stand_in=keys[0])
     ask_witnesses(check, results, [judge], _key("onnxref"), keys, get("fp32"))
     assert check.status == status, check.message
+    # the judge's verdict says which step made it, as a cell's does
+    assert [r["step"] for r in check.revisions] == ([] if status == "suspect" else ["witnesses"])
+    assert all(r["from"] == "suspect" and r["to"] == status for r in check.revisions)
     if status == "overruled":
         assert check.majority == [b for b, s in sides.items() if s == "b"]
         assert np.allclose(check.reading[0], readings["b"], rtol=1e-6)

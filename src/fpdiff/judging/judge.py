@@ -28,6 +28,9 @@ WITNESS_MAX_NODES = 2000
 # same kernels in two dtypes; it says whether fp32 holds, not whether the judge is right, so a torch judge is never
 # suspected.
 
+# the steps that write the judge's status (its revisions say which)
+CROSS_CHECK, WITNESSES, EVIDENCE = "cross-check", "witnesses", "evidence"
+
 
 @dataclass
 class JudgeCheck:
@@ -45,6 +48,15 @@ class JudgeCheck:
     reading: list | None = field(default=None, repr=False)  # OVERRULED: the majority's outputs (elementwise median)
     spread: compare.Metrics | None = field(default=None, repr=False)  # OVERRULED: the worst witness vs the reading
     failed_op: str | None = None  # FAILED: the op type the reference evaluator raised on, when it says
+    # each step that changed the judge's status after it was made: {"step", "from", "to", "why"} (its provenance)
+    revisions: list[dict] = field(default_factory=list)
+
+    def revise(self, step: str, status: JudgeStatus, why: str) -> None:
+        """The one place the judge's status is written after it is made, so its verdict says which steps made it."""
+        status = JudgeStatus(status)
+        if status != self.status:
+            self.revisions.append({"step": step, "from": str(self.status), "to": str(status), "why": why})
+        self.status = status
 
     def as_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k not in ("stand_in", "reading", "spread")}
@@ -84,24 +96,26 @@ def cross_check(grid: Grid, results: dict, ref_out, *, env: dict, timeout: float
         return check
     m = _measure(ref_out, r, fp32)
     if m is None:
-        check.status, check.stand_in = SUSPECT, key
+        check.revise(CROSS_CHECK, SUSPECT, f"{other} fp32 returns outputs of other shapes")
+        check.stand_in = key
         check.message = (f"{other} fp32 returns outputs of other shapes than the judge "
                          f"({[list(a.shape) for a in r.outputs]} vs {[list(a.shape) for a in ref_out]})")
         return check
     check.rel_l2 = m.rel_l2
     j = compare.judge(m, fp32, own)
     if j.status != Status.MISMATCH:
-        check.status = AGREES
+        check.revise(CROSS_CHECK, AGREES, f"{other} fp32 within its baseline of the judge")
         check.message = f"{other} fp32 agrees with the judge (rel L2 {m.rel_l2:.2e})"
         return check
     from fpdiff.judging.conditioning import relative_only
     bounded = relative_only(source, ref_out, r.outputs, fp32.tolerance, fp32.name)
     if bounded is not None:  # a wrong judge op errs on the values' scale, not only relative to tiny ones
-        check.status = AGREES
+        check.revise(CROSS_CHECK, AGREES, f"{other} fp32 departs only relative to tiny values of bounded outputs")
         check.message = (f"{other} fp32 agrees with the judge on the outputs' range and departs only relative to tiny "
                          f"values of bounded outputs (rel L2 {m.rel_l2:.2e}: {bounded.message})")
         return check
-    check.status, check.stand_in = SUSPECT, key
+    check.revise(CROSS_CHECK, SUSPECT, f"{other} fp32 and the judge disagree beyond the baseline ({j.reason})")
+    check.stand_in = key
     check.message = (f"{other} fp32 and the float64 judge disagree ({j.reason}); one of them is wrong, so no cell "
                      "is called mismatch unless it also departs from " + f"{other} fp32")
     with external.pool(env) as pool:
@@ -221,14 +235,15 @@ def ask_witnesses(check: JudgeCheck, results: dict, ref_out, judge_fp32_key: Cel
     names = lambda keys: ", ".join(f"{k.backend} fp32" for k in keys) or "none"  # noqa: E731
     tally = f"with the judge: {names(with_judge)}; against it: {names(list(against))}"
     if len(group) >= 2 and len(group) > 1 + len(with_judge):
-        check.status, check.majority = OVERRULED, [k.backend for k in group]
+        check.revise(WITNESSES, OVERRULED, f"{names(group)} agree with each other and not with the judge")
+        check.majority = [k.backend for k in group]
         check.reading = median_reading([readings[k] for k in group])
         check.spread = max((compare.measure(check.reading, readings[k], fp32.compute) for k in group),
                            key=lambda m: m.rel_l2)
         check.message = (f"the float64 judge is overruled: {names(group)} agree with each other and not with it "
                          f"({tally}); cells are judged against their reading (judged-by-majority)")
     elif len(with_judge) >= 2 and len(with_judge) > len(group):
-        check.status = UPHELD
+        check.revise(WITNESSES, UPHELD, f"{names(with_judge)} agree with the judge")
         check.message = (f"the judge is upheld: {names(with_judge)} agree with it where {check.cross_check} does "
                          f"not ({tally}); {check.cross_check} is the odd one out")
     else:
@@ -289,13 +304,13 @@ def require_evidence(check: JudgeCheck, repro_rc: int | None) -> None:
     fd = check.first_divergence or {}
     where = f"{fd.get('op')} node {fd.get('node')!r}" if fd else "the op where they part"
     if repro_rc == 0:
-        check.status = UPHELD
+        check.revise(EVIDENCE, UPHELD, f"the one-node repro of {where} exits 0: the judge's op computes as ORT's")
         names = ", ".join(f"{b} fp32" for b in check.majority)
         check.message = (f"the judge is upheld: {names} agree with each other and not with it, but {where}, fed the "
                          "judge's own values, computes the same in the judge and ONNX Runtime (the one-node repro "
                          "exits 0): the parting is fp32 rounding the witnesses share, not a wrong judge op")
     else:
-        check.status = SUSPECT
+        check.revise(EVIDENCE, SUSPECT, "no one-node repro could be run and the witnesses are not far closer")
         check.message += ("; but nothing shows a judge op wrong (no one-node repro could be run), so the judge is not "
                           "overruled: it stays suspect")
     check.majority, check.reading, check.spread, check.repro = [], None, None, None
