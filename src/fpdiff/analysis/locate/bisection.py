@@ -286,7 +286,7 @@ class OnnxBisector(Bisector):
         from fpdiff.onnxtools.export import ONNX_TYPE, cast_model
         from fpdiff.onnxtools.graph import float64_values
         p = ask.p
-        if not p.is_cast or p.name == "bf16":
+        if not p.is_cast or p.is_bf16:
             raise UsageError("locate on ONNX models takes fp64, fp32 or fp16")
         self.model64 = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE["float64"]))
         self.modelp = onnx.shape_inference.infer_shapes(cast_model(model, ONNX_TYPE[prec.dtype_name(p.dtype)]))

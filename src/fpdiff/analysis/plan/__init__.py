@@ -46,7 +46,7 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
     o, shared = options or PlanOptions(), (shared or RunOptions()).ready()
     precision, backend, load, save, progress = o.precision, o.backend, o.load, o.save, shared.progress
     p = prec.get(precision)
-    if p.name not in ("fp16", "bf16"):
+    if p.cast_dtype not in ("float16", "bfloat16"):
         raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32; --precision {precision} is not one")
     reg = shared.registry
     cls = reg.cls(backend)  # unknown names fail before any work

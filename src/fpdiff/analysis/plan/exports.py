@@ -462,7 +462,7 @@ def _coreml(ctx: Context, out: Path, e: Export) -> None:
     if not ctx.is_torch:
         e.reason = NEEDS_TORCH.format(what="coremltools")
         return
-    if ctx.p.name != "fp16":
+    if ctx.p.cast_dtype != "float16":
         e.reason = f"Core ML computes in fp32 or fp16; a {ctx.p.name} plan has no Core ML form"
         return
     if importlib.util.find_spec("coremltools") is None:

@@ -78,7 +78,7 @@ def evidence(model, values: dict, p: prec.Precision,
     nodes with range notes, then the field's prior (ops autocast keeps in fp32), then graph order."""
     import torch
 
-    dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[p.name]
+    dt = p.dtype  # fp16 or bf16: the plan was asked of a whole-model low precision
     why: dict[str, list[str]] = {}
     noted: list[str] = []
     inits = _constants(model)

@@ -251,7 +251,7 @@ def apply_plan(model: torch.nn.Module, plan: Plan | str | Path, inputs: tuple,
     if not isinstance(plan, Plan):
         plan = Plan.load(plan)
     p = prec.get(plan.precision)
-    if not p.is_cast or p.name not in ("fp16", "bf16"):
+    if p.cast_dtype not in ("float16", "bfloat16"):
         raise UsageError(f"a plan is for fp16 or bf16, not {plan.precision}")
     gm = program_module(model, inputs, p, dynamic_shapes)
     check_matches(plan, units_of(gm), type(model).__name__)
