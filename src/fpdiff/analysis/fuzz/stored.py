@@ -10,11 +10,10 @@ from collections.abc import Mapping, Sequence
 from fpdiff.analysis.fuzz import oracle
 from fpdiff.analysis.fuzz.campaign import Found, GraphRecord
 from fpdiff.analysis.fuzz.result import UNRUN, FuzzResult
+from fpdiff.analysis.ops.stored import judged_again
 from fpdiff.analysis.ops.sweep import CaseOutcome
 from fpdiff.analysis.ops.verdict import RULES
 from fpdiff.core.errors import UsageError
-from fpdiff.judging.evidence import load
-from fpdiff.judging.rejudge import judge_run
 from fpdiff.judging.rules import Rule
 
 # discards the cells do not decide: judged again, the graph keeps them
@@ -46,11 +45,7 @@ def rejudge(report: dict, rules: Mapping[str, Sequence[Rule]] = RULES) -> FuzzRe
 def _again(r: GraphRecord, changed: list[dict], rules: Mapping[str, Sequence[Rule]]) -> list[str]:
     """One graph's cells judged again, its statuses (and outcome, where they decide it) the new ones; -> the rules
     it could not re-apply."""
-    if r.evidence.get("rules") not in rules:
-        raise UsageError(f"this campaign's evidence names rules {r.evidence.get('rules')!r}; this fpdiff judges by "
-                         f"{', '.join(rules)}: rerun the campaign to judge it again")
-    ev = load(r.evidence)
-    cells = judge_run(ev, rules[r.evidence["rules"]])
+    ev, cells = judged_again(r.evidence, rules, "campaign")
     v = oracle.verdict_of(r.id or "", CaseOutcome(r.id or "", cells=cells))
     changed += [{"cell": f"{r.id}/{k}", "from": r.statuses.get(k), "to": s} for k, s in v.statuses.items()
                 if r.statuses.get(k) != s]

@@ -14,7 +14,7 @@ from fpdiff.core.errors import UsageError
 from fpdiff.judging.cell import Cell
 from fpdiff.judging.evidence import load
 from fpdiff.judging.rejudge import judge_run
-from fpdiff.judging.rules import Rule
+from fpdiff.judging.rules import Evidence, Rule
 from fpdiff.runtime.worker import JobResult
 
 # what a judgement decides of a cell; the rest (its case, support record, repro, info) is the sweep's own
@@ -49,12 +49,9 @@ def _again(saved: dict, cells: list[OpsCell], again: dict[int, OpsCell],
            rules: Mapping[str, Sequence[Rule]]) -> list[str]:
     """One judgement's cells judged again (those of its grid the sweep kept), each new cell in `again` by the stored
     one's id; -> the rules it could not re-apply."""
-    if saved.get("rules") not in rules:
-        raise UsageError(f"this sweep's evidence names rules {saved.get('rules')!r}; this fpdiff judges by "
-                         f"{', '.join(rules)}: rerun the sweep to judge it again")
-    ev = load(saved)
+    ev, judged = judged_again(saved, rules, "sweep")
     mine = {(c.backend, c.precision, c.shape_variant): c for c in cells}
-    for new, key in zip(judge_run(ev, rules[saved["rules"]]), ev.grid.cells):
+    for new, key in zip(judged, ev.grid.cells):
         old = mine.get((new.backend, new.precision, new.shape_variant))
         if old is not None:
             again[id(old)] = _taken(old, new, ev.results.get(key))
@@ -68,3 +65,14 @@ def _taken(old: OpsCell, new: Cell, r: JobResult | None) -> OpsCell:
         cell.support, cell.support_detail = support_state(cell.status, cell.findings, r.support, cell.precision,
                                                           cell.reason)
     return cell
+
+
+def judged_again(saved: dict, rules: Mapping[str, Sequence[Rule]], what: str) -> tuple[Evidence, list[Cell]]:
+    """One stored judgement's evidence and its cells judged again by the rule list its evidence names; a name this
+    fpdiff does not know is one line (`what`: the run's kind, as the line says it)."""
+    if saved.get("rules") not in rules:
+        raise UsageError(f"this {what}'s evidence names rules {saved.get('rules')!r}; this fpdiff judges by "
+                         f"{', '.join(rules)}: rerun the {what} to judge it again")
+    ev = load(saved)
+    return ev, judge_run(ev, rules[saved["rules"]])
+
