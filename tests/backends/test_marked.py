@@ -5,6 +5,7 @@ import onnx
 import pytest
 import torch
 
+from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
 from fpdiff.runtime import jobdata
@@ -40,7 +41,7 @@ def mlp(tmp_path_factory):
 
 
 def run(ref: SourceRef, data: str, backend: str, precision: str = "fp32", mode: str = "marked"):
-    return State().run(Job(ref, data, backend, precision, "cpu", STATIC, mode=mode))
+    return State().run(Job(ref, data, backend, prec.get(precision), "cpu", STATIC, mode=mode))
 
 
 @pytest.mark.parametrize("backend", ["ort", "onnxref"])

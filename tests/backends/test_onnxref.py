@@ -5,6 +5,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
 from fpdiff.model.graph import STATIC
 from fpdiff.onnxtools.evaluator import FAILED_NODE
@@ -23,7 +24,7 @@ def _job(tmp_path, nodes, out_shape, backend: str, precision: str = "fp64"):
     source = load(str(path))
     data = jobdata.write(tmp_path / "data.pt", inputs=source.inputs, input_names=source.input_names,
                          fingerprint=source.fingerprint)
-    return State().run(Job(source.ref, data, backend, precision, "cpu", STATIC))
+    return State().run(Job(source.ref, data, backend, prec.get(precision), "cpu", STATIC))
 
 
 def test_a_failing_node_is_named_in_the_cell(tmp_path):

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from fpdiff.core import precision as prec
 from fpdiff.core.precision import get
 from fpdiff.core.status import Status
 from fpdiff.judging import markall
@@ -10,7 +11,7 @@ from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import INTERNAL, JobResult
 from fpdiff.sources import SourceRef
 
-JOB = Job(SourceRef("onnx", "m.onnx", "m"), "data.pt", "some-backend", "fp32", "cpu", STATIC)
+JOB = Job(SourceRef("onnx", "m.onnx", "m"), "data.pt", "some-backend", prec.FP32, "cpu", STATIC)
 
 
 def answering(results: dict):
@@ -19,7 +20,7 @@ def answering(results: dict):
 
     def run(job):
         asked.append(job)
-        return results[(job.backend, job.precision)]
+        return results[(job.backend, job.precision.name)]
     run.asked = asked
     return run
 

@@ -3,11 +3,12 @@ import pytest
 import torch
 
 from fpdiff.backends.base import Artifact, TensorSpec
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.runtime.artifacts import feeds, order
 
 
-def art(*specs, precision="fp32"):
+def art(*specs, precision=prec.FP32):
     return Artifact("model.tflite", [TensorSpec(*s) for s in specs], [], precision, "read from the file")
 
 

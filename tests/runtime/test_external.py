@@ -16,6 +16,7 @@ import pytest
 import fpdiff
 from conftest import PLUGINS
 from fpdiff.backends import routes
+from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
 from fpdiff.runtime import protocol
 
@@ -211,7 +212,7 @@ def forged_frames(folder: Path) -> bytes:
     from fpdiff.sources import SourceRef
     evil = plugin(folder, "evil")
     data = jobdata.write(folder / "evil.pt", inputs=[], input_names=[], fingerprint="evil")
-    job = Job(SourceRef("torch", evil, "evil"), data, "evil", "fp32", "cpu", STATIC, (evil,))
+    job = Job(SourceRef("torch", evil, "evil"), data, "evil", prec.FP32, "cpu", STATIC, (evil,))
     tape = _Tape()
     channel = protocol.Channel(tape, os.urandom(32), "client")
     channel.sent = 1  # after the client's hello
@@ -446,7 +447,7 @@ def test_a_marked_job_names_every_output_the_same_from_a_local_child_and_another
     src = load("example:tinycnn")
     data = jobdata.write(tmp_path / "data.pt", inputs=src.inputs, input_names=src.input_names,
                          fingerprint=src.fingerprint, state=src.module.state_dict())
-    job = Job(src.ref, data, "ort", "fp32", "cpu", STATIC, mode="marked")
+    job = Job(src.ref, data, "ort", prec.FP32, "cpu", STATIC, mode="marked")
     with rundir.run_directory():
         with WorkerPool() as pool:
             local, cell, refused = (pool.run(j, 300) for j in (job, replace(job, mode="cell"),

@@ -11,7 +11,9 @@ import torch
 
 from fpdiff.analysis.base import Result
 from fpdiff.analysis.options import RunOptions
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
+from fpdiff.core.precision import Precision
 from fpdiff.model import graph
 from fpdiff.model.mixed import MOVES, op_name
 from fpdiff.model.weights import stored
@@ -36,7 +38,7 @@ from fpdiff.sources import load
 RISK_ROUNDING = 8.0  # the same factor as locate's: a correct op at P lands within a few u
 FLUSH_NOTE = 0.01
 HEADROOM = 4.0
-LOW_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+LOW_FORMATS = (prec.FP16, prec.BF16)  # the formats ranges judges: the two 16-bit whole-model casts
 
 # Ops whose outputs hold nothing their inputs did not: mixed.MOVES (one input moved), plus ops that regroup or
 # pick several inputs' values; getitem is measured (it carries var_mean's and batch norm's separate outputs).
@@ -208,10 +210,10 @@ def _depth(node, args) -> int | None:
     return None
 
 
-def scalar_reasons(v: float, dtypes: list[str]) -> dict[str, list[str]]:
+def scalar_reasons(v: float, formats: Sequence[Precision]) -> dict[str, list[str]]:
     out = {}
-    for tag in dtypes:
-        dt = LOW_DTYPES[tag]
+    for p in formats:
+        tag, dt = p.name, p.compute
         c = float(torch.tensor(v, dtype=torch.float64).to(dt))
         u = float(torch.finfo(dt).eps) / 2
         if v != 0 and c == 0:
@@ -224,10 +226,10 @@ def scalar_reasons(v: float, dtypes: list[str]) -> dict[str, list[str]]:
 
 
 def overflows(nodes: Iterable[tuple[str, Sequence[str], Sequence[str]]], values: Mapping[str, Any],
-              tag: str) -> dict[str, list[str]]:
-    """Ops that must not compute in `tag` (the keep rule above), from a float64 run's `values`: each reads a finite
-    value `tag` rounds to inf, or makes one. `nodes`: (op, its inputs, its outputs), named as in `values`."""
-    dt = LOW_DTYPES[tag]
+              p: Precision) -> dict[str, list[str]]:
+    """Ops that must not compute in `p` (the keep rule above), from a float64 run's `values`: each reads a finite
+    value `p` rounds to inf, or makes one. `nodes`: (op, its inputs, its outputs), named as in `values`."""
+    tag, dt = p.name, p.compute
     seen: dict[str, float] = {}
 
     def beyond(name: str) -> float:
@@ -253,7 +255,7 @@ def _beyond(v: Any, dt: torch.dtype) -> float:
     return m if math.isinf(float(torch.tensor(m, dtype=torch.float64).to(dt))) else 0.0
 
 
-def onnx_overflows(model: Any, feeds: Mapping[str, Any], values: Mapping[str, Any], tag: str,
+def onnx_overflows(model: Any, feeds: Mapping[str, Any], values: Mapping[str, Any], p: Precision,
                    units: Sequence[str]) -> dict[str, list[str]]:
     """overflows() on an ONNX graph's `units`. Its small stored constants count as the format holds them: clamped
     into its range (plan's clamp-constants) or lost to inf or 0 (a -3.4e38 fill is -inf in fp16, as a -inf fill
@@ -265,13 +267,13 @@ def onnx_overflows(model: Any, feeds: Mapping[str, Any], values: Mapping[str, An
     from fpdiff.core.precision import dtype_name
     from fpdiff.onnxtools.dtypes import ONNX_TYPE
     from fpdiff.onnxtools.graph import float64_values
-    clamped = _clamped(model, ONNX_TYPE[dtype_name(LOW_DTYPES[tag])])
+    clamped = _clamped(model, ONNX_TYPE[dtype_name(p.compute)])
     held = values
     if clamped is not None:  # the weights as stored: their magnitude is what a low-type reader gets
         held = {**float64_values(clamped, dict(feeds)),
                 **{t.name: numpy_helper.to_array(t) for t in clamped.graph.initializer}}
     want = set(units)
-    found = overflows([(n.name, n.input, n.output) for n in model.graph.node if n.name in want], held, tag)
+    found = overflows([(n.name, n.input, n.output) for n in model.graph.node if n.name in want], held, p)
     return {n: [f"ranges: {w}" for w in why] for n, why in found.items()}
 
 
@@ -310,9 +312,9 @@ def _origin(node) -> tuple[str, str]:
 class _Walk(torch.fx.Interpreter):
     """Runs the decomposed float64 program, measuring each op's output before the interpreter frees it."""
 
-    def __init__(self, gm, dtypes: list[str], result: RangesResult) -> None:
+    def __init__(self, gm, formats: Sequence[Precision], result: RangesResult) -> None:
         super().__init__(gm)
-        self.dtypes, self.result = dtypes, result
+        self.formats, self.result = formats, result
 
     def run_node(self, n):
         out = super().run_node(n)
@@ -324,7 +326,7 @@ class _Walk(torch.fx.Interpreter):
         # named after the exported-graph op that holds it (the decomposed node's own name is renumbered)
         where = origin if part_of == str(n.target) else f"{origin} ({name} inside it)"
         for key, a in [*enumerate(n.args), *n.kwargs.items()]:
-            if isinstance(a, float) and (reasons := scalar_reasons(a, self.dtypes)):
+            if isinstance(a, float) and (reasons := scalar_reasons(a, self.formats)):
                 label = f"argument {key}" if isinstance(key, int) else key
                 self.result.constants.append(ConstantRange(f"{where} {label}", "scalar", [origin], a, reasons))
         if name in _MOVES or not isinstance(out, torch.Tensor) or not out.is_floating_point():
@@ -337,8 +339,8 @@ class _Walk(torch.fx.Interpreter):
         op = OpRange(len(self.result.ops), n.name, str(n.target), "" if origin == n.name else part_of,
                      origin, module, source, x.numel(), float(a.max()) if a.numel() else 0.0,
                      float(nz.min()) if nz.numel() else math.inf, depth)
-        for tag in self.dtypes:
-            op.dtypes[tag] = dtype_range(x, LOW_DTYPES[tag], tag, depth)
+        for p in self.formats:
+            op.dtypes[p.name] = dtype_range(x, p.compute, p.name, depth)
         self.result.ops.append(op)
         return out
 
@@ -364,7 +366,7 @@ def _open(ep: torch.export.ExportedProgram) -> torch.export.ExportedProgram:
         return ep.run_decompositions(get_decompositions(_OPEN))
 
 
-def _weights(ep: torch.export.ExportedProgram, dtypes: list[str], result: RangesResult) -> None:
+def _weights(ep: torch.export.ExportedProgram, formats: Sequence[Precision], result: RangesResult) -> None:
     """Weights and buffers whose values the format cannot hold (overflow, mass in subnormals, flushed)."""
     sig = ep.graph_signature
     by_input = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
@@ -378,10 +380,10 @@ def _weights(ep: torch.export.ExportedProgram, dtypes: list[str], result: Ranges
         x = stored(w.detach()).reshape(-1)  # its stored values (the float64 cast of them is exact): judged by chunk
         users = sorted({_origin(u)[0] for u in n.users})
         reasons = {}
-        for tag in dtypes:
-            dr = dtype_range(x, LOW_DTYPES[tag], tag, None)
+        for p in formats:
+            dr = dtype_range(x, p.compute, p.name, None)
             if dr.risks:
-                reasons[tag] = dr.risks
+                reasons[p.name] = dr.risks
         if reasons:
             big = max(abs(float(v)) for v in torch.aminmax(x))  # no |x| copy of the weight
             result.constants.append(ConstantRange(by_input[n.name], "weight", users, big, reasons))
@@ -399,9 +401,10 @@ def ranges(model: str, options: RangesOptions | None = None, shared: RunOptions 
     options, only the seed and a checkpoint's task apply: ranges runs no backend)."""
     precisions, shared = (options or RangesOptions()).precisions, (shared or RunOptions()).checked()
     names = [p.strip() for p in (precisions.split(",") if isinstance(precisions, str) else precisions) if p.strip()]
-    bad = [p for p in names if p not in LOW_DTYPES]
+    known = {p.name: p for p in LOW_FORMATS}
+    bad = [p for p in names if p not in known]
     if bad or not names:
-        raise UsageError(f"ranges judges low-precision formats: give --precision from {', '.join(LOW_DTYPES)}"
+        raise UsageError(f"ranges judges low-precision formats: give --precision from {', '.join(known)}"
                          + (f" (not {', '.join(bad)})" if bad else ""))
     torch_only = UsageError("ranges opens composite ops through torch's decompositions: give a spec .py or "
                             "example:NAME (for an ONNX model, use its torch source; fpdiff plan reads an ONNX "
@@ -411,15 +414,15 @@ def ranges(model: str, options: RangesOptions | None = None, shared: RunOptions 
     source = load(model, **shared.load_args())
     if source.ref.kind != "torch":
         raise torch_only
-    return measure(source.module, source.inputs, names, source.ref.label)
+    return measure(source.module, source.inputs, [known[n] for n in names], source.ref.label)
 
 
-def measure(module: torch.nn.Module, inputs: tuple, names: list[str], label: str = "") -> RangesResult:
+def measure(module: torch.nn.Module, inputs: tuple, formats: Sequence[Precision], label: str = "") -> RangesResult:
     """ranges() on a module and its inputs (the module is left as it is: its weights are read at float64 op by op)."""
-    result = RangesResult(label, names)
+    result = RangesResult(label, [p.name for p in formats])
     ep = decomposed(module, inputs)
-    _weights(ep, names, result)
+    _weights(ep, formats, result)
     args = tuple(t.double() if t.is_floating_point() else t for t in inputs)
     with torch.no_grad():
-        _Walk(ep.module(), names, result).run(*args)
+        _Walk(ep.module(), formats, result).run(*args)
     return result

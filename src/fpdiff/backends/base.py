@@ -34,7 +34,7 @@ class Artifact:
     path: str
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
-    precision: str  # fp32, fp16, bf16: the precision its cell is judged at, unless the user names one
+    precision: Precision  # fp32, fp16, bf16: the precision its cell is judged at, unless the user names one
     why: str  # how the precision was read ("weights float16, arithmetic float32: the converter's fp16")
 
 

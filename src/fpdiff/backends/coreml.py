@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fpdiff.backends.base import TORCH, Artifact, Backend, Prepared, Task, TensorSpec
+from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import IMPORT, LOAD, TORCH_EXPORT, Unsupported, stage
 from fpdiff.model.graph import source_line
@@ -178,8 +179,9 @@ class CoreMlBackend(Backend):
         top = max(counts, key=lambda d: counts[d]) if counts else "float32"
         why = (f"{counts.get(top, 0)} of {sum(counts.values())} arithmetic ops of its ML program compute in {top}"
                if counts else "no ML program to read: its inputs' dtype")
+        low = top if top == "float16" else None  # a Core ML program computes in fp16 or fp32
         return Artifact(str(path), [_feature(f) for f in spec.description.input],
-                        [_feature(f) for f in spec.description.output], "fp16" if top == "float16" else "fp32", why)
+                        [_feature(f) for f in spec.description.output], prec.of_dtype(low), why)
 
     def prepare_artifact(self, task: Task, path: Path) -> Prepared:
         """The user's Core ML model: its op dtypes read here, its numbers only on macOS."""

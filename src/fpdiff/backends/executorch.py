@@ -14,6 +14,7 @@ from typing import Any
 
 from fpdiff.backends.base import TORCH, TORCH_INPUTS, Artifact, Backend, Prepared, Repro, Task, TensorSpec
 from fpdiff.backends.torch_ops import MOVES, count_op_dtypes, float_dtype, op_name, refused_op
+from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import COMPILE, LOAD, Unsupported, UsageError, stage
 from fpdiff.core.paths import write_whole
@@ -177,7 +178,7 @@ class ExecuTorchBackend(Backend):
         ins = [_spec(f"input_{i}", meta.input_tensor_meta(i)) for i in range(meta.num_inputs())]
         outs = [_spec(f"output_{i}", meta.output_tensor_meta(i)) for i in range(meta.num_outputs())]
         floats = sorted({s.dtype for s in ins + outs if "float" in s.dtype})
-        precision = {"float16": "fp16", "bfloat16": "bf16"}.get(floats[0], "fp32") if len(floats) == 1 else "fp32"
+        precision = prec.of_dtype(floats[0] if len(floats) == 1 else None)
         why = f"its float inputs and outputs are {', '.join(floats) or 'none'}; a .pte does not say which dtype " \
               "its delegated ops compute in"
         return Artifact(str(path), ins, outs, precision, why)

@@ -253,7 +253,7 @@ def count_op_dtypes(ops: list[dict[str, Any]], taken: set[int], force: bool) -> 
     return counts
 
 
-def file_precision(view: FileView) -> tuple[str, str]:
+def file_precision(view: FileView) -> tuple[Precision, str]:
     """The precision a file computes in as fpdiff names it, and how that was read: float16 inputs mean float16
     arithmetic; float16 weights with float32 inputs are the converter's fp16 (DEQUANTIZE widens them)."""
     produced = {int(t) for o in view.ops for t in o["outputs"]}
@@ -261,13 +261,13 @@ def file_precision(view: FileView) -> tuple[str, str]:
                       and t["index"] not in view.input_index and np.dtype(t["dtype"]).kind == "f")
     floats = sorted({s.dtype for s in view.inputs if "float" in s.dtype})
     if floats == ["float16"]:
-        return "fp16", "its float inputs are float16: float16 arithmetic"
+        return prec.FP16, "its float inputs are float16: float16 arithmetic"
     if weights.get("float16"):
         dequantized = sum(o["op_name"] == "DEQUANTIZE" for o in view.ops)
-        return "fp16", (f"{weights['float16']} float16 weights dequantized to float32 arithmetic ({dequantized} "
+        return prec.FP16, (f"{weights['float16']} float16 weights dequantized to float32 arithmetic ({dequantized} "
                         "DEQUANTIZE ops): the converter's fp16, not float16 arithmetic")
     said = ", ".join(f"{n} {k}" for k, n in sorted(weights.items())) or "no float"
-    return "fp32", f"float inputs {', '.join(floats) or 'none'}, weights {said}: float32 arithmetic"
+    return prec.FP32, f"float inputs {', '.join(floats) or 'none'}, weights {said}: float32 arithmetic"
 
 
 class _Runner:
@@ -484,12 +484,12 @@ class LiteRtBackend(Backend):
             raise Unsupported(f"fpdiff runs LiteRT on the CPU (XNNPACK); {task.device} is not cpu")
         view = read_file(path)
         precision, why = file_precision(view)
-        info: dict[str, Any] = {"file_precision": f"{precision}: {why}"}
+        info: dict[str, Any] = {"file_precision": f"{precision.name}: {why}"}
         notes = []
         remedy = None
         if task.precision.cast_dtype == "float16" and not force:
             remedy = FP16_REMEDY.replace(" (fpdiff's default)", "")
-            if precision == "fp16" and "float32 arithmetic" in why:
+            if precision.is_fp16 and "float32 arithmetic" in why:
                 notes.append(Finding("fp16-weights", f"the file holds {why}", remedy=remedy))
         with stage(LOAD, "LiteRT"):
             return _prepared(path, force, task.requested_dtype, notes, info, remedy)

@@ -12,6 +12,7 @@ import numpy as np
 
 from fpdiff.backends import to_numpy as _to_numpy
 from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec
+from fpdiff.core import precision as prec
 from fpdiff.core.dtypes import mixed_dtype
 from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
 from fpdiff.core.support import Support
@@ -506,7 +507,7 @@ def read_onnx(path: Path) -> Artifact:
     counts = op_dtypes(path)
     low = {d: n for d, n in counts.items() if d in ("float16", "bfloat16")}
     top = max(counts, key=lambda d: counts[d]) if counts else "float32"
-    precision = {"float16": "fp16", "bfloat16": "bf16", "float64": "fp64"}.get(top, "fp32")
+    precision = prec.of_dtype(top)
     why = f"{counts.get(top, 0)} of {sum(counts.values())} float nodes compute in {top}" + \
         (f" ({', '.join(f'{n} in {d}' for d, n in low.items())})" if low and top not in low else "")
     return Artifact(str(path), [spec(v) for v in model.graph.input if v.name not in inits],

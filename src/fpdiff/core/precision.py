@@ -115,11 +115,25 @@ def get(name: str) -> Precision:
     return PRECISIONS[canonical(name)]
 
 
+def autocast_of(p: Precision) -> Precision:
+    """The autocast precision whose low ops compute in `p`'s format (amp-fp16 for fp16): the amp cell beside it."""
+    for q in PRECISIONS.values():
+        if q.autocast is not None and q.autocast == p.compute:
+            return q
+    raise UsageError(f"no autocast precision computes its low ops in {p.name}")
+
+
 def effective(p: Precision, tolerances: Mapping[str, float] | None) -> Precision:
     """The precision with a model's own tolerance for it (a spec's `tolerance`), when it declares one: applied once,
     where a check's keys are made, so every rule after reads the same number."""
     over = (tolerances or {}).get(p.name)
     return replace(p, tolerance=float(over)) if over else p
+
+
+def of_dtype(name: str | None) -> Precision:
+    """The whole-model precision that computes in the dtype named ("float16"), fp32 for any other: how a converted
+    file's own dtypes read as a precision."""
+    return next((p for p in (FP64, FP16, BF16) if dtype_name(p.compute) == name), FP32)
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -235,7 +235,7 @@ def measure_spread(grid, ref_out, p: prec.Precision, pool, timeout: float,
             ref, path, what = write_perturbed(source, data_path, u, rng, tag)
         except Exception as e:  # a graph the perturbation cannot write: no spread, the verdict stands
             return Spread(p.name, u, k, rel, worst, what, tol, time.perf_counter() - t0, f"cannot perturb: {e}")
-        r = pool.run(Job(ref, path, judge_backend, prec.FP64.name, "cpu", STATIC, flags=_judge_flags(judge_backend),
+        r = pool.run(Job(ref, path, judge_backend, prec.FP64, "cpu", STATIC, flags=_judge_flags(judge_backend),
                          seed=seed), timeout)
         if r.status != OK:
             return Spread(p.name, u, k, rel, worst, what, tol, time.perf_counter() - t0,

@@ -138,7 +138,7 @@ class Grid:
         n = self.settings.repeat if cell else 1
         artifact = self.artifacts.get((key.backend, key.precision.name)) if cell else None
         s = self.settings
-        return Job(self.source.ref, self.data_path, key.backend, key.precision.name, key.device, key.variant,
+        return Job(self.source.ref, self.data_path, key.backend, key.precision, key.device, key.variant,
                    s.plugins, s.flags.get(key.backend, ()), s.cache_dir, s.seed, n, artifact=artifact)
 
 
@@ -191,7 +191,7 @@ def _artifact_cells(reg: Registry, given: list[tuple[str, str | None, str]],
     cells: dict[tuple[str, str], str] = {}
     for b, p, path in given:
         art = _read_artifact(reg, b, path, source)
-        key = (b, prec.get(p or art.precision).name)
+        key = (b, (prec.get(p) if p else art.precision).name)
         if key in cells:
             raise UsageError(f"--artifact: two files for {b} at {key[1]} ({cells[key]}, {path}); name the precision "
                              f"of one ({b}:PRECISION=PATH)")

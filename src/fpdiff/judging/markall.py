@@ -69,8 +69,8 @@ def mark_all(run: Run, job: Job, judge: str, p: prec.Precision, producers: dict[
     P; the judge runs the same graph on the CPU; `producers` names each tensor's (node, op)."""
     if not p.is_cast or p.is_bf16:
         raise UsageError("--mark-all takes fp64, fp32 or fp16")
-    at = lambda name: replace(job, backend=judge, precision=name, device="cpu", flags=())  # noqa: E731
-    v64, r64 = marked(run, at(prec.FP64.name))  # the job protocol speaks names
+    at = lambda q: replace(job, backend=judge, precision=q, device="cpu", flags=())  # noqa: E731
+    v64, r64 = marked(run, at(prec.FP64))
     if r64.status != Status.OK:
         raise UsageError(f"the float64 judge ({judge}) could not run the model with every tensor marked: "
                          f"{r64.status}: {r64.message}")
@@ -78,7 +78,7 @@ def mark_all(run: Run, job: Job, judge: str, p: prec.Precision, producers: dict[
     if r.status != Status.OK:
         return MarkAll(job.backend, 0, refused=r.message, status=Status(r.status), stage=r.stage,
                        component=r.component)
-    base, rb = marked(run, at(p.name))
+    base, rb = marked(run, at(p))
     found = verdicts(job.backend, got, v64, base, p, producers)
     if rb.status != Status.OK:
         found.no_baseline = f"{judge} at {p.name}: {rb.status}: {rb.message}"

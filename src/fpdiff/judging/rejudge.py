@@ -101,11 +101,11 @@ def blame_exporter(ev: Evidence, cells: list[Cell]) -> None:
             exporter = results[k].info.get("onnx_exporter")
             if c.backend != b or c.status != Status.MISMATCH:
                 continue
-            why, shown = _exporter_departs(fp64, exporter), "fp64"
+            why, shown = _exporter_departs(fp64, exporter), prec.FP64
             if why is None and not _float64_judged(fp64, exporter):
-                why, shown = _fp32_graph_departs(ev, k, exporter), "fp32"
+                why, shown = _fp32_graph_departs(ev, k, exporter), prec.FP32
             if why:
-                charged[exporter] = (why, fp64.info.get(DEPARTS) if shown == "fp64" else exporter, shown)
+                charged[exporter] = (why, fp64.info.get(DEPARTS) if shown.is_float64 else exporter, shown.name)
                 _charge_exporter(c, *charged[exporter])
         for c, k in exported:
             exporter = results[k].info.get("onnx_exporter")

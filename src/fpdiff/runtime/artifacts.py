@@ -113,7 +113,7 @@ def preparer(backend: Backend, path: str) -> Callable[[Any], Prepared]:
         prepared = backend.prepare_artifact(task, Path(path))
         prepared.feeds = feeds(task.source.input_names, task.source.inputs, art)
         prepared.artifact = Path(path)
-        prepared.info = {"artifact": str(path), "artifact_precision": f"{art.precision}: {art.why}",
+        prepared.info = {"artifact": str(path), "artifact_precision": f"{art.precision.name}: {art.why}",
                          **prepared.info}
         return prepared
     return prepare

@@ -316,7 +316,7 @@ def job_frames(job, timeout: float, backend: str, sent: dict,
                         "artifact_companions": [c.name for c in beside]}, blobs))
     frames.append(({"type": "job", "files": sent[key], "timeout": timeout, "backend": backend,
                     "source": {"kind": job.source.kind, "label": job.source.label},
-                    "job": {"precision": job.precision, "device": job.device, "flags": list(job.flags),
+                    "job": {"precision": job.precision.name, "device": job.device, "flags": list(job.flags),
                             "seed": job.seed, "repeat": job.repeat, "cached": job.cache_dir is not None,
                             "cache_dir": job.cache_dir if same_machine else None,
                             "mode": job.mode, "artifact": bool(artifact),

@@ -86,6 +86,7 @@ class Materializer:
         return model_path, data_path, plugins, artifact
 
     def job(self, header: dict):
+        from fpdiff.core import precision as prec
         from fpdiff.core.paths import cache_root
         from fpdiff.model.graph import ShapeVariant
         from fpdiff.runtime.task import Job
@@ -99,7 +100,7 @@ class Materializer:
         model_path, data_path, plugins, artifact = carried
         variant = j["variant"]
         return Job(SourceRef(src["kind"], str(model_path), src["label"]), str(data_path), header["backend"],
-                   j["precision"], j["device"],
+                   prec.get(j["precision"]), j["device"],
                    ShapeVariant(variant["name"], None if variant["static"] is None else frozenset(variant["static"])),
                    plugins, tuple(j["flags"]), (j.get("cache_dir") or str(cache_root())) if j["cached"] else None,
                    j["seed"], j["repeat"],

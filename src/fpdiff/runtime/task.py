@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fpdiff.core.precision import Precision, cast_inputs, dtype_name
+from fpdiff.core.precision import FP32, Precision, cast_inputs, dtype_name
 from fpdiff.core.task import PROGRAM, TORCH
 from fpdiff.model import graph
 from fpdiff.model.graph import ShapeVariant
@@ -23,7 +23,7 @@ class Job:
     source: SourceRef
     data_path: str  # torch.save'd {"state": state_dict, "inputs": tuple} (torch) or {"inputs": ...} (onnx)
     backend: str
-    precision: str
+    precision: Precision  # parsed once; the job protocol carries its name
     device: str
     variant: ShapeVariant
     plugins: tuple[str, ...] = ()
@@ -76,7 +76,7 @@ class LoadedSource:
     def program(self, precision: Precision, variant: ShapeVariant) -> torch.export.ExportedProgram:
         if self.fixed_program is not None:
             return self.fixed_program
-        key = (precision.name if precision.is_cast else "fp32", variant.name)
+        key = ((precision if precision.is_cast else FP32).name, variant.name)
         if key not in self._programs:
             self._programs[key] = graph.export(self.module, self.inputs, precision, variant, self.declared)
         return self._programs[key]

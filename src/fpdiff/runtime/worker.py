@@ -184,11 +184,10 @@ class State:
         import torch
 
         from fpdiff.backends import registry
-        from fpdiff.core import precision as prec
         from fpdiff.runtime.cache import Cache
         from fpdiff.runtime.task import LoadedSource, Task
 
-        p = prec.get(job.precision)
+        p = job.precision
         reg = self.registries.get(job.plugins) or self.registries.setdefault(job.plugins,
                                                                            registry(job.plugins, routed=False))
         backend = reg.create(job.backend)

@@ -8,6 +8,7 @@ from onnx import TensorProto
 
 import fpdiff
 from conftest import HERE, PLUGINS
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.onnxtools.export import export_program
@@ -203,17 +204,17 @@ def test_values_from_constants_the_format_cannot_hold_force_nothing(padded):
     feeds = dict(np.load(padded / "inputs.npz"))
     values = float64_run(m, feeds)
     names = unit_names(m, values)
-    assert overflows([(n.name, n.input, n.output) for n in m.graph.node if n.name in names], values, "fp16")
-    assert onnx_overflows(m, feeds, values, "fp16", names) == {}
+    assert overflows([(n.name, n.input, n.output) for n in m.graph.node if n.name in names], values, prec.FP16)
+    assert onnx_overflows(m, feeds, values, prec.FP16, names) == {}
 
 
 def test_the_overflow_rule_is_fp16s_rounding_to_inf():
     """65519 rounds to 65504 in fp16 and 65520 to inf; an inf a value already holds is the format's too."""
     from fpdiff.analysis.ranges import overflows
     values = {"a": np.array([65519.0]), "b": np.array([-65520.0, 1.0]), "c": np.array([np.inf, 3.0])}
-    found = overflows([("f", ["a", "c"], ["b"]), ("g", ["b"], ["x"]), ("h", ["c"], [])], values, "fp16")
+    found = overflows([("f", ["a", "c"], ["b"]), ("g", ["b"], ["x"]), ("h", ["c"], [])], values, prec.FP16)
     assert found == {"f": ["makes b up to 6.55e+04 (inf in fp16)"], "g": ["reads b up to 6.55e+04 (inf in fp16)"]}
-    assert overflows([("f", ["b"], [])], values, "bf16") == {}  # bf16 holds 3.4e38
+    assert overflows([("f", ["b"], [])], values, prec.BF16) == {}  # bf16 holds 3.4e38
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,13 @@ from fpdiff.model.graph import STATIC
 
 def next_commands(grid: Grid, cells: list[Cell], shared: RunOptions) -> list[str]:
     """The distinct commands that explain the grid's precision-loss and mismatch cells, in grid order."""
-    found = (_command(grid, c, shared) for c in cells)
+    found = (_command(grid, c, k.precision, shared) for c, k in zip(cells, grid.cells))
     return list(dict.fromkeys(c for c in found if c))
 
 
-def _command(grid: Grid, cell: Cell, shared: RunOptions) -> str | None:
+def _command(grid: Grid, cell: Cell, p: prec.Precision, shared: RunOptions) -> str | None:
     """locate on the cell's backend for a mismatch; plan for a 16-bit float cast that loses precision; locate's
     op-by-op analysis on the judge for other losses of a torch model; None for the rest."""
-    p = prec.get(cell.precision)
     place = ["--device", cell.device] * (cell.device != "cpu")
     if cell.status == Status.MISMATCH:
         variant = ["--shape-variant", cell.shape_variant] * (cell.shape_variant != STATIC.name)

@@ -465,7 +465,7 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
         variant = graph.find_variant(source.dynamic_shapes, o.shape_variant)
     cache = run_folder(shared.cache)  # False: no cache, as in check
     if o.mark_all:
-        return _mark_all(source, Job(source.ref, "", backend, p.name, device, graph.STATIC, tuple(plugins), flags,
+        return _mark_all(source, Job(source.ref, "", backend, p, device, graph.STATIC, tuple(plugins), flags,
                                      cache), timeout, progress)
     from fpdiff.analysis.locate.bisection import Asking, Bisector, OnnxBisector
     ask = Asking(p, backend, device, tuple(plugins), flags, timeout, cache, progress)
@@ -617,7 +617,7 @@ def _mark_all(source, job: Job, timeout: float, progress: Progress | None = None
         fingerprint = digest(path.read_bytes(), source.fingerprint)
     data = jobdata.write(d / "inputs.pt", inputs=inputs, input_names=names, fingerprint=fingerprint)
     job = replace(job, source=ref, data_path=data)
-    p = prec.get(job.precision)
+    p = job.precision
     result = LocateResult(source.ref.label, job.backend, p.name)
     _tell(progress, "mark-all", 0, 1)
     with Router() as pool:

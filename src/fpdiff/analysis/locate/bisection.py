@@ -154,7 +154,7 @@ class Bisector:
         data = jobdata.write(self.dir / f"segment-{start}-{end}.inputs.pt", inputs=ins, input_names=in_names,
                              fingerprint=digest(path.read_bytes()))
         return Job(SourceRef(kind, str(path), f"ops {start}..{end - 1}", requires=requires), data, self.backend,
-                   self.p.name, self.device, graph.STATIC, self.plugins, self.flags, self.cache)
+                   self.p, self.device, graph.STATIC, self.plugins, self.flags, self.cache)
 
     def verdict(self, start: int, end: int) -> SegmentVerdict:
         if (start, end) in self.asked:

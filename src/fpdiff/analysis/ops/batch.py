@@ -32,6 +32,7 @@ from fpdiff.analysis.ops.case import ONNX_CATALOG, TORCH_CATALOG, Case, OnnxSamp
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, ops_cell, run_case, safe_name
 from fpdiff.backends import registry
 from fpdiff.core import compare
+from fpdiff.core import precision as prec
 from fpdiff.core.errors import ReferenceFailed, UsageError
 from fpdiff.core.status import Status
 from fpdiff.core.support import STATES, Support
@@ -365,7 +366,7 @@ def _alone(case: Case, pairs: Sequence[Pair], ctx: Context) -> Found:
     """The case run alone at `pairs` (and fp32 where the sweep has it: an fp16 refusal's remedy reads whether fp32
     ran), as the sweep runs every case without programs; only the cells at `pairs` are taken."""
     backends = list(dict.fromkeys(b for b, _ in pairs))
-    precisions = [p for p in ctx.config.precisions if p == "fp32" or any(q == p for _, q in pairs)]
+    precisions = [p for p in ctx.config.precisions if p == prec.FP32.name or any(q == p for _, q in pairs)]
     narrow = dataclasses.replace(ctx.config, backends=tuple(backends), precisions=tuple(precisions))
     outcome, requests = run_case(case, narrow, ctx.reg, ctx.work)
     wanted = set(pairs)

@@ -18,6 +18,7 @@ import numpy as np
 
 from fpdiff.analysis import repro as bundle
 from fpdiff.analysis.ops.case import ONNX_CATALOG, OpsCell
+from fpdiff.core import precision as prec
 from fpdiff.core.compare import l2
 from fpdiff.core.status import Status
 from fpdiff.judging.rejudge import ANOTHER_FUNCTION, BLAMED, BLAMED_AT
@@ -31,10 +32,9 @@ SHOWN = bundle.SHOWN
 
 def task_of(job: Any) -> Any:
     """The Task the worker built for this job: the same source, data, precision, variant, cache and flags."""
-    from fpdiff.core import precision as prec
     from fpdiff.runtime.cache import Cache
     from fpdiff.runtime.task import LoadedSource, Task
-    return Task(LoadedSource(job.source, job.data_path, job.seed), prec.get(job.precision), job.device, job.variant,
+    return Task(LoadedSource(job.source, job.data_path, job.seed), job.precision, job.device, job.variant,
                 Cache(job.cache_dir), job.flags)
 
 
@@ -104,7 +104,7 @@ def write(out: Path, job: Any, cell: OpsCell, claim: Claim) -> Path:
         backend = TorchOnnx(departs=BLAMED in info,
                             torchscript="torchscript" in (info.get(BLAMED), info.get(DEPARTS)))
         if backend.departs:  # shown where the rule showed it: in float64 against the program, or at fp32
-            at = info.get(BLAMED_AT) or "fp64"
+            at = prec.get(info.get(BLAMED_AT) or prec.FP64.name)  # the stored cell names it
             job, rule, limit = dataclasses.replace(job, precision=at), bundle.REL_L2, EXPORT_LIMITS[at]
     task = task_of(job)
     program, inputs, dtypes = artifact(task, backend)
@@ -113,7 +113,7 @@ def write(out: Path, job: Any, cell: OpsCell, claim: Claim) -> Path:
              "expected_from": provenance(cell), "observed_error": cell.reason if rule in (bundle.RAISES,
                                                                                           bundle.CRASH) else None,
              "os": platform.platform()}
-    kw = dict(title=title(cell), tool="ops", precision=job.precision, device=job.device, program=program,
+    kw = dict(title=title(cell), tool="ops", precision=job.precision.name, device=job.device, program=program,
               inputs=inputs, expected=expected, observed=observed, rule=rule, limit=limit, baseline=baseline,
               baseline_label="the reference implementation", flags=tuple(job.flags), versions=versions,
               input_dtypes=dtypes, extra=extra)
@@ -126,7 +126,7 @@ def write(out: Path, job: Any, cell: OpsCell, claim: Claim) -> Path:
 EXPORT_LIMIT = 1e-5
 # the line the exporter rule drew at each precision it shows a departure at: the export check's in float64, and at
 # fp32 the departure no fp32 rounding reaches (rejudge.ANOTHER_FUNCTION)
-EXPORT_LIMITS = {"fp64": EXPORT_LIMIT, "fp32": ANOTHER_FUNCTION}
+EXPORT_LIMITS = {prec.FP64: EXPORT_LIMIT, prec.FP32: ANOTHER_FUNCTION}
 
 
 class TorchOnnx:

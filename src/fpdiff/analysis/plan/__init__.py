@@ -75,10 +75,10 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
                                  progress=progress)
         result.verification = _verified(jobs.verification, result)
         if result.passed and o.measure_speed:
-            result.speed = speed(trials, result.kept, p.name)
+            result.speed = speed(trials, result.kept, p)
         if not any(t.passed for t in result.trials if not t.keep):  # the pure precision failed (where computed)
             fp32_ms = _fp32_ms(result, trials) if o.measure_speed else None
-            result.autocast = autocast_remedy(jobs, backend, source, trials.expected, p.name, tol, fp32_ms,
+            result.autocast = autocast_remedy(jobs, backend, source, trials.expected, p, tol, fp32_ms,
                                               timed=o.measure_speed)
         if wanted and result.passed:
             result.exports = targets.write_all(reg, trials, result.kept, p, wanted)
@@ -105,4 +105,4 @@ def _fp32_ms(result: Plan, trials: ProgramTrials) -> float | None:
     if result.speed is None:
         r = trials.run(trials.units, SPEED_RUNS)
         return median_ms(r) if r.status == Status.OK else None
-    return result.speed.ms.get("fp32")
+    return result.speed.ms.get(prec.FP32.name)

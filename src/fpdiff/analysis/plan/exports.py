@@ -133,7 +133,7 @@ def _one_line(x: BaseException) -> str:
     return f"{type(x).__name__}: {text[:MESSAGE_CHARS]}" if text else type(x).__name__
 
 
-def _run(ctx: Context, e: Export, backend: str, program: Path, names: list[str], precision: str,
+def _run(ctx: Context, e: Export, backend: str, program: Path, names: list[str], precision: prec.Precision,
          artifact: Path | None = None) -> None:
     """The exported file (`program`, or the converted `artifact` of the plan's program) as a job on `backend`,
     judged against the plan's float64 outputs; recorded on the export."""
@@ -141,10 +141,10 @@ def _run(ctx: Context, e: Export, backend: str, program: Path, names: list[str],
     r = ctx.jobs.program(backend, ProgramFile(program, t.inputs, names, t.requires), precision=precision,
                          artifact=artifact)
     if r.status != Status.OK:
-        e.runs.append(ExportRun(backend, precision, reason=f"{r.status}: {failure(r)}", op_dtypes=r.op_dtypes))
+        e.runs.append(ExportRun(backend, precision.name, reason=f"{r.status}: {failure(r)}", op_dtypes=r.op_dtypes))
         return
     err = error(t.expected, r)
-    e.runs.append(ExportRun(backend, precision, err, err <= t.tolerance, op_dtypes=r.op_dtypes))
+    e.runs.append(ExportRun(backend, precision.name, err, err <= t.tolerance, op_dtypes=r.op_dtypes))
 
 
 def _scratch(ctx: Context, out: Path) -> Path:
@@ -172,7 +172,7 @@ def _onnx(ctx: Context, out: Path, e: Export) -> None:
     if verifier is None:
         e.reason = "not verified: no backend here runs ONNX graphs"
         return
-    _run(ctx, e, verifier, _scratch(ctx, out), graph_inputs(model), "fp32")
+    _run(ctx, e, verifier, _scratch(ctx, out), graph_inputs(model), prec.FP32)
 
 
 def onnx_op_dtypes(model) -> dict[str, int]:
@@ -225,7 +225,7 @@ def _onnx_typed(ctx: Context, out: Path, e: Export) -> None:
                             + ([f"float32 inputs or outputs ({', '.join(wide[:5])})"] if wide else []))
         e.reason = f"not a strongly typed graph: {e.check}"
         return
-    _run(ctx, e, ctx.reg.judge_for(ONNX), _scratch(ctx, out), graph_inputs(back), ctx.p.name)
+    _run(ctx, e, ctx.reg.judge_for(ONNX), _scratch(ctx, out), graph_inputs(back), ctx.p)
 
 
 def typed_onnx(model, low: int):
@@ -539,7 +539,7 @@ def _executorch(ctx: Context, out: Path, e: Export) -> None:
             e.op_dtypes[dtype] = e.op_dtypes.get(dtype, 0) + n
     e.check = "; ".join(f"{where}: " + ", ".join(f"{n} {d}" for d, n in sorted(per.items()))
                         for where, per in placed["ops"].items())
-    _run(ctx, e, runner, t.program(ctx.keep), t.input_names, ctx.p.name, artifact=_scratch(ctx, out))
+    _run(ctx, e, runner, t.program(ctx.keep), t.input_names, ctx.p, artifact=_scratch(ctx, out))
 
 
 def artifact_runner(reg, suffix: str) -> str | None:

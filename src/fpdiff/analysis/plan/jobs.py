@@ -70,7 +70,7 @@ class Jobs:
         return self.dir / f"{name}-{self.count}{suffix}"
 
     def program(self, backend: str, file: ProgramFile, repeat: int = 1, device: str | None = None,
-                precision: str = "fp32", artifact: Path | None = None) -> JobResult:
+                precision: prec.Precision = prec.FP32, artifact: Path | None = None) -> JobResult:
         """A program file run as written on `backend` (fp32 in and out, its own casts inside; at another
         `precision` its float inputs are fed in that dtype). With `artifact`, the backend runs that converted file
         of the program (an exported plan) as a user's own, fed the program's inputs."""
@@ -82,7 +82,7 @@ class Jobs:
                              device or self.device, graph.STATIC, self.plugins, self.flags.get(backend, ()),
                              self.cache, repeat=repeat, artifact=str(artifact) if artifact else None))
 
-    def cell(self, backend: str, source, data: str, precision: str, repeat: int = 1) -> JobResult:
+    def cell(self, backend: str, source, data: str, precision: prec.Precision, repeat: int = 1) -> JobResult:
         """The model itself at `precision` on `backend`: the job check sends for that cell."""
         return self._run(Job(source.ref, data, backend, precision, self.device, graph.STATIC, self.plugins,
                              self.flags.get(backend, ()), self.cache, repeat=repeat))
@@ -105,7 +105,7 @@ class Jobs:
         judge = judge_for(source.ref.kind)
         if backend == judge or (source.ref.kind != ONNX and reg.cls(backend).implements("prepare_module")):
             return None
-        r = self.cell(backend, source, self.source_data(source), p.name)
+        r = self.cell(backend, source, self.source_data(source), p)
         if r.status != Status.OK:
             return Verification(judge, p.name, f"nothing shows {backend} computes {p.name}: its own {p.name} cell "
                                                f"did not run ({r.status}: {failure(r)[:200]})")
@@ -226,10 +226,10 @@ class ProgramTrials:
         return self.jobs.program(self.backend, self.file(keep), repeat=repeat)
 
 
-def speed(trials: ProgramTrials, keep, low: str) -> Speed:
+def speed(trials: ProgramTrials, keep, low: prec.Precision) -> Speed:
     """The planned program, the pure low precision and every op in fp32, each timed in its own job: the backend's
     prepared run, repeated, the first run left out as a warm-up."""
-    sets = {"fp32": trials.units, low: frozenset(), "plan": frozenset(keep)}
+    sets = {prec.FP32.name: trials.units, low.name: frozenset(), "plan": frozenset(keep)}
     done: dict[frozenset[str], JobResult] = {}
     ms, refused = {}, {}
     for name, k in sets.items():
@@ -244,15 +244,16 @@ def speed(trials: ProgramTrials, keep, low: str) -> Speed:
 
     def vs(other: str) -> float | None:
         return ms[other] / plan if plan and other in ms else None
-    return Speed(f"{trials.backend} {trials.jobs.device}", ms, vs("fp32"), vs(low), refused)
+    return Speed(f"{trials.backend} {trials.jobs.device}", ms, vs(prec.FP32.name), vs(low.name), refused)
 
 
-def autocast_remedy(jobs: Jobs, backend: str, source, expected: list, low: str, tolerance: float,
+def autocast_remedy(jobs: Jobs, backend: str, source, expected: list, low: prec.Precision, tolerance: float,
                     fp32_ms: float | None, timed: bool) -> AutocastRemedy:
     """The backend's own amp cell at the plan's low dtype (the job check sends for it), judged by the plan's
     tolerance against the same float64 outputs; timed beside fp32 when the speed figure is asked for."""
-    amp = f"amp-{low}"
-    r = jobs.cell(backend, source, jobs.source_data(source), amp, repeat=SPEED_RUNS if timed else 1)
+    p = prec.autocast_of(low)
+    amp = p.name
+    r = jobs.cell(backend, source, jobs.source_data(source), p, repeat=SPEED_RUNS if timed else 1)
     if r.status != Status.OK:
         return AutocastRemedy(amp, status=Status(r.status), reason=failure(r), backend=backend)
     err = error(expected, r)

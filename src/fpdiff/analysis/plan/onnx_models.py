@@ -97,7 +97,7 @@ def evidence(model, values: dict, p: prec.Precision,
             v = values.get(i)
             if i in inits and isinstance(v, np.ndarray) and v.dtype.kind == "f" and 0 < v.size <= CLAMP_MAX_SIZE:
                 for x in v.reshape(-1):
-                    for reason in scalar_reasons(float(x), [p.name]).get(p.name, []):
+                    for reason in scalar_reasons(float(x), [p]).get(p.name, []):
                         why.setdefault(n.name, []).append(f"constant {i}: {reason}")
     why = {k: list(dict.fromkeys(v)) for k, v in why.items() if v}
     strong = [n for n in names if n in why]
@@ -202,7 +202,7 @@ def plan_onnx(source, p: prec.Precision, *, jobs: Jobs, backend: str, tolerance:
         if trials.clamped:  # the cheapest remedy first: no op in fp32, the lost constants moved into range
             why[CLAMP] = [f"constant {c}" for c in trials.clamped]
             sources, strong, ranked = [CLAMP], list(dict.fromkeys(sources + strong)), ranked + [CLAMP]
-        forced = onnx_overflows(model, feeds, values, p.name, names)  # what the value ranges forbid the low type
+        forced = onnx_overflows(model, feeds, values, p, names)  # what the value ranges forbid the low type
         return ranked, strong, sources, why, ["ranges (the float64 reference run's values)"], None, forced
     found, why = settle(plan, search, load, source.ref.label, gather)
     return finish(plan, search, found, why, t0), trials

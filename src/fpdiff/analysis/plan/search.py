@@ -239,8 +239,8 @@ def _single_export(d: dict) -> list[dict]:
     old = d.get("export")
     if not isinstance(old, dict):
         return []
-    run = {"backend": old["backend"], "precision": "fp32", "error": old.get("error"), "reason": old.get("reason"),
-           "passed": bool(old.get("verified"))} if old.get("backend") else None
+    run = {"backend": old["backend"], "precision": prec.FP32.name, "error": old.get("error"),
+           "reason": old.get("reason"), "passed": bool(old.get("verified"))} if old.get("backend") else None
     return [{"target": "onnx", "path": old.get("path", ""), "written": True, "verified": bool(old.get("verified")),
              "reason": old.get("reason"), "runs": [run] if run else []}]
 

@@ -173,7 +173,7 @@ def evidence(module: torch.nn.Module, inputs: tuple, p: prec.Precision, units: l
     by: -> (ranked, strong, sources, why, analyses, share or None)."""
     why: dict[str, list[str]] = {}
     analyses = ["ranges (one float64 pass)", f"locate (float64 and {p.name} in lockstep)"]
-    r = measure(module, inputs, [p.name])  # float64 weights cast per op: no copy of the model
+    r = measure(module, inputs, [p])  # float64 weights cast per op: no copy of the model
     for node, reasons in r.origins(p.name).items():
         why.setdefault(node, []).extend(f"ranges: {x}" for x in reasons)
     try:
