@@ -258,3 +258,27 @@ def test_rel_l2_of_arrays_exact_where_equal_and_infinite_where_not_finite():
     assert rel_l2(a, a.copy()) == 0.0
     assert rel_l2(a, np.array([1.0, 0.0, np.inf])) == float("inf")
     assert rel_l2(np.ones(3), np.ones(4)) == float("inf")
+
+
+def test_each_output_is_measured_by_the_first_comparator_that_claims_it():
+    ints = np.array([0.0, 1.0, 2.0, np.nan])  # round()'s output: integers, and NaN where its input was
+    half = np.array([0.0, 2.0, 2.0, np.nan])  # one tie broken the other way
+    mask, mask_out = np.array([True, False]), np.array([True, True])
+    floats = np.array([0.5, 1.5])
+    plain = compare.measure([ints, mask, floats], [half, mask_out, floats], torch.float32)
+    assert (plain.discrete, plain.flips) == (2, 1)  # the bool mask flips; the integer-valued float is a float here
+    assert plain.rel_l2 > 0.1
+    flipped = compare.measure([ints, mask, floats], [half, mask_out, floats], torch.float32,
+                              compare.WITH_INTEGER_VALUED)
+    assert (flipped.discrete, flipped.flips) == (6, 2)  # NaN where float64 has NaN is no flip
+    assert flipped.rel_l2 == 0.0  # the float output alone is measured by norms, and it is exact
+    claimed = [c for c, _, _ in compare.pair([ints, mask, floats], [half, mask_out, floats],
+                                               compare.WITH_INTEGER_VALUED)]
+    assert claimed == [compare.INTEGER_VALUED, compare.DISCRETE, compare.FLOATING]
+
+
+def test_a_float_output_holds_integers_only_when_its_finite_values_are_integers():
+    assert compare.holds_integers(np.array([1.0, -3.0, np.inf]))
+    assert not compare.holds_integers(np.array([1.0, 2.5]))
+    assert not compare.holds_integers(np.array([np.nan]))  # nothing finite: nothing to count flips of
+    assert not compare.holds_integers(np.array([1, 2]))  # an integer dtype is DISCRETE's

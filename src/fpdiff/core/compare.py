@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -209,14 +210,60 @@ def is_discrete(a: np.ndarray) -> bool:
     return np.asarray(a).dtype.kind in "biu"
 
 
-def measure(ref: list[np.ndarray], out: list[np.ndarray], ulp_dtype: torch.dtype) -> Metrics:
+def holds_integers(a: np.ndarray) -> bool:
+    """A float output whose float64 values are all integers (its finite ones: round, floor, sign), so flips are what
+    can differ: one tie broken the other way is a flip, not an error of 0.5 in relative L2."""
+    a = np.asarray(a)
+    if a.dtype.kind != "f" or a.size == 0:
+        return False
+    f = a[np.isfinite(a)]
+    return bool(f.size) and bool(np.all(f == np.round(f)))
+
+
+def _unequal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.asarray(a).ravel() != np.asarray(b).ravel()
+
+
+def _unequal_float(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elements that differ, NaN equal to NaN."""
+    a64, b64 = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    return ~((a64 == b64) | (np.isnan(a64) & np.isnan(b64)))
+
+
+@dataclass(frozen=True)
+class Comparator:
+    """One way to compare an output with float64's and the outputs it claims, read off the float64 value: in a list of
+    comparators the first that claims an output measures it (as torch.testing pairs inputs with the first pair class
+    that takes them). `differs` gives the flipped elements; None measures by the float norms."""
+    name: str
+    claims: Callable[[np.ndarray], bool]
+    differs: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+
+
+DISCRETE = Comparator("integer or bool", is_discrete, _unequal)  # argmax, masks, counts: flips
+INTEGER_VALUED = Comparator("integer-valued float", holds_integers, _unequal_float)  # round, floor, sign: flips
+FLOATING = Comparator("float", lambda a: True, None)  # everything else: relative L2, ulps, cosine
+# what every cell is measured by; the op sweep adds INTEGER_VALUED for ops whose float outputs hold integers
+COMPARATORS: tuple[Comparator, ...] = (DISCRETE, FLOATING)
+WITH_INTEGER_VALUED: tuple[Comparator, ...] = (DISCRETE, INTEGER_VALUED, FLOATING)
+
+
+def pair(ref: list[np.ndarray], out: list[np.ndarray],
+         comparators: Sequence[Comparator] = COMPARATORS) -> list[tuple[Comparator, np.ndarray, np.ndarray]]:
+    """Each (float64 output, output) with the first comparator that claims it."""
+    return [(next(c for c in comparators if c.claims(a)), a, b) for a, b in zip(ref, out)]
+
+
+def measure(ref: list[np.ndarray], out: list[np.ndarray], ulp_dtype: torch.dtype,
+            comparators: Sequence[Comparator] = COMPARATORS) -> Metrics:
     """Metrics over all float outputs together (flattened): the worst element and the aggregate both count.
-    Integer and boolean outputs (by the reference's dtype) are counted apart: `flips` of `discrete` elements."""
-    pairs = list(zip(ref, out))
-    floats = [(a, b) for a, b in pairs if not is_discrete(a)]
-    discrete = [(a, b) for a, b in pairs if is_discrete(a)]
-    n_discrete = sum(int(np.asarray(a).size) for a, _ in discrete)
-    flips = sum(int(np.count_nonzero(np.asarray(a).ravel() != np.asarray(b).ravel())) for a, b in discrete)
+    Outputs a flip comparator claims (integer and boolean ones by default) are counted apart: `flips` of
+    `discrete` elements."""
+    pairs = pair(ref, out, comparators)
+    floats = [(a, b) for c, a, b in pairs if c.differs is None]
+    discrete = [(d, a, b) for c, a, b in pairs if (d := c.differs) is not None]
+    n_discrete = sum(int(np.asarray(a).size) for _, a, _ in discrete)
+    flips = sum(int(np.count_nonzero(differs(a, b))) for differs, a, b in discrete)
     r = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a, _ in floats]) if floats else np.zeros(0)
     o = np.concatenate([np.asarray(b, dtype=np.float64).ravel() for _, b in floats]) if floats else np.zeros(0)
     ref_finite = np.isfinite(r)

@@ -374,16 +374,8 @@ def _departing(ref_out, outs, tol: float) -> list[int]:
     """The outputs whose own relative L2 error is over the tolerance (all of them when the shapes do not line up)."""
     if len(outs) != len(ref_out):
         return []
-    out = []
-    for i, (a, b) in enumerate(zip(ref_out, outs)):
-        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        if a.shape != b.shape or a.dtype.kind != "f":
-            continue
-        norm = float(np.linalg.norm(a.ravel()))
-        err = float(np.linalg.norm((a - b).ravel())) if np.isfinite(b).all() else float("inf")
-        if err > tol * max(norm, np.finfo(np.float64).tiny):
-            out.append(i)
-    return out
+    pairs = [(i, np.asarray(a), np.asarray(b)) for i, (a, b) in enumerate(zip(ref_out, outs))]
+    return [i for i, a, b in pairs if a.shape == b.shape and compare.rel_l2(a, b) > tol]
 
 
 def _small_absolute(ref_out, outs, tol: float) -> bool:

@@ -33,19 +33,19 @@ def integer_flips(ev: Evidence, cells: list[Cell]) -> None:
     """Cells of an integer-valued op judged by how many output elements flip against float64, next to how many the
     baseline at the same precision flips (compare.judge_flips), the other outputs by the float rule as before."""
     ints = ev.keep("integer-valued outputs",
-                   lambda: [i for i, a in enumerate(ev.ref.outputs or []) if _integer_valued(a)])
+                   lambda: [i for i, a in enumerate(ev.ref.outputs or []) if compare.holds_integers(a)])
     if not ints:
         return
     for cell, key in zip(cells, ev.grid.cells):
         if ev.results[key].status != Status.OK or cell.status not in (Status.PASS, Status.PRECISION_LOSS,
                                                                         Status.MISMATCH):
             continue
-        m = ev.keep(f"flips {key}", lambda k=key: _flips(ev, k, ints))
+        m = ev.keep(f"flips {key}", lambda k=key: _flips(ev, k))
         if m is None:
             continue
         p = key.precision
         base = ev.grid.baselines[p.name]
-        bm = ev.keep(f"flips {base}", lambda k=base: _flips(ev, k, ints))
+        bm = ev.keep(f"flips {base}", lambda k=base: _flips(ev, k))
         j = compare.judge(m, p, bm)
         cell.revise(INTEGER_FLIPS, j.status, f"integer-valued outputs judged by flips: {j.reason}")
         cell.metrics, cell.baseline_metrics = m.as_dict(), bm.as_dict() if bm else None
@@ -53,13 +53,13 @@ def integer_flips(ev: Evidence, cells: list[Cell]) -> None:
         cell.findings = [f for f in cell.findings if f.kind not in _FLOAT_RULE_FINDINGS] + j.findings
 
 
-def _flips(ev: Evidence, key: CellKey, ints: list[int]) -> compare.Metrics | None:
-    """A job's outputs against float64 with the integer-valued ones as flips; None where it did not run or its
-    outputs are shaped otherwise."""
+def _flips(ev: Evidence, key: CellKey) -> compare.Metrics | None:
+    """A job's outputs against float64 with the integer-valued ones as flips (compare.INTEGER_VALUED); None where it
+    did not run or its outputs are shaped otherwise."""
     r, ref_out = ev.results.get(key), ev.ref.outputs
     if r is None or r.status != Status.OK or [a.shape for a in r.outputs] != [a.shape for a in ref_out]:
         return None
-    return compare.measure(*_flip_form(ref_out, r.outputs, ints), key.precision.compute)
+    return compare.measure(ref_out, r.outputs, key.precision.compute, compare.WITH_INTEGER_VALUED)
 
 
 INTEGER_FLIPS = "integer-flips"
@@ -69,31 +69,6 @@ OPS_RULES = insert_after(CHECK_RULES, "survives-precision", Rule(INTEGER_FLIPS, 
 # the rule lists a sweep judges by, by the name its stored evidence records (ops/stored.py judges again by it)
 CHECK, OPS = "check", "ops"
 RULES = {CHECK: CHECK_RULES, OPS: OPS_RULES}
-
-
-def _integer_valued(a: np.ndarray) -> bool:
-    """A float output whose float64 values are all integers (its finite ones), so flips are what can differ."""
-    a = np.asarray(a)
-    if a.dtype.kind != "f" or a.size == 0:
-        return False
-    f = a[np.isfinite(a)]
-    return bool(f.size) and bool(np.all(f == np.round(f)))
-
-
-def _flip_form(ref: list[np.ndarray], out: list[np.ndarray], ints: list[int]) -> tuple[list, list]:
-    """The integer-valued outputs as discrete arrays (0 where the output equals float64's, 1 where it flips; NaN
-    equals NaN), so compare.measure counts them as flips; the other outputs as they are."""
-    r2, o2 = [], []
-    for i, (a, b) in enumerate(zip(ref, out)):
-        if i not in ints:
-            r2.append(a)
-            o2.append(b)
-            continue
-        a64, b64 = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        same = (a64 == b64) | (np.isnan(a64) & np.isnan(b64))
-        r2.append(np.zeros(a64.shape, dtype=np.int64))
-        o2.append((~same).astype(np.int64))
-    return r2, o2
 
 
 def expected_disagreement(case: Case, ref_out: list[np.ndarray]) -> dict | None:
