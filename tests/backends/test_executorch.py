@@ -162,7 +162,9 @@ def test_a_file_that_departs_where_fpdiffs_conversion_does_not_is_said_to_differ
     from types import SimpleNamespace
 
     from fpdiff.analysis.locate.artifact import FileVerdict, reading
-    said = FileVerdict("model.pte", "fp16", "mismatch", 0.71, "rel L2 7.1e-01 is 1955x the baseline's; more")
+    from fpdiff.judging.cell import Cell
+    said = FileVerdict("model.pte", Cell("executorch", "cpu", "fp16", "static", Status.MISMATCH,
+                                         "rel L2 7.1e-01 is 1955x the baseline's; more", metrics={"rel_l2": 0.71}))
     held = reading(said, SimpleNamespace(output_error=3.6e-4, segment=None))
     assert "does not depart as the file does" in held.message and held.remedy
     stands = reading(said, SimpleNamespace(output_error=0.5, segment=object()))

@@ -15,6 +15,8 @@ import fpdiff
 from fpdiff.analysis.plan import exports
 from fpdiff.analysis.plan.jobs import Jobs
 from fpdiff.analysis.plan.search import Export, ExportRun, Plan
+from fpdiff.analysis.plan.targets import coreml as coreml_target
+from fpdiff.analysis.plan.targets import onnx as targets_onnx
 from fpdiff.analysis.plan.torch_models import TorchTrials, _float64_outputs
 from fpdiff.backends import registry
 from fpdiff.cli import main
@@ -77,9 +79,9 @@ def test_onnx_typed_is_fp16_throughout_every_value_typed_and_verified_in_real_fp
     e = by["onnx-typed"]
     m = onnx.load(str(paths["onnx-typed"]))
     assert [v.type.tensor_type.elem_type for v in [*m.graph.input, *m.graph.output]] == [TensorProto.FLOAT16] * 2
-    assert exports.untyped_values(m) == [] and len(m.graph.value_info) > 10
+    assert targets_onnx.untyped_values(m) == [] and len(m.graph.value_info) > 10
     casts = [n for n in m.graph.node if n.op_type == "Cast"]
-    assert {exports._cast_to(n) for n in casts} == {TensorProto.FLOAT, TensorProto.FLOAT16}  # around the kept ops
+    assert {targets_onnx._cast_to(n) for n in casts} == {TensorProto.FLOAT, TensorProto.FLOAT16}  # around the kept ops
     assert e.op_dtypes == by["onnx"].op_dtypes
     # ONNX Runtime's CPU provider runs fp16 nodes in fp32: the reference evaluator, in the graph's dtypes, judges
     assert e.verified and e.backend == "onnxref" and e.runs[0].precision == "fp16"
@@ -100,13 +102,13 @@ def test_coreml_keeps_the_plans_ops_fp32_read_back_and_says_it_needs_macos(plann
 @slow
 def test_coreml_read_back_fails_when_the_op_selector_keeps_nothing(rmsnorm_trials):
     trials, _ = rmsnorm_trials
-    model, owners = exports.coreml_model(trials.gm, trials.inputs, fp32_ops=())
-    counts, wrong = exports.coreml_check(model, owners, KEPT)
+    model, owners = coreml_target.coreml_model(trials.gm, trials.inputs, fp32_ops=())
+    counts, wrong = coreml_target.coreml_check(model, owners, KEPT)
     assert "float32" not in counts and len(wrong) == 2
     assert any("(mul) computes in fp16, the plan keeps it in fp32" in w for w in wrong)
     assert any("(mean) computes in fp16" in w for w in wrong)
-    model, owners = exports.coreml_model(trials.gm, trials.inputs, fp32_ops=KEPT)
-    assert exports.coreml_check(model, owners, KEPT) == ({"float16": 6, "float32": 2}, [])
+    model, owners = coreml_target.coreml_model(trials.gm, trials.inputs, fp32_ops=KEPT)
+    assert coreml_target.coreml_check(model, owners, KEPT) == ({"float16": 6, "float32": 2}, [])
 
 
 @slow
@@ -115,11 +117,11 @@ def test_coreml_owners_follow_decomposed_and_fused_ops():
     conv+batch norm fuse into one op named after the batch norm; a kept conv fused into an fp16 op is reported."""
     s = load("example:tinycnn")
     gm = program_module(s.module, s.inputs, prec.get("fp16"))
-    model, owners = exports.coreml_model(gm, s.inputs, {"group_norm"})
-    assert exports.coreml_check(model, owners, {"group_norm"}) == ({"float16": 7, "float32": 7}, [])
-    model, owners = exports.coreml_model(gm, s.inputs, {"conv2d"})
-    assert exports.coreml_check(model, owners, {"conv2d"})[1] == ["kept conv2d has no Core ML op here (fused into "
-                                                                  "another?)"]
+    model, owners = coreml_target.coreml_model(gm, s.inputs, {"group_norm"})
+    assert coreml_target.coreml_check(model, owners, {"group_norm"}) == ({"float16": 7, "float32": 7}, [])
+    model, owners = coreml_target.coreml_model(gm, s.inputs, {"conv2d"})
+    wrong = coreml_target.coreml_check(model, owners, {"conv2d"})[1]
+    assert wrong == ["kept conv2d has no Core ML op here (fused into another?)"]
 
 
 @slow
@@ -147,7 +149,7 @@ def test_a_file_without_the_plans_ops_fails_its_verification(target, rmsnorm_tri
     """The same writers with nothing kept in fp32: the square overflows fp16 in the file, and its run says so."""
     trials, p = rmsnorm_trials
     ctx = exports.Context(registry(), trials, frozenset(), p)
-    e = exports.write(ctx, target, str(tmp_path / f"pure{exports.SUFFIX[target]}"))
+    e = exports.write(ctx, target, str(tmp_path / f"pure{exports.targets().get(target).suffix}"))
     assert e.written and not e.verified and e.runs and not e.runs[0].passed
     assert e.error is None or e.error > p.tolerance
     assert "over the tolerance" in e.reason or "inf" in e.reason or e.error == math.inf
@@ -235,3 +237,44 @@ def test_exports_survive_save_and_load_and_an_old_single_export_loads_as_onnx(tm
     old = Plan.load(tmp_path / "old.json").export
     assert (old.target, old.path, old.written, old.verified, old.backend, old.error) == ("onnx", "old.onnx", True,
                                                                                          False, "ort", 0.5)
+
+
+def _keep_list(ctx: exports.Context, out, e: Export) -> None:
+    """A user's own target: the kept ops, one a line (what a deployment script would read)."""
+    out.write_text("".join(f"{k}\n" for k in sorted(ctx.keep)))
+    e.written, e.check = True, f"{len(ctx.keep)} ops kept"
+
+
+KEEP_LIST = exports.ExportTarget("keep-list", ".txt", _keep_list, "the kept ops, one a line")
+
+
+@slow
+def test_a_users_target_registers_as_the_built_ins_do_and_writes_through_plan(tmp_path):
+    exports.register(KEEP_LIST)
+    assert "keep-list" in exports.targets().names()
+    path = tmp_path / "keep.txt"
+    p = fpdiff.plan("example:rmsnorm", precision="fp16", measure_speed=False, exports={"keep-list": str(path)})
+    (e,) = p.exports
+    assert e.written and path.read_text().split() == sorted(p.kept) and e.check == f"{len(p.kept)} ops kept"
+    assert not e.verified  # nothing ran the file: written, not verified
+    with pytest.raises(UsageError, match="keep-list exports are .txt files"):
+        exports.requested({"keep-list": str(tmp_path / "keep.csv")}, None)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("onnx", "an export target is an ExportTarget, not str"),
+    (exports.ExportTarget("", ".x", _keep_list), "a name without '='"),
+    (exports.ExportTarget("a=b", ".x", _keep_list), "a name without '='"),
+    (exports.ExportTarget("x", "txt", _keep_list), "suffix 'txt' must start with '.'"),
+    (exports.ExportTarget("x", ".txt", "not a function"), "write must be a function"),
+])
+def test_a_bad_target_declaration_is_one_line(bad, message):
+    with pytest.raises(UsageError, match=message):
+        exports.Targets().register(bad)
+
+
+def test_a_built_in_targets_name_cannot_be_taken():
+    taken = exports.ExportTarget("onnx", ".onnx", _keep_list)
+    with pytest.raises(UsageError, match="export target 'onnx' from a plugin is already taken by entry point"):
+        exports.targets().register(taken, "a plugin")
+    assert exports.targets().get("onnx").write is not _keep_list

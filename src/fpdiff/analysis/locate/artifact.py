@@ -14,6 +14,7 @@ from fpdiff.analysis.options import RunOptions
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
 from fpdiff.judging.grid import make_grid
 from fpdiff.judging.rejudge import judge_grid
 from fpdiff.judging.run import worker_env
@@ -29,17 +30,19 @@ LOCALIZED_BY = ("the source's ops: each segment converted by fpdiff as this back
 
 @dataclass
 class FileVerdict:
-    """The user's file judged whole: its cell's status, error and reason; `finding` when nothing departs."""
+    """The user's file judged whole: its cell, as check judges it; `finding` when nothing departs."""
     path: str
-    precision: str
-    status: str
-    rel_l2: float | None
-    reason: str
+    cell: Cell
     finding: compare.Finding | None = None
 
+    @property
+    def rel_l2(self) -> float | None:
+        value = (self.cell.metrics or {}).get("rel_l2")
+        return float(value) if value is not None else None
+
     def as_dict(self) -> dict:
-        return {"path": self.path, "status": self.status, "rel_l2": self.rel_l2, "reason": self.reason,
-                "localized_by": LOCALIZED_BY}
+        return {"path": self.path, "status": str(self.cell.status), "rel_l2": self.rel_l2,
+                "reason": self.cell.reason or "", "localized_by": LOCALIZED_BY}
 
 
 def judge_file(model: str, artifact: str, backend: str, precision: str, shared: RunOptions) -> FileVerdict:
@@ -51,8 +54,7 @@ def judge_file(model: str, artifact: str, backend: str, precision: str, shared: 
     with external.shared(env):
         cells = judge_grid(grid, env, shared.timeout, None, None).cells
     cell = next(c for c in cells if c.backend == backend)
-    value = (cell.metrics or {}).get("rel_l2")
-    said = FileVerdict(artifact, p, str(cell.status), float(value) if value is not None else None, cell.reason or "")
+    said = FileVerdict(artifact, cell)
     if cell.status in (Status.PASS, Status.PRECISION_LOSS):
         said.finding = compare.Finding("note", f"the file {artifact} is {cell.status} at {p} ({cell.reason}): "
                                        "nothing departs to locate")
@@ -64,8 +66,8 @@ def reading(said: FileVerdict, result: Any) -> compare.Finding:
     mine, theirs = result.output_error, said.rel_l2
     both = mine is not None and theirs is not None and math.isfinite(mine) and math.isfinite(theirs) and mine > 0
     same = both and result.segment is not None and max(mine, theirs) <= SAME_DEPARTURE * min(mine, theirs)
-    why = said.reason.split("; ")[0]  # the verdict's own clause; the rest is in the JSON
-    head = f"the file {said.path} is {said.status} at {said.precision} ({why}); localized by {LOCALIZED_BY}"
+    why = (said.cell.reason or "").split("; ")[0]  # the verdict's own clause; the rest is in the JSON
+    head = f"the file {said.path} is {said.cell.status} at {said.cell.precision} ({why}); localized by {LOCALIZED_BY}"
     if same:
         return compare.Finding("note", f"{head}: fpdiff's conversion departs as the file does (rel L2 {mine:.2e} "
                                f"against the file's {theirs:.2e}), so the segment found stands for the file")

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from fpdiff.analysis.options import RunOptions
-from fpdiff.analysis.plan import exports as targets
+from fpdiff.analysis.plan import exports
 from fpdiff.analysis.plan.jobs import SPEED_RUNS, Jobs, ProgramTrials, autocast_remedy, median_ms, speed
 from fpdiff.analysis.plan.search import Export, ExportRun, Plan, Verification
 from fpdiff.backends.base import ONNX
@@ -50,7 +50,7 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
         raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32; --precision {precision} is not one")
     reg = shared.registry
     cls = reg.cls(backend)  # unknown names fail before any work
-    wanted = targets.requested(o.exports, o.export_onnx)  # a bad target or path is refused before any work
+    wanted = exports.requested(o.exports, o.export_onnx)  # a bad target or path is refused before any work
     loaded = Plan.load(load) if load else None
     if loaded is not None and loaded.precision != p.name:
         raise UsageError(f"the plan in {load} is for {loaded.precision}, not {p.name}")
@@ -81,7 +81,7 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
             result.autocast = autocast_remedy(jobs, backend, source, trials.expected, p, tol, fp32_ms,
                                               timed=o.measure_speed)
         if wanted and result.passed:
-            result.exports = targets.write_all(reg, trials, result.kept, p, wanted)
+            result.exports = exports.write_all(reg, trials, result.kept, p, wanted)
     finally:
         jobs.close()
     if save and result.passed:
