@@ -14,8 +14,9 @@ import re
 import sys
 from pathlib import Path
 
-# keys whose values change from run to run, or that only a newer fpdiff writes
-SKIP = {"duration_s", "seconds", "wall_s", "prepare_s", "run_s", "run_times", "versions", "fpdiff_version",
+# keys whose values change from run to run, that name the tree a run came from (a corpus record's `command`), or
+# that only a newer fpdiff writes
+SKIP = {"command", "duration_s", "seconds", "wall_s", "prepare_s", "run_s", "run_times", "versions", "fpdiff_version",
         "evidence", "revisions", "rejudged", "info", "log_tail", "traceback", "repro", "model", "path", "next",
         "speed", "compiles", "cache", "timings", "elapsed_s", "t_s", "graphs_per_minute"}
 
