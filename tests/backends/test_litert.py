@@ -221,13 +221,14 @@ import sys, torch
 from pathlib import Path
 from fpdiff.analysis import repro
 from fpdiff.backends.litert import LiteRtBackend
+from fpdiff.core.precision import FP16
 from fpdiff.sources import load
 source = load("example:tinycnn")
 x = [source.inputs[0].half()]
 ref = source.module.double()(source.inputs[0].double()).detach().numpy()
 program = torch.export.export(source.module.half(), tuple(x))
 repro.write(Path(sys.argv[1]), repro.Bundle(title="litert fp16", tool="test", backend=LiteRtBackend(),
-            precision="fp16", device="cpu", program=program, inputs=x, expected=[ref], observed=None,
+            precision=FP16, device="cpu", program=program, inputs=x, expected=[ref], observed=None,
             rule="{repro.REL_L2}", limit=1e-2, baseline=None, baseline_label="torch", flags=(), versions={{}}))
 """
     done = subprocess.run([str(LITERT_PYTHON), "-c", write, str(out)], capture_output=True, text=True)

@@ -218,7 +218,7 @@ class Bundle:
     title: str
     tool: str
     backend: Any
-    precision: str
+    precision: prec.Precision
     device: str
     program: Any
     inputs: list
@@ -251,13 +251,13 @@ def write(out: Path, b: Bundle) -> Path:
     np.savez(out / "expected.npz", **{f"out{i}": np.asarray(a, dtype=np.float64) for i, a in enumerate(b.expected)})
     if b.observed is not None:
         np.savez(out / "backend_output.npz", **{f"out{i}": as_numpy(a) for i, a in enumerate(b.observed)})
-    meta = {"backend": b.backend.name, "precision": b.precision, "device": b.device, "flags": list(b.flags),
+    meta = {"backend": b.backend.name, "precision": b.precision.name, "device": b.device, "flags": list(b.flags),
             "input_dtypes": b.input_dtypes or [dtype_of(t) for t in b.inputs], "rule": b.rule, "limit": b.limit,
             "baseline": b.baseline or {}, "baseline_label": b.baseline_label, "versions": b.versions,
             "versions_line": ", ".join(f"{k} {v}" for k, v in b.versions.items() if v), **(b.extra or {})}
     if not onnx_artifact:
         meta["requires"] = [m for m in op_modules(b.program) if not m.endswith(".py")]  # a spec's own ops
-    repro = Repro(out, b.program, onnx_artifact, prec.get(b.precision), b.device, tuple(b.flags), meta)
+    repro = Repro(out, b.program, onnx_artifact, b.precision, b.device, tuple(b.flags), meta)
     body = b.backend.repro(repro)
     if body is None:
         what = "ONNX" if onnx_artifact else "torch"

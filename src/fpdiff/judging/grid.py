@@ -41,9 +41,9 @@ class GridSettings:
     """Everything a grid is made of besides the model and the registry, in one picklable object: an analysis builds it
     once from its options and hands it on whole (a sweep's batches carry it to other hosts). `cache_dir`: None the
     default folder, False none, a path that folder; `load_args`: sources.load's keywords; `artifacts`: the user's
-    converted files, BACKEND[:PRECISION]=PATH."""
+    converted files, BACKEND[:PRECISION]=PATH. Precisions may be given by name: they are parsed here, once."""
     backends: tuple[str, ...] = ()
-    precisions: tuple[str, ...] = ()
+    precisions: tuple[prec.Precision, ...] = ()
     devices: tuple[str, ...] = ("cpu",)
     shape_variants: tuple[str, ...] | None = None
     allow_nonfinite: bool = False
@@ -54,6 +54,10 @@ class GridSettings:
     seed: int = 0
     artifacts: tuple[str, ...] = ()
     load_args: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        parsed = tuple(p if isinstance(p, prec.Precision) else prec.get(p) for p in self.precisions)
+        object.__setattr__(self, "precisions", parsed)
 
 
 @dataclass
@@ -151,7 +155,7 @@ def make_grid(model: str, reg: Registry, settings: GridSettings) -> Grid:
     for b in backends:
         reg.create(b)  # unknown names fail here, before any work
     cache = run_folder(s.cache_dir)
-    ps = _precisions(s.precisions, s.devices, s.repeat)
+    ps = _precisions(list(s.precisions), s.devices, s.repeat)
     asked = len(ps)
     source = load(model, **s.load_args)
     _check_inputs(source, s.allow_nonfinite)
@@ -164,37 +168,36 @@ def make_grid(model: str, reg: Registry, settings: GridSettings) -> Grid:
         variants = [graph.find_variant(source.dynamic_shapes, v) for v in s.shape_variants]
     files = _artifact_cells(reg, given, source)
     converted = {b for b, _ in files}
-    ps += [p for p in dict.fromkeys(prec.get(p) for _, p in files) if p not in ps]  # each file's has its baseline
+    ps += [p for p in dict.fromkeys(p for _, p in files) if p not in ps]  # each file's has its baseline
     data_path = _write_data(source, rundir.mkdtemp(prefix="fpdiff-check-"))
-    grid = Grid(source, reg, ps, [], judge_for(source.ref.kind), data_path, replace(s, cache_dir=cache), files)
+    artifacts = {(b, p.name): path for (b, p), path in files.items()}
+    grid = Grid(source, reg, ps, [], judge_for(source.ref.kind), data_path, replace(s, cache_dir=cache), artifacts)
     grid.cells = [grid.key(b, d, p, v) for b in backends if b not in converted for d in s.devices for p in ps[:asked]
                   for v in (variants if reg.cls(b).shape_variants else [STATIC])]
-    grid.cells += [grid.key(b, "cpu", prec.get(p), STATIC) for b, p in files]
+    grid.cells += [grid.key(b, "cpu", p, STATIC) for b, p in files]
     return grid
 
 
-def _artifact(text: str) -> tuple[str, str | None, str]:
-    """BACKEND[:PRECISION]=PATH as (backend, precision or None, path)."""
+def _artifact(text: str) -> tuple[str, prec.Precision | None, str]:
+    """BACKEND[:PRECISION]=PATH as (backend, precision or None, path): the option parsed."""
     name, _, path = text.partition("=")
     backend, _, precision = name.strip().partition(":")
     if not backend or not path:
         raise UsageError(f"--artifact wants BACKEND=PATH or BACKEND:PRECISION=PATH (litert=model.tflite), got {text!r}")
-    if precision:
-        prec.get(precision)
-    return backend, precision or None, path
+    return backend, prec.get(precision) if precision else None, path
 
 
-def _artifact_cells(reg: Registry, given: list[tuple[str, str | None, str]],
-                    source: Source) -> dict[tuple[str, str], str]:
+def _artifact_cells(reg: Registry, given: list[tuple[str, prec.Precision | None, str]],
+                    source: Source) -> dict[tuple[str, prec.Precision], str]:
     """(backend, precision) -> file for each --artifact: the precision named, else the one the file computes in;
     two files for one cell are one line."""
-    cells: dict[tuple[str, str], str] = {}
+    cells: dict[tuple[str, prec.Precision], str] = {}
     for b, p, path in given:
         art = _read_artifact(reg, b, path, source)
-        key = (b, (prec.get(p) if p else art.precision).name)
+        key = (b, p or art.precision)
         if key in cells:
-            raise UsageError(f"--artifact: two files for {b} at {key[1]} ({cells[key]}, {path}); name the precision "
-                             f"of one ({b}:PRECISION=PATH)")
+            raise UsageError(f"--artifact: two files for {b} at {key[1].name} ({cells[key]}, {path}); name the "
+                             f"precision of one ({b}:PRECISION=PATH)")
         cells[key] = str(Path(path).resolve())
     return cells
 
@@ -214,9 +217,8 @@ def _read_artifact(reg: Registry, backend: str, path: str, source: Source):
     return art
 
 
-def _precisions(names: Sequence[str], devices: Sequence[str], repeat: int) -> list[prec.Precision]:
+def _precisions(ps: list[prec.Precision], devices: Sequence[str], repeat: int) -> list[prec.Precision]:
     """The precisions asked for, once the devices and the repeat count are known to be sound."""
-    ps = [prec.get(p) for p in names]
     if not ps:
         raise UsageError("no precision given")
     for d in devices:

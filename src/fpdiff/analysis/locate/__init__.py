@@ -508,7 +508,7 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
             whole = b.verdict(0, b.count())
             result.output_error = whole.rel_l2  # the requested backend's, not eager's
             if found is None:
-                _nonfinite_baseline(result, whole.baseline_rel_l2)
+                _nonfinite_baseline(result, p, whole.baseline_rel_l2)
         if found is not None:
             found, k, alone = b.narrow(found)
             result.compiles = len(b.asked)
@@ -526,13 +526,13 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
     return _said(result, repro)
 
 
-def _nonfinite_baseline(result: LocateResult, baseline_rel_l2: float | None) -> None:
+def _nonfinite_baseline(result: LocateResult, p: prec.Precision, baseline_rel_l2: float | None) -> None:
     """No segment departs from the baseline, but the baseline itself (the reference code at this precision) is not
     finite, or fails the precision's tolerance: nothing was shown right. The precision overflows on this model, or is
     too coarse for it, whatever the backend does."""
     if baseline_rel_l2 is None:
         return
-    tol = prec.get(result.precision).tolerance
+    tol = p.tolerance
     if math.isfinite(baseline_rel_l2) and baseline_rel_l2 > tol:
         result.findings.insert(0, compare.Finding(
             "baseline-fails", f"{result.backend} agrees with the baseline at {result.precision}, and the baseline "

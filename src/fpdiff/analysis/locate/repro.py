@@ -28,7 +28,7 @@ def write(out: Path, where: Where, title: str, segment: tuple[Any, list, list[np
     when the backend's relative L2 vs float64 exceeds `limit`. Returns the script's path."""
     program, inputs, expected = segment
     return repro.write(out, repro.Bundle(
-        title=title, tool="locate", backend=where.backend, precision=where.precision.name, device=where.device,
+        title=title, tool="locate", backend=where.backend, precision=where.precision, device=where.device,
         program=program, inputs=list(inputs), expected=expected, observed=backend_out, rule=repro.REL_L2,
         limit=limit, baseline={"rel_l2": float(baseline_rel_l2)}, baseline_label="torch eager", flags=where.flags,
         versions=where.versions, refusal_hint="; rerun with --no-repro"))

@@ -113,7 +113,7 @@ def write(out: Path, job: Any, cell: OpsCell, claim: Claim) -> Path:
              "expected_from": provenance(cell), "observed_error": cell.reason if rule in (bundle.RAISES,
                                                                                           bundle.CRASH) else None,
              "os": platform.platform()}
-    kw = dict(title=title(cell), tool="ops", precision=job.precision.name, device=job.device, program=program,
+    kw = dict(title=title(cell), tool="ops", precision=job.precision, device=job.device, program=program,
               inputs=inputs, expected=expected, observed=observed, rule=rule, limit=limit, baseline=baseline,
               baseline_label="the reference implementation", flags=tuple(job.flags), versions=versions,
               input_dtypes=dtypes, extra=extra)
