@@ -50,7 +50,7 @@ def run_backend(job) -> list[np.ndarray]:
 
 def cell(job, op: str, catalog: str, status: str = "mismatch", reason: str = "") -> OpsCell:
     return OpsCell(op=op, catalog=catalog, variant="sample", case=f"{op}#0", family=op, backend=job.backend,
-                   device="cpu", precision=job.precision, shape_variant="static", status=status, reason=reason)
+                   device="cpu", precision=job.precision.name, shape_variant="static", status=status, reason=reason)
 
 
 def run_script(path):
