@@ -129,21 +129,13 @@ def check_declaration(a: Analysis) -> None:
             raise UsageError(f"analysis {a.name}: {part} must be a function or None")
 
 
-class Analyses:
+class Analyses(entry_points.Named[Analysis]):
     """The registered analyses, by name: fpdiff's own entry points first (a third-party one can never take a
     built-in's name), then others; one that fails to load or to register is skipped with its reason."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, Analysis] = {}
-        self._origin: dict[str, str] = {}
-        self.skipped: dict[str, str] = {}
-
-    def register(self, a: Analysis, origin: str = "the caller") -> None:
-        check_declaration(a)
-        if a.name in self._by_name and self._origin[a.name] != origin:
-            raise UsageError(f"analysis name {a.name!r} from {origin} is already taken by {self._origin[a.name]}")
-        self._by_name[a.name] = a
-        self._origin[a.name] = origin
+        super().__init__(check_declaration, "analysis name {name!r} from {origin} is already taken by {by}",
+                         "no analysis {name!r}; the analyses: {known}")
 
     def load_entry_points(self, autoload: bool) -> None:
         """The analyses' entry points (core.plugins: fpdiff's own first); a broken one skipped, said on stderr."""
@@ -151,15 +143,6 @@ class Analyses:
         for why in skipped.values():
             print(f"fpdiff: {why}", file=sys.stderr)
         self.skipped.update(skipped)
-
-    def get(self, name: str) -> Analysis:
-        if name not in self._by_name:
-            known = ", ".join(self._by_name)
-            raise UsageError(self.skipped.get(name) or f"no analysis {name!r}; the analyses: {known}")
-        return self._by_name[name]
-
-    def all(self) -> list[Analysis]:
-        return list(self._by_name.values())
 
 
 _registered: Analyses | None = None

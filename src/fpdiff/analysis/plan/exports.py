@@ -71,29 +71,13 @@ def check_declaration(t: object) -> None:
         raise UsageError(f"export target {t.name}: write must be a function")
 
 
-class Targets:
+class Targets(entry_points.Named[ExportTarget]):
     """The registered export targets, by name: fpdiff's own entry points first (a third-party one can never take a
     built-in's name); one that fails to load or to register is skipped with its reason."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, ExportTarget] = {}
-        self._origin: dict[str, str] = {}
-        self.skipped: dict[str, str] = {}
-
-    def register(self, t: ExportTarget, origin: str = "the caller") -> None:
-        check_declaration(t)
-        if t.name in self._by_name and self._origin[t.name] != origin:
-            raise UsageError(f"export target {t.name!r} from {origin} is already taken by {self._origin[t.name]}")
-        self._by_name[t.name] = t
-        self._origin[t.name] = origin
-
-    def get(self, name: str) -> ExportTarget:
-        if name not in self._by_name:
-            raise UsageError(self.skipped.get(name) or f"unknown target {name!r}; targets: {', '.join(self.names())}")
-        return self._by_name[name]
-
-    def names(self) -> list[str]:
-        return list(self._by_name)
+        super().__init__(check_declaration, "export target {name!r} from {origin} is already taken by {by}",
+                         "unknown target {name!r}; targets: {known}")
 
 
 _targets: Targets | None = None
