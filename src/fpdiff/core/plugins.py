@@ -6,11 +6,17 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from fpdiff.core.errors import UsageError
 
-T = TypeVar("T")
+
+class Declared(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=Declared)
 
 # Set to 1 to load only fpdiff's own entry points: a broken or unwanted third-party package stays out of every command
 # (as PYTEST_DISABLE_PLUGIN_AUTOLOAD does for pytest). --plugin files still load.
@@ -49,7 +55,7 @@ class Named(Generic[T]):
 
     def register(self, d: T, origin: str = "the caller") -> None:
         self._check(d)
-        name: str = d.name
+        name = d.name
         if name in self._by_name and self._origin[name] != origin:
             raise UsageError(self._taken.format(name=name, origin=origin, by=self._origin[name]))
         self._by_name[name] = d
