@@ -58,6 +58,10 @@ class Prepared:
     # onnxtools/export.py): check judges the cell with it as its baseline's floor
     export_departure: float | None = None
     support: Support | None = None  # the runtime's own word on each op at the dtype asked (core/support.py)
+    # a quantized cell (prepare_quantized): "graph", the quantized ONNX file whose float64 emulation judges it
+    # (onnxtools/emulate.py); "tool", what quantized it; "integer_ops"/"float_ops", the compute ops of the graph it
+    # really ran by whether they ran in integers; "left_float", the compute nodes it left in float
+    quantized: dict[str, Any] | None = None
 
     def close(self) -> None:
         if self.release is not None:
@@ -158,6 +162,12 @@ class Backend:
         user's flags for it (--backend-flag) as a cell gets them."""
         raise Unsupported(f"{self.name} runs no module in the calling process")
 
+    def prepare_quantized(self, task: Task) -> Prepared:
+        """The cell's model quantized in the task's format (task.precision.scheme) by this backend's own tool, the
+        way its users quantize, calibrated on task.calibration(), and prepared as this backend runs it; `quantized`
+        names the quantized graph fpdiff emulates and counts what really ran in integers."""
+        raise Unsupported(f"{self.name} has no quantization path in fpdiff for {task.precision.name}")
+
     def repro(self, r: Repro) -> str | None:
         """Python source that sets `outs` from `xs` (numpy inputs, `meta["input_dtypes"]`) using this backend
         alone, after writing what it needs into r.out; None when this backend writes no repro."""
@@ -201,7 +211,8 @@ class Backend:
 # The declarations a backend class may set, and the optional lifecycle methods implements() answers for.
 DECLARATIONS = frozenset({"name", "kinds", "shape_variants", "takes_flags", "independent", "judge_flags", "judges",
                           "cross_checks", "requires", "extra", "install_hint", "artifacts", "origin", "route"})
-LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro", "read_artifact", "prepare_artifact"})
+LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro", "read_artifact", "prepare_artifact",
+                       "prepare_quantized"})
 # Declarations that were removed: each made fpdiff run another implementation under the backend's name.
 _REMOVED = {"all_outputs": "implement prepare_marked",
             "verifies_onnx_plans": "plan runs its trials on the named backend as program jobs: declare kinds",

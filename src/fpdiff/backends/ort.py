@@ -322,6 +322,29 @@ class OrtBackend(Backend):
                 cell.dtype_remedy = REMEDY.format(want=low)
         return cell
 
+    def prepare_quantized(self, task: Task) -> Prepared:
+        """The cell's fp32 graph quantized by onnxruntime.quantization as its users run it (the graph pre-processed,
+        then QDQ static, dynamic or 4-bit MatMulNBits), cached by model, format and calibration; run with every
+        graph optimization on (what deploys), and its optimized graph read for what ran in integers."""
+        fp32 = task.at(prec.FP32)
+        path, info = cell_graph(fp32)
+        scheme = task.precision.name
+        calibration = [tuple(_to_numpy(t) for t in c) for c in task.calibration()]
+        digest = _calibration_digest(calibration)
+        quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, digest), suffix=".onnx",
+                                               build=lambda out: quantize_graph(path, out, scheme, calibration))
+        scratch = _scratch()
+        optimized = scratch / "optimized.onnx"
+        with stage(LOAD, "onnxruntime"):
+            session = open_session(quantized, task.device, optimized)
+        import onnxruntime
+        cell = prepared(feeder(session), {**info, "quantized_by": f"onnxruntime.quantization "
+                                          f"{onnxruntime.__version__}: {QUANTIZERS[scheme]}"})
+        cell.release = _remover(scratch)
+        cell.quantized = {"graph": str(quantized), "tool": cell.info["quantized_by"],
+                          **(integer_ops(optimized) if optimized.exists() else {})}
+        return cell
+
     def prepare_marked(self, task: Task) -> Prepared:
         """The cell's graph with every float value its nodes produce as an output; ONNX Runtime may fuse otherwise
         than in the cell (a marked value cannot be fused away), which locate says beside its answer."""
@@ -343,6 +366,114 @@ session = ort.InferenceSession(segment, providers=["CPUExecutionProvider"])
 names = [i.name for i in session.get_inputs()]
 outs = session.run(None, {n: as_np(x, d) for n, x, d in zip(names, xs, meta["input_dtypes"])})
 """
+
+
+# How each quantized format is asked of onnxruntime.quantization (what the report says quantized the cell): the
+# settings its documentation gives for CPU inference (u8 activations, s8 weights per channel, QDQ), MinMax
+# calibration for int8 and the Distribution method fp8 requires, 4-bit blocks of 32 symmetric.
+QUANTIZERS = {
+    "int8": "quant_pre_process, then quantize_static(QDQ, per_channel, activations QUInt8, weights QInt8, MinMax)",
+    "int8-dynamic": "quant_pre_process, then quantize_dynamic(per_channel, weights QInt8)",
+    "int4-weight": "quant_pre_process, then MatMulNBitsQuantizer(block_size=32, is_symmetric=True)",
+    "fp8": "quant_pre_process, then quantize_static(QDQ, activations and weights QFLOAT8E4M3FN, Distribution)",
+}
+QUANTIZE = "onnxruntime.quantization"
+# the ops of ONNX Runtime's optimized graph that compute in integers (or on int4 weights), and the float compute ops
+# that a quantized graph should not leave float
+INTEGER_OPS = frozenset({"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeMatMul",
+                         "MatMulIntegerToFloat", "QGemm", "QAttention", "MatMulNBits", "QLinearAdd", "QLinearMul",
+                         "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAveragePool", "QLinearGlobalAveragePool",
+                         "QLinearConcat", "QLinearSoftmax", "QLinearReduceMean", "QEmbedLayerNormalization",
+                         "DynamicQuantizeLSTM", "QLinearConvTranspose", "QLinearWhere"})
+FLOAT_COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv", "FusedGemm", "FusedMatMul",
+                           "NchwcConv", "Attention", "MultiHeadAttention"})
+
+
+def _calibration_digest(calibration: list[tuple[Any, ...]]) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    for c in calibration:
+        for a in c:
+            h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
+    """`fp32` quantized into `out` by onnxruntime.quantization in the format named (QUANTIZERS), after its own
+    pre-processing; any failure in its code is charged to it."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
+    from onnxruntime.quantization import quantize_dynamic, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    from fpdiff.core.errors import COMPILE
+    with tempfile.TemporaryDirectory(prefix="fpdiff-ort-q-") as tmp:
+        whole, pre = Path(tmp) / "model.onnx", Path(tmp) / "pre.onnx"
+        onnx.save(onnx.load(str(fp32)), str(whole))  # its weights inline: the quantizer copies files by name
+        model = onnx.load(str(whole), load_external_data=False)
+        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+
+        class Reader(CalibrationDataReader):
+            def __init__(self) -> None:
+                self.feeds = iter([dict(zip(names, c)) for c in calibration])
+
+            def get_next(self) -> dict | None:
+                return next(self.feeds, None)
+
+        with stage(COMPILE, QUANTIZE), _quiet():
+            # symbolic shape inference refuses many exported graphs; ORT's own optimizer pass is the part that
+            # folds the weight transposes the quantizer needs as constants
+            quant_pre_process(str(whole), str(pre), skip_symbolic_shape=True)
+            if scheme == "int8":
+                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                                calibrate_method=CalibrationMethod.MinMax)
+            elif scheme == "int8-dynamic":
+                quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
+            elif scheme == "fp8":
+                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
+                                activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
+                                calibrate_method=CalibrationMethod.Distribution)
+            elif scheme == "int4-weight":
+                from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+                q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True)
+                q.process()
+                onnx.save(q.model.model, str(out))
+            else:
+                raise Unsupported(f"onnxruntime.quantization has no {scheme} path in fpdiff")
+
+
+def _quiet() -> Any:
+    """onnxruntime.quantization's advice and INFO lines kept out of the worker's log (its failures still raise)."""
+    import contextlib
+    import logging
+
+    @contextlib.contextmanager
+    def quiet() -> Any:
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            root.setLevel(level)
+    return quiet()
+
+
+def integer_ops(optimized: Path) -> dict[str, Any]:
+    """What ONNX Runtime's optimized graph computes in integers (its quantized kernels, by op type) and which compute
+    nodes it left in float: a layer the quantizer or the fusions left float is the quantized dtype-changed."""
+    import onnx
+    m = onnx.load(str(optimized), load_external_data=False)
+    ints: Counter = Counter()
+    left: list[str] = []
+    for node in _all_nodes(m.graph):
+        if node.op_type in INTEGER_OPS:
+            ints[node.op_type] += 1
+        elif node.op_type in FLOAT_COMPUTE:
+            left.append(f"{node.op_type} {node.name}".strip())
+    return {"integer_ops": dict(ints), "float_ops": len(left), "left_float": left[:32]}
 
 
 # Support in ONNX Runtime's own words: its kernel registry per provider, op, opset range and type constraint, read

@@ -10,6 +10,32 @@ from fpdiff.core.errors import UsageError
 
 
 @dataclass(frozen=True)
+class Scheme:
+    """How a quantized format maps floats to its grid: what the report says of a quantized cell, and what the
+    backend's own quantization tool is asked for."""
+    weights: str  # int8, int4, fp8-e4m3
+    activations: str  # uint8, int8, fp8-e4m3, or float (weight-only)
+    weight_granularity: str  # per-channel, per-tensor, group of 32
+    activation_granularity: str  # per-tensor (calibrated), per-tensor at run time, none
+    symmetric_weights: bool
+    symmetric_activations: bool
+    rounding: str  # half to even (ONNX QuantizeLinear), nearest e4m3 value
+    calibration: str  # minmax on the calibration inputs, none (run time), none (weight-only)
+    group_size: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def text(self) -> str:
+        """One line for the report: weights, activations, granularity, symmetry, rounding, calibration."""
+        sym = lambda b: "symmetric" if b else "asymmetric"  # noqa: E731
+        acts = (f"activations {self.activations} {self.activation_granularity} {sym(self.symmetric_activations)}"
+                if self.activations != "float" else "activations float")
+        return (f"weights {self.weights} {self.weight_granularity} {sym(self.symmetric_weights)}, {acts}, rounding "
+                f"{self.rounding}, calibration {self.calibration}")
+
+
+@dataclass(frozen=True)
 class Precision:
     name: str
     dtype: torch.dtype  # dtype of weights and float inputs handed to the backend
@@ -19,6 +45,12 @@ class Precision:
     # Relative-L2 error vs float64 below which a cell passes. Reasons, per precision, below.
     tolerance: float = 0.0
     tf32_matmul: bool = False  # float32 storage, matmul and conv inputs rounded to TF32's 10 mantissa bits
+    scheme: Scheme | None = None  # a quantized format: judged against its own float64 emulation (judging/quantized.py)
+
+    @property
+    def is_quantized(self) -> bool:
+        """Integer or fp8 weights (and activations): the float formats' rules do not apply to it."""
+        return self.scheme is not None
 
     @property
     def is_float64(self) -> bool:
@@ -85,6 +117,34 @@ PRECISIONS: dict[str, Precision] = {
     )
 }
 
+# Quantized formats: the float model's inputs and float ops stay float32, weights (and activations) are held on the
+# format's grid. Tolerance: relative L2 of the output against float64 below which the format's cost passes; beyond
+# it the cell is `quantization-loss` (what the format costs), never a claim that the backend is wrong: that is
+# measured against the exact emulation (judging/quantized.py).
+#   int8, int8-dynamic: a step is 1/255 of a tensor's range, so each quantized tensor adds about 0.29 step rms of
+#         noise, 0.1-1 % of its values' spread for activations that use a quarter to all of the range; 5e-2 allows
+#         a few tens of quantized layers (measured: 0.9 % on the tiny CNN, 2.3 % on a 2-layer BERT, static).
+#   int4-weight: a step is 1/15 of a 32-weight block's range: about 2 % of the weights' spread per matmul (measured
+#         0.2 % on the 2-layer BERT); 1e-1 allows a deep stack of them.
+#   fp8 (e4m3): 3 mantissa bits, relative rounding up to 2^-4 (3.6 % rms) on every quantized tensor; 1.5e-1.
+QUANTIZED: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("int8", torch.float32, torch.float32, tolerance=5e-2, scheme=Scheme(
+            "int8", "uint8", "per-channel", "per-tensor (calibrated)", True, False, "half to even",
+            "minmax on the calibration inputs")),
+        Precision("int8-dynamic", torch.float32, torch.float32, tolerance=5e-2, scheme=Scheme(
+            "int8", "uint8", "per-channel", "per-tensor at run time", True, False, "half to even",
+            "none (ranges measured at run time)")),
+        Precision("int4-weight", torch.float32, torch.float32, tolerance=1e-1, scheme=Scheme(
+            "int4", "float", "group of 32", "none", True, False, "half to even", "none (weight-only)",
+            group_size=32)),
+        Precision("fp8", torch.float32, torch.float32, tolerance=1.5e-1, scheme=Scheme(
+            "fp8-e4m3", "fp8-e4m3", "per-tensor", "per-tensor (calibrated)", True, True, "nearest e4m3 value",
+            "distribution on the calibration inputs")),
+    )
+}
+
 # the formats code refers to by role (the judge's float64, the fp32 home format, the two 16-bit formats), as objects
 FP64, FP32, FP16, BF16 = (PRECISIONS[n] for n in ("fp64", "fp32", "fp16", "bf16"))
 
@@ -105,6 +165,9 @@ def canonical(name: object) -> str:
         raise UsageError(f"a precision is a name such as fp16 or a torch dtype, not {type(name).__name__}")
     low = name.strip().lower().removeprefix("torch.")
     low = ALIASES.get(low, low)
+    if low in QUANTIZED:
+        raise UsageError(f"{low} is a quantized format: the float grid does not judge it (`fpdiff quant MODEL "
+                         f"--schemes {low}` judges it against its own float64 emulation)")
     if low not in PRECISIONS:
         raise UsageError(f"unknown precision {name!r}; known: {', '.join(PRECISIONS)} (or torch's names: "
                          f"{', '.join(ALIASES)})")
@@ -113,6 +176,20 @@ def canonical(name: object) -> str:
 
 def get(name: str) -> Precision:
     return PRECISIONS[canonical(name)]
+
+
+def named(name: str) -> Precision:
+    """A float precision or a quantized format by its name: how a job's precision travels between processes."""
+    low = name.strip().lower()
+    return QUANTIZED[low] if low in QUANTIZED else get(name)
+
+
+def quantized(name: object) -> Precision:
+    """A quantized format by its name, anything else one line."""
+    low = name.strip().lower() if isinstance(name, str) else name
+    if low not in QUANTIZED:
+        raise UsageError(f"unknown quantized format {name!r}; known: {', '.join(QUANTIZED)}")
+    return QUANTIZED[low]
 
 
 def autocast_of(p: Precision) -> Precision:

@@ -11,6 +11,9 @@ class Status(str, Enum):
     """A cell's status (a verdict from compare, or what happened to the job), or a job's "ok"."""
     PASS = "pass"
     PRECISION_LOSS = "precision-loss"
+    # a quantized cell whose backend matches the exact float64 emulation of its quantized model, which itself departs
+    # from float64 beyond the format's tolerance: the error is what the format costs (judging/quantized.py)
+    QUANTIZATION_LOSS = "quantization-loss"
     MISMATCH = "mismatch"
     # the float64 judge failed its cross-check on this model (judging/judge.py) and the cell departs from the judge
     # but not from the independent implementation: neither reading can stand alone, so no verdict is claimed
@@ -52,7 +55,7 @@ class Status(str, Enum):
 # each status's (rank, terminal style, HTML colour)
 _LOOK: dict[Status, tuple[int, str, str]] = {
     Status.PASS: (0, "green", "#c8e6c9"), Status.OK: (0, "green", "#c8e6c9"),
-    Status.PRECISION_LOSS: (1, "yellow", "#fff59d"),
+    Status.PRECISION_LOSS: (1, "yellow", "#fff59d"), Status.QUANTIZATION_LOSS: (1, "yellow", "#fff59d"),
     Status.UNJUDGED: (2, "cyan", "#e1bee7"), Status.ILL_CONDITIONED: (2, "blue", "#bbdefb"),
     Status.UNSUPPORTED: (2, "dim", "#e0e0e0"),
     Status.MISMATCH: (3, "bold red", "#ef9a9a"), Status.ERROR: (3, "bold magenta", "#ffab91"),

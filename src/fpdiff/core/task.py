@@ -61,6 +61,10 @@ class Task(Protocol):
         """The dtype arithmetic was asked to run in (the low dtype of an autocast cell, whose weights stay fp32)."""
         ...
 
+    def calibration(self) -> list[tuple[Any, ...]]:
+        """The inputs a quantized cell is calibrated on (never the inputs it is judged on), each like inputs()."""
+        ...
+
     def inputs(self) -> tuple[Any, ...]:
         """Inputs as the backend receives them: float inputs in the precision's dtype (fp32 under autocast)."""
         ...

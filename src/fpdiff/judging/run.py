@@ -56,3 +56,13 @@ def _reference(r: JobResult, backend: str, kind: str) -> JobResult:
     if r.status != Status.OK and kind != "onnx":
         raise ReferenceFailed(f"the float64 reference ({backend} on cpu) failed: {r.message}")
     return r
+
+
+def reference(grid: Grid, pool, timeout: float) -> JobResult:
+    """The float64 reference alone, for an analysis that judges its own jobs against it (quant); a reference that
+    did not run through ends it with one line, whatever the model's kind (nothing stands in for it there)."""
+    r = _apart_reference(grid, pool, timeout) or _reference(pool.run(grid.job(grid.reference), timeout),
+                                                            grid.judge_backend, grid.source.ref.kind)
+    if r.status != Status.OK:
+        raise ReferenceFailed(f"the float64 reference ({grid.judge_backend} on cpu) failed: {r.message}")
+    return r

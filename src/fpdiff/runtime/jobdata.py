@@ -12,14 +12,17 @@ import torch
 
 
 def write(path: str | os.PathLike, *, inputs: Sequence, input_names: Sequence[str], fingerprint: str,
-          state: Mapping | None = None, weights: str | None = None) -> str:
+          state: Mapping | None = None, weights: str | None = None, calibration: Sequence | None = None) -> str:
     """Save the job data at `path` (atomically: a reader never sees half a file); returns the path as a string.
-    `weights` names a weights file (model/weights.py), `state` carries the weights inline."""
+    `weights` names a weights file (model/weights.py), `state` carries the weights inline, `calibration` the input
+    tuples a quantized cell is calibrated on."""
     data: dict = {"fingerprint": fingerprint, "inputs": tuple(inputs), "input_names": list(input_names)}
     if state is not None:
         data["state"] = dict(state)
     if weights is not None:
         data["weights"] = str(weights)
+    if calibration:
+        data["calibration"] = [tuple(c) for c in calibration]
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(data, tmp)
@@ -40,7 +43,7 @@ def read(path: str | os.PathLike) -> dict:
     return data
 
 
-def of_source(path: str | os.PathLike, source) -> str:
+def of_source(path: str | os.PathLike, source, calibration: Sequence | None = None) -> str:
     """The job data of a whole model: its inputs, names and fingerprint, and a torch model's weights written once per
     run (model/weights.py) and named by path; the source's own model is mapped onto that file."""
     named = None
@@ -49,4 +52,4 @@ def of_source(path: str | os.PathLike, source) -> str:
         from fpdiff.runtime import rundir
         named = weights.share(source.module, os.environ.get(rundir.ENV) or Path(path).parent)
     return write(path, inputs=source.inputs, input_names=source.input_names, fingerprint=source.fingerprint,
-                 weights=named)
+                 weights=named, calibration=calibration)

@@ -100,7 +100,7 @@ class Materializer:
         model_path, data_path, plugins, artifact = carried
         variant = j["variant"]
         return Job(SourceRef(src["kind"], str(model_path), src["label"]), str(data_path), header["backend"],
-                   prec.get(j["precision"]), j["device"],
+                   prec.named(j["precision"]), j["device"],
                    ShapeVariant(variant["name"], None if variant["static"] is None else frozenset(variant["static"])),
                    plugins, tuple(j["flags"]), (j.get("cache_dir") or str(cache_root())) if j["cached"] else None,
                    j["seed"], j["repeat"],

@@ -45,6 +45,8 @@ class LoadedSource:
         self.inputs: tuple = tuple(torch.from_numpy(np.asarray(a)) if isinstance(a, np.ndarray) else a
                                    for a in data["inputs"])
         self.input_names: list[str] = data["input_names"]
+        self.calibration: list[tuple] = [tuple(torch.as_tensor(np.asarray(a)) for a in c)
+                                         for c in data.get("calibration") or ()]
         self.declared = None
         self.module: torch.nn.Module | None = None
         self.onnx = None  # the graph the judge reads: the opset conversion when there is one
@@ -131,6 +133,10 @@ class Task:
         if self.precision.is_cast:
             return cast_inputs(self.source.inputs, self.precision)
         return tuple(t.float() if t.is_floating_point() else t for t in self.source.inputs)
+
+    def calibration(self) -> list[tuple]:
+        """The calibration inputs of a quantized cell (the job data's), float ones as float32."""
+        return [tuple(t.float() if t.is_floating_point() else t for t in c) for c in self.source.calibration]
 
     def program(self) -> torch.export.ExportedProgram:
         """The program a backend compiles. Under autocast it is the autocast graph: an exported program cannot

@@ -53,6 +53,7 @@ class JobResult:
     export_departure: float | None = None  # the exported graph's own departure from the torch program (float64)
     run_times: list[float] = field(default_factory=list)  # seconds of each run (plan's speed figure)
     support: Support | None = None  # the runtime's own word on each op at the dtype asked (core/support.py)
+    quantized: dict | None = None  # a quantized cell's record (backends.base.Prepared.quantized)
 
 
 # Messages by which torch, ONNX Runtime and compilers say "this op has no kernel for this dtype".
@@ -205,7 +206,7 @@ class State:
                 self.sources.pop(next(iter(self.sources)))
             self.sources[key] = LoadedSource(job.source, job.data_path, job.seed)
         task = Task(self.sources[key], p, job.device, job.variant, Cache(job.cache_dir), job.flags)
-        prepare = _preparer(backend, job.mode, job.artifact)
+        prepare = backend.prepare_quantized if p.is_quantized else _preparer(backend, job.mode, job.artifact)
         t0 = time.perf_counter()
         try:
             prepared = prepare(task)  # plugins in the minimal form come through an adapter
@@ -266,7 +267,7 @@ def _ran(prepared) -> dict:
     """The typed record of what a prepared cell ran, as JobResult fields."""
     return {"op_dtypes": prepared.op_dtypes, "planned_op_dtypes": prepared.planned_op_dtypes,
             "dtype_remedy": prepared.dtype_remedy, "export_departure": prepared.export_departure,
-            "support": getattr(prepared, "support", None)}
+            "support": getattr(prepared, "support", None), "quantized": getattr(prepared, "quantized", None)}
 
 
 def _preparer(backend, mode: str, artifact: str | None = None):

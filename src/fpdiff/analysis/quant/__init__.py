@@ -1,0 +1,188 @@
+"""Quantized formats judged against float64 with the format's own cost apart: each backend quantizes the model with
+its own tool (the way its users do), calibrated on inputs it is never judged on; the quantized model it ran is
+emulated exactly in float64 (onnxtools/emulate.py), and each cell is judged by the three readings
+(judging/quantized.py): the float64 source, the emulation, the backend."""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from fpdiff.analysis.base import Result
+from fpdiff.analysis.options import RunOptions
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import UsageError
+from fpdiff.core.status import CELL_STATUSES, FAILING, NOT_JUDGED, NOTHING_JUDGED, Status
+from fpdiff.core.versions import report_versions
+from fpdiff.judging import quantized
+from fpdiff.judging.cell import Cell
+from fpdiff.judging.grid import STATIC, make_grid
+from fpdiff.judging.run import reference, worker_env
+from fpdiff.runtime import external, jobdata, rundir
+from fpdiff.runtime.task import Job
+from fpdiff.runtime.worker import JobResult
+
+__all__ = ["DEFAULT_SCHEMES", "QuantOptions", "QuantResult", "quant"]
+
+DEFAULT_SCHEMES = ("int8", "int8-dynamic", "int4-weight")
+# Calibration inputs drawn when the user gives none: enough for MinMax ranges to settle on a small model, few enough
+# that calibrating costs less than judging.
+DEFAULT_SAMPLES = 8
+
+
+@dataclass(frozen=True)
+class QuantOptions:
+    """quant's own options. `schemes`: the quantized formats (core/precision.py QUANTIZED); `backends`: those with
+    a quantization path (Backend.prepare_quantized); `calibration`: an .npz of calibration inputs, one array per
+    model input named by it, samples along the first axis (None: `samples` drawn from the example inputs'
+    statistics). The cells are judged on the model's example inputs, which calibration never sees."""
+    schemes: Sequence[str] = DEFAULT_SCHEMES
+    backends: Sequence[str] = ("ort",)
+    calibration: str | None = None
+    samples: int = DEFAULT_SAMPLES
+
+
+@dataclass
+class QuantResult(Result):
+    kind: ClassVar[str] = "quant"
+    model: str
+    cells: list[Cell]
+    calibration: dict
+    versions: dict
+    duration_s: float = 0.0
+    fingerprint: str = ""
+
+    def judged(self) -> int:
+        return sum(c.status not in NOT_JUDGED for c in self.cells)
+
+    def exit_code(self, strict: bool = False) -> int:
+        """1: a cell is a mismatch or failed (an error is something broken); NOTHING_JUDGED: no cell reached a
+        verdict; `strict`: quantization-loss and calibration findings fail too."""
+        if any(c.status in FAILING for c in self.cells):
+            return 1
+        if not self.judged():
+            return NOTHING_JUDGED
+        return int(strict and any(c.status != Status.PASS or c.findings for c in self.cells
+                                  if c.status not in NOT_JUDGED))
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "fpdiff_version": self.versions.get("fpdiff"), "model": self.model,
+                "model_hash": self.fingerprint, "calibration": self.calibration, "versions": self.versions,
+                "duration_s": round(self.duration_s, 3), "cells": [c.as_dict() for c in self.cells],
+                "summary": {s: sum(c.status == s for c in self.cells) for s in CELL_STATUSES}}
+
+
+@rundir.scoped
+def quant(model: str, options: QuantOptions | None = None, shared: RunOptions | None = None) -> QuantResult:
+    """Every (backend, quantized format) cell, judged against float64 and its own emulation."""
+    t0 = time.perf_counter()
+    o, shared = options or QuantOptions(), (shared or RunOptions()).ready()
+    formats = [prec.quantized(s) for s in o.schemes]
+    reg = shared.registry
+    for b in o.backends:
+        if not reg.cls(b).implements("prepare_quantized"):
+            able = [n for n in reg.names() if reg.cls(n).implements("prepare_quantized")]
+            raise UsageError(f"{b} has no quantization path in fpdiff; backends that have one: {', '.join(able)}")
+    grid = make_grid(model, reg, shared.grid(backends=tuple(o.backends), precisions=(prec.FP64,)))
+    samples, how = _calibration(grid.source, o, grid.seed)
+    data = jobdata.of_source(Path(grid.data_path).with_name("quant.pt"), grid.source, calibration=samples)
+    s = grid.settings
+    cells = []
+    with external.pool(worker_env()) as pool:
+        truth = reference(grid, pool, shared.timeout).outputs
+        for b in o.backends:
+            for p in formats:
+                shared.step(f"{b} {p.name}", len(cells), len(o.backends) * len(formats))
+                job = Job(grid.source.ref, data, b, p, "cpu", STATIC, s.plugins, s.flags.get(b, ()), s.cache_dir,
+                          s.seed, 1)
+                cells.append(_cell(b, p, pool.run(job, shared.timeout), truth, grid.source.inputs))
+    shared.step("done", len(cells), len(cells))
+    calibration = {"samples": len(samples), "how": how,
+                   "judged_on": "the model's example inputs, which calibration never saw"}
+    modules = [m for b in o.backends for m in reg.cls(b).requires]
+    return QuantResult(grid.source.ref.label, cells, calibration, report_versions(modules),
+                       time.perf_counter() - t0, grid.source.fingerprint)
+
+
+def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray], inputs: tuple) -> Cell:
+    """One cell from its job: a failure as the component's, a run judged by its three readings."""
+    cell = Cell(backend, "cpu", p.name, STATIC.name, Status(r.status), r.message,
+                duration_s=round(r.prepare_s + r.run_s, 3), info={"scheme": p.scheme.text() if p.scheme else "",
+                                                                    **r.info}, stage=r.stage, component=r.component)
+    if r.status != Status.OK:
+        return cell
+    import onnx
+
+    from fpdiff.onnxtools.emulate import emulate, feeds_of
+    q = r.quantized or {}
+    cell.info.update({k: v for k, v in q.items() if k != "graph"})
+    graph = onnx.load(q["graph"])
+    t = time.perf_counter()
+    emu = emulate(graph, feeds_of(graph, [_as_fed(x) for x in inputs]))
+    cell.info["emulation_s"] = round(time.perf_counter() - t, 3)
+    quantized.judge(cell, p, truth, emu, r.outputs, str(q.get("tool", "the quantizer")).split(":")[0])
+    if cell.status not in NOT_JUDGED:
+        cell.findings.extend(quantized.left_float(q))
+    return cell
+
+
+def _as_fed(x: Any) -> np.ndarray:
+    """An input as the quantized cell is fed it: float ones in float32 (the format's float side)."""
+    t = torch.as_tensor(x)
+    return (t.float() if t.is_floating_point() else t).numpy()
+
+
+def _calibration(source: Any, o: QuantOptions, seed: int) -> tuple[list[tuple], str]:
+    """The calibration inputs and how they were made: the user's file, else drawn from the example inputs."""
+    if o.calibration:
+        given = _calibration_file(Path(o.calibration), source)
+        return given, f"the {len(given)} inputs of {Path(o.calibration).name}"
+    if isinstance(o.samples, bool) or not isinstance(o.samples, int) or o.samples < 1:
+        raise UsageError(f"samples is the number of calibration inputs, an integer above 0, not {o.samples!r}")
+    g = torch.Generator().manual_seed(10_000 + seed)
+    drawn = [tuple(_draw(x, g) for x in source.inputs) for _ in range(o.samples)]
+    return drawn, (f"{o.samples} inputs drawn (seeded) like the example inputs: each float input from a normal "
+                   "with its mean and spread, token ids uniformly within their range, masks and bools as given")
+
+
+def _draw(x: Any, g: torch.Generator) -> torch.Tensor:
+    """One calibration input like `x`: floats with its mean and spread, integers within its range (0/1 masks and
+    bools as they are)."""
+    t = torch.as_tensor(x)
+    if t.is_floating_point():
+        d = t.double()
+        return (torch.randn(t.shape, generator=g, dtype=torch.float64) * d.std() + d.mean()).to(t.dtype)
+    if t.dtype == torch.bool or t.numel() == 0 or int(t.min()) >= 0 and int(t.max()) <= 1:
+        return t.clone()
+    return torch.randint(int(t.min()), int(t.max()) + 1, t.shape, generator=g, dtype=t.dtype)
+
+
+def _calibration_file(path: Path, source: Any) -> list[tuple]:
+    """The user's calibration inputs: an .npz with one array per model input, named by it, samples first."""
+    if not path.is_file():
+        raise UsageError(f"--calibration {path}: no such file")
+    try:
+        data = np.load(path)
+    except Exception as e:
+        raise UsageError(f"--calibration {path}: not an .npz file ({type(e).__name__})") from None
+    names = list(source.input_names)
+    missing = [n for n in names if n not in data.files]
+    if missing:
+        raise UsageError(f"--calibration {path}: no array for input {', '.join(missing)} (it has "
+                         f"{', '.join(data.files) or 'none'}; one array per input, samples along the first axis)")
+    counts = {n: data[n].shape[0] if data[n].ndim else 0 for n in names}
+    if len(set(counts.values())) != 1 or not next(iter(counts.values())):
+        raise UsageError(f"--calibration {path}: every input needs the same number of samples along the first axis "
+                         f"({', '.join(f'{n}: {c}' for n, c in counts.items())})")
+    for n, x in zip(names, source.inputs):
+        if tuple(data[n].shape[1:]) != tuple(torch.as_tensor(x).shape):
+            raise UsageError(f"--calibration {path}: input {n} samples are {list(data[n].shape[1:])}, the model "
+                             f"takes {list(torch.as_tensor(x).shape)}")
+    return [tuple(torch.from_numpy(np.ascontiguousarray(data[n][i])) for n in names)
+            for i in range(next(iter(counts.values())))]
+

@@ -1,0 +1,135 @@
+"""A quantized cell judged by three readings: the float64 source (truth), the exact float64 emulation of the
+quantized model the backend ran (what the format costs: onnxtools/emulate.py), and the backend's own output. The
+format's cost is never charged to the backend and the backend's departure is never hidden in the format's cost.
+
+The rules, each with its reason:
+- mismatch: the backend departs from the emulation (relative L2) by more than DEPART_SHARE of what the format itself
+  costs (the emulation against float64), and by more than FLOOR. A healthy integer kernel computes the emulation's
+  integers exactly; where it differs, a requantization rounds the other way (its scale product in float32, a float
+  op between quantized ones in float32 where the emulation has float64), which moves one element by one step. The
+  format's own cost is about 0.29 step rms on every element of every quantized tensor; a backend that departs by
+  half of that is computing something else (a wrong zero point, saturation or rounding mode, a fusion that changes
+  the numbers). Measured on healthy ONNX Runtime cells: 1e-6 to 0.15 of the format's cost (BENCHMARKS.md).
+- FLOOR (fp32's tolerance): the float ops between quantized ones run in float32 on the backend and in float64 in
+  the emulation; where almost nothing is quantized, that alone is the departure.
+- quantization-loss: the backend matches the emulation and its output departs from float64 beyond the format's
+  tolerance (core/precision.py QUANTIZED): what the format costs on this model, not a backend bug.
+- pass: within the tolerance, matching the emulation.
+In quantization steps: where a per-tensor DequantizeLinear makes an output, its departure is also given in steps of
+that output (the largest, and the share of elements a step or more away), the unit a kernel's rounding works in."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fpdiff.core import compare
+from fpdiff.core.compare import Finding
+from fpdiff.core.precision import FP32, Precision
+from fpdiff.core.status import Status
+from fpdiff.judging.cell import Cell
+from fpdiff.onnxtools.emulate import Activation, Emulation
+
+DEPART_SHARE = 0.5
+FLOOR = FP32.tolerance
+COARSE_LEVELS = 16  # an activation using fewer levels than this on values that vary: its scale is too coarse
+COARSE_VALUES = 64  # ... over at least this many values (a scalar's one level is no finding)
+SHOWN = 5  # calibration findings shown per cell, the worst first
+
+
+def rel_l2(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
+    """Relative L2 of `got` against `want` over every float output together (compare.rel_l2's scaling)."""
+    pairs = [(np.ravel(np.asarray(g, np.float64)), np.ravel(np.asarray(w, np.float64))) for g, w in zip(got, want)
+             if np.asarray(w).dtype.kind == "f"]
+    if not pairs or len(got) != len(want):
+        return float("inf") if len(got) != len(want) else 0.0
+    return compare.rel_l2(np.concatenate([w for _, w in pairs]), np.concatenate([g for g, _ in pairs]))
+
+
+def steps(got: Sequence[np.ndarray], emu: Emulation) -> tuple[float | None, float | None]:
+    """(largest departure, share of elements one step or more away), in steps of the outputs that have one."""
+    worst, far, total = None, 0, 0
+    for g, e, step in zip(got, emu.outputs, emu.steps):
+        if step is None or not step > 0:
+            continue
+        d = np.abs(np.asarray(g, np.float64) - e) / step
+        worst = max(worst or 0.0, float(d.max(initial=0.0)))
+        far, total = far + int(np.count_nonzero(d >= 1 - 1e-6)), total + d.size
+    return worst, (far / total if total else None)
+
+
+def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray], emu: Emulation, got: Sequence[np.ndarray],
+          tool: str = "the quantizer") -> Cell:
+    """The cell's verdict and its three numbers from the three readings. Two answers come before any number: a
+    quantizer that quantized nothing (the format is not on this model at all: unsupported, with what it left), and a
+    quantized model that computes non-finite outputs where float64 is finite before any kernel runs (its emulation
+    does: the quantizer's error, with the scales of 0 that make it)."""
+    if not emu.quantizers:
+        cell.status, cell.reason = Status.UNSUPPORTED, (
+            f"{tool} quantized none of this model's layers in {p.name}: the graph it made holds no quantized tensor")
+        return cell
+    if not _finite_where(emu.outputs, truth):
+        zeros = f": scale 0 for {', '.join(emu.zero_scales[:8])}" if emu.zero_scales else ""
+        cell.status, cell.reason = Status.ERROR, (
+            f"the quantized model itself computes non-finite outputs where float64 is finite (its exact emulation, "
+            f"before any kernel){zeros}")
+        cell.stage, cell.component = "quantize", tool
+        return cell
+    loss, departure, total = rel_l2(emu.outputs, truth), rel_l2(got, emu.outputs), rel_l2(got, truth)
+    worst, far = steps(got, emu)
+    cell.metrics = {"rel_l2": total, "quantization_loss": loss, "departure": departure,
+                    "departure_steps": worst, "share_a_step_away": far}
+    bound = max(DEPART_SHARE * loss, FLOOR)
+    in_steps = f"; {worst:.3g} steps at most at the output" if worst is not None else ""
+    if departure > bound:
+        status, why = Status.MISMATCH, (
+            f"the backend departs from the exact emulation of its own quantized model by {departure:.3g} (relative "
+            f"L2{in_steps}), more than {DEPART_SHARE:g} x the format's own cost ({loss:.3g}): not what {p.name} "
+            "costs, the backend computes something else")
+    elif total > p.tolerance:
+        status, why = Status.QUANTIZATION_LOSS, (
+            f"what {p.name} costs on this model: the exact emulation departs from float64 by {loss:.3g} (tolerance "
+            f"{p.tolerance:g}), and the backend matches it ({departure:.3g}{in_steps})")
+    else:
+        status, why = Status.PASS, (f"{total:.3g} from float64 (tolerance {p.tolerance:g}); the backend matches the "
+                                    f"emulation ({departure:.3g}{in_steps})")
+    cell.status, cell.reason = status, why
+    cell.findings.extend(calibration_findings(emu.activations))
+    return cell
+
+
+def _finite_where(outs: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> bool:
+    """Whether every float output is finite wherever float64's is."""
+    return all(bool(np.isfinite(o)[np.isfinite(t)].all()) for o, t in zip(outs, truth)
+               if np.asarray(t).dtype.kind == "f" and np.shape(o) == np.shape(t))
+
+
+def calibration_findings(activations: Sequence[Activation]) -> list[Finding]:
+    """Activations whose calibrated range clipped the judged inputs, and ones whose scale left a few levels."""
+    found = []
+    clipped = sorted((a for a in activations if a.clipped), key=lambda a: -a.clipped / a.values)
+    for a in clipped[:SHOWN]:
+        found.append(Finding("calibration-clips", f"{a.tensor}: {a.clipped} of {a.values} values "
+                             f"({a.clipped / a.values:.2%}) outside its calibrated range [{a.range[0]:.4g}, "
+                             f"{a.range[1]:.4g}], saturated; the judged inputs reach [{a.seen[0]:.4g}, "
+                             f"{a.seen[1]:.4g}]: calibrate on inputs that cover them"))
+    coarse = [a for a in activations if a.levels < COARSE_LEVELS and a.values >= COARSE_VALUES
+              and a.seen[1] > a.seen[0]]
+    for a in coarse[:SHOWN]:
+        found.append(Finding("coarse-scale", f"{a.tensor}: its {a.values} values take {a.levels} levels of the "
+                             f"format's grid (range [{a.range[0]:.4g}, {a.range[1]:.4g}] for values in "
+                             f"[{a.seen[0]:.4g}, {a.seen[1]:.4g}]): the scale is so coarse its output is a few levels"))
+    return found
+
+
+def left_float(record: dict) -> list[Finding]:
+    """The compute nodes the backend's graph ran in float in a quantized cell: the quantized world's dtype-changed."""
+    n = int(record.get("float_ops") or 0)
+    if not n:
+        return []
+    ints = record.get("integer_ops") or {}
+    shown = ", ".join(record.get("left_float") or [])
+    return [Finding("left-float", f"{n} compute node{'s' * (n != 1)} ran in float, not in the format "
+                    f"({sum(ints.values())} in integers: {', '.join(f'{k} {v}' for k, v in ints.items()) or 'none'})"
+                    f": {shown}", remedy="a node the quantizer left unquantized, or one whose quantized pattern "
+                    "the runtime did not fuse into an integer kernel: its numbers are the float model's there")]

@@ -1,0 +1,291 @@
+"""The exact float64 emulation of a quantized ONNX graph: every QuantizeLinear, DequantizeLinear, dynamic
+quantization, integer matmul and convolution, and 4-bit weight block computed in float64 with the graph's own
+scales, zero points, rounding (half to even) and saturation, and every float op between them in float64. This is
+what the format costs, apart from any kernel: a backend's quantized run is measured against it, the float64 source
+against it gives the quantization loss. It also records, per quantized activation, how many values its calibrated
+range clipped on the inputs judged and how many levels it used."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+# integer ranges of the quantized types (ONNX TensorProto element types)
+_RANGES = {onnx.TensorProto.INT8: (-128, 127), onnx.TensorProto.UINT8: (0, 255), onnx.TensorProto.INT16: (-32768, 32767),
+           onnx.TensorProto.UINT16: (0, 65535), onnx.TensorProto.INT4: (-8, 7), onnx.TensorProto.UINT4: (0, 15),
+           onnx.TensorProto.INT32: (-2**31, 2**31 - 1)}
+FP8_E4M3FN = onnx.TensorProto.FLOAT8E4M3FN
+FP8_MAX = 448.0  # e4m3fn's largest finite value: QuantizeLinear saturates to it (saturate=1, the default)
+# the quantized element types whose values fpdiff emulates
+QUANTIZED_TYPES = frozenset({*_RANGES, FP8_E4M3FN})
+
+
+@dataclass
+class Activation:
+    """One QuantizeLinear of a value computed at run time, as the judged inputs used it."""
+    tensor: str
+    values: int = 0
+    clipped: int = 0  # values outside the calibrated range, saturated to its ends
+    levels: int = 0  # distinct quantized values used
+    range: tuple[float, float] = (0.0, 0.0)  # the float range its scale and zero point represent
+    seen: tuple[float, float] = (np.inf, -np.inf)  # the range of the values it was given
+
+
+@dataclass
+class Emulation:
+    """The emulated outputs (float64), each output's quantization step where a per-tensor DequantizeLinear makes
+    it (None: a float op makes it), and every activation quantizer's use."""
+    outputs: list[np.ndarray]
+    steps: list[float | None]
+    activations: list[Activation] = field(default_factory=list)
+    zero_scales: list[str] = field(default_factory=list)  # tensors quantized with a scale of 0 (x / 0: inf, NaN)
+    quantizers: int = 0  # quantized tensors in the graph: QuantizeLinear, DequantizeLinear, integer and 4-bit ops
+
+
+def _q_range(elem: int) -> tuple[float, float]:
+    if elem == FP8_E4M3FN:
+        return -FP8_MAX, FP8_MAX
+    return _RANGES[elem]
+
+
+def _along(v: np.ndarray, axis: int, ndim: int, block: int = 0, shape: tuple = ()) -> np.ndarray:
+    """A per-axis (or blocked) scale or zero point shaped to broadcast against a tensor of `ndim` dims."""
+    v = np.asarray(v, dtype=np.float64)
+    if v.ndim == 0 or ndim == 0:
+        return v
+    if block:
+        return np.repeat(v, block, axis=axis)[tuple(slice(0, n) for n in shape)]
+    shape1 = [1] * ndim
+    shape1[axis % ndim] = v.size
+    return v.reshape(shape1)
+
+
+def quantize(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, elem: int) -> np.ndarray:
+    """QuantizeLinear in float64: round(x / scale) half to even, plus the zero point, saturated to the type (fp8:
+    x / scale rounded to the nearest e4m3fn value, saturated at 448)."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # a scale of 0 is the quantized model's: Emulation says it
+        y = np.asarray(x, dtype=np.float64) / scale
+    if elem == FP8_E4M3FN:
+        import ml_dtypes
+        return np.clip(y, -FP8_MAX, FP8_MAX).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    lo, hi = _RANGES[elem]
+    return np.clip(np.round(y) + zero, lo, hi)
+
+
+class _Kernels:
+    """The reference evaluator's kernels for the quantized ops, in float64, sharing one record of activations."""
+
+    def __init__(self, constants: set[str], elem_of: dict[str, int]) -> None:
+        self.constants, self.elem_of = constants, elem_of
+        self.activations: dict[str, Activation] = {}
+        self.zero_scales: list[str] = []
+
+    def ops(self) -> list:
+        from onnx.reference.op_run import OpRun
+        k = self
+
+        class QuantizeLinear(OpRun):
+            op_domain = ""
+
+            def _run(self, x, scale, zero=None, axis=1, saturate=1, block_size=0, output_dtype=0, precision=0):
+                elem = k.elem_of.get(self.onnx_node.output[0]) or _zero_elem(zero, output_dtype)
+                s = _along(scale, axis, x.ndim, block_size, x.shape)
+                z = _along(zero if zero is not None else 0, axis, x.ndim, block_size, x.shape)
+                q = quantize(x, s, z, elem)
+                if not np.all(np.asarray(scale) != 0):
+                    k.zero_scales.append(self.onnx_node.input[0])
+                elif self.onnx_node.input[0] not in k.constants:
+                    k.record(self.onnx_node.input[0], x, q, s, z, elem)
+                return (q,)
+
+        class DequantizeLinear(OpRun):
+            op_domain = ""
+
+            def _run(self, q, scale, zero=None, axis=1, block_size=0, output_dtype=0):
+                q = _wide(q)
+                s = _along(scale, axis, q.ndim, block_size, q.shape)
+                z = _along(_wide(zero) if zero is not None else 0, axis, q.ndim, block_size, q.shape)
+                return ((q - z) * s,)
+
+        class DynamicQuantizeLinear(OpRun):
+            op_domain = ""
+
+            def _run(self, x):
+                x = np.asarray(x, dtype=np.float64)
+                lo, hi = min(0.0, float(x.min(initial=0.0))), max(0.0, float(x.max(initial=0.0)))
+                scale = (hi - lo) / 255.0 or 1.0
+                zero = float(np.clip(np.round(-lo / scale), 0, 255))
+                return (np.clip(np.round(x / scale) + zero, 0, 255), np.float64(scale), np.float64(zero))
+
+        class MatMulInteger(OpRun):
+            op_domain = ""
+
+            def _run(self, a, b, a_zero=None, b_zero=None):
+                a = _wide(a) - (_wide(a_zero) if a_zero is not None else 0)
+                bz = _wide(b_zero) if b_zero is not None else 0
+                return (np.matmul(a, _wide(b) - bz),)
+
+        class ConvInteger(OpRun):
+            op_domain = ""
+
+            def _run(self, x, w, x_zero=None, w_zero=None, auto_pad=None, dilations=None, group=None,
+                     kernel_shape=None, pads=None, strides=None):
+                from onnx.reference.ops.op_conv import _conv_implementation
+                x = _wide(x) - (_wide(x_zero) if x_zero is not None else 0)
+                wz = _along(_wide(w_zero), 0, 4) if w_zero is not None else 0
+                w = _wide(w) - wz
+                return (_conv_implementation(x, w, None, auto_pad, dilations, group or 1, kernel_shape or
+                                             w.shape[2:], pads, strides),)
+
+        class MatMulNBits(OpRun):
+            op_domain = "com.microsoft"
+
+            def _run(self, a, b, scales, zero_points=None, g_idx=None, bias=None, K=0, N=0, bits=4, block_size=32,
+                     accuracy_level=0):
+                w = unpack_nbits(b, scales, zero_points, K, N, bits, block_size)
+                y = np.matmul(np.asarray(a, dtype=np.float64), w.T)
+                return ((y + np.asarray(bias, dtype=np.float64)) if bias is not None else y,)
+
+        return [QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, MatMulNBits]
+
+    def record(self, name: str, x: np.ndarray, q: np.ndarray, s, z, elem: int) -> None:
+        """How an activation quantizer used its range on these inputs: the values it saturated, the levels used."""
+        if x.size == 0:
+            return
+        lo, hi = _q_range(elem)
+        x = np.asarray(x, dtype=np.float64)
+        a = self.activations.setdefault(name, Activation(name))
+        a.values += x.size
+        exact = x / s + (0 if elem == FP8_E4M3FN else z)  # s > 0 here (zero scales are recorded apart)
+        zero = float(np.mean(z)) if elem != FP8_E4M3FN else 0.0
+        # a range that starts at zero with the zero point at the type's lowest value is a ReLU the quantizer folded
+        # into this quantizer (its saturation is the ReLU): values below zero are the ReLU's work, not clipping
+        folded = zero == lo
+        a.clipped += int(np.count_nonzero(exact > hi + 0.5)) + (0 if folded else int(np.count_nonzero(exact < lo - 0.5)))
+        a.levels = max(a.levels, int(np.unique(q).size))
+        a.range = ((lo - zero) * float(np.min(s)), (hi - zero) * float(np.max(s)))
+        a.seen = (min(a.seen[0], float(x.min())), max(a.seen[1], float(x.max())))
+
+
+def _zero_elem(zero: Any, output_dtype: int) -> int:
+    """The quantized type of a QuantizeLinear whose output type the graph does not say: its zero point's, else the
+    attribute's, else uint8 (ONNX's default)."""
+    if output_dtype:
+        return int(output_dtype)
+    if zero is not None:
+        return onnx.helper.np_dtype_to_tensor_dtype(np.asarray(zero).dtype)
+    return onnx.TensorProto.UINT8
+
+
+def _wide(v: Any) -> np.ndarray:
+    """An integer or fp8 tensor as the exact float64 values it holds."""
+    return np.asarray(v).astype(np.float64)
+
+
+def unpack_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, k: int, n: int, bits: int,
+                 block: int) -> np.ndarray:
+    """MatMulNBits' packed weight as float64 [N, K]: each byte holds two 4-bit values, low nibble first; a block of
+    `block` values along K shares one scale and one zero point (8 when none is given: symmetric)."""
+    if bits != 4:
+        raise NotImplementedError(f"MatMulNBits with {bits} bits")
+    blocks = -(-k // block)
+    raw = np.asarray(b, dtype=np.uint8).reshape(n, blocks, -1)
+    q = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(n, blocks, -1)[:, :, :block].astype(np.float64)
+    if zero_points is None:
+        z = np.full((n, blocks), 8.0)
+    elif np.asarray(zero_points).dtype == np.uint8:
+        zp = np.asarray(zero_points, dtype=np.uint8).reshape(n, -1)
+        z = np.stack([zp & 0x0F, zp >> 4], axis=-1).reshape(n, -1)[:, :blocks].astype(np.float64)
+    else:
+        z = np.asarray(zero_points, dtype=np.float64).reshape(n, blocks)
+    s = np.asarray(scales, dtype=np.float64).reshape(n, blocks)
+    w = (q - z[:, :, None]) * s[:, :, None]
+    return w.reshape(n, -1)[:, :k]
+
+
+def wide_graph(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose float32 and float16 initializers, constants, casts and declared types are float64, the
+    quantized tensors left as they are (the kernels read them as the integers they hold)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    for t in m.graph.initializer:
+        if t.data_type in floats:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
+    for node in m.graph.node:
+        for a in node.attribute:
+            if a.name == "to" and a.i in floats:
+                a.i = onnx.TensorProto.DOUBLE
+            if a.type == a.TENSOR and a.t.data_type in floats:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
+    for vi in [*m.graph.input, *m.graph.output]:
+        if vi.type.tensor_type.elem_type in floats:
+            vi.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
+    del m.graph.value_info[:]
+    return m
+
+
+def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray]) -> Emulation:
+    """The graph's outputs computed exactly in float64 (inputs widened), each output's step, the activations."""
+    from fpdiff.onnxtools.evaluator import evaluator
+    from fpdiff.onnxtools.graph import float64_ops
+    m = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
+    constants = {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
+                                                          for o in n.output}
+    kernels = _Kernels(constants, quantized_outputs(m))
+    ours = {c.__name__ for c in kernels.ops()}
+    ops = [o for o in float64_ops() if o.__name__ not in ours] + kernels.ops()
+    wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
+    outs = evaluator(wide_graph(m), new_ops=ops).run(None, wide)
+    return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
+                      for o in outs], output_steps(m), list(kernels.activations.values()),
+                     list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m))
+
+
+# the ops that hold or make quantized tensors: a graph with none of them was not quantized at all
+QUANTIZED_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+                           "ConvInteger", "MatMulNBits", "QLinearConv", "QLinearMatMul"})
+
+
+def quantizer_count(m: onnx.ModelProto) -> int:
+    """How many nodes of the graph hold or make quantized tensors."""
+    return sum(n.op_type in QUANTIZED_OPS for n in m.graph.node)
+
+
+def quantized_outputs(m: onnx.ModelProto) -> dict[str, int]:
+    """The element type each QuantizeLinear produces, where its zero point (or output_dtype) says it."""
+    inits = {t.name: t.data_type for t in m.graph.initializer}
+    consts = {n.output[0]: a.t.data_type for n in m.graph.node if n.op_type == "Constant" for a in n.attribute
+              if a.type == a.TENSOR}
+    found: dict[str, int] = {}
+    for n in m.graph.node:
+        if n.op_type != "QuantizeLinear":
+            continue
+        dtype = next((a.i for a in n.attribute if a.name == "output_dtype" and a.i), 0)
+        zero = n.input[2] if len(n.input) > 2 and n.input[2] else None
+        found[n.output[0]] = dtype or (inits.get(zero) or consts.get(zero) if zero else 0) or onnx.TensorProto.UINT8
+    return found
+
+
+def output_steps(m: onnx.ModelProto) -> list[float | None]:
+    """Each graph output's quantization step: the scale of the per-tensor DequantizeLinear that makes it."""
+    made = {o: n for n in m.graph.node for o in n.output}
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    steps: list[float | None] = []
+    for out in m.graph.output:
+        node = made.get(out.name)
+        scale = inits.get(node.input[1]) if node is not None and node.op_type == "DequantizeLinear" else None
+        steps.append(float(scale) if scale is not None and np.asarray(scale).size == 1 else None)
+    return steps
+
+
+def feeds_of(m: onnx.ModelProto, inputs: Sequence[Any]) -> dict[str, np.ndarray]:
+    """The graph's inputs (initializers that double as inputs left out) fed from `inputs` in order."""
+    inits = {t.name for t in m.graph.initializer}
+    names = [i.name for i in m.graph.input if i.name not in inits]
+    return {n: np.asarray(v) for n, v in zip(names, inputs)}
