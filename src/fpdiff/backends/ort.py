@@ -325,24 +325,28 @@ class OrtBackend(Backend):
     def prepare_quantized(self, task: Task) -> Prepared:
         """The cell's fp32 graph quantized by onnxruntime.quantization as its users run it (the graph pre-processed,
         then QDQ static, dynamic or 4-bit MatMulNBits), cached by model, format and calibration; run with every
-        graph optimization on (what deploys), and its optimized graph read for what ran in integers."""
+        graph optimization on (what deploys). Read back: the optimized graph's integer and float ops, every
+        activation quantizer's values (a second session with them as outputs, kept only where its outputs are the
+        cell's bit for bit), and, where the optimizations change the numbers, which of its transformers does."""
+        import onnxruntime
         fp32 = task.at(prec.FP32)
         path, info = cell_graph(fp32)
         scheme = task.precision.name
         calibration = [tuple(_to_numpy(t) for t in c) for c in task.calibration()]
-        digest = _calibration_digest(calibration)
-        quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, digest), suffix=".onnx",
+        quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, _calibration_digest(calibration)),
+                                               suffix=".onnx",
                                                build=lambda out: quantize_graph(path, out, scheme, calibration))
         scratch = _scratch()
         optimized = scratch / "optimized.onnx"
         with stage(LOAD, "onnxruntime"):
             session = open_session(quantized, task.device, optimized)
-        import onnxruntime
-        cell = prepared(feeder(session), {**info, "quantized_by": f"onnxruntime.quantization "
-                                          f"{onnxruntime.__version__}: {QUANTIZERS[scheme]}"})
-        cell.release = _remover(scratch)
-        cell.quantized = {"graph": str(quantized), "tool": cell.info["quantized_by"],
-                          **(integer_ops(optimized) if optimized.exists() else {})}
+        tool = f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
+        record: dict[str, Any] = {"graph": str(quantized), "tool": tool,
+                                  **(integer_ops(optimized) if optimized.exists() else {})}
+        feeds = [_to_numpy(t) for t in task.inputs()]
+        record["optimizer"] = optimizer_effect(quantized, task.device, feeds)
+        cell = prepared(reading_back(session, quantized, task.device, record), {**info, "quantized_by": tool})
+        cell.release, cell.quantized = _remover(scratch), record
         return cell
 
     def prepare_marked(self, task: Task) -> Prepared:
@@ -389,6 +393,76 @@ FLOAT_COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv
                            "NchwcConv", "Attention", "MultiHeadAttention"})
 
 
+# ONNX Runtime's graph transformers a quantized cell is bisected over when its optimizations change the numbers
+# (each disabled alone, by the name InferenceSession's disabled_optimizers takes): its QDQ fusions first
+TRANSFORMERS = ("QDQSelectorActionTransformer", "QDQPropagationTransformer", "QDQS8ToU8Transformer",
+                "DoubleQDQPairsRemover", "QDQFinalCleanupTransformer", "EnsureUniqueDQForNodeUnitTransformer",
+                "MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion", "MatMulNBitsFusion", "ConstantFolding",
+                "GeluFusion", "FastGeluFusion", "BiasGeluFusion", "QuickGeluFusion", "LayerNormFusion",
+                "SimplifiedLayerNormFusion", "SkipLayerNormFusion", "AttentionFusion", "MatMulScaleFusion",
+                "MatMulAddFusion", "GemmActivationFusion", "BiasSoftmaxFusion", "NchwcTransformer",
+                "TransposeOptimizer", "ReshapeFusion", "ConstantSharing", "CommonSubexpressionElimination")
+
+
+def reading_back(session: Any, quantized: Path, device: str, record: dict[str, Any]) -> Callable[..., list[Any]]:
+    """run(*inputs) for the cell; its first run also reads every activation quantizer's values from a session with
+    them as outputs, into a file the record names, where that session's outputs are the cell's bit for bit (marking
+    a value as an output can stop a fusion: then nothing is read back, and the record says so)."""
+    import onnx
+
+    from fpdiff.onnxtools.emulate import marked_quantizers
+    from fpdiff.runtime import rundir
+    run = feeder(session)
+    state = {"read": False}
+
+    def first(*inputs: Any) -> list[Any]:
+        outs = run(*inputs)
+        if state["read"]:
+            return outs
+        state["read"] = True
+        model, names = marked_quantizers(onnx.load(str(quantized)))
+        if not names:
+            return outs
+        with stage(LOAD, "onnxruntime"):
+            values = feeder(open_session(model, device))(*inputs)
+        same = all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(outs, values))
+        record["read_back"] = same
+        if same:
+            where = rundir.mkdtemp(prefix="fpdiff-quant-") / "quantizers.npz"
+            np.savez(where, **{f"q{i}": np.asarray(v) for i, v in enumerate(values[len(outs):])})
+            record.update(quantizer_values=str(where), quantizer_names=names)
+        return outs
+    return first
+
+
+def optimizer_effect(quantized: Path, device: str, feeds: list[Any]) -> dict[str, Any]:
+    """Whether ONNX Runtime's graph optimizations change the quantized model's outputs (all on against all off, the
+    same inputs), and if so which of its transformers, each disabled alone, takes the change away."""
+    import onnxruntime as ort
+
+    def outputs(level: Any = None, disabled: tuple[str, ...] = ()) -> list[np.ndarray]:
+        opts = ort.SessionOptions()
+        if level is not None:
+            opts.graph_optimization_level = level
+        s = ort.InferenceSession(str(quantized), opts, providers=[provider(device)],
+                                 disabled_optimizers=list(disabled))
+        names = [i.name for i in s.get_inputs()]
+        return [np.asarray(o, dtype=np.float64) for o in s.run(None, dict(zip(names, feeds)))]
+
+    def change(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+        num = sum(float(np.sum((x - y) ** 2)) for x, y in zip(a, b))
+        den = sum(float(np.sum(y ** 2)) for y in b)
+        return float(np.sqrt(num / den)) if den > 0 else float(num > 0)
+
+    with stage(LOAD, "onnxruntime"):
+        off, on = outputs(ort.GraphOptimizationLevel.ORT_DISABLE_ALL), outputs()
+        moved = change(on, off)
+        if moved == 0:
+            return {"changes_numbers": 0.0}
+        by = [t for t in TRANSFORMERS if change(outputs(disabled=(t,)), off) <= 0.1 * moved]
+    return {"changes_numbers": moved, "by": by}
+
+
 def _calibration_digest(calibration: list[tuple[Any, ...]]) -> str:
     import hashlib
     h = hashlib.sha256()
@@ -407,7 +481,7 @@ def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[A
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
     from onnxruntime.quantization import quantize_dynamic, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
-    from fpdiff.core.errors import COMPILE
+    from fpdiff.core.errors import QUANTIZE as QUANTIZING
     with tempfile.TemporaryDirectory(prefix="fpdiff-ort-q-") as tmp:
         whole, pre = Path(tmp) / "model.onnx", Path(tmp) / "pre.onnx"
         onnx.save(onnx.load(str(fp32)), str(whole))  # its weights inline: the quantizer copies files by name
@@ -421,7 +495,7 @@ def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[A
             def get_next(self) -> dict | None:
                 return next(self.feeds, None)
 
-        with stage(COMPILE, QUANTIZE), _quiet():
+        with stage(QUANTIZING, QUANTIZE), _quiet():
             # symbolic shape inference refuses many exported graphs; ORT's own optimizer pass is the part that
             # folds the weight transposes the quantizer needs as constants
             quant_pre_process(str(whole), str(pre), skip_symbolic_shape=True)

@@ -25,12 +25,14 @@ import numpy as np
 
 from fpdiff.core import compare
 from fpdiff.core.compare import Finding
+from fpdiff.core.errors import QUANTIZE
 from fpdiff.core.precision import FP32, Precision
 from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
 from fpdiff.onnxtools.emulate import Activation, Emulation
 
 DEPART_SHARE = 0.5
+LOCAL_STEPS = 1.0
 FLOOR = FP32.tolerance
 COARSE_LEVELS = 16  # an activation using fewer levels than this on values that vary: its scale is too coarse
 COARSE_VALUES = 64  # ... over at least this many values (a scalar's one level is no finding)
@@ -59,7 +61,7 @@ def steps(got: Sequence[np.ndarray], emu: Emulation) -> tuple[float | None, floa
 
 
 def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray], emu: Emulation, got: Sequence[np.ndarray],
-          tool: str = "the quantizer") -> Cell:
+          tool: str = "the quantizer", local: Emulation | None = None) -> Cell:
     """The cell's verdict and its three numbers from the three readings. Two answers come before any number: a
     quantizer that quantized nothing (the format is not on this model at all: unsupported, with what it left), and a
     quantized model that computes non-finite outputs where float64 is finite before any kernel runs (its emulation
@@ -73,29 +75,65 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray], emu: Emulation,
         cell.status, cell.reason = Status.ERROR, (
             f"the quantized model itself computes non-finite outputs where float64 is finite (its exact emulation, "
             f"before any kernel){zeros}")
-        cell.stage, cell.component = "quantize", tool
+        cell.stage, cell.component = QUANTIZE, tool
         return cell
     loss, departure, total = rel_l2(emu.outputs, truth), rel_l2(got, emu.outputs), rel_l2(got, truth)
     worst, far = steps(got, emu)
     cell.metrics = {"rel_l2": total, "quantization_loss": loss, "departure": departure,
                     "departure_steps": worst, "share_a_step_away": far}
-    bound = max(DEPART_SHARE * loss, FLOOR)
     in_steps = f"; {worst:.3g} steps at most at the output" if worst is not None else ""
-    if departure > bound:
-        status, why = Status.MISMATCH, (
-            f"the backend departs from the exact emulation of its own quantized model by {departure:.3g} (relative "
-            f"L2{in_steps}), more than {DEPART_SHARE:g} x the format's own cost ({loss:.3g}): not what {p.name} "
-            "costs, the backend computes something else")
+    wrong = _departing_kernel(cell, got, local) if local is not None else _departing_output(departure, loss, in_steps)
+    if wrong:
+        status, why = Status.MISMATCH, wrong
     elif total > p.tolerance:
         status, why = Status.QUANTIZATION_LOSS, (
             f"what {p.name} costs on this model: the exact emulation departs from float64 by {loss:.3g} (tolerance "
-            f"{p.tolerance:g}), and the backend matches it ({departure:.3g}{in_steps})")
+            f"{p.tolerance:g}), and the backend matches it ({departure:.3g}{in_steps}{_within(local)})")
     else:
         status, why = Status.PASS, (f"{total:.3g} from float64 (tolerance {p.tolerance:g}); the backend matches the "
-                                    f"emulation ({departure:.3g}{in_steps})")
+                                    f"emulation ({departure:.3g}{in_steps}{_within(local)})")
     cell.status, cell.reason = status, why
     cell.findings.extend(calibration_findings(emu.activations))
     return cell
+
+
+def _departing_output(departure: float, loss: float, in_steps: str) -> str | None:
+    """Without the backend's quantized values: the output-level rule (DEPART_SHARE of the format's cost)."""
+    if departure <= max(DEPART_SHARE * loss, FLOOR):
+        return None
+    return (f"the backend departs from the exact emulation of its own quantized model by {departure:.3g} (relative "
+            f"L2{in_steps}), more than {DEPART_SHARE:g} x the format's own cost ({loss:.3g}): not what the format "
+            "costs, the backend computes something else")
+
+
+def _departing_kernel(cell: Cell, got: Sequence[np.ndarray], local: Emulation) -> str | None:
+    """With the backend's quantized values read back (the emulation fed them, quantizer by quantizer): the first
+    kernel more than LOCAL_STEPS from the emulation given the same inputs, or outputs that depart from what the
+    backend's own last quantized values make."""
+    cell.metrics["kernels"] = len(local.local)
+    cell.metrics["kernel_steps"] = max((k.steps for k in local.local), default=0.0)
+    cell.metrics["kernels_a_step_away"] = sum(k.off > 0 for k in local.local)
+    bad = next((k for k in local.local if k.steps > LOCAL_STEPS), None)
+    if bad is not None:
+        return (f"the backend's kernel that makes {bad.tensor} departs from the emulation fed its own inputs by "
+                f"{bad.steps:.3g} steps ({bad.off} of {bad.values} values a step or more away): beyond the one step "
+                "a requantization may round the other way")
+    after = rel_l2(got, local.outputs)
+    worst, _ = steps(got, local)
+    if (after > FLOOR and worst is None) or (worst is not None and worst > LOCAL_STEPS):
+        at = f" ({worst:.3g} steps)" if worst is not None else ""
+        return (f"the outputs depart by {after:.3g}{at} from what the backend's own last quantized values make "
+                "through the rest of the graph: a kernel after the last quantizer computes something else")
+    return None
+
+
+def _within(local: Emulation | None) -> str:
+    """What the read-back shows of a matching backend: its kernels each within a step."""
+    if local is None or not local.local:
+        return ""
+    off = sum(k.off > 0 for k in local.local)
+    return (f"; each of its {len(local.local)} quantized kernels within {LOCAL_STEPS:g} step of the emulation fed "
+            f"its own inputs, {off} of them a step away somewhere")
 
 
 def _finite_where(outs: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> bool:
@@ -120,6 +158,20 @@ def calibration_findings(activations: Sequence[Activation]) -> list[Finding]:
                              f"format's grid (range [{a.range[0]:.4g}, {a.range[1]:.4g}] for values in "
                              f"[{a.seen[0]:.4g}, {a.seen[1]:.4g}]): the scale is so coarse its output is a few levels"))
     return found
+
+
+def optimizer_finding(record: dict) -> list[Finding]:
+    """Where the backend's own graph optimizations change the quantized model's numbers (all on against all off):
+    by how much, and the passes that each alone take the change away."""
+    effect = record.get("optimizer") or {}
+    moved = effect.get("changes_numbers") or 0.0
+    if not moved > FLOOR:
+        return []
+    by = effect.get("by") or []
+    who = (f"disabling {' or '.join(by)} alone takes the change away" if by else
+           "no one optimization disabled alone takes it away")
+    return [Finding("optimizer-changes-numbers", f"the backend's graph optimizations change the outputs by {moved:.3g} "
+                    f"(relative L2, all on against all off): {who}", op=by[0] if by else None)]
 
 
 def left_float(record: dict) -> list[Finding]:

@@ -37,6 +37,16 @@ class Activation:
 
 
 @dataclass
+class Local:
+    """One quantizer of the backend's run against the emulation fed the backend's own quantized values upstream:
+    the departure its kernel alone made, in steps of its grid (fp8: positions on the e4m3 grid)."""
+    tensor: str
+    values: int
+    off: int  # values a step or more away
+    steps: float  # the largest departure
+
+
+@dataclass
 class Emulation:
     """The emulated outputs (float64), each output's quantization step where a per-tensor DequantizeLinear makes
     it (None: a float op makes it), and every activation quantizer's use."""
@@ -45,6 +55,7 @@ class Emulation:
     activations: list[Activation] = field(default_factory=list)
     zero_scales: list[str] = field(default_factory=list)  # tensors quantized with a scale of 0 (x / 0: inf, NaN)
     quantizers: int = 0  # quantized tensors in the graph: QuantizeLinear, DequantizeLinear, integer and 4-bit ops
+    local: list[Local] = field(default_factory=list)  # a forced emulation's quantizers, in graph order
 
 
 def _q_range(elem: int) -> tuple[float, float]:
@@ -80,8 +91,10 @@ def quantize(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, elem: int) -> n
 class _Kernels:
     """The reference evaluator's kernels for the quantized ops, in float64, sharing one record of activations."""
 
-    def __init__(self, constants: set[str], elem_of: dict[str, int]) -> None:
-        self.constants, self.elem_of = constants, elem_of
+    def __init__(self, constants: set[str], elem_of: dict[str, int], forced: dict[str, np.ndarray] | None = None
+                 ) -> None:
+        self.constants, self.elem_of, self.forced = constants, elem_of, forced or {}
+        self.local: list[Local] = []
         self.activations: dict[str, Activation] = {}
         self.zero_scales: list[str] = []
 
@@ -101,6 +114,11 @@ class _Kernels:
                     k.zero_scales.append(self.onnx_node.input[0])
                 elif self.onnx_node.input[0] not in k.constants:
                     k.record(self.onnx_node.input[0], x, q, s, z, elem)
+                theirs = k.forced.get(self.onnx_node.output[0])
+                if theirs is not None:  # the backend's own values go on downstream; this kernel's departure is kept
+                    theirs = _wide(theirs)
+                    k.compare(self.onnx_node.input[0], q, theirs, elem)
+                    return (theirs,)
                 return (q,)
 
         class DequantizeLinear(OpRun):
@@ -153,6 +171,15 @@ class _Kernels:
 
         return [QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, MatMulNBits]
 
+    def compare(self, name: str, ours: np.ndarray, theirs: np.ndarray, elem: int) -> None:
+        """How far the backend's quantized values are from the emulation's, fed the same upstream values."""
+        if ours.shape != theirs.shape:
+            self.local.append(Local(name, int(ours.size), int(ours.size), float("inf")))
+            return
+        d = np.abs(grid_position(ours, elem) - grid_position(theirs, elem))
+        d = np.where(np.isnan(d), np.inf, d)
+        self.local.append(Local(name, int(d.size), int(np.count_nonzero(d >= 1)), float(d.max(initial=0.0))))
+
     def record(self, name: str, x: np.ndarray, q: np.ndarray, s, z, elem: int) -> None:
         """How an activation quantizer used its range on these inputs: the values it saturated, the levels used."""
         if x.size == 0:
@@ -170,6 +197,17 @@ class _Kernels:
         a.levels = max(a.levels, int(np.unique(q).size))
         a.range = ((lo - zero) * float(np.min(s)), (hi - zero) * float(np.max(s)))
         a.seen = (min(a.seen[0], float(x.min())), max(a.seen[1], float(x.max())))
+
+
+def grid_position(q: np.ndarray, elem: int) -> np.ndarray:
+    """Quantized values as positions on their grid, so a difference counts steps: integers are their own position;
+    an e4m3 value its index among the finite e4m3 values (one step is one representable value)."""
+    if elem != FP8_E4M3FN:
+        return np.asarray(q, dtype=np.float64)
+    import ml_dtypes
+    bits = np.asarray(q, dtype=np.float64).astype(ml_dtypes.float8_e4m3fn).view(np.uint8).astype(np.int64)
+    magnitude = bits & 0x7F  # e4m3fn orders its non-negative values by their bits; the sign mirrors them
+    return np.where(bits & 0x80, -magnitude, magnitude).astype(np.float64)
 
 
 def _zero_elem(zero: Any, output_dtype: int) -> int:
@@ -230,21 +268,25 @@ def wide_graph(model: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray]) -> Emulation:
-    """The graph's outputs computed exactly in float64 (inputs widened), each output's step, the activations."""
+def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
+            forced: dict[str, np.ndarray] | None = None) -> Emulation:
+    """The graph's outputs computed exactly in float64 (inputs widened), each output's step, the activations.
+    `forced`: the backend's own values of quantized tensors (QuantizeLinear outputs, by name), which go on downstream
+    in place of the emulation's, each compared with what the emulation computes from the same upstream values
+    (`local`): the departure of each of the backend's kernels alone."""
     from fpdiff.onnxtools.evaluator import evaluator
     from fpdiff.onnxtools.graph import float64_ops
     m = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
     constants = {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
                                                           for o in n.output}
-    kernels = _Kernels(constants, quantized_outputs(m))
+    kernels = _Kernels(constants, quantized_outputs(m), forced)
     ours = {c.__name__ for c in kernels.ops()}
     ops = [o for o in float64_ops() if o.__name__ not in ours] + kernels.ops()
     wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
     outs = evaluator(wide_graph(m), new_ops=ops).run(None, wide)
     return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
                       for o in outs], output_steps(m), list(kernels.activations.values()),
-                     list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m))
+                     list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local)
 
 
 # the ops that hold or make quantized tensors: a graph with none of them was not quantized at all
@@ -289,3 +331,19 @@ def feeds_of(m: onnx.ModelProto, inputs: Sequence[Any]) -> dict[str, np.ndarray]
     inits = {t.name for t in m.graph.initializer}
     names = [i.name for i in m.graph.input if i.name not in inits]
     return {n: np.asarray(v) for n, v in zip(names, inputs)}
+
+
+def marked_quantizers(m: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """A copy whose activation quantizers' outputs (QuantizeLinear of a value computed at run time) are also graph
+    outputs, typed as quantized: what a backend's run is read back by, tensor by tensor."""
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    constants = {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
+                                                          for o in n.output}
+    kinds = quantized_outputs(m)
+    present = {o.name for o in m.graph.output}
+    names = [n.output[0] for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in constants
+             and n.output[0] not in present and kinds.get(n.output[0]) in QUANTIZED_TYPES]
+    for name in names:
+        out.graph.output.append(onnx.helper.make_tensor_value_info(name, kinds[name], None))
+    return out, names
