@@ -429,7 +429,8 @@ def reading_back(session: Any, quantized: Path, device: str, record: dict[str, A
         record["read_back"] = same
         if same:
             where = rundir.mkdtemp(prefix="fpdiff-quant-") / "quantizers.npz"
-            np.savez(where, **{f"q{i}": np.asarray(v) for i, v in enumerate(values[len(outs):])})
+            arrays: dict[str, Any] = {f"q{i}": np.asarray(v) for i, v in enumerate(values[len(outs):])}
+            np.savez(where, **arrays)
             record.update(quantizer_values=str(where), quantizer_names=names)
         return outs
     return first
@@ -478,9 +479,16 @@ def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[A
     import tempfile
 
     import onnx
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
-    from onnxruntime.quantization import quantize_dynamic, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
+
     from fpdiff.core.errors import QUANTIZE as QUANTIZING
     with tempfile.TemporaryDirectory(prefix="fpdiff-ort-q-") as tmp:
         whole, pre = Path(tmp) / "model.onnx", Path(tmp) / "pre.onnx"

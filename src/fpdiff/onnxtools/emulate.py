@@ -16,8 +16,9 @@ import onnx
 from onnx import numpy_helper
 
 # integer ranges of the quantized types (ONNX TensorProto element types)
-_RANGES = {onnx.TensorProto.INT8: (-128, 127), onnx.TensorProto.UINT8: (0, 255), onnx.TensorProto.INT16: (-32768, 32767),
-           onnx.TensorProto.UINT16: (0, 65535), onnx.TensorProto.INT4: (-8, 7), onnx.TensorProto.UINT4: (0, 15),
+_RANGES = {onnx.TensorProto.INT8: (-128, 127), onnx.TensorProto.UINT8: (0, 255),
+           onnx.TensorProto.INT16: (-32768, 32767), onnx.TensorProto.UINT16: (0, 65535),
+           onnx.TensorProto.INT4: (-8, 7), onnx.TensorProto.UINT4: (0, 15),
            onnx.TensorProto.INT32: (-2**31, 2**31 - 1)}
 FP8_E4M3FN = onnx.TensorProto.FLOAT8E4M3FN
 FP8_MAX = 448.0  # e4m3fn's largest finite value: QuantizeLinear saturates to it (saturate=1, the default)
@@ -193,7 +194,8 @@ class _Kernels:
         # a range that starts at zero with the zero point at the type's lowest value is a ReLU the quantizer folded
         # into this quantizer (its saturation is the ReLU): values below zero are the ReLU's work, not clipping
         folded = zero == lo
-        a.clipped += int(np.count_nonzero(exact > hi + 0.5)) + (0 if folded else int(np.count_nonzero(exact < lo - 0.5)))
+        below = 0 if folded else int(np.count_nonzero(exact < lo - 0.5))
+        a.clipped += int(np.count_nonzero(exact > hi + 0.5)) + below
         a.levels = max(a.levels, int(np.unique(q).size))
         a.range = ((lo - zero) * float(np.min(s)), (hi - zero) * float(np.max(s)))
         a.seen = (min(a.seen[0], float(x.min())), max(a.seen[1], float(x.max())))

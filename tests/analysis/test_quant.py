@@ -1,0 +1,109 @@
+"""quant on real ONNX Runtime: each format quantized by onnxruntime.quantization, judged against float64 and the
+exact emulation of the quantized model; models built for it (a layer whose channels need their own scales, a
+calibration set that misses the judged range, a planted kernel bug) and bad input, one line each."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import fpdiff
+from conftest import PLUGINS, SPECS
+from fpdiff.cli import main
+from fpdiff.core.errors import UsageError
+from fpdiff.core.status import Status
+
+pytestmark = pytest.mark.slow
+ZERO_POINT = str(PLUGINS / "quant_zero_point.py")
+
+
+def _by(result):
+    return {(c.backend, c.precision): c for c in result.cells}
+
+
+def test_a_cnn_passes_int8_static_and_dynamic_and_int4_says_it_quantized_nothing():
+    r = fpdiff.quant("example:tinycnn", schemes=["int8", "int8-dynamic", "int4-weight"])
+    cells = _by(r)
+    static, dynamic, int4 = (cells["ort", s] for s in ("int8", "int8-dynamic", "int4-weight"))
+    assert static.status == Status.PASS and dynamic.status == Status.PASS
+    assert 1e-3 < static.metrics["quantization_loss"] < 5e-2  # the format costs something, within tolerance
+    assert static.metrics["departure"] < 1e-6 and static.metrics["kernel_steps"] <= 1
+    assert static.info["integer_ops"].get("QLinearConv") == 3 and static.info["float_ops"] == 0
+    assert "weights int8 per-channel symmetric" in static.info["scheme"]
+    assert int4.status == Status.UNSUPPORTED and "quantized none" in int4.reason and "Conv" in int4.reason
+    assert r.calibration["samples"] == 8 and "never saw" in r.calibration["judged_on"]
+    assert r.exit_code() == 0
+
+
+def test_a_layer_whose_channels_need_their_own_scales_is_quantization_loss_not_mismatch():
+    r = fpdiff.quant(str(SPECS / "quant_channel_ranges.py"), schemes=["int8"])
+    (c,) = r.cells
+    assert c.status == Status.QUANTIZATION_LOSS, c.reason
+    assert c.metrics["quantization_loss"] > 5e-2 and c.metrics["departure"] < 1e-3
+    assert r.exit_code() == 0 and r.exit_code(strict=True) == 1
+
+
+def test_a_calibration_set_that_misses_the_judged_range_is_named(tmp_path):
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3)).numpy()
+    np.savez(tmp_path / "small.npz", x=np.stack([x * 0.1] * 4))  # a tenth of the judged inputs' spread
+    r = fpdiff.quant("example:tinycnn", schemes=["int8"], calibration=str(tmp_path / "small.npz"))
+    (c,) = r.cells
+    clips = [f for f in c.findings if f.kind == "calibration-clips"]
+    assert clips and clips[0].message.startswith("x:"), [f.message for f in c.findings]
+    share = int(clips[0].message.split(" of ")[0].split()[-1]) / 6144
+    assert share > 0.5  # most of the judged inputs lie beyond a tenth of their own range
+    assert r.calibration["how"] == "the 4 inputs of small.npz"
+    assert c.status != Status.MISMATCH  # the backend still computes what the (badly calibrated) format says
+
+
+def test_a_planted_zero_point_bug_is_mismatch_at_its_kernel_and_ort_itself_is_not():
+    r = fpdiff.quant("example:tinyformer", schemes=["int8", "int8-dynamic"], backends=["ort", "ort-zero-point"],
+                     plugins=[ZERO_POINT])
+    cells = _by(r)
+    bad = cells["ort-zero-point", "int8"]
+    assert bad.status == Status.MISMATCH and "3 steps" in bad.reason and "kernel that makes" in bad.reason
+    good = cells["ort", "int8"]
+    assert good.status == Status.PASS and good.metrics["kernel_steps"] <= 1
+    # ONNX Runtime's QDQ fusions move outputs a step here and there; they are named, not called wrong
+    moved = [f for f in good.findings if f.kind == "optimizer-changes-numbers"]
+    assert moved and moved[0].op == "QDQSelectorActionTransformer"
+    assert cells["ort-zero-point", "int8-dynamic"].status == Status.PASS  # no zero point to plant there
+    assert r.exit_code() == 1
+
+
+def test_the_command_line_writes_json_and_exits_by_the_verdicts(tmp_path, capsys):
+    out = tmp_path / "q.json"
+    assert main(["quant", "example:tinycnn", "--schemes", "int8", "--json", str(out), "--no-store"]) == 0
+    report = json.loads(out.read_text())
+    assert report["kind"] == "quant" and report["cells"][0]["status"] == "pass"
+    assert "quantization_loss" in report["cells"][0]["metrics"]
+    assert "fpdiff quant example:tinycnn" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kwargs, said", [
+    ({"schemes": ["int3"]}, "unknown quantized format 'int3'"),
+    ({"backends": ["torch"]}, "torch has no quantization path in fpdiff; backends that have one: ort"),
+    ({"calibration": "missing.npz"}, "--calibration missing.npz: no such file"),
+    ({"samples": 0}, "samples is the number of calibration inputs"),
+])
+def test_bad_input_is_one_line(kwargs, said):
+    with pytest.raises(UsageError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        fpdiff.quant("example:tinycnn", **kwargs)
+
+
+def test_a_calibration_file_that_does_not_fit_the_model_is_one_line(tmp_path):
+    np.savez(tmp_path / "names.npz", y=np.zeros((2, 2, 3, 32, 32), np.float32))
+    with pytest.raises(UsageError, match="no array for input x"):
+        fpdiff.quant("example:tinycnn", calibration=str(tmp_path / "names.npz"))
+    np.savez(tmp_path / "shape.npz", x=np.zeros((2, 2, 3, 16, 16), np.float32))
+    with pytest.raises(UsageError, match=r"input x samples are \[2, 3, 16, 16\], the model takes \[2, 3, 32, 32\]"):
+        fpdiff.quant("example:tinycnn", calibration=str(tmp_path / "shape.npz"))
+    (tmp_path / "text.npz").write_text("not an npz")
+    with pytest.raises(UsageError, match="not an .npz file"):
+        fpdiff.quant("example:tinycnn", calibration=str(tmp_path / "text.npz"))
+
+
+def test_check_refuses_a_quantized_format_with_a_pointer(capsys):
+    assert main(["check", "example:tinycnn", "--precisions", "int8", "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert "int8 is a quantized format" in err and "fpdiff quant" in err and "Traceback" not in err

@@ -1,0 +1,116 @@
+"""The quantized cell's rules on readings made by hand: the format's cost is never charged to the backend, the
+backend's departure is never hidden in the format's cost, and what comes before any number (nothing quantized, a
+quantized model that is itself non-finite)."""
+import numpy as np
+
+from fpdiff.core import precision as prec
+from fpdiff.core.status import Status
+from fpdiff.judging import quantized as q
+from fpdiff.judging.cell import Cell
+from fpdiff.onnxtools.emulate import Activation, Emulation, Local
+
+INT8 = prec.QUANTIZED["int8"]
+RNG = np.random.default_rng(0)
+TRUTH = [RNG.standard_normal((4, 64))]
+
+
+def _cell():
+    return Cell("b", "cpu", "int8", "static", Status.OK)
+
+
+def _emu(loss: float, step: float | None = None, local=None) -> Emulation:
+    noise = RNG.standard_normal(TRUTH[0].shape)
+    out = TRUTH[0] + noise * loss * np.linalg.norm(TRUTH[0]) / np.linalg.norm(noise)
+    return Emulation([out], [step], quantizers=4, local=local or [])
+
+
+def test_matching_the_emulation_within_tolerance_passes():
+    emu = _emu(0.01)
+    c = q.judge(_cell(), INT8, TRUTH, emu, emu.outputs)
+    assert c.status == Status.PASS and abs(c.metrics["quantization_loss"] - 0.01) < 1e-9
+    assert c.metrics["departure"] == 0
+
+
+def test_a_large_cost_the_backend_matches_is_quantization_loss_not_mismatch():
+    emu = _emu(0.3)
+    got = [emu.outputs[0] * (1 + 1e-7)]
+    c = q.judge(_cell(), INT8, TRUTH, emu, got)
+    assert c.status == Status.QUANTIZATION_LOSS and "what int8 costs" in c.reason
+
+
+def test_departing_from_the_emulation_by_more_than_half_the_cost_is_mismatch():
+    emu = _emu(0.02)
+    noise = RNG.standard_normal(TRUTH[0].shape)
+    got = [emu.outputs[0] + noise * 0.015 * np.linalg.norm(TRUTH[0]) / np.linalg.norm(noise)]
+    c = q.judge(_cell(), INT8, TRUTH, emu, got)
+    assert c.status == Status.MISMATCH and "0.5 x the format's own cost" in c.reason
+    small = [emu.outputs[0] + noise * 0.005 * np.linalg.norm(TRUTH[0]) / np.linalg.norm(noise)]
+    assert q.judge(_cell(), INT8, TRUTH, emu, small).status == Status.PASS
+
+
+def test_with_kernels_read_back_a_kernel_beyond_one_step_is_named():
+    emu = _emu(0.02, step=0.01)
+    forced = Emulation(emu.outputs, [0.01], quantizers=4,
+                       local=[Local("a", 100, 3, 1.0), Local("b", 100, 40, 3.0), Local("c", 100, 90, 7.0)])
+    c = q.judge(_cell(), INT8, TRUTH, emu, emu.outputs, local=forced)
+    assert c.status == Status.MISMATCH and "makes b departs" in c.reason and "3 steps" in c.reason
+
+
+def test_with_kernels_each_within_a_step_a_large_output_departure_still_passes():
+    """One-step requantization differences amplified by the model downstream are not the backend's error."""
+    emu = _emu(0.02, step=0.01)
+    got = [emu.outputs[0] + 0.01]  # one step everywhere at the output: more than half the cost
+    forced = Emulation(got, [0.01], quantizers=4, local=[Local("a", 100, 7, 1.0), Local("b", 100, 0, 0.0)])
+    c = q.judge(_cell(), INT8, TRUTH, emu, got, local=forced)
+    assert c.status == Status.PASS and "within 1 step" in c.reason
+    assert c.metrics["kernels_a_step_away"] == 1
+
+
+def test_outputs_departing_from_the_last_quantized_values_are_mismatch():
+    emu = _emu(0.02, step=0.01)
+    forced = Emulation(emu.outputs, [0.01], quantizers=4, local=[Local("a", 100, 0, 0.0)])
+    got = [emu.outputs[0] + 0.05]  # five steps after the last quantizer
+    c = q.judge(_cell(), INT8, TRUTH, emu, got, local=forced)
+    assert c.status == Status.MISMATCH and "after the last quantizer" in c.reason
+
+
+def test_nothing_quantized_is_unsupported():
+    emu = Emulation(TRUTH, [None], quantizers=0)
+    c = q.judge(_cell(), INT8, TRUTH, emu, TRUTH, tool="tool x")
+    assert c.status == Status.UNSUPPORTED and "tool x quantized none" in c.reason
+
+
+def test_a_quantized_model_that_is_itself_nonfinite_is_the_quantizers_error():
+    emu = Emulation([np.full_like(TRUTH[0], np.nan)], [None], zero_scales=["t1"], quantizers=3)
+    c = q.judge(_cell(), INT8, TRUTH, emu, emu.outputs, tool="tool x")
+    assert c.status == Status.ERROR and c.component == "tool x" and "scale 0 for t1" in c.reason
+
+
+def test_calibration_findings_name_the_clipping_and_the_coarse_tensors():
+    acts = [Activation("x", 1000, 120, 200, (-1.0, 1.0), (-3.0, 2.5)), Activation("y", 1000, 0, 5, (0, 1), (0, 0.9)),
+            Activation("z", 1000, 0, 200, (0, 1), (0, 1)), Activation("k", 4, 0, 1, (0, 1), (1, 1))]
+    found = q.calibration_findings(acts)
+    assert [(f.kind, f.message.split(":")[0]) for f in found] == [("calibration-clips", "x"), ("coarse-scale", "y")]
+    assert "120 of 1000" in found[0].message and "[-3, 2.5]" in found[0].message
+
+
+def test_left_float_and_optimizer_findings_read_the_record():
+    rec = {"float_ops": 2, "integer_ops": {"QLinearConv": 3}, "left_float": ["Gemm g", "MatMul m"],
+           "optimizer": {"changes_numbers": 0.01, "by": ["PassA"]}}
+    (left,) = q.left_float(rec)
+    assert left.kind == "left-float" and "2 compute nodes" in left.message and "QLinearConv 3" in left.message
+    (opt,) = q.optimizer_finding(rec)
+    assert "disabling PassA alone" in opt.message and opt.op == "PassA"
+    assert q.optimizer_finding({"optimizer": {"changes_numbers": 0.0}}) == []
+
+
+def test_quantized_formats_are_refused_by_the_float_grid_with_a_pointer():
+    import pytest
+
+    from fpdiff.core.errors import UsageError
+    with pytest.raises(UsageError, match="int8 is a quantized format.*fpdiff quant"):
+        prec.get("int8")
+    assert prec.named("int4-weight").scheme.group_size == 32 and prec.named("fp16") is prec.FP16
+    with pytest.raises(UsageError, match="unknown quantized format 'int3'"):
+        prec.quantized("int3")
+    assert "weights int8 per-channel symmetric" in INT8.scheme.text()

@@ -1,0 +1,117 @@
+"""The quantized model's exact float64 emulation, checked against what it emulates: numpy by hand for rounding and
+saturation, and ONNX Runtime with its graph optimizations off (which runs each QuantizeLinear, DequantizeLinear,
+integer matmul and 4-bit block as the ONNX definition says) on graphs its own quantizer made."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from fpdiff.onnxtools.emulate import emulate, feeds_of, grid_position, marked_quantizers, quantize, unpack_nbits
+
+RNG = np.random.default_rng(1)
+
+
+def test_quantize_rounds_half_to_even_and_saturates():
+    x = np.array([0.25, 0.75, 1.25, -0.25, 100.0, -100.0])
+    assert quantize(x, 0.5, 0, T.INT8).tolist() == [0, 2, 2, 0, 127, -128]
+    assert quantize(x, 0.5, 128, T.UINT8).tolist() == [128, 130, 130, 128, 255, 0]
+
+
+def test_fp8_saturates_at_448_and_rounds_to_the_nearest_e4m3_value():
+    import ml_dtypes
+    x = np.array([1000.0, -1000.0, 1.0625, 0.3])
+    got = quantize(x, 1.0, 0, T.FLOAT8E4M3FN)
+    assert got[0] == 448 and got[1] == -448
+    assert got[2:].tolist() == x[2:].astype(ml_dtypes.float8_e4m3fn).astype(np.float64).tolist()
+    vals = np.array([0.0, 0.001953125, 1.0, 1.125, 448.0, -1.0, -1.125])
+    pos = grid_position(vals, T.FLOAT8E4M3FN)
+    assert pos[3] - pos[2] == 1 and pos[5] - pos[6] == 1 and pos[1] - pos[0] == 1
+
+
+def _qdq_matmul(per_channel: bool) -> onnx.ModelProto:
+    """x -> Q/DQ (uint8) -> MatMul with an int8 weight (per column or per tensor) -> Q/DQ: the QDQ pattern."""
+    w = RNG.standard_normal((16, 8)).astype(np.float32) * np.linspace(0.01, 1, 8, dtype=np.float32)
+    ws = (np.abs(w).max(axis=0) / 127).astype(np.float32) if per_channel else np.float32(np.abs(w).max() / 127)
+    wq = np.clip(np.round(w / ws), -127, 127).astype(np.int8)
+    inits = [numpy_helper.from_array(a, n) for a, n in [
+        (np.float32(0.02), "xs"), (np.uint8(128), "xz"), (wq, "wq"), (np.asarray(ws), "ws"),
+        (np.zeros(8 if per_channel else (), np.int8), "wz"), (np.float32(0.05), "ys"), (np.uint8(120), "yz")]]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=1),
+             helper.make_node("MatMul", ["xd", "wd"], ["y"]),
+             helper.make_node("QuantizeLinear", ["y", "ys", "yz"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["out"])]
+    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", T.FLOAT, [4, 16])],
+                          [helper.make_tensor_value_info("out", T.FLOAT, [4, 8])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _ort(model, feeds, optimized=False):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    if not optimized:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_a_qdq_matmul_is_what_onnx_runtime_computes_without_optimizations(per_channel):
+    m = _qdq_matmul(per_channel)
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    emu = emulate(m, {"x": x})
+    (want,) = _ort(m, {"x": x})
+    assert emu.steps == [pytest.approx(0.05)]
+    assert np.abs(emu.outputs[0] - want).max() / 0.05 <= 1 + 1e-6  # a float32 product may round the other way
+    assert np.mean(np.abs(emu.outputs[0] - want) < 1e-5) > 0.95  # float32's rounding of the dequantized output
+    assert {a.tensor for a in emu.activations} == {"x", "y"}
+
+
+@pytest.mark.slow
+def test_forced_values_go_downstream_and_each_quantizers_departure_is_kept():
+    m = _qdq_matmul(True)
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    marked, names = marked_quantizers(m)
+    assert names == ["xq", "yq"] and [o.name for o in marked.graph.output] == ["out", "xq", "yq"]
+    out, xq, yq = _ort(marked, {"x": x}, optimized=True)
+    bad = xq.astype(np.int32)
+    bad[0, 0] = min(255, bad[0, 0] + 5)  # a planted departure at the first quantizer
+    clean = emulate(m, {"x": x}, forced={"xq": xq, "yq": yq})
+    assert [k.tensor for k in clean.local] == ["x", "y"] and all(k.steps <= 1 for k in clean.local)
+    assert np.abs(clean.outputs[0] - out).max() < 1e-5  # the backend's own last quantized values, dequantized
+    emu = emulate(m, {"x": x}, forced={"xq": bad.astype(np.uint8), "yq": yq})
+    first = emu.local[0]
+    assert (first.tensor, first.steps, first.off) == ("x", 5.0, 1)
+
+
+@pytest.mark.slow
+def test_onnx_runtimes_dynamic_and_4bit_quantizers_are_emulated_exactly(tmp_path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    w = numpy_helper.from_array(RNG.standard_normal((64, 32)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["out"])],
+                          "mm", [helper.make_tensor_value_info("x", T.FLOAT, [2, 8, 64])],
+                          [helper.make_tensor_value_info("out", T.FLOAT, [2, 8, 32])], [w])
+    fp32 = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    onnx.save(fp32, tmp_path / "fp32.onnx")
+    quantize_dynamic(str(tmp_path / "fp32.onnx"), str(tmp_path / "dyn.onnx"), weight_type=QuantType.QInt8)
+    q4 = MatMulNBitsQuantizer(fp32, block_size=32, is_symmetric=False)
+    q4.process()
+    x = RNG.standard_normal((2, 8, 64)).astype(np.float32)
+    for m in (onnx.load(tmp_path / "dyn.onnx"), q4.model.model):
+        ops = {n.op_type for n in m.graph.node}
+        assert ops & {"DynamicQuantizeLinear", "MatMulNBits"}
+        emu = emulate(m, feeds_of(m, [x]))
+        (want,) = _ort(m, {"x": x})
+        scale = np.linalg.norm(want)
+        assert np.linalg.norm(emu.outputs[0] - want) / scale < 1e-5, ops
+        assert emu.quantizers > 0
+
+
+def test_unpack_nbits_reads_low_nibbles_first_and_blocks_of_values():
+    # N=1, K=4, one block of 4: values 1, 2, 3, 4 packed two to a byte, zero point 8 (symmetric), scale 0.5
+    b = np.array([[[0x21, 0x43]]], dtype=np.uint8)
+    w = unpack_nbits(b, np.array([0.5]), None, 4, 1, 4, 4)
+    assert w.tolist() == [[-3.5, -3.0, -2.5, -2.0]]
