@@ -95,7 +95,8 @@ def test_unknown_example():
 
 def test_unknown_backend_and_precision():
     assert_usage_error(["check", "example:tinycnn", "--backends", "torch,tensorrt"], "unknown backend 'tensorrt'")
-    assert_usage_error(["check", "example:tinycnn", "--precisions", "fp8"], "unknown precision 'fp8'")
+    assert_usage_error(["check", "example:tinycnn", "--precisions", "fp12"], "unknown precision 'fp12'")
+    assert_usage_error(["check", "example:tinycnn", "--precisions", "fp8"], "fp8 is a quantized format")
 
 
 def test_unknown_shape_variant():

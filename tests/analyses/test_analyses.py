@@ -54,8 +54,8 @@ def test_a_name_taken_by_another_origin_is_refused():
 
 
 def test_the_builtins_register_as_entry_points_and_unknown_names_list_them():
-    assert [a.name for a in analyses.all_analyses()][:6] == sorted(["check", "locate", "ranges", "plan", "ops",
-                                                                     "fuzz"])
+    assert [a.name for a in analyses.all_analyses()][:7] == sorted(["check", "locate", "ranges", "plan", "ops",
+                                                                     "fuzz", "quant"])
     with pytest.raises(UsageError, match="no analysis 'nope'; the analyses: check"):
         analyses.get("nope")
 

@@ -29,9 +29,9 @@ class ZeroPointOrt(OrtBackend):
         bad = Path(tempfile.mkdtemp()) / "bad.onnx"
         onnx.save(model, str(bad))
         cell.close()
-        record = {k: v for k, v in cell.quantized.items() if not k.startswith("quantizer_")}
-        return Prepared(reading_back(open_session(bad, task.device), bad, task.device, record),
-                        info={"planted": f"zero point +{shift}"}, quantized=record)
+        record, values = dict(cell.quantized), {}
+        return Prepared(reading_back(open_session(bad, task.device), bad, task.device, record, values),
+                        info={"planted": f"zero point +{shift}"}, quantized=record, read_back=values)
 
 
 def shifted(m, shift: int):

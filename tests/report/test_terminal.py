@@ -31,7 +31,7 @@ def test_a_check_shows_its_grid_then_each_next_command_once():
 
 
 def test_every_kind_has_its_renderer():
-    assert {a.name for a in analyses.all_analyses()} == {"check", "locate", "ranges", "plan", "ops", "fuzz"}
+    assert {a.name for a in analyses.all_analyses()} == {"check", "locate", "ranges", "plan", "ops", "fuzz", "quant"}
     text = shown(RangesResult("example:rmsnorm", ["fp16"]), show_all=True)
     assert "fpdiff ranges example:rmsnorm" in text and "fp16: fits" in text and "next:" not in text
 

@@ -62,6 +62,8 @@ class Prepared:
     # (onnxtools/emulate.py); "tool", what quantized it; "integer_ops"/"float_ops", the compute ops of the graph it
     # really ran by whether they ran in integers; "left_float", the compute nodes it left in float
     quantized: dict[str, Any] | None = None
+    # a quantized cell's own quantized tensors by name (its activation quantizers' outputs), as it read them back
+    read_back: dict[str, Any] = field(default_factory=dict)
 
     def close(self) -> None:
         if self.release is not None:

@@ -345,8 +345,9 @@ class OrtBackend(Backend):
                                   **(integer_ops(optimized) if optimized.exists() else {})}
         feeds = [_to_numpy(t) for t in task.inputs()]
         record["optimizer"] = optimizer_effect(quantized, task.device, feeds)
-        cell = prepared(reading_back(session, quantized, task.device, record), {**info, "quantized_by": tool})
-        cell.release, cell.quantized = _remover(scratch), record
+        values: dict[str, Any] = {}
+        cell = prepared(reading_back(session, quantized, task.device, record, values), {**info, "quantized_by": tool})
+        cell.release, cell.quantized, cell.read_back = _remover(scratch), record, values
         return cell
 
     def prepare_marked(self, task: Task) -> Prepared:
@@ -404,14 +405,14 @@ TRANSFORMERS = ("QDQSelectorActionTransformer", "QDQPropagationTransformer", "QD
                 "TransposeOptimizer", "ReshapeFusion", "ConstantSharing", "CommonSubexpressionElimination")
 
 
-def reading_back(session: Any, quantized: Path, device: str, record: dict[str, Any]) -> Callable[..., list[Any]]:
-    """run(*inputs) for the cell; its first run also reads every activation quantizer's values from a session with
-    them as outputs, into a file the record names, where that session's outputs are the cell's bit for bit (marking
-    a value as an output can stop a fusion: then nothing is read back, and the record says so)."""
+def reading_back(session: Any, quantized: Path, device: str, record: dict[str, Any],
+                 into: dict[str, Any]) -> Callable[..., list[Any]]:
+    """run(*inputs) for the cell; its first run also reads every activation quantizer's values `into` a dict by
+    tensor, from a session with them as outputs, where that session's outputs are the cell's bit for bit (marking a
+    value as an output can stop a fusion: then nothing is read back, and the record says so)."""
     import onnx
 
     from fpdiff.onnxtools.emulate import marked_quantizers
-    from fpdiff.runtime import rundir
     run = feeder(session)
     state = {"read": False}
 
@@ -427,13 +428,15 @@ def reading_back(session: Any, quantized: Path, device: str, record: dict[str, A
             values = feeder(open_session(model, device))(*inputs)
         same = all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(outs, values))
         record["read_back"] = same
-        if same:
-            where = rundir.mkdtemp(prefix="fpdiff-quant-") / "quantizers.npz"
-            arrays: dict[str, Any] = {f"q{i}": np.asarray(v) for i, v in enumerate(values[len(outs):])}
-            np.savez(where, **arrays)
-            record.update(quantizer_values=str(where), quantizer_names=names)
+        if same:  # fp8 values as the float32 numbers they are (exact), so every protocol carries them
+            into.update({n: _exact(v) for n, v in zip(names, values[len(outs):])})
         return outs
     return first
+
+
+def _exact(v: Any) -> np.ndarray:
+    a = np.asarray(v)
+    return a.astype(np.float32) if a.dtype.kind == "V" or "float8" in str(a.dtype) else a
 
 
 def optimizer_effect(quantized: Path, device: str, feeds: list[Any]) -> dict[str, Any]:
@@ -524,6 +527,17 @@ def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[A
                 onnx.save(q.model.model, str(out))
             else:
                 raise Unsupported(f"onnxruntime.quantization has no {scheme} path in fpdiff")
+        asked = _required_inputs(onnx.load(str(out), load_external_data=False)) - set(names)
+        if asked:
+            from fpdiff.core.errors import StageError
+            raise StageError(QUANTIZING, QUANTIZE, f"the quantized graph asks for {len(asked)} inputs the model does "
+                             f"not have ({', '.join(sorted(asked)[:4])}, ...): the quantizer dropped initializers "
+                             "the graph also lists as inputs")
+
+
+def _required_inputs(m: Any) -> set[str]:
+    """The graph's inputs that no initializer feeds: what a run must be given."""
+    return {i.name for i in m.graph.input} - {t.name for t in m.graph.initializer}
 
 
 def _quiet() -> Any:

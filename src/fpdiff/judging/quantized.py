@@ -93,7 +93,7 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray], emu: Emulation,
         status, why = Status.PASS, (f"{total:.3g} from float64 (tolerance {p.tolerance:g}); the backend matches the "
                                     f"emulation ({departure:.3g}{in_steps}{_within(local)})")
     cell.status, cell.reason = status, why
-    cell.findings.extend(calibration_findings(emu.activations))
+    cell.findings.extend(coarse_outputs(truth, emu) + calibration_findings(emu.activations))
     return cell
 
 
@@ -140,6 +140,24 @@ def _finite_where(outs: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> bo
     """Whether every float output is finite wherever float64's is."""
     return all(bool(np.isfinite(o)[np.isfinite(t)].all()) for o, t in zip(outs, truth)
                if np.asarray(t).dtype.kind == "f" and np.shape(o) == np.shape(t))
+
+
+def coarse_outputs(truth: Sequence[np.ndarray], emu: Emulation) -> list[Finding]:
+    """Outputs whose quantization step is coarse against their own values: most float64 values lie within half a
+    step of the zero point, so the format gives them nothing but a few levels (a softmax over 1,000 classes in
+    uint8 steps of 1/256)."""
+    found = []
+    for i, (t, step) in enumerate(zip(truth, emu.steps)):
+        t = np.asarray(t, np.float64)
+        if step is None or t.dtype.kind != "f" or not t.size:
+            continue
+        small = float(np.mean(np.abs(t) < step / 2))
+        if small > 0.5:
+            found.append(Finding("coarse-output", f"output {i}: {small:.0%} of its float64 values are within half a "
+                                 f"step ({step:.3g}) of zero (max |x| {np.abs(t).max():.3g}), so they quantize to the "
+                                 "zero point", remedy="keep this output's last op in float, or quantize it with a "
+                                 "finer scale"))
+    return found
 
 
 def calibration_findings(activations: Sequence[Activation]) -> list[Finding]:

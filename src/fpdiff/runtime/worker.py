@@ -54,6 +54,7 @@ class JobResult:
     run_times: list[float] = field(default_factory=list)  # seconds of each run (plan's speed figure)
     support: Support | None = None  # the runtime's own word on each op at the dtype asked (core/support.py)
     quantized: dict | None = None  # a quantized cell's record (backends.base.Prepared.quantized)
+    read_back: dict = field(default_factory=dict)  # its quantized tensors by name (Prepared.read_back), as arrays
 
 
 # Messages by which torch, ONNX Runtime and compilers say "this op has no kernel for this dtype".
@@ -135,12 +136,14 @@ def result_frame(result: JobResult) -> tuple[dict, dict[str, bytes]]:
     another host or from the local child: its fields as JSON, each output array (and repeated runs') a blob of its
     raw bytes."""
     from fpdiff.runtime import protocol
-    d = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in ("outputs", "repeats")}
+    d = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in ("outputs", "repeats", "read_back")}
+    d["read_back"] = list(result.read_back)
     d["notes"] = [n.as_dict() if hasattr(n, "as_dict") else n for n in result.notes]
     d["support"] = result.support.as_dict() if result.support is not None else None
     arrays = {f"out{i}": a for i, a in enumerate(result.outputs)}
     for r, outs in enumerate(result.repeats):
         arrays.update({f"rep{r}:{i}": a for i, a in enumerate(outs)})
+    arrays.update({f"back{i}": a for i, a in enumerate(result.read_back.values())})
     meta, blobs = protocol.array_blobs(arrays)
     return {"type": "result", "result": d, "repeats": len(result.repeats), "arrays": meta}, blobs
 
@@ -155,6 +158,7 @@ def read_result(header: dict, blobs: dict[str, bytes]) -> JobResult:
     d["notes"] = [Finding(**n) if isinstance(n, dict) else n for n in d.get("notes", [])]
     d["status"] = Status(d["status"])
     d["support"] = Support.from_dict(d["support"]) if isinstance(d.get("support"), dict) else None
+    d["read_back"] = {name: arrays[f"back{i}"] for i, name in enumerate(d.get("read_back") or [])}
     known = {f.name for f in fields(JobResult)}
     return JobResult(**{k: v for k, v in d.items() if k in known}, outputs=outs, repeats=repeats)
 
@@ -267,7 +271,8 @@ def _ran(prepared) -> dict:
     """The typed record of what a prepared cell ran, as JobResult fields."""
     return {"op_dtypes": prepared.op_dtypes, "planned_op_dtypes": prepared.planned_op_dtypes,
             "dtype_remedy": prepared.dtype_remedy, "export_departure": prepared.export_departure,
-            "support": getattr(prepared, "support", None), "quantized": getattr(prepared, "quantized", None)}
+            "support": getattr(prepared, "support", None), "quantized": getattr(prepared, "quantized", None),
+            "read_back": {k: np.asarray(v) for k, v in (getattr(prepared, "read_back", None) or {}).items()}}
 
 
 def _preparer(backend, mode: str, artifact: str | None = None):

