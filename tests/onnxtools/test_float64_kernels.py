@@ -22,3 +22,20 @@ def test_log_softmax_of_far_apart_logits_is_finite(axis):
     got = float64_values(_one_node("LogSoftmax", axis=axis), {"x": x}, intermediate=False)[0]
     want = torch.log_softmax(torch.tensor(x), axis).numpy()
     assert np.isfinite(got).all() and np.array_equal(got, want), (got, want)
+
+
+@pytest.mark.parametrize("size", [5, 4, 1])
+def test_lrn_normalizes_every_channel_over_its_window(size):
+    """The evaluator's LRN sums over the batch axis: only channel 0 was normalized, which made a quantized AlexNet's
+    exact emulation depart from ONNX Runtime by 5 steps (and the float64 judge of LRN models wrong)."""
+    x = np.random.default_rng(0).standard_normal((2, 7, 3, 3)) * 30
+    node = helper.make_node("LRN", ["x"], ["y"], alpha=1e-4, beta=0.75, bias=1.0, size=size)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))])
+    got = float64_values(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), {"x": x},
+                         intermediate=False)[0]
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)  # the ONNX definition's window: floor below, ceil above
+    window = np.stack([np.square(x[:, max(0, c - lo):c + hi + 1]).sum(1) for c in range(7)], 1)
+    alpha = float(np.float32(1e-4))  # as the attribute holds it
+    want = x / (1.0 + alpha / size * window) ** 0.75
+    assert np.abs(got - want).max() < 1e-12 * np.abs(want).max(), size

@@ -329,6 +329,27 @@ class OrtBackend(Backend):
         activation quantizer's values (a second session with them as outputs, kept only where its outputs are the
         cell's bit for bit), and, where the optimizations change the numbers, which of its transformers does."""
         import onnxruntime
+        scheme = task.precision.name
+        info: dict[str, Any] = {}
+        if task.given:
+            quantized, tool = Path(task.given), f"the file itself ({Path(task.given).name})"
+        else:
+            quantized, info = self._quantized(task)
+            tool = f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
+        scratch = _scratch()
+        optimized = scratch / "optimized.onnx"
+        with stage(LOAD, "onnxruntime"):
+            session = open_session(quantized, task.device, optimized)
+        record: dict[str, Any] = {"graph": str(quantized), "tool": tool,
+                                  **(integer_ops(optimized) if optimized.exists() else {})}
+        values: dict[str, Any] = {}
+        cell = prepared(reading_back(session, quantized, task.device, record, values), {**info, "quantized_by": tool})
+        cell.release, cell.quantized, cell.read_back = _remover(scratch), record, values
+        return cell
+
+    @staticmethod
+    def _quantized(task: Task) -> tuple[Path, dict[str, Any]]:
+        """The cell's fp32 graph quantized in the task's format, cached by model, format and calibration."""
         fp32 = task.at(prec.FP32)
         path, info = cell_graph(fp32)
         scheme = task.precision.name
@@ -336,19 +357,7 @@ class OrtBackend(Backend):
         quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, _calibration_digest(calibration)),
                                                suffix=".onnx",
                                                build=lambda out: quantize_graph(path, out, scheme, calibration))
-        scratch = _scratch()
-        optimized = scratch / "optimized.onnx"
-        with stage(LOAD, "onnxruntime"):
-            session = open_session(quantized, task.device, optimized)
-        tool = f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
-        record: dict[str, Any] = {"graph": str(quantized), "tool": tool,
-                                  **(integer_ops(optimized) if optimized.exists() else {})}
-        feeds = [_to_numpy(t) for t in task.inputs()]
-        record["optimizer"] = optimizer_effect(quantized, task.device, feeds)
-        values: dict[str, Any] = {}
-        cell = prepared(reading_back(session, quantized, task.device, record, values), {**info, "quantized_by": tool})
-        cell.release, cell.quantized, cell.read_back = _remover(scratch), record, values
-        return cell
+        return quantized, info
 
     def prepare_marked(self, task: Task) -> Prepared:
         """The cell's graph with every float value its nodes produce as an output; ONNX Runtime may fuse otherwise
@@ -421,6 +430,7 @@ def reading_back(session: Any, quantized: Path, device: str, record: dict[str, A
         if state["read"]:
             return outs
         state["read"] = True
+        record["optimizer"] = optimizer_effect(quantized, device, [_to_numpy(t) for t in inputs])
         model, names = marked_quantizers(onnx.load(str(quantized)))
         if not names:
             return outs

@@ -40,6 +40,7 @@ class Task(Protocol):
     cache: ArtifactCache
     flags: tuple[str, ...]  # the user's flags for this backend (backend_flags)
     converted: bool  # an ONNX source runs its opset conversion: its own graph failed on this backend
+    given: str | None  # a quantized cell's own quantized file (the user's), run as it is: nothing is quantized
 
     @property
     def kind(self) -> str:

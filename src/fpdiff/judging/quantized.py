@@ -60,12 +60,13 @@ def steps(got: Sequence[np.ndarray], emu: Emulation) -> tuple[float | None, floa
     return worst, (far / total if total else None)
 
 
-def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray], emu: Emulation, got: Sequence[np.ndarray],
+def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emulation, got: Sequence[np.ndarray],
           tool: str = "the quantizer", local: Emulation | None = None) -> Cell:
     """The cell's verdict and its three numbers from the three readings. Two answers come before any number: a
     quantizer that quantized nothing (the format is not on this model at all: unsupported, with what it left), and a
     quantized model that computes non-finite outputs where float64 is finite before any kernel runs (its emulation
-    does: the quantizer's error, with the scales of 0 that make it)."""
+    does: the quantizer's error, with the scales of 0 that make it). Without a float source (`truth` None: a
+    quantized file judged alone) the format's cost is unknown: only the kernels read back can decide."""
     if not emu.quantizers:
         cell.status, cell.reason = Status.UNSUPPORTED, (
             f"{tool} quantized none of this model's layers in {p.name}: the graph it made holds no quantized tensor")
@@ -77,6 +78,8 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray], emu: Emulation,
             f"before any kernel){zeros}")
         cell.stage, cell.component = QUANTIZE, tool
         return cell
+    if truth is None:
+        return _judge_alone(cell, emu, got, local)
     loss, departure, total = rel_l2(emu.outputs, truth), rel_l2(got, emu.outputs), rel_l2(got, truth)
     worst, far = steps(got, emu)
     cell.metrics = {"rel_l2": total, "quantization_loss": loss, "departure": departure,
@@ -94,6 +97,28 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray], emu: Emulation,
                                     f"emulation ({departure:.3g}{in_steps}{_within(local)})")
     cell.status, cell.reason = status, why
     cell.findings.extend(coarse_outputs(truth, emu) + calibration_findings(emu.activations))
+    return cell
+
+
+def _judge_alone(cell: Cell, emu: Emulation, got: Sequence[np.ndarray], local: Emulation | None) -> Cell:
+    """A quantized file with no float source: the backend against the file's own emulation, kernel by kernel."""
+    departure = rel_l2(got, emu.outputs)
+    worst, far = steps(got, emu)
+    cell.metrics = {"rel_l2": None, "quantization_loss": None, "departure": departure, "departure_steps": worst,
+                    "share_a_step_away": far}
+    wrong = _departing_kernel(cell, got, local) if local is not None else None
+    if wrong:
+        cell.status, cell.reason = Status.MISMATCH, wrong
+    elif local is not None and local.local:
+        cell.status, cell.reason = Status.PASS, (f"the backend matches the file's exact emulation ({departure:.3g}"
+                                                 f"{_within(local)}); no float source, so the format's cost is not "
+                                                 "measured (give the float model as MODEL and this file as --artifact)")
+    else:
+        cell.status, cell.reason = Status.UNJUDGED, (
+            f"no float source and no quantized tensor read back: the departure from the file's emulation "
+            f"({departure:.3g}) cannot be weighed against what the format costs (give the float model as MODEL and "
+            "this file as --artifact)")
+    cell.findings.extend(calibration_findings(emu.activations))
     return cell
 
 
@@ -136,8 +161,10 @@ def _within(local: Emulation | None) -> str:
             f"its own inputs, {off} of them a step away somewhere")
 
 
-def _finite_where(outs: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -> bool:
-    """Whether every float output is finite wherever float64's is."""
+def _finite_where(outs: Sequence[np.ndarray], truth: Sequence[np.ndarray] | None) -> bool:
+    """Whether every float output is finite wherever float64's is (everywhere, without a float source)."""
+    if truth is None:
+        return all(bool(np.isfinite(o).all()) for o in outs if np.asarray(o).dtype.kind == "f")
     return all(bool(np.isfinite(o)[np.isfinite(t)].all()) for o, t in zip(outs, truth)
                if np.asarray(t).dtype.kind == "f" and np.shape(o) == np.shape(t))
 

@@ -296,6 +296,20 @@ QUANTIZED_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantiz
                            "ConvInteger", "MatMulNBits", "QLinearConv", "QLinearMatMul"})
 
 
+def file_format(m: onnx.ModelProto) -> str | None:
+    """The quantized format a graph is in, read from its ops and types (fpdiff's names: int8, int8-dynamic,
+    int4-weight, fp8); None for a float graph."""
+    ops = {n.op_type for n in m.graph.node}
+    types = {t.data_type for t in m.graph.initializer} | set(quantized_outputs(m).values())
+    if FP8_E4M3FN in types:
+        return "fp8"
+    if "MatMulNBits" in ops:
+        return "int4-weight"
+    if "DynamicQuantizeLinear" in ops:
+        return "int8-dynamic"
+    return "int8" if ops & QUANTIZED_OPS else None
+
+
 def quantizer_count(m: onnx.ModelProto) -> int:
     """How many nodes of the graph hold or make quantized tensors."""
     return sum(n.op_type in QUANTIZED_OPS for n in m.graph.node)

@@ -92,7 +92,8 @@ def float64_ops() -> list:
     otypes "f"), and its Gelu expands into float32 constants, which would make the float64 judge a float32 one.
     Its LogSoftmax is log(softmax(x)): a probability that underflows to 0 gives -inf where the answer is finite
     (log_softmax([22400, 22100, 32000]) is [-9600, -9900, 0]); here it is x - max - log(sum(exp(x - max))).
-    With them, refkernels.py's: the evaluator's own numbers for Conv, ConvTranspose, MaxPool and float16 MatMul
+    Its LRN sums its window over the batch axis instead of the channels (only channel 0 is normalized); here it
+    follows the ONNX definition. With them, refkernels.py's: the evaluator's own numbers for Conv, ConvTranspose, MaxPool and float16 MatMul
     without its Python loops, and GlobalMaxPool and grouped ConvTranspose computed right."""
     import math
 
@@ -129,4 +130,14 @@ def float64_ops() -> list:
             shifted = x - x.max(axis=axis, keepdims=True)
             return ((shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(x.dtype),)
 
-    return [Erf, Gelu, LogSoftmax, *fast_ops()]
+    class LRN(OpRun):  # the evaluator's loops over the batch axis, not the channels: every channel past the first
+        op_domain = ""  # is divided by bias**beta alone (onnx 1.23's op_lrn.py); here the window is the channels'
+
+        def _run(self, x, alpha=1e-4, beta=0.75, bias=1.0, size=1):
+            lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+            sq = np.square(x)
+            edge = np.cumsum(np.pad(sq, [(0, 0), (1, 0)] + [(0, 0)] * (x.ndim - 2)), axis=1)
+            c = np.arange(x.shape[1])
+            window = edge.take(np.minimum(c + hi + 1, x.shape[1]), axis=1) - edge.take(np.maximum(c - lo, 0), axis=1)
+            return ((x / (bias + (alpha / size) * window) ** beta).astype(x.dtype),)
+    return [Erf, Gelu, LogSoftmax, LRN, *fast_ops()]

@@ -4,6 +4,7 @@ line, exit 2); the worker matches again the same way to feed the file."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 import tempfile
@@ -103,6 +104,20 @@ def feeds(names: Sequence[str], inputs: Sequence[Any], art: Artifact) -> tuple[A
 def _tensor(x: Any) -> torch.Tensor:
     """A model's input as a tensor: an ONNX source holds numpy arrays."""
     return x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
+
+
+def quantized_preparer(backend: Backend, path: str | None) -> Callable[[Any], Prepared]:
+    """A worker's prepare step for a quantized cell: the backend quantizes the model with its own tool, or runs the
+    user's quantized file (`path`) fed the model's inputs in the file's order and dtypes."""
+    def prepare(task: Any) -> Prepared:
+        if path is None:
+            return backend.prepare_quantized(task)
+        art = read(backend, path)
+        prepared = backend.prepare_quantized(dataclasses.replace(task, given=path))
+        prepared.feeds = feeds(task.source.input_names, task.source.inputs, art)
+        prepared.artifact = Path(path)
+        return prepared
+    return prepare
 
 
 def preparer(backend: Backend, path: str) -> Callable[[Any], Prepared]:

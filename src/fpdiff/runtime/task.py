@@ -113,6 +113,7 @@ class Task:
     flags: tuple[str, ...] = ()
     converted: bool = False  # run the opset conversion: the model's own graph failed on this backend (worker)
     made: dict = field(default_factory=dict)  # what fpdiff did making the cell's graph, for the cell's info
+    given: str | None = None  # a quantized cell's own quantized file (the user's), run as it is
     _memo: dict = field(default_factory=dict)
 
     @property

@@ -210,7 +210,11 @@ class State:
                 self.sources.pop(next(iter(self.sources)))
             self.sources[key] = LoadedSource(job.source, job.data_path, job.seed)
         task = Task(self.sources[key], p, job.device, job.variant, Cache(job.cache_dir), job.flags)
-        prepare = backend.prepare_quantized if p.is_quantized else _preparer(backend, job.mode, job.artifact)
+        if p.is_quantized:
+            from fpdiff.runtime.artifacts import quantized_preparer
+            prepare = quantized_preparer(backend, job.artifact)
+        else:
+            prepare = _preparer(backend, job.mode, job.artifact)
         t0 = time.perf_counter()
         try:
             prepared = prepare(task)  # plugins in the minimal form come through an adapter

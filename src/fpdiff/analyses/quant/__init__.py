@@ -25,6 +25,10 @@ def _arguments(c: argparse.ArgumentParser) -> None:
                    "inputs, which calibration never sees")
     c.add_argument("--samples", type=int, default=DEFAULT_SAMPLES,
                    help="calibration inputs drawn when no --calibration is given (default %(default)s)")
+    c.add_argument("--artifact", dest="artifacts", action="append", default=[], metavar="BACKEND=PATH",
+                   help="your own quantized file (a QDQ or QOperator .onnx) run on BACKEND as it is, its scales, zero "
+                   "points and format read from it, judged against MODEL's float64; repeatable. A quantized MODEL "
+                   "is judged against its own emulation alone")
     c.add_argument("--strict", action="store_true", help="exit 1 unless every judged cell passes with no finding")
 
 

@@ -41,11 +41,13 @@ class QuantOptions:
     """quant's own options. `schemes`: the quantized formats (core/precision.py QUANTIZED); `backends`: those with
     a quantization path (Backend.prepare_quantized); `calibration`: an .npz of calibration inputs, one array per
     model input named by it, samples along the first axis (None: `samples` drawn from the example inputs'
-    statistics). The cells are judged on the model's example inputs, which calibration never sees."""
+    statistics); `artifacts`: the user's own quantized files, BACKEND=PATH, each run as it is and judged against
+    MODEL's float64. The cells are judged on the model's example inputs, which calibration never sees."""
     schemes: Sequence[str] = DEFAULT_SCHEMES
     backends: Sequence[str] = ("ort",)
     calibration: str | None = None
     samples: int = DEFAULT_SAMPLES
+    artifacts: Sequence[str] = ()  # the user's own quantized files, BACKEND=PATH: judged against MODEL's float64
 
 
 @dataclass
@@ -80,37 +82,78 @@ class QuantResult(Result):
 
 @rundir.scoped
 def quant(model: str, options: QuantOptions | None = None, shared: RunOptions | None = None) -> QuantResult:
-    """Every (backend, quantized format) cell, judged against float64 and its own emulation."""
+    """Every (backend, quantized format) cell, judged against float64 and its own emulation; the user's own
+    quantized files (`artifacts`) against MODEL's float64; a quantized MODEL against its own emulation alone."""
     t0 = time.perf_counter()
     o, shared = options or QuantOptions(), (shared or RunOptions()).ready()
     formats = [prec.quantized(s) for s in o.schemes]
     reg = shared.registry
-    for b in o.backends:
+    given = [_artifact(a) for a in o.artifacts]
+    for b in dict.fromkeys([*o.backends, *(b for b, _ in given)]):
         if not reg.cls(b).implements("prepare_quantized"):
             able = [n for n in reg.names() if reg.cls(n).implements("prepare_quantized")]
             raise UsageError(f"{b} has no quantization path in fpdiff; backends that have one: {', '.join(able)}")
     grid = make_grid(model, reg, shared.grid(backends=tuple(o.backends), precisions=(prec.FP64,)))
-    samples, how = _calibration(grid.source, o, grid.seed)
+    own = _own_format(grid.source)  # a quantized MODEL: each backend runs the file itself, judged alone
+    runs = [(b, prec.quantized(own), grid.source.ref.path) for b in o.backends] if own else \
+        [(b, p, None) for b in o.backends for p in formats] + [(b, _file_format(path), path) for b, path in given]
+    samples, how = _calibration(grid.source, o, grid.seed) if not own else ([], "nothing: the file is quantized")
     data = jobdata.of_source(Path(grid.data_path).with_name("quant.pt"), grid.source, calibration=samples)
     s = grid.settings
     cells = []
     with external.pool(worker_env()) as pool:
-        truth = reference(grid, pool, shared.timeout).outputs
-        for b in o.backends:
-            for p in formats:
-                shared.step(f"{b} {p.name}", len(cells), len(o.backends) * len(formats))
-                job = Job(grid.source.ref, data, b, p, "cpu", STATIC, s.plugins, s.flags.get(b, ()), s.cache_dir,
-                          s.seed, 1)
-                cells.append(_cell(b, p, pool.run(job, shared.timeout), truth, grid.source.inputs))
+        truth = None if own else reference(grid, pool, shared.timeout).outputs
+        for b, p, path in runs:
+            shared.step(f"{b} {p.name}", len(cells), len(runs))
+            job = Job(grid.source.ref, data, b, p, "cpu", STATIC, s.plugins, s.flags.get(b, ()), s.cache_dir,
+                      s.seed, 1, artifact=path)
+            cells.append(_cell(b, p, pool.run(job, shared.timeout), truth, grid.source))
     shared.step("done", len(cells), len(cells))
     calibration = {"samples": len(samples), "how": how,
-                   "judged_on": "the model's example inputs, which calibration never saw"}
+                   "judged_on": "the model's example inputs, which calibration never saw" if not own else
+                   "the model's example inputs, against the file's own emulation (no float source)"}
     modules = [m for b in o.backends for m in reg.cls(b).requires]
     return QuantResult(grid.source.ref.label, cells, calibration, report_versions(modules),
                        time.perf_counter() - t0, grid.source.fingerprint)
 
 
-def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray], inputs: tuple) -> Cell:
+def _artifact(text: str) -> tuple[str, str]:
+    """BACKEND=PATH of a user's quantized file, checked: the file exists and holds quantized tensors."""
+    backend, sep, path = text.partition("=")
+    if not sep or not backend or not path:
+        raise UsageError(f"--artifact takes BACKEND=PATH (a quantized .onnx), not {text!r}")
+    if not Path(path).is_file():
+        raise UsageError(f"--artifact {text}: no such file")
+    _file_format(path)
+    return backend, path
+
+
+def _file_format(path: str) -> prec.Precision:
+    """The quantized format of a user's file, read from its ops and types; a float or unreadable file is one line."""
+    import onnx
+
+    from fpdiff.onnxtools.emulate import file_format
+    try:
+        m = onnx.load(path, load_external_data=False)
+    except Exception as e:
+        raise UsageError(f"{path}: not an ONNX file fpdiff can read ({type(e).__name__})") from None
+    name = file_format(m)
+    if name is None:
+        raise UsageError(f"{path} holds no quantized tensor: a float file is judged by `fpdiff check --artifact`")
+    return prec.quantized(name)
+
+
+def _own_format(source: Any) -> str | None:
+    """The quantized format of an ONNX MODEL that is itself quantized; None for a float model."""
+    if source.ref.kind != "onnx":
+        return None
+    import onnx
+
+    from fpdiff.onnxtools.emulate import file_format
+    return file_format(onnx.load(source.ref.path, load_external_data=False))
+
+
+def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray] | None, source: Any) -> Cell:
     """One cell from its job: a failure as the component's, a run judged by its three readings."""
     cell = Cell(backend, "cpu", p.name, STATIC.name, Status(r.status), r.message,
                 duration_s=round(r.prepare_s + r.run_s, 3), info={"scheme": p.scheme.text() if p.scheme else "",
@@ -119,11 +162,11 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         return cell
     import onnx
 
-    from fpdiff.onnxtools.emulate import emulate, feeds_of
+    from fpdiff.onnxtools.emulate import emulate
     q = r.quantized or {}
-    cell.info.update({k: v for k, v in q.items() if k != "graph"})
+    cell.info.update({("quantized_graph" if k == "graph" else k): v for k, v in q.items()})
     graph = onnx.load(q["graph"])
-    feeds = feeds_of(graph, [_as_fed(x) for x in inputs])
+    feeds = _feeds(graph, source)
     t = time.perf_counter()
     emu = emulate(graph, feeds)
     forced = r.read_back or None
@@ -136,6 +179,18 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         ops = Counter(n.split(" ")[0] for n in q["left_float"])
         cell.reason += f" (its compute nodes: {', '.join(f'{k} {v}' for k, v in ops.items())})"
     return cell
+
+
+def _feeds(graph: Any, source: Any) -> dict[str, np.ndarray]:
+    """The quantized graph's inputs from the model's: by name when the graph names every one as the model does,
+    else by position (how a user's file is fed, runtime/artifacts.py), float ones in float32."""
+    from fpdiff.onnxtools.emulate import feeds_of
+    inputs = [_as_fed(x) for x in source.inputs]
+    names = list(source.input_names)
+    plain = feeds_of(graph, inputs)
+    if set(plain) <= set(names):
+        return {n: inputs[names.index(n)] for n in plain}
+    return plain
 
 
 def _as_fed(x: Any) -> np.ndarray:
