@@ -39,3 +39,18 @@ def test_lrn_normalizes_every_channel_over_its_window(size):
     alpha = float(np.float32(1e-4))  # as the attribute holds it
     want = x / (1.0 + alpha / size * window) ** 0.75
     assert np.abs(got - want).max() < 1e-12 * np.abs(want).max(), size
+
+
+def test_a_ceil_mode_average_pool_wider_than_its_input_is_the_mean_onnx_runtime_gives():
+    """transformers' EfficientNet pools a 2x2 map with kernel 320, ceil_mode: the evaluator gave 0."""
+    import onnxruntime as ort
+    x = np.random.default_rng(0).standard_normal((1, 3, 2, 2))
+    node = helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[320, 320], strides=[320, 320],
+                            pads=[0, 0, 0, 0], ceil_mode=1, count_include_pad=1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    got = float64_values(model, {"x": x}, intermediate=False)[0]
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x.astype(np.float32)})
+    assert np.allclose(got, x.mean(axis=(2, 3), keepdims=True)) and np.allclose(got, want, atol=1e-6)

@@ -130,8 +130,8 @@ def float64_ops() -> list:
             shifted = x - x.max(axis=axis, keepdims=True)
             return ((shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))).astype(x.dtype),)
 
-    class LRN(OpRun):  # the evaluator's loops over the batch axis, not the channels: every channel past the first
-        op_domain = ""  # is divided by bias**beta alone (onnx 1.23's op_lrn.py); here the window is the channels'
+    class LRN(OpRun):  # onnx/onnx#7805 (fixed by #8331, after 1.23): its loop runs over the batch axis, so every
+        op_domain = ""  # channel past the first is divided by bias**beta alone; here the window is the channels
 
         def _run(self, x, alpha=1e-4, beta=0.75, bias=1.0, size=1):
             lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
@@ -140,4 +140,23 @@ def float64_ops() -> list:
             c = np.arange(x.shape[1])
             window = edge.take(np.minimum(c + hi + 1, x.shape[1]), axis=1) - edge.take(np.maximum(c - lo, 0), axis=1)
             return ((x / (bias + (alpha / size) * window) ** beta).astype(x.dtype),)
-    return [Erf, Gelu, LogSoftmax, LRN, *fast_ops()]
+    from onnx.reference.ops.op_average_pool import AveragePool_19 as StockAveragePool
+
+    class AveragePool(StockAveragePool):  # with ceil_mode, a window that runs past the input (a pool of 320 over a
+        def _run(self, x, auto_pad=None, ceil_mode=0, count_include_pad=0, dilations=None, kernel_shape=None,
+                 pads=None, strides=None):  # 2x2 map, as transformers' EfficientNet pooler exports) comes out 0
+            nd = x.ndim - 2
+            pads = list(pads or [0] * 2 * nd)
+            simple = (auto_pad in (None, "NOTSET", b"NOTSET") and not any(d != 1 for d in (dilations or []))
+                      and pads[:nd] == pads[nd:] and 1 <= nd <= 3 and x.dtype == np.float64
+                      and all(p <= k // 2 for p, k in zip(pads, kernel_shape)))
+            stock = super()._run(x, auto_pad=auto_pad, ceil_mode=ceil_mode, count_include_pad=count_include_pad,
+                                 dilations=dilations, kernel_shape=kernel_shape, pads=pads, strides=strides)
+            if not (ceil_mode and simple):
+                return stock
+            import torch  # torch's windows are ONNX Runtime's: clipped to the input, divided by what they cover
+            pool = getattr(torch.nn.functional, f"avg_pool{nd}d")
+            y = pool(torch.from_numpy(x), list(kernel_shape), list(strides or kernel_shape), pads[:nd],
+                     ceil_mode=True, count_include_pad=bool(count_include_pad)).numpy()
+            return (y,) if y.shape == stock[0].shape else stock  # where their windows differ, the evaluator's
+    return [Erf, Gelu, LogSoftmax, LRN, AveragePool, *fast_ops()]
