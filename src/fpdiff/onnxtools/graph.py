@@ -93,8 +93,10 @@ def float64_ops() -> list:
     Its LogSoftmax is log(softmax(x)): a probability that underflows to 0 gives -inf where the answer is finite
     (log_softmax([22400, 22100, 32000]) is [-9600, -9900, 0]); here it is x - max - log(sum(exp(x - max))).
     Its LRN sums its window over the batch axis instead of the channels (only channel 0 is normalized); here it
-    follows the ONNX definition. With them, refkernels.py's: the evaluator's own numbers for Conv, ConvTranspose, MaxPool and float16 MatMul
-    without its Python loops, and GlobalMaxPool and grouped ConvTranspose computed right."""
+    follows the ONNX definition. Its ceil_mode AveragePool gives 0 for a window wider than the input; here that is
+    torch's (ONNX Runtime's) average. With them, refkernels.py's: the evaluator's own numbers for Conv,
+    ConvTranspose, MaxPool and float16 MatMul without its Python loops, and GlobalMaxPool and grouped ConvTranspose
+    computed right."""
     import math
 
     import numpy as np
