@@ -107,3 +107,51 @@ def test_check_refuses_a_quantized_format_with_a_pointer(capsys):
     assert main(["check", "example:tinycnn", "--precisions", "int8", "--no-store"]) == 2
     err = capsys.readouterr().err
     assert "int8 is a quantized format" in err and "fpdiff quant" in err and "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def users_int8(tmp_path_factory):
+    """The user's own quantized file: tinycnn exported and quantized by the user with ORT's tools (QDQ, per channel)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    from fpdiff.examples import tinycnn
+    where = tmp_path_factory.mktemp("users")
+    torch.manual_seed(0)
+    model = tinycnn.model().eval()
+    torch.onnx.export(model, tinycnn.inputs(), str(where / "fp32.onnx"), input_names=["x"], dynamo=False)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            g = torch.Generator().manual_seed(7)
+            self.it = iter([{"x": torch.randn(2, 3, 32, 32, generator=g).numpy()} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.it, None)
+    quantize_static(str(where / "fp32.onnx"), str(where / "int8.onnx"), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True)
+    return where
+
+
+def test_the_users_quantized_file_is_judged_against_the_float_model(users_int8):
+    r = fpdiff.quant("example:tinycnn", schemes=[], artifacts=[f"ort={users_int8 / 'int8.onnx'}"])
+    (c,) = r.cells
+    assert (c.backend, c.precision) == ("ort", "int8") and c.info["quantized_by"] == "the file itself (int8.onnx)"
+    assert c.status in (Status.PASS, Status.QUANTIZATION_LOSS), c.reason
+    assert c.metrics["quantization_loss"] > 1e-4 and c.metrics["kernel_steps"] <= 1
+
+
+def test_a_quantized_model_alone_is_judged_against_its_own_emulation(users_int8):
+    r = fpdiff.quant(str(users_int8 / "int8.onnx"))
+    (c,) = r.cells
+    assert c.status == Status.PASS and c.metrics["quantization_loss"] is None, c.reason
+    assert "no float source" in c.reason and c.metrics["kernels"] > 0
+    assert r.calibration["how"].startswith("nothing")
+
+
+def test_a_float_or_missing_artifact_is_one_line(users_int8):
+    with pytest.raises(UsageError, match="holds no quantized tensor"):
+        fpdiff.quant("example:tinycnn", artifacts=[f"ort={users_int8 / 'fp32.onnx'}"])
+    with pytest.raises(UsageError, match="no such file"):
+        fpdiff.quant("example:tinycnn", artifacts=["ort=nope.onnx"])
+    with pytest.raises(UsageError, match="takes BACKEND=PATH"):
+        fpdiff.quant("example:tinycnn", artifacts=["int8.onnx"])
