@@ -86,7 +86,7 @@ def quant(model: str, options: QuantOptions | None = None, shared: RunOptions | 
     quantized files (`artifacts`) against MODEL's float64; a quantized MODEL against its own emulation alone."""
     t0 = time.perf_counter()
     o, shared = options or QuantOptions(), (shared or RunOptions()).ready()
-    formats = [prec.quantized(s) for s in o.schemes]
+    formats = [prec.quantized(s) for s in o.schemes if s]  # "" (the command line's --schemes "") names none
     reg = shared.registry
     given = [_artifact(a) for a in o.artifacts]
     for b in dict.fromkeys([*o.backends, *(b for b, _ in given)]):
