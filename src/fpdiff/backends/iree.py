@@ -56,6 +56,9 @@ _FLOAT_OP = re.compile(r"=\s*(?:arith\.(?:addf|subf|mulf|divf|remf|negf|maximumf
 _ABI_DEMOTED = re.compile(r"tensor<[^>]*xf64>\s+as\s+tensor<[^>]*xf32>")
 
 
+_INTEGER_DISPATCH = re.compile(r"(?:^|_|x)u?i(?:8|4)(?:x|_|$)")
+
+
 def tool(name: str) -> str:
     found = shutil.which(name) or str(Path(sys.executable).with_name(name))
     if not Path(found).exists():
@@ -499,6 +502,40 @@ class IreeBackend(Backend):
         if r.returncode:
             raise compile_failure(r.stderr, r.returncode, task.precision.name, "iree-import-onnx")
         return {"iree_import": "iree-import-onnx"}
+
+    def prepare_quantized(self, task: Task) -> Prepared:
+        """The QDQ graph (the cell's model quantized by onnxruntime.quantization, or the user's own file) imported by
+        iree-import-onnx and compiled at the fp32 flags: IREE lowers QuantizeLinear/DequantizeLinear into its own
+        integer and float dispatches; what they computed in is read from its dispatch phases."""
+        from fpdiff.core import precision as prec
+        from fpdiff.onnxtools.quantize import QUANTIZE, qdq_graph
+        from fpdiff.onnxtools.quantize import tool as quantizing_tool
+        given = Path(task.given) if task.given else None
+        graph = given or qdq_graph(task)
+        flags = compile_flags(task.device, prec.FP32, task.flags)
+        with tempfile.TemporaryDirectory(prefix="fpdiff-iree-q-") as tmp:
+            mlir, out, phases = Path(tmp) / "model.mlir", Path(tmp) / "model.vmfb", Path(tmp) / "phases"
+            r = subprocess.run([tool("iree-import-onnx"), str(graph), "-o", str(mlir)], capture_output=True,
+                               text=True)
+            if r.returncode:
+                last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:MESSAGE_CHARS]
+                raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
+            done = _run_compile(mlir, flags, out, phases)
+            if done.returncode:
+                raise compile_failure(done.stderr, done.returncode, task.precision.name, "iree-import-onnx")
+            def build(dest: Path) -> None:
+                shutil.copy(out, dest)
+            vmfb = task.cache.get_or_build(*task.key("iree-quantized", str(graph), *flags), suffix=".vmfb",
+                                           build=build)[0]
+            names = [n for f in sorted(phases.glob("*.executable-sources.mlir"))
+                     for n in _DISPATCH.findall(f.read_text())]
+        made = f"the file itself ({given.name})" if given else quantizing_tool(task.precision.name)
+        integer = [n for n in names if _INTEGER_DISPATCH.search(n)]  # a dispatch that reads int8 or int4 operands
+        record = {"graph": str(graph), "tool": made, "component": f"the file {graph.name}" if given else QUANTIZE,
+                  "integer_ops": {"integer dispatches": len(integer)} if integer else {},
+                  "float_ops": len(names) - len(integer)}
+        return Prepared(self._runner(vmfb, task.device), info={"quantized_by": made, "flags": flags},
+                        quantized=record)
 
     def repro(self, r: Repro) -> str | None:
         """The segment imported and compiled with the cell's flags; the script needs iree-base-runtime only. When

@@ -62,6 +62,30 @@ def executed_dtypes(compiled: Any) -> Counter[str]:
     return counts
 
 
+# The runtime layers that carry a model's arithmetic weight (what quantization is for), and the runtime precisions
+# that are integers
+COMPUTE_LAYERS = frozenset({"Convolution", "FullyConnected", "MatMul", "GroupConvolution", "Deconvolution",
+                            "GroupDeconvolution", "ScaledDotProductAttention"})
+INTEGER_PRECISIONS = frozenset({"i8", "u8", "i4", "u4"})
+
+
+def runtime_integers(compiled: Any) -> dict[str, Any]:
+    """The compute layers of the compiled model that ran in integers (by layer type) and those left in float."""
+    ints: Counter[str] = Counter()
+    left: list[str] = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        kind = info["layerType"].astype(str) if "layerType" in info else ""
+        if kind not in COMPUTE_LAYERS:
+            continue
+        precision = info["runtimePrecision"].astype(str) if "runtimePrecision" in info else ""
+        if precision in INTEGER_PRECISIONS:
+            ints[kind] += 1
+        else:
+            left.append(f"{kind} {op.get_friendly_name()} ({precision or '?'})")
+    return {"integer_ops": dict(ints), "float_ops": len(left), "left_float": left[:32]}
+
+
 # Runtime layers whose bodies the plugin's runtime model does not list (their precision is "u8", the condition's)
 CONTROL_FLOW = frozenset({"If", "Loop", "TensorIterator"})
 
@@ -173,6 +197,29 @@ class OpenVinoBackend(Backend):
                   f"({NATIVE_ISA.get(want, 'its instructions')}) or OpenVINO's GPU plugin") if ran != want else None
         return Prepared(self._runner(compiled, task), computed_dtype(counts, want, used), notes, info,
                         op_dtypes=dict(counts), dtype_remedy=remedy, support=support)
+
+    def prepare_quantized(self, task: Task) -> Prepared:
+        """The QDQ graph its users hand it (the cell's model quantized by onnxruntime.quantization, or the user's own
+        file), converted and compiled by the CPU plugin at the f32 hint, so what is not quantized stays f32 on every
+        processor; the plugin's low-precision transformations decide what runs in integers, read from its runtime
+        model (each compute layer's runtime precision)."""
+        import openvino as ov
+
+        from fpdiff.onnxtools.quantize import QUANTIZE, qdq_graph, tool
+        if not task.device.startswith("cpu"):
+            raise Unsupported(f"fpdiff runs OpenVINO on its CPU plugin; {task.device} is not one", dtype="int8")
+        given = Path(task.given) if task.given else None
+        graph = given or qdq_graph(task)
+        with stage(IMPORT, "openvino.convert_model"):
+            model = _converted(ov, str(graph))
+        with stage(COMPILE, "openvino CPU plugin"):
+            compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        made = f"the file itself ({given.name})" if given else tool(task.precision.name)
+        record = {"graph": str(graph), "tool": made, "component": f"the file {graph.name}" if given else QUANTIZE,
+                  **runtime_integers(compiled)}
+        return Prepared(self._runner(compiled, task), info={"quantized_by": made, "run_by": "OpenVINO CPU plugin "
+                                                            f"{ov.__version__.split('-')[0]} (f32 hint)"},
+                        quantized=record)
 
     @staticmethod
     def _runner(compiled: Any, task: Task) -> Callable[..., list[Any]]:

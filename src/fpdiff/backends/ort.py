@@ -18,6 +18,8 @@ from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
 from fpdiff.core.support import Support
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
 from fpdiff.onnxtools.marked import marked
+from fpdiff.onnxtools.quantize import QUANTIZE
+from fpdiff.onnxtools.quantize import tool as quantizing_tool
 
 
 def op_dtypes(model_path: Path) -> Counter:
@@ -328,19 +330,19 @@ class OrtBackend(Backend):
         graph optimization on (what deploys). Read back: the optimized graph's integer and float ops, every
         activation quantizer's values (a second session with them as outputs, kept only where its outputs are the
         cell's bit for bit), and, where the optimizations change the numbers, which of its transformers does."""
-        import onnxruntime
         scheme = task.precision.name
         info: dict[str, Any] = {}
         if task.given:
             quantized, tool = Path(task.given), f"the file itself ({Path(task.given).name})"
         else:
             quantized, info = self._quantized(task)
-            tool = f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
+            tool = quantizing_tool(scheme)
         scratch = _scratch()
         optimized = scratch / "optimized.onnx"
         with stage(LOAD, "onnxruntime"):
             session = open_session(quantized, task.device, optimized)
         record: dict[str, Any] = {"graph": str(quantized), "tool": tool,
+                                  "component": f"the file {quantized.name}" if task.given else QUANTIZE,
                                   **(integer_ops(optimized) if optimized.exists() else {})}
         values: dict[str, Any] = {}
         cell = prepared(reading_back(session, quantized, task.device, record, values), {**info, "quantized_by": tool})
@@ -349,15 +351,10 @@ class OrtBackend(Backend):
 
     @staticmethod
     def _quantized(task: Task) -> tuple[Path, dict[str, Any]]:
-        """The cell's fp32 graph quantized in the task's format, cached by model, format and calibration."""
-        fp32 = task.at(prec.FP32)
-        path, info = cell_graph(fp32)
-        scheme = task.precision.name
-        calibration = [tuple(_to_numpy(t) for t in c) for c in task.calibration()]
-        quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, _calibration_digest(calibration)),
-                                               suffix=".onnx",
-                                               build=lambda out: quantize_graph(path, out, scheme, calibration))
-        return quantized, info
+        """The cell's fp32 graph (a torch model's export, checked) quantized in the task's format by ORT's tools."""
+        from fpdiff.onnxtools.quantize import qdq_graph
+        _, info = cell_graph(task.at(prec.FP32))
+        return qdq_graph(task), info
 
     def prepare_marked(self, task: Task) -> Prepared:
         """The cell's graph with every float value its nodes produce as an output; ONNX Runtime may fuse otherwise
@@ -382,16 +379,6 @@ outs = session.run(None, {n: as_np(x, d) for n, x, d in zip(names, xs, meta["inp
 """
 
 
-# How each quantized format is asked of onnxruntime.quantization (what the report says quantized the cell): the
-# settings its documentation gives for CPU inference (u8 activations, s8 weights per channel, QDQ), MinMax
-# calibration for int8 and the Distribution method fp8 requires, 4-bit blocks of 32 symmetric.
-QUANTIZERS = {
-    "int8": "quant_pre_process, then quantize_static(QDQ, per_channel, activations QUInt8, weights QInt8, MinMax)",
-    "int8-dynamic": "quant_pre_process, then quantize_dynamic(per_channel, weights QInt8)",
-    "int4-weight": "quant_pre_process, then MatMulNBitsQuantizer(block_size=32, is_symmetric=True)",
-    "fp8": "quant_pre_process, then quantize_static(QDQ, activations and weights QFLOAT8E4M3FN, Distribution)",
-}
-QUANTIZE = "onnxruntime.quantization"
 # the ops of ONNX Runtime's optimized graph that compute in integers (or on int4 weights), and the float compute ops
 # that a quantized graph should not leave float
 INTEGER_OPS = frozenset({"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeMatMul",
@@ -401,6 +388,7 @@ INTEGER_OPS = frozenset({"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvI
                          "DynamicQuantizeLSTM", "QLinearConvTranspose", "QLinearWhere"})
 FLOAT_COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv", "FusedGemm", "FusedMatMul",
                            "NchwcConv", "Attention", "MultiHeadAttention"})
+
 
 
 # ONNX Runtime's graph transformers a quantized cell is bisected over when its optimizations change the numbers
@@ -482,96 +470,6 @@ def optimizer_effect(quantized: Path, device: str, feeds: list[Any]) -> dict[str
             return {"changes_numbers": 0.0}
         by = [t for t in TRANSFORMERS if change(outputs(disabled=(t,)), off) <= 0.1 * moved]
     return {"changes_numbers": moved, "by": by}
-
-
-def _calibration_digest(calibration: list[tuple[Any, ...]]) -> str:
-    import hashlib
-    h = hashlib.sha256()
-    for c in calibration:
-        for a in c:
-            h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:16]
-
-
-def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
-    """`fp32` quantized into `out` by onnxruntime.quantization in the format named (QUANTIZERS), after its own
-    pre-processing; any failure in its code is charged to it."""
-    import tempfile
-
-    import onnx
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_dynamic,
-        quantize_static,
-    )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    from fpdiff.core.errors import QUANTIZE as QUANTIZING
-    with tempfile.TemporaryDirectory(prefix="fpdiff-ort-q-") as tmp:
-        whole, pre = Path(tmp) / "model.onnx", Path(tmp) / "pre.onnx"
-        onnx.save(onnx.load(str(fp32)), str(whole))  # its weights inline: the quantizer copies files by name
-        model = onnx.load(str(whole), load_external_data=False)
-        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
-
-        class Reader(CalibrationDataReader):
-            def __init__(self) -> None:
-                self.feeds = iter([dict(zip(names, c)) for c in calibration])
-
-            def get_next(self) -> dict | None:
-                return next(self.feeds, None)
-
-        with stage(QUANTIZING, QUANTIZE), _quiet():
-            # symbolic shape inference refuses many exported graphs; ORT's own optimizer pass is the part that
-            # folds the weight transposes the quantizer needs as constants
-            quant_pre_process(str(whole), str(pre), skip_symbolic_shape=True)
-            if scheme == "int8":
-                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                                calibrate_method=CalibrationMethod.MinMax)
-            elif scheme == "int8-dynamic":
-                quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
-            elif scheme == "fp8":
-                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                                activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
-                                calibrate_method=CalibrationMethod.Distribution)
-            elif scheme == "int4-weight":
-                from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-                q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True)
-                q.process()
-                onnx.save(q.model.model, str(out))
-            else:
-                raise Unsupported(f"onnxruntime.quantization has no {scheme} path in fpdiff")
-        asked = _required_inputs(onnx.load(str(out), load_external_data=False)) - set(names)
-        if asked:
-            from fpdiff.core.errors import StageError
-            raise StageError(QUANTIZING, QUANTIZE, f"the quantized graph asks for {len(asked)} inputs the model does "
-                             f"not have ({', '.join(sorted(asked)[:4])}, ...): the quantizer dropped initializers "
-                             "the graph also lists as inputs")
-
-
-def _required_inputs(m: Any) -> set[str]:
-    """The graph's inputs that no initializer feeds: what a run must be given."""
-    return {i.name for i in m.graph.input} - {t.name for t in m.graph.initializer}
-
-
-def _quiet() -> Any:
-    """onnxruntime.quantization's advice and INFO lines kept out of the worker's log (its failures still raise)."""
-    import contextlib
-    import logging
-
-    @contextlib.contextmanager
-    def quiet() -> Any:
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)
-        try:
-            yield
-        finally:
-            root.setLevel(level)
-    return quiet()
 
 
 def integer_ops(optimized: Path) -> dict[str, Any]:

@@ -1,0 +1,133 @@
+"""A model quantized by ONNX Runtime's quantization tools (onnxruntime.quantization), the way their users run them:
+the QDQ graph an ONNX backend is handed for a quantized cell (ONNX Runtime itself, and OpenVINO and IREE, which take
+QDQ graphs), cached by model, format and calibration."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import QUANTIZE as QUANTIZING
+from fpdiff.core.errors import StageError, Unsupported, stage
+from fpdiff.core.task import Task
+
+# How each quantized format is asked of onnxruntime.quantization (what the report says quantized the cell): the
+# settings its documentation gives for CPU inference (u8 activations, s8 weights per channel, QDQ), MinMax
+# calibration for int8 and the Distribution method fp8 requires, 4-bit blocks of 32 symmetric.
+QUANTIZERS = {
+    "int8": "quant_pre_process, then quantize_static(QDQ, per_channel, activations QUInt8, weights QInt8, MinMax)",
+    "int8-dynamic": "quant_pre_process, then quantize_dynamic(per_channel, weights QInt8)",
+    "int4-weight": "quant_pre_process, then MatMulNBitsQuantizer(block_size=32, is_symmetric=True)",
+    "fp8": "quant_pre_process, then quantize_static(QDQ, activations and weights QFLOAT8E4M3FN, Distribution)",
+}
+QUANTIZE = "onnxruntime.quantization"
+
+
+def qdq_graph(task: Task) -> Path:
+    """The cell's fp32 ONNX graph quantized in the task's format, calibrated on task.calibration(), cached."""
+    fp32 = task.at(prec.FP32)
+    path = fp32.onnx_file()
+    scheme = task.precision.name
+    calibration = [tuple(np.asarray(t.numpy() if hasattr(t, "numpy") else t) for t in c) for c in task.calibration()]
+    quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, calibration_digest(calibration)),
+                                           suffix=".onnx",
+                                           build=lambda out: quantize_graph(path, out, scheme, calibration))
+    return quantized
+
+
+def tool(scheme: str) -> str:
+    """What quantized a cell, as its report says it."""
+    import onnxruntime
+    return f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
+
+
+def calibration_digest(calibration: list[tuple[Any, ...]]) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    for c in calibration:
+        for a in c:
+            h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
+    """`fp32` quantized into `out` by onnxruntime.quantization in the format named (QUANTIZERS), after its own
+    pre-processing; any failure in its code is charged to it."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with tempfile.TemporaryDirectory(prefix="fpdiff-ort-q-") as tmp:
+        whole, pre = Path(tmp) / "model.onnx", Path(tmp) / "pre.onnx"
+        onnx.save(onnx.load(str(fp32)), str(whole))  # its weights inline: the quantizer copies files by name
+        model = onnx.load(str(whole), load_external_data=False)
+        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+
+        class Reader(CalibrationDataReader):
+            def __init__(self) -> None:
+                self.feeds = iter([dict(zip(names, c)) for c in calibration])
+
+            def get_next(self) -> dict | None:
+                return next(self.feeds, None)
+
+        with stage(QUANTIZING, QUANTIZE), _quiet():
+            # symbolic shape inference refuses many exported graphs; ORT's own optimizer pass is the part that
+            # folds the weight transposes the quantizer needs as constants
+            quant_pre_process(str(whole), str(pre), skip_symbolic_shape=True)
+            if scheme == "int8":
+                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                                calibrate_method=CalibrationMethod.MinMax)
+            elif scheme == "int8-dynamic":
+                quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
+            elif scheme == "fp8":
+                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
+                                activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
+                                calibrate_method=CalibrationMethod.Distribution)
+            elif scheme == "int4-weight":
+                from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+                q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True)
+                q.process()
+                onnx.save(q.model.model, str(out))
+            else:
+                raise Unsupported(f"onnxruntime.quantization has no {scheme} path in fpdiff")
+        asked = _required_inputs(onnx.load(str(out), load_external_data=False)) - set(names)
+        if asked:
+            raise StageError(QUANTIZING, QUANTIZE, f"the quantized graph asks for {len(asked)} inputs the model does "
+                             f"not have ({', '.join(sorted(asked)[:4])}, ...): the quantizer dropped initializers "
+                             "the graph also lists as inputs")
+
+
+def _required_inputs(m: Any) -> set[str]:
+    """The graph's inputs that no initializer feeds: what a run must be given."""
+    return {i.name for i in m.graph.input} - {t.name for t in m.graph.initializer}
+
+
+def _quiet() -> Any:
+    """onnxruntime.quantization's advice and INFO lines kept out of the worker's log (its failures still raise)."""
+    import contextlib
+    import logging
+
+    @contextlib.contextmanager
+    def quiet() -> Any:
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            root.setLevel(level)
+    return quiet()
+
+
