@@ -82,7 +82,7 @@ def test_the_command_line_writes_json_and_exits_by_the_verdicts(tmp_path, capsys
 
 @pytest.mark.parametrize("kwargs, said", [
     ({"schemes": ["int3"]}, "unknown quantized format 'int3'"),
-    ({"backends": ["torch"]}, "torch has no quantization path in fpdiff; backends that have one: ort"),
+    ({"backends": ["torch"]}, "torch has no quantization path in fpdiff; backends that have one: iree, openvino, ort"),
     ({"calibration": "missing.npz"}, "--calibration missing.npz: no such file"),
     ({"samples": 0}, "samples is the number of calibration inputs"),
 ])
@@ -155,3 +155,13 @@ def test_a_float_or_missing_artifact_is_one_line(users_int8):
         fpdiff.quant("example:tinycnn", artifacts=["ort=nope.onnx"])
     with pytest.raises(UsageError, match="takes BACKEND=PATH"):
         fpdiff.quant("example:tinycnn", artifacts=["int8.onnx"])
+
+
+def test_openvino_and_iree_run_the_qdq_graph_and_say_what_ran_in_integers():
+    r = fpdiff.quant("example:tinycnn", schemes=["int8"], backends=["openvino", "iree"])
+    cells = _by(r)
+    ov, iree = cells["openvino", "int8"], cells["iree", "int8"]
+    assert ov.status == Status.PASS and ov.info["integer_ops"] == {"Convolution": 3, "FullyConnected": 1}
+    assert "f32 hint" in ov.info["run_by"] and ov.metrics["departure"] < 1e-5
+    assert iree.status == Status.PASS and iree.info["integer_ops"]["integer dispatches"] > 0
+    assert ov.info["quantized_graph"] == iree.info["quantized_graph"]  # the one QDQ graph both are handed
