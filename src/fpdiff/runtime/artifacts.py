@@ -106,13 +106,35 @@ def _tensor(x: Any) -> torch.Tensor:
     return x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
 
 
+def onnx_artifact(path: Path) -> Artifact:
+    """A quantized ONNX file's declared inputs and outputs, read by onnx itself: every backend that runs one is
+    handed the same graph, whether or not it reads converted files of its own."""
+    import onnx
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    from fpdiff.core import precision as prec
+    m = onnx.load(str(path), load_external_data=False)
+    inits = {t.name for t in m.graph.initializer}
+
+    def spec(v: Any) -> TensorSpec:
+        t = v.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+        try:
+            dtype = str(tensor_dtype_to_np_dtype(t.elem_type))
+        except (KeyError, ValueError, TypeError):
+            dtype = f"onnx type {t.elem_type}"
+        return TensorSpec(v.name, dims, dtype)
+    return Artifact(str(path), [spec(v) for v in m.graph.input if v.name not in inits],
+                    [spec(v) for v in m.graph.output], prec.FP32, "a quantized ONNX file")
+
+
 def quantized_preparer(backend: Backend, path: str | None) -> Callable[[Any], Prepared]:
     """A worker's prepare step for a quantized cell: the backend quantizes the model with its own tool, or runs the
     user's quantized file (`path`) fed the model's inputs in the file's order and dtypes."""
     def prepare(task: Any) -> Prepared:
         if path is None:
             return backend.prepare_quantized(task)
-        art = read(backend, path)
+        art = onnx_artifact(Path(path))
         prepared = backend.prepare_quantized(dataclasses.replace(task, given=path))
         prepared.feeds = feeds(task.source.input_names, task.source.inputs, art)
         prepared.artifact = Path(path)

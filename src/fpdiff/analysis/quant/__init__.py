@@ -96,7 +96,8 @@ def quant(model: str, options: QuantOptions | None = None, shared: RunOptions | 
             raise UsageError(f"{b} has no quantization path in fpdiff; backends that have one: {', '.join(able)}")
     grid = make_grid(model, reg, shared.grid(backends=tuple(o.backends), precisions=(prec.FP64,)))
     own = _own_format(grid.source)  # a quantized MODEL: each backend runs the file itself, judged alone
-    runs = [(b, prec.quantized(own), grid.source.ref.path) for b in o.backends] if own else \
+    mine = getattr(grid.source.ref, "original", None) or grid.source.ref.path  # the user's file, not a conversion
+    runs = [(b, prec.quantized(own), mine) for b in o.backends] if own else \
         [(b, p, None) for b in o.backends for p in formats] + [(b, _file_format(path), path) for b, path in given]
     samples, how = _calibration(grid.source, o, grid.seed) if not own else ([], "nothing: the file is quantized")
     data = jobdata.of_source(Path(grid.data_path).with_name("quant.pt"), grid.source, calibration=samples)
@@ -151,7 +152,8 @@ def _own_format(source: Any) -> str | None:
     import onnx
 
     from fpdiff.onnxtools.emulate import file_format
-    return file_format(onnx.load(source.ref.path, load_external_data=False))
+    mine = getattr(source.ref, "original", None) or source.ref.path
+    return file_format(onnx.load(mine, load_external_data=False))
 
 
 def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray] | None, source: Any) -> Cell:
