@@ -46,8 +46,13 @@ def prepare(name: str, work: Path) -> tuple[Path, Path, Path]:
     import numpy as np
     import onnx
     import torch
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType
-    from onnxruntime.quantization import quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     from fpdiff.sources import load
