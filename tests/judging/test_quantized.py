@@ -38,14 +38,15 @@ def test_a_large_cost_the_backend_matches_is_quantization_loss_not_mismatch():
     assert c.status == Status.QUANTIZATION_LOSS and "what int8 costs" in c.reason
 
 
-def test_departing_from_the_emulation_by_more_than_half_the_cost_is_mismatch():
+def test_departing_from_the_emulation_by_more_than_one_and_a_half_times_the_cost_is_mismatch():
     emu = _emu(0.02)
     noise = RNG.standard_normal(TRUTH[0].shape)
-    got = [emu.outputs[0] + noise * 0.015 * np.linalg.norm(TRUTH[0]) / np.linalg.norm(noise)]
-    c = q.judge(_cell(), INT8, TRUTH, emu, got)
-    assert c.status == Status.MISMATCH and "0.5 x the format's own cost" in c.reason
-    small = [emu.outputs[0] + noise * 0.005 * np.linalg.norm(TRUTH[0]) / np.linalg.norm(noise)]
-    assert q.judge(_cell(), INT8, TRUTH, emu, small).status == Status.PASS
+    got = [emu.outputs[0] + noise * 0.04 * np.linalg.norm(TRUTH[0]) / np.linalg.norm(noise)]
+    c = q.judge(_cell(), prec.QUANTIZED["int4-weight"], TRUTH, emu, got)
+    assert c.status == Status.MISMATCH and "1.5 x the format's own cost" in c.reason
+    # 0.72x: what a healthy backend reached, its one-step differences amplified downstream
+    amplified = [emu.outputs[0] + noise * 0.0144 * np.linalg.norm(TRUTH[0]) / np.linalg.norm(noise)]
+    assert q.judge(_cell(), INT8, TRUTH, emu, amplified).status == Status.PASS
 
 
 def test_with_kernels_read_back_a_kernel_beyond_one_step_is_named():

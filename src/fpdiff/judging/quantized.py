@@ -3,13 +3,16 @@ quantized model the backend ran (what the format costs: onnxtools/emulate.py), a
 format's cost is never charged to the backend and the backend's departure is never hidden in the format's cost.
 
 The rules, each with its reason:
-- mismatch: the backend departs from the emulation (relative L2) by more than DEPART_SHARE of what the format itself
-  costs (the emulation against float64), and by more than FLOOR. A healthy integer kernel computes the emulation's
+- mismatch, where the backend's quantized tensors are read back (the emulation fed them kernel by kernel): a kernel
+  more than LOCAL_STEPS from the emulation given the same inputs. A healthy integer kernel computes the emulation's
   integers exactly; where it differs, a requantization rounds the other way (its scale product in float32, a float
-  op between quantized ones in float32 where the emulation has float64), which moves one element by one step. The
-  format's own cost is about 0.29 step rms on every element of every quantized tensor; a backend that departs by
-  half of that is computing something else (a wrong zero point, saturation or rounding mode, a fusion that changes
-  the numbers). Measured on healthy ONNX Runtime cells: 1e-6 to 0.15 of the format's cost (BENCHMARKS.md).
+  op between quantized ones in float32 where the emulation has float64): one element, one step.
+- mismatch, where nothing is read back: the backend departs from the emulation (relative L2) by more than
+  DEPART_SHARE times what the format itself costs (the emulation against float64), and by more than FLOOR. One-step
+  differences amplify downstream: a healthy ONNX Runtime whose every kernel is within a step (read back) departs by
+  up to 0.72x the format's cost at the output (Whisper, int8: 233 kernels, 6 of them a step away somewhere; the
+  corpus, BENCHMARKS.md). 1.5x leaves twice that margin; a wrong zero point, saturation or rounding mode, or a
+  fusion that changes the numbers, departs by several times the cost.
 - FLOOR (fp32's tolerance): the float ops between quantized ones run in float32 on the backend and in float64 in
   the emulation; where almost nothing is quantized, that alone is the departure.
 - quantization-loss: the backend matches the emulation and its output departs from float64 beyond the format's
@@ -31,7 +34,7 @@ from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
 from fpdiff.onnxtools.emulate import Activation, Emulation
 
-DEPART_SHARE = 0.5
+DEPART_SHARE = 1.5
 LOCAL_STEPS = 1.0
 FLOOR = FP32.tolerance
 COARSE_LEVELS = 16  # an activation using fewer levels than this on values that vary: its scale is too coarse
