@@ -1,6 +1,8 @@
 """ONNX Runtime: a QDQ AveragePool whose window runs past the input (kernel 320 over a 2x2 map, ceil_mode=1,
 count_include_pad=1, as transformers' EfficientNet pooler exports) is fused into QLinearAveragePool, which gives the
 zero point (0.0); the same graph unfused, and the float AveragePool, give the mean of the 4 values."""
+import sys
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -25,4 +27,4 @@ for level in ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL"):
     opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     runs[level] = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     print(level, runs[level].ravel(), "expected", want.ravel())
-raise SystemExit(int(not np.allclose(runs["ORT_ENABLE_ALL"], want, atol=1e-6)))
+sys.exit(int(not np.allclose(runs["ORT_ENABLE_ALL"], want, atol=1e-6)))

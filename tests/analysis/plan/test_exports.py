@@ -130,7 +130,9 @@ def test_executorch_runs_the_pte_on_executorch_as_the_users_file(planned):
     e = by["executorch"]
     assert paths["executorch"].read_bytes()[4:8] == b"ET12"  # an ExecuTorch program (flatbuffer identifier)
     assert e.verified and e.backend == "executorch" and e.error <= p.tolerance
-    assert e.error == pytest.approx(p.error, rel=0.2)  # XNNPACK's fp16 kernels, not torch's: close, not equal
+    # XNNPACK's fp16 kernels, not torch's: close, not equal. On a CPU with AVX512-FP16 XNNPACK computes in fp16 itself
+    # (2.5e-3 measured on an Intel Xeon with AMX, against torch's 5.4e-4); without it, within 20% of torch's
+    assert p.error / 2 <= e.error <= max(1.2 * p.error, 10 * p.error if _native_fp16() else 0)
     assert e.op_dtypes["float32"] == 2 and e.op_dtypes["float16"] >= 5
     assert "XNNPACK" in e.check
 
@@ -278,3 +280,9 @@ def test_a_built_in_targets_name_cannot_be_taken():
     with pytest.raises(UsageError, match="export target 'onnx' from a plugin is already taken by entry point"):
         exports.targets().register(taken, "a plugin")
     assert exports.targets().get("onnx").write is not _keep_list
+
+
+def _native_fp16() -> bool:
+    """Whether this CPU has fp16 arithmetic (AVX512-FP16): XNNPACK then computes fp16 in fp16."""
+    from fpdiff.core.versions import cpu
+    return "AVX512-FP16" in cpu().split("; no ")[0]
