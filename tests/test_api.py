@@ -18,6 +18,12 @@ def test_the_package_hands_on_every_name_of_the_api():
         assert getattr(fpdiff, name) is getattr(api, name), name
 
 
+def test_examples_is_one_thing_after_a_model_is_imported_from_it():
+    from fpdiff.examples import tinycnn  # noqa: F401  (binds fpdiff.examples as Python binds a subpackage)
+    assert fpdiff.examples is api.examples
+    assert "tinycnn" in fpdiff.examples.names()
+
+
 def test_rejudge_refuses_what_it_cannot_judge_again_in_one_line(tmp_path):
     with pytest.raises(UsageError, match="JSON report of check, fuzz, ops; this one is the report of fpdiff plan"):
         fpdiff.rejudge({"kind": "plan", "model": "m"})

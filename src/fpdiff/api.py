@@ -20,7 +20,7 @@ from fpdiff.analysis.options import RunOptions
 from fpdiff.backends.routes import Routes  # noqa: F401  (handed on: CORE)
 from fpdiff.core.errors import FpdiffError, UnknownOption, UsageError  # noqa: F401  (handed on: CORE)
 from fpdiff.core.precision import canonical
-from fpdiff.sources.examples import names as examples  # noqa: F401
+from fpdiff import examples  # noqa: F401  (handed on: CORE; examples.names() lists them)
 from fpdiff.testing import assert_agrees  # noqa: F401
 
 # the API's names that are not analyses (each analysis adds its function and the names it declares)

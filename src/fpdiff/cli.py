@@ -179,7 +179,7 @@ def _progress(args, what: str, unit: str = "cells"):
 
 def _examples(args, console) -> int:
     from fpdiff.api import examples
-    for name, doc in examples().items():
+    for name, doc in examples.names().items():
         console.print(f"[bold]example:{name}[/bold]  {doc}", highlight=False)
     return EXIT_OK
 
