@@ -11,7 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fpdiff import analyses
+from fpdiff import (
+    analyses,
+    examples,  # noqa: F401  (handed on: CORE; examples.names() lists them)
+)
 from fpdiff.analyses import Analysis
 from fpdiff.analyses.args import csv
 from fpdiff.analysis import options as shared_options
@@ -20,7 +23,6 @@ from fpdiff.analysis.options import RunOptions
 from fpdiff.backends.routes import Routes  # noqa: F401  (handed on: CORE)
 from fpdiff.core.errors import FpdiffError, UnknownOption, UsageError  # noqa: F401  (handed on: CORE)
 from fpdiff.core.precision import canonical
-from fpdiff import examples  # noqa: F401  (handed on: CORE; examples.names() lists them)
 from fpdiff.testing import assert_agrees  # noqa: F401
 
 # the API's names that are not analyses (each analysis adds its function and the names it declares)

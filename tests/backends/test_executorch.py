@@ -178,3 +178,72 @@ def test_an_op_outside_core_aten_is_a_refusal_naming_it():
     r = fpdiff.check(str(SPECS / "histc_router.py"), backends=["executorch"], precisions=["fp32"], repeat=1)
     c = r.cells[0]
     assert c.status == Status.UNSUPPORTED and "aten.histc" in c.reason, c.reason
+
+
+# Quantized cells: ExecuTorch's XNNPACKQuantizer through PT2E, the .pte run by ExecuTorch's runtime, judged against
+# float64 and the exact emulation of the quantized program it ran
+QUANT_ZERO_POINT = str(__import__("conftest").PLUGINS / "quant_executorch_zero_point.py")
+
+
+@pytest.fixture(scope="module")
+def quantized():
+    r = fpdiff.quant("example:tinyformer", schemes=["int8", "int8-dynamic", "int4-weight", "fp8"],
+                     backends=["executorch", "executorch-zero-point"], plugins=[QUANT_ZERO_POINT])
+    return r, {(c.backend, c.precision): c for c in r.cells}
+
+
+def test_static_int8_matches_the_emulation_and_says_what_xnnpack_ran_in_integers(quantized):
+    _, cells = quantized
+    c = cells["executorch", "int8"]
+    assert c.status == Status.PASS, c.reason
+    assert 1e-3 < c.metrics["quantization_loss"] < 5e-2
+    assert c.metrics["departure"] < 1.5 * c.metrics["quantization_loss"]
+    assert c.info["integer_ops"] == {"linear (XNNPACK)": 4}  # the four projections ran in XNNPACK's int8 kernels
+    assert [f.split()[0] for f in c.info["left_float"]] == ["bmm", "bmm"]  # attention's products stayed float
+    assert "XNNPACKQuantizer" in c.info["quantized_by"] and "int8 per-tensor (calibrated)" in c.info["scheme"]
+
+
+def test_dynamic_int8_is_emulated_per_row_as_xnnpack_runs_it(quantized):
+    _, cells = quantized
+    c = cells["executorch", "int8-dynamic"]
+    assert c.status == Status.PASS, c.reason
+    # XNNPACK ranges each row of a linear's input, where the program declares one range per tensor: emulated as it
+    # runs, the backend matches to float32 rounding (per tensor, it departed by about the format's own cost)
+    assert c.metrics["departure"] < 1e-6 and c.metrics["quantization_loss"] > 1e-3
+    assert "one range per row" in c.info["scheme"]
+
+
+def test_formats_the_xnnpack_quantizer_lacks_are_declared_refusals(quantized):
+    _, cells = quantized
+    for scheme in ("int4-weight", "fp8"):
+        c = cells["executorch", scheme]
+        assert c.status == Status.UNSUPPORTED and "XNNPACK quantizer has no" in c.reason, c.reason
+
+
+def test_a_planted_zero_point_bug_is_mismatch_from_the_outputs_alone(quantized):
+    r, cells = quantized
+    bad = cells["executorch-zero-point", "int8"]
+    assert bad.status == Status.MISMATCH and "departs from the exact emulation" in bad.reason, bad.reason
+    assert bad.metrics["departure"] > 1.5 * bad.metrics["quantization_loss"]
+    assert cells["executorch-zero-point", "int8-dynamic"].status == Status.PASS  # no zero point planted there
+    assert r.exit_code() == 1
+
+
+def test_a_correctly_quantized_model_whose_loss_is_large_is_quantization_loss():
+    r = fpdiff.quant(str(__import__("conftest").SPECS / "quant_channel_ranges.py"), schemes=["int8"],
+                     backends=["executorch"])
+    (c,) = r.cells
+    assert c.status == Status.QUANTIZATION_LOSS, c.reason
+    assert c.metrics["quantization_loss"] > 5e-2 and c.metrics["departure"] < 1.5 * c.metrics["quantization_loss"]
+
+
+def test_xnnpacks_silent_dynamic_conv_bug_is_mismatch_where_static_int8_and_ort_pass():
+    # findings/quant-002: SiLU into a dynamically quantized conv, channels == height == width: the lowered program
+    # runs and returns permuted numbers
+    r = fpdiff.quant(str(__import__("conftest").SPECS / "quant_silu_square.py"), schemes=["int8", "int8-dynamic"],
+                     backends=["executorch", "ort"])
+    cells = {(c.backend, c.precision): c for c in r.cells}
+    bad = cells["executorch", "int8-dynamic"]
+    assert bad.status == Status.MISMATCH and bad.metrics["departure"] > 10 * bad.metrics["quantization_loss"]
+    assert cells["executorch", "int8"].status == Status.PASS
+    assert cells["ort", "int8-dynamic"].status == Status.PASS and cells["ort", "int8"].status == Status.PASS

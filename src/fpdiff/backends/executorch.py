@@ -8,12 +8,12 @@ import contextlib
 import io
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from fpdiff.backends.base import TORCH, TORCH_INPUTS, Artifact, Backend, Prepared, Repro, Task, TensorSpec
-from fpdiff.backends.torch_ops import MOVES, count_op_dtypes, float_dtype, op_name, refused_op
+from fpdiff.backends.torch_ops import MOVES, count_op_dtypes, float_dtype, integer_placement, op_name, refused_op
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.errors import COMPILE, LOAD, Unsupported, UsageError, stage
@@ -80,8 +80,9 @@ def lower(program: Any, how: str) -> Any:
         return to_edge_transform_and_lower(program, partitioner=parts)
 
 
-def write_pte(program: Any, how: str, out: Path) -> dict[str, Any]:
-    """Lower and serialize `program` to `out` (a .pte); -> where its ops run (placement)."""
+def write_pte(program: Any, how: str, out: Path, read: Callable[[Any], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Lower and serialize `program` to `out` (a .pte); -> what `read` reads of the lowered program (default: where
+    its ops run, placement)."""
     with stage(COMPILE, f"executorch to_edge_transform_and_lower ({how})"):
         try:
             edge = lower(program, how)
@@ -90,7 +91,7 @@ def write_pte(program: Any, how: str, out: Path) -> dict[str, Any]:
             if op is None:
                 raise
             raise Unsupported(f"ExecuTorch lowers Core ATen ops only, and {op} is not one", op=op) from e
-        placed = placement(edge)
+        placed = (read or placement)(edge)
     with stage(COMPILE, "executorch to_executorch"), _quiet():
         out.write_bytes(edge.to_executorch().buffer)
     return placed
@@ -172,6 +173,47 @@ class ExecuTorchBackend(Backend):
         return Prepared(_runner(method), computed, notes, info, op_dtypes=dict(counts) or None, dtype_remedy=remedy,
                         artifact=pte)
 
+    def prepare_quantized(self, task: Task) -> Prepared:
+        """The cell's fp32 program quantized as ExecuTorch's users quantize it for XNNPACK (PT2E with its
+        XNNPACKQuantizer: static or dynamic int8), lowered with XNNPACK's partitioner and run by ExecuTorch's runtime.
+        The quantized program is emulated from its QDQ ONNX graph; what ran in integers is read from the lowered
+        program (each delegated compute op fed by dequantize ops is an XNNPACK integer kernel)."""
+        scheme = task.precision.name
+        if scheme not in QUANTIZERS:
+            raise Unsupported(f"ExecuTorch's XNNPACK quantizer has no {scheme} path that keeps activations "
+                              f"{'float' if scheme == 'int4-weight' else 'in ' + scheme}: it quantizes "
+                              f"{' and '.join(QUANTIZERS)}", dtype=scheme)
+        if not task.is_torch:
+            raise Unsupported("ExecuTorch lowers torch programs; this model is ONNX", dtype=scheme)
+        if task.given:
+            raise Unsupported("fpdiff reads no scales from a quantized .pte: give the quantized .onnx, or let "
+                              "ExecuTorch's quantizer make the cell", dtype=scheme)
+        from fpdiff.onnxtools.quantize import calibration_digest
+        calibration = task.calibration()
+        digest = calibration_digest([tuple(t.numpy() for t in c) for c in calibration])
+        made: dict[str, Any] = {}
+
+        def build(out: Path) -> None:
+            from fpdiff.model import pt2e
+            fp32 = task.at(prec.FP32)
+            program = pt2e.quantize(self.export(fp32), xnnpack_quantizer(scheme), calibration, tuple(fp32.inputs()))
+            pt2e.qdq_graph(program, out.with_suffix(".qdq.onnx"), rows=xnnpack_rows(program))
+            made.update(write_quantized_pte(program, out))
+            write_whole(out.with_suffix(".placement.json"), json.dumps(made))
+        pte, _ = task.cache.get_or_build(*task.key("executorch-quantized", scheme, digest), suffix=".pte", build=build)
+        graph, record = pte.with_suffix(".qdq.onnx"), pte.with_suffix(".placement.json")
+        if not graph.exists() or not record.exists():  # a cached .pte whose companions were lost: made again
+            build(pte)
+        placed = json.loads(record.read_text())
+        with stage(LOAD, "executorch runtime"):
+            method = load_method(pte)
+        tool = quantizing_tool(scheme)
+        quantized = {"graph": str(graph), "tool": tool, "component": "ExecuTorch's XNNPACKQuantizer (PT2E)",
+                     **placed["integers"]}
+        info = {"quantized_by": tool, "scheme": SCHEMES[scheme], "run_by": "ExecuTorch runtime, XNNPACK delegate",
+                "ops_by_runner": placed["ops"], "pte_bytes": pte.stat().st_size}
+        return Prepared(_runner(method), info=info, artifact=pte, quantized=quantized)
+
     def read_artifact(self, path: Path) -> Artifact:
         """A .pte's forward method as its metadata declares it (a .pte names no inputs: input_0, input_1, ...)."""
         meta = load_method(path).metadata
@@ -200,6 +242,59 @@ class ExecuTorchBackend(Backend):
 method = Runtime.get().load_program(str(here / "segment.pte")).load_method("forward")
 outs = method.execute([t.contiguous() for t in xt])
 '''
+
+
+# The quantized formats ExecuTorch's users make for XNNPACK, asked of its XNNPACKQuantizer
+# (get_symmetric_quantization_config): int8 weights per channel symmetric, int8 activations per tensor asymmetric,
+# calibrated by PT2E's MinMax observers (static), or measured at run time (dynamic).
+QUANTIZERS = {"int8": {"is_per_channel": True}, "int8-dynamic": {"is_per_channel": True, "is_dynamic": True}}
+SCHEMES = {
+    "int8": "weights int8 per-channel symmetric, activations int8 per-tensor (calibrated) asymmetric, rounding half "
+            "to even, calibration minmax on the calibration inputs (PT2E observers)",
+    "int8-dynamic": "weights int8 per-channel symmetric, activations int8 at run time asymmetric, one range per "
+                    "row (XNNPACK: each row of a linear's input, each batch item of a conv's, where the program "
+                    "declares one per tensor), rounding half to even, calibration none (ranges measured at run time)",
+}
+
+
+def xnnpack_quantizer(scheme: str) -> Any:
+    """ExecuTorch's XNNPACKQuantizer set for a format, as its documentation sets it."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**QUANTIZERS[scheme]))
+
+
+def xnnpack_rows(program: Any) -> list[int]:
+    """How XNNPACK computes each dynamic quantizer's range: per batch item over C, H, W for a conv's input, per row
+    of the last dim otherwise (executorch's QuantParams: num_nonbatch_dims 3 or 1), where the program declares one
+    range per tensor. The emulation computes what XNNPACK runs."""
+    from fpdiff.model.pt2e import dynamic_inputs
+    return [3 if any("conv" in op for op in reached) else 1 for reached in dynamic_inputs(program)]
+
+
+def quantizing_tool(scheme: str) -> str:
+    """What quantized a cell, as its report says it."""
+    import importlib.metadata as md
+    args = ", ".join(f"{k}=True" for k in QUANTIZERS[scheme])
+    return (f"torchao {md.version('torchao')} prepare_pt2e/convert_pt2e with executorch {md.version('executorch')} "
+            f"XNNPACKQuantizer(get_symmetric_quantization_config({args}))")
+
+
+def write_quantized_pte(program: Any, out: Path) -> dict[str, Any]:
+    """A quantized program lowered with XNNPACK's partitioner into `out`; -> where its ops run and which compute
+    ops XNNPACK ran in integers (torch_ops.integer_placement)."""
+    return write_pte(program, "xnnpack", out,
+                     read=lambda edge: {**placement(edge), "integers": integer_placement(_lowered_graphs(edge))})
+
+
+def _lowered_graphs(edge: Any) -> list[tuple[str, Any]]:
+    """The graphs a lowered quantized program runs: each XNNPACK delegate's, and what stayed on the CPU kernels."""
+    gm = edge.exported_program().graph_module
+    graphs = [(XNNPACK, getattr(gm, n.args[0].target).original_module.graph) for n in gm.graph.nodes
+              if n.op == "call_function" and op_name(n) == "executorch_call_delegate"]
+    return [*graphs, (CPU, gm.graph)]
 
 
 # ExecuTorch's ScalarType codes as numpy names (executorch.runtime reports dtypes as these codes)

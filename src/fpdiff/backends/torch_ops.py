@@ -56,3 +56,36 @@ def refused_op(text: str) -> str | None:
     """The op a converter's message says it has no lowering for (aten.histc.default), else None."""
     m = _REFUSED_OP.search(text)
     return (m.group("a") or m.group("b")) if m else None
+
+
+# the compute ops a quantized program means to run in integers: one whose operands each come from a dequantize op
+# (through data movement) is quantized; one that does not is left float (a layer the quantizer skipped, or one the
+# lowering kept in float)
+COMPUTE = frozenset({"convolution", "conv1d", "conv2d", "conv3d", "conv_transpose2d", "linear", "mm", "bmm", "addmm",
+                     "matmul"})
+DEQUANTIZE = frozenset({"dequantize_per_tensor", "dequantize_per_channel", "dequantize_per_channel_group",
+                        "dequantize_affine"})
+
+
+def integer_placement(graphs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Which compute ops of a quantized program's graphs, by where they run, take dequantized operands (the
+    backend's integer kernel) and which stayed float: a quantized cell's integer_ops, float_ops and left_float."""
+    ints: Counter[str] = Counter()
+    left: list[str] = []
+    for where, graph in graphs:
+        for n in graph.nodes:
+            if n.op != "call_function" or op_name(n) not in COMPUTE:
+                continue
+            operands = [a for a in n.args[:2] if hasattr(a, "op")]
+            if operands and all(_dequantized(a) for a in operands):
+                ints[f"{op_name(n)} ({where})"] += 1
+            else:
+                left.append(f"{op_name(n)} {n.name} ({where})")
+    return {"integer_ops": dict(ints), "float_ops": len(left), "left_float": left[:32]}
+
+
+def _dequantized(node: Any) -> bool:
+    """Whether a value comes from a dequantize op, through data movement only."""
+    while node.op == "call_function" and op_name(node) in MOVES and node.args and hasattr(node.args[0], "op"):
+        node = node.args[0]
+    return node.op == "call_function" and op_name(node) in DEQUANTIZE

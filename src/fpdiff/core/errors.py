@@ -12,6 +12,7 @@ TORCH_EXPORT, ONNX_EXPORT = "torch.export", "onnx export"
 CAST = "cast graph"  # fpdiff's own ONNX graph at the cell's precision (onnxtools/mixed.py)
 IMPORT, COMPILE, LOAD, RUN = "import", "compile", "load", "run"
 QUANTIZE = "quantize"  # a backend's own quantization tool making the quantized model (Backend.prepare_quantized)
+EMULATE = "emulate"  # fpdiff's own exact float64 emulation of a quantized model, and what it reads the model from
 
 # A failure message is cut to what one terminal line and a JSON cell carry: compilers and exporters name the op,
 # node and dtype in their first few hundred characters; the full text stays in the cell's log tail.

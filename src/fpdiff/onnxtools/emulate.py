@@ -321,19 +321,35 @@ def quantized_outputs(m: onnx.ModelProto) -> dict[str, int]:
     consts = {n.output[0]: a.t.data_type for n in m.graph.node if n.op_type == "Constant" for a in n.attribute
               if a.type == a.TENSOR}
     found: dict[str, int] = {}
+    inferred: dict[str, int] | None = None
     for n in m.graph.node:
         if n.op_type != "QuantizeLinear":
             continue
         dtype = next((a.i for a in n.attribute if a.name == "output_dtype" and a.i), 0)
         zero = n.input[2] if len(n.input) > 2 and n.input[2] else None
+        if zero and not dtype and zero not in inits and zero not in consts:  # a zero point computed at run time
+            inferred = _value_types(m) if inferred is None else inferred
+            dtype = inferred.get(zero, 0)
+        # no zero point and no output_dtype: ONNX's default, uint8
         found[n.output[0]] = dtype or (inits.get(zero) or consts.get(zero) if zero else 0) or onnx.TensorProto.UINT8
     return found
+
+
+def _value_types(m: onnx.ModelProto) -> dict[str, int]:
+    """The element type of each value of the graph, by ONNX's type inference (a dynamic quantizer's zero point)."""
+    try:
+        graph = onnx.shape_inference.infer_shapes(m).graph
+    except Exception:  # inference refused (a contrib op): what it could not type stays unknown
+        return {}
+    return {v.name: v.type.tensor_type.elem_type for v in [*graph.value_info, *graph.output, *graph.input]}
 
 
 def output_steps(m: onnx.ModelProto) -> list[float | None]:
     """Each graph output's quantization step: the scale of the per-tensor DequantizeLinear that makes it."""
     made = {o: n for n in m.graph.node for o in n.output}
     inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    inits.update({n.output[0]: numpy_helper.to_array(a.t) for n in m.graph.node if n.op_type == "Constant"
+                  for a in n.attribute if a.type == a.TENSOR})  # a scale exporters write as a Constant node
     steps: list[float | None] = []
     for out in m.graph.output:
         node = made.get(out.name)

@@ -17,7 +17,7 @@ import torch
 from fpdiff.analysis.base import Result
 from fpdiff.analysis.options import RunOptions
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import EMULATE, UsageError
 from fpdiff.core.status import CELL_STATUSES, FAILING, NOT_JUDGED, NOTHING_JUDGED, Status
 from fpdiff.core.versions import report_versions
 from fpdiff.judging import quantized
@@ -31,7 +31,6 @@ from fpdiff.runtime.worker import JobResult
 __all__ = ["DEFAULT_SCHEMES", "QuantOptions", "QuantResult", "quant"]
 
 DEFAULT_SCHEMES = ("int8", "int8-dynamic", "int4-weight")
-EMULATE = "emulate"  # the stage of fpdiff's own float64 emulation of a quantized graph
 # Calibration inputs drawn when the user gives none: enough for MinMax ranges to settle on a small model, few enough
 # that calibrating costs less than judging.
 DEFAULT_SAMPLES = 8

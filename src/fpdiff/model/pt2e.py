@@ -1,0 +1,111 @@
+"""A torch program quantized the way PT2E users quantize it (torchao's prepare_pt2e, calibration, convert_pt2e) with a
+backend's own quantizer; and the quantized program as the QDQ ONNX graph fpdiff emulates exactly in float64: the
+program's own scales and zero points, each of its quantize and dequantize ops one ONNX QuantizeLinear or
+DequantizeLinear, the float ops between them as they are."""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fpdiff.core.errors import EMULATE, QUANTIZE, stage
+
+EMULATION_EXPORT = "fpdiff's emulation (torch.onnx of the quantized program)"
+
+
+def quantize(program: torch.export.ExportedProgram, quantizer: Any, calibration: Sequence[tuple[Any, ...]],
+             inputs: tuple[Any, ...]) -> torch.export.ExportedProgram:
+    """`program` prepared with `quantizer`, calibrated on `calibration` (never the judged inputs), converted, and
+    exported again at `inputs`: the quantized program a PT2E backend lowers. A failure here is the quantizer's."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    with stage(QUANTIZE, "torchao PT2E (prepare_pt2e, convert_pt2e)"), torch.no_grad():
+        prepared = prepare_pt2e(program.module(), quantizer)
+        for sample in calibration:
+            prepared(*sample)
+        converted = convert_pt2e(prepared)
+        return torch.export.export(converted, tuple(inputs))
+
+
+def qdq_graph(program: torch.export.ExportedProgram, out: Path, rows: Sequence[int] | None = None) -> None:
+    """The quantized program written as the QDQ ONNX graph fpdiff emulates (its optimizer off: nothing folded, each
+    quantize and dequantize op kept). `rows`: for each dynamic quantizer in graph order (dynamic_inputs), how many
+    trailing dims one run-time range covers, where the backend computes ranges per row rather than per tensor as the
+    program declares (XNNPACK); None: per tensor. torch.onnx failing here is fpdiff's emulation failing."""
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    left = list(rows or [])
+    with stage(EMULATE, EMULATION_EXPORT), contextlib.redirect_stdout(io.StringIO()):
+        exported = torch.onnx.export(program, (), dynamo=True, optimize=False, verbose=False,
+                                     custom_translation_table=_translations(left))
+        if rows and left:
+            raise RuntimeError(f"{len(left)} of the program's {len(rows)} dynamic quantizers were not translated")
+        exported.save(str(out))
+
+
+def dynamic_inputs(program: torch.export.ExportedProgram) -> list[list[str]]:
+    """For each dynamic quantizer (choose_qparams) in graph order, the ops its quantized value reaches through
+    quantize, dequantize and data movement: what a backend reads to decide how it computes the range."""
+    found: list[list[str]] = []
+    for n in program.graph.nodes:
+        if n.op == "call_function" and "choose_qparams" in str(n.target):
+            reached, todo = [], list(n.users)
+            while todo:
+                user = todo.pop()
+                name = str(user.target)
+                if "quantize" in name or "getitem" in name or "view" in name or "permute" in name:
+                    todo.extend(user.users)
+                else:
+                    reached.append(name)
+            found.append(reached)
+    return found
+
+
+def _translations(rows: list[int]) -> dict[Any, Any]:
+    """ONNX for the PT2E ops as the decomposed ops compute them, where torch.onnx has none or another: choose_qparams
+    (a dynamic quantizer's run-time range, over the trailing dims `rows` gives, one per
+    quantizer in graph order, consumed as torch.onnx translates them), quantize and dequantize with a
+    scale and zero point computed at run time (torch.onnx takes them as numbers only), and per-tensor quantize clamped
+    to quant_min and quant_max (torch.onnx saturates to the type's whole range, which a narrowed range such as
+    [-127, 127] is not)."""
+    from onnxscript import opset18 as op
+    from onnxscript.function_libs.torch_lib.ops import common
+
+    def const(v: float, like: Any) -> Any:
+        return op.CastLike(op.Constant(value_float=float(v)), like)
+
+    def quantize(x: Any, scale: float, zero_point: int, quant_min: int, quant_max: int, dtype: int) -> Any:
+        q = op.QuantizeLinear(x, const(scale, x), common.constant(zero_point, dtype=dtype))
+        return op.Clip(q, common.constant(quant_min, dtype=dtype), common.constant(quant_max, dtype=dtype))
+
+    def quantize_at_run_time(x: Any, scale: Any, zero_point: Any, quant_min: int, quant_max: int, dtype: int) -> Any:
+        # clamp(round(x / scale) + zero_point, quant_min, quant_max), round half to even, each row its own range
+        q = op.Add(op.Round(op.Div(x, op.CastLike(scale, x))), op.CastLike(zero_point, x))
+        return op.Cast(op.Clip(q, const(quant_min, x), const(quant_max, x)), to=dtype)
+
+    def dequantize_at_run_time(x: Any, scale: Any, zero_point: Any, quant_min: int, quant_max: int, dtype: int,
+                               out_dtype: int = -1) -> Any:
+        wide = op.Cast(x, to=1 if out_dtype in (-1, None) else out_dtype)
+        return op.Mul(op.Sub(wide, op.CastLike(zero_point, wide)), op.CastLike(scale, wide))
+
+    def choose_qparams(x: Any, quant_min: int, quant_max: int, eps: float, dtype: Any) -> tuple[Any, Any]:
+        # quantized_decomposed.choose_qparams.tensor: the range widened to hold 0, scale = range / levels (at least
+        # eps), zero point = quant_min - round(min / scale), clamped into the type's range
+        dims = rows.pop(0) if rows else 0
+        rank = len(x.shape) if getattr(x, "shape", None) is not None else 0
+        axes = {"axes": op.Constant(value_ints=list(range(rank - dims, rank))), "keepdims": 1} if dims and rank \
+            else {"keepdims": 0}
+        low = op.Min(op.ReduceMin(x, **axes), const(0.0, x))
+        high = op.Max(op.ReduceMax(x, **axes), const(0.0, x))
+        scale = op.Max(op.Div(op.Sub(high, low), const(quant_max - quant_min, x)), const(eps, x))
+        zp = op.Clip(op.Sub(const(quant_min, x), op.Round(op.Div(low, scale))), const(quant_min, x),
+                     const(quant_max, x))
+        return op.Cast(scale, to=1), op.Cast(zp, to=7)  # float32 scale, int64 zero point, as torch returns them
+
+    qd = torch.ops.quantized_decomposed
+    return {qd.choose_qparams.tensor: choose_qparams, qd.quantize_per_tensor.default: quantize,
+            qd.quantize_per_tensor.tensor: quantize_at_run_time,
+            qd.dequantize_per_tensor.tensor: dequantize_at_run_time}
