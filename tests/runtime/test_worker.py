@@ -82,3 +82,35 @@ def test_torchs_own_dtype_refusals_are_unsupported():
     for text, (op, dtype) in cases.items():
         assert classify_exception(RuntimeError(text)) == (Status.UNSUPPORTED, op, dtype), text
     assert classify_exception(RuntimeError("Unsupported dtype in my own code path"))[0] == Status.ERROR
+
+
+def test_a_backend_that_writes_into_its_inputs_is_said_to_and_one_that_does_not_is_not():
+    import numpy as np
+    import torch
+
+    from fpdiff.runtime.worker import _kept, _overwritten
+    inputs = (torch.arange(6.0).reshape(2, 3), torch.tensor([1, 2]), np.ones(3, dtype=np.float32), "a name")
+    kept = _kept(inputs)
+    assert _overwritten(inputs, kept) == []
+    inputs[0].add_(torch.tensor([[0.0, 0.5, 0.0], [0.0, 0.0, 0.0]]))  # what an in-place fused add does
+    inputs[2][1] = np.nan
+    (f,) = _overwritten(inputs, kept)
+    assert f.kind == "inputs-overwritten" and "input 0 (by up to 0.5)" in f.message and "input 2" in f.message
+    assert "input 1" not in f.message
+
+
+def test_every_job_gets_inputs_of_its_own():
+    import torch
+
+    from fpdiff.core import precision as prec
+    from fpdiff.runtime.task import Task
+
+    class Source:
+        inputs = (torch.ones(2, 3), torch.ones(2, dtype=torch.int64))
+    for p in (prec.FP32, prec.get("fp16")):
+        task = Task.__new__(Task)
+        task.source, task.precision = Source(), p
+        first = task.inputs()
+        first[0].add_(1)
+        first[1].add_(1)
+        assert torch.equal(Source.inputs[0], torch.ones(2, 3)) and int(Source.inputs[1].sum()) == 2

@@ -130,10 +130,12 @@ class Task:
         return self.kind == PROGRAM
 
     def inputs(self) -> tuple:
-        """Inputs as the backend receives them: float inputs in the precision's dtype (fp32 under autocast)."""
+        """Inputs as the backend receives them: float inputs in the precision's dtype (fp32 under autocast); each a
+        copy of its own, so a backend that writes into its inputs changes no other cell's (the worker says it did)."""
         if self.precision.is_cast:
-            return cast_inputs(self.source.inputs, self.precision)
-        return tuple(t.float() if t.is_floating_point() else t for t in self.source.inputs)
+            return tuple(t.clone() for t in cast_inputs(self.source.inputs, self.precision))
+        return tuple(t.to(torch.float32, copy=True) if t.is_floating_point() else t.clone()
+                     for t in self.source.inputs)
 
     def calibration(self) -> list[tuple]:
         """The calibration inputs of a quantized cell (the job data's), float ones as float32."""

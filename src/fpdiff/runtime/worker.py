@@ -239,6 +239,7 @@ class State:
         from fpdiff.core import errors
         t1 = time.perf_counter()
         inputs = prepared.feeds if prepared.feeds is not None else task.inputs()
+        kept = _kept(inputs)
         runs, times = [], []
         try:
             for _ in range(max(1, job.repeat)):
@@ -259,10 +260,45 @@ class State:
                         prepare_s=t1 - t0, run_s=time.perf_counter() - t1, **_ran(prepared))
             r.dtype = r.dtype or (p.name if r.op else None)
             return r
-        return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes),
+        return JobResult(OK, arrays, dtypes, prepared.computed_dtype, list(prepared.notes) + _overwritten(inputs, kept),
                          _info(task, prepared),
                          prepare_s=t1 - t0, run_s=t_first, repeats=repeats, run_times=times,
                          output_names=list(getattr(prepared, "output_names", None) or []), **_ran(prepared))
+
+
+def _kept(inputs) -> list:
+    """A copy of each input a run is handed, to see afterwards whether the backend wrote into it."""
+    import torch
+    return [t.detach().clone() if isinstance(t, torch.Tensor) else np.array(t, copy=True)
+            if isinstance(t, np.ndarray) else None for t in inputs]
+
+
+def _overwritten(inputs, kept: list) -> list:
+    """A finding when a backend wrote into the inputs it was handed: the caller's tensors changed by the call, so
+    the same call on the same tensors computes something else the next time (and later runs here saw other inputs)."""
+    from fpdiff.core.compare import Finding
+    changed = []
+    for i, (now, was) in enumerate(zip(inputs, kept)):
+        a, b = _plain(now), _plain(was)
+        if b is None or a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+            continue
+        by = f"by up to {float(np.max(np.abs(a - b))):.3g}" if a.shape == b.shape else "its shape"
+        changed.append(f"input {i} ({by})")
+    if not changed:
+        return []
+    return [Finding("inputs-overwritten", f"the backend wrote into the inputs it was handed: {', '.join(changed)} "
+                    "changed during the run, so the same call on the same tensors computes something else the next "
+                    "time", remedy="pass the backend a copy of the inputs, and report the in-place write upstream")]
+
+
+def _plain(t) -> np.ndarray | None:
+    """An input as float64 numpy (None: not an array), so two of them compare whatever their dtype."""
+    import torch
+    if isinstance(t, torch.Tensor) and not t.is_complex():
+        t = t.detach().cpu()
+        t = t.double() if t.is_floating_point() or t.dtype == torch.bool else t.long()
+        return t.numpy().astype(np.float64)
+    return np.asarray(t, dtype=np.float64) if isinstance(t, np.ndarray) and t.dtype.kind in "biuf" else None
 
 
 def _info(task, prepared) -> dict:

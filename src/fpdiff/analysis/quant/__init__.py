@@ -159,7 +159,8 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
     """One cell from its job: a failure as the component's, a run judged by its three readings."""
     cell = Cell(backend, "cpu", p.name, STATIC.name, Status(r.status), r.message,
                 duration_s=round(r.prepare_s + r.run_s, 3), info={"scheme": p.scheme.text() if p.scheme else "",
-                                                                    **r.info}, stage=r.stage, component=r.component)
+                                                                    **r.info}, stage=r.stage, component=r.component,
+                findings=list(r.notes))  # what the run itself showed (a backend that wrote into its inputs)
     if r.status != Status.OK:
         return cell
     import onnx
