@@ -198,7 +198,8 @@ class ExecuTorchBackend(Backend):
             pt2e.qdq_graph(program, out.with_suffix(".qdq.onnx"), rows=xnnpack_rows(program))
             made.update(write_quantized_pte(program, out))
             write_whole(out.with_suffix(".placement.json"), json.dumps(made))
-        pte, _ = task.cache.get_or_build(*task.key("executorch-quantized", scheme, pt2e.calibration_key(task)), suffix=".pte", build=build)
+        key = task.key("executorch-quantized", scheme, pt2e.calibration_key(task))
+        pte, _ = task.cache.get_or_build(*key, suffix=".pte", build=build)
         graph, record = pte.with_suffix(".qdq.onnx"), pte.with_suffix(".placement.json")
         if not graph.exists() or not record.exists():  # a cached .pte whose companions were lost: made again
             build(pte)
