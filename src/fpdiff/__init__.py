@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names for type checkers; at run time they load on first use (__getattr__)
+    from fpdiff import examples  # noqa: F401  (the example models' package; examples.names() lists them)
     from fpdiff.api import (  # noqa: F401
         Cell,
         CheckResult,
@@ -21,7 +22,6 @@ if TYPE_CHECKING:  # the names for type checkers; at run time they load on first
         apply_plan,
         assert_agrees,
         check,
-        examples,
         fuzz,
         locate,
         ops,

@@ -5,21 +5,13 @@ from importlib import resources
 from pathlib import Path
 
 from fpdiff.core.errors import UsageError
+from fpdiff.examples import names
+
+__all__ = ["example_path", "names"]
 
 
 def _dir() -> Path:
     return Path(str(resources.files("fpdiff") / "examples"))
-
-
-def names() -> dict[str, str]:
-    """Example name -> its one-line description (the spec file's docstring)."""
-    out = {}
-    for p in sorted(_dir().glob("*.py")):
-        if p.name.startswith("_"):
-            continue
-        first = p.read_text().split('"""')[1].strip().splitlines()[0] if '"""' in p.read_text() else ""
-        out[p.stem] = first
-    return out
 
 
 def example_path(name: str) -> Path:
