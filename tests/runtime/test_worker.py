@@ -114,3 +114,11 @@ def test_every_job_gets_inputs_of_its_own():
         first[0].add_(1)
         first[1].add_(1)
         assert torch.equal(Source.inputs[0], torch.ones(2, 3)) and int(Source.inputs[1].sum()) == 2
+
+
+def test_a_quantizer_that_trips_over_a_missing_kernel_failed_itself():
+    from fpdiff.core.errors import QUANTIZE, StageError
+    e = StageError(QUANTIZE, "X86InductorQuantizer (PT2E)", 'NotImplementedError: "histogram_cpu" not implemented '
+                   "for 'Long'")
+    assert classify_exception(e)[0] == Status.ERROR
+    assert classify_exception(Unsupported("no int4 path", dtype="int4-weight"))[0] == Status.UNSUPPORTED

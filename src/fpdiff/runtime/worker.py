@@ -75,11 +75,13 @@ _UNSUPPORTED_PATTERNS = [
 
 def classify_exception(exc: BaseException) -> tuple[str, str | None, str | None]:
     """(status, op, dtype): a missing kernel is `unsupported`, anything else raised while running is `error`."""
-    from fpdiff.core.errors import Crashed, Unsupported
+    from fpdiff.core.errors import QUANTIZE, Crashed, Unsupported
     if isinstance(exc, Unsupported):
         return UNSUPPORTED, exc.op, exc.dtype
     if isinstance(exc, Crashed):
         return CRASH, exc.op, None
+    if getattr(exc, "stage", None) == QUANTIZE:  # a quantizer that ran a kernel on a tensor it should have left
+        return ERROR, None, None  # alone (an observer on an integer tensor) failed itself: nothing was refused
     text = str(exc)  # a StageError keeps the component's message, so its missing-kernel refusals are still seen
     for pat in _UNSUPPORTED_PATTERNS:
         m = pat.search(text)
