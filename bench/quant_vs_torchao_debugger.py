@@ -34,23 +34,27 @@ where, scheme = sys.argv[1], sys.argv[2]
 if where.startswith("example:"):
     import importlib; spec = importlib.import_module("fpdiff.examples." + where.split(":")[1])
 else:
-    s = importlib.util.spec_from_file_location("m", where); spec = importlib.util.module_from_spec(s); s.loader.exec_module(spec)
+    s = importlib.util.spec_from_file_location("m", where)
+    spec = importlib.util.module_from_spec(s)
+    s.loader.exec_module(spec)
 model, x = spec.model().eval(), spec.inputs()
 ep = torch.export.export(model, x)
 generate_numeric_debug_handle(ep)
-q = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True, is_dynamic=scheme == "int8-dynamic"))
+config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=scheme == "int8-dynamic")
+q = XNNPACKQuantizer().set_global(config)
 prepared = prepare_pt2e(ep.module(), q)
 g = torch.Generator().manual_seed(0)
 for _ in range(8):
-    prepared(*[t.std() * torch.randn(t.shape, generator=g) + t.mean() if t.is_floating_point() else t for t in x])
+    prepared(*[t.std() * torch.randn(t.shape, generator=g) + t.mean() if t.is_floating_point() else t
+               for t in x])
 converted = convert_pt2e(prepared)
 ref, act = prepare_for_propagation_comparison(ep.module()), prepare_for_propagation_comparison(converted)
 with torch.no_grad():
     ref(*x); act(*x)
 def flat(v):  # a node with several outputs (chunk) has one SQNR each
     return [y for z in v for y in flat(z)] if isinstance(v, (list, tuple)) else [float(v)]
-sqnr = [y for s in compare_results(extract_results_from_loggers(ref), extract_results_from_loggers(act)).values()
-        for r in s.results for y in flat(r.sqnr) if abs(y) != float("inf") and y == y]
+compared = compare_results(extract_results_from_loggers(ref), extract_results_from_loggers(act))
+sqnr = [y for s in compared.values() for r in s.results for y in flat(r.sqnr) if abs(y) != float("inf") and y == y]
 print(json.dumps({"nodes": len(sqnr), "worst_sqnr_db": min(sqnr), "last_sqnr_db": sqnr[-1],
                   "seconds": time.perf_counter() - t0}))
 '''
@@ -69,7 +73,8 @@ def main() -> None:
     a = ap.parse_args()
     py = sys.executable
     fpdiff = str(Path(py).with_name("fpdiff"))
-    print("| model | format | torchao debugger (s) | fpdiff quant (s) | ratio | what the debugger says | what fpdiff says |")
+    print("| model | format | torchao debugger (s) | fpdiff quant (s) | ratio | what the debugger says "
+          "| what fpdiff says |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for model in a.models.split(","):
@@ -87,8 +92,9 @@ def main() -> None:
                 if out.exists():
                     (c,) = json.loads(out.read_text())["cells"]
                     m = c.get("metrics") or {}
-                    verdict = f"{c['status']}" + (f": loss {m['quantization_loss']:.3g}, departure {m['departure']:.3g}"
-                                                  if m.get("quantization_loss") is not None else f" ({c['reason'][:80]})")
+                    measured = m.get("quantization_loss") is not None
+                    verdict = c["status"] + (f": loss {m['quantization_loss']:.3g}, departure {m['departure']:.3g}"
+                                             if measured else f" ({c['reason'][:80]})")
                 else:
                     verdict = f"exit {f.returncode}: {f.stderr.strip()[-120:]}"
                 name = model.split("/")[-1]
