@@ -158,11 +158,49 @@ def test_a_float_or_missing_artifact_is_one_line(users_int8):
         fpdiff.quant("example:tinycnn", artifacts=["int8.onnx"])
 
 
-def test_openvino_and_iree_run_the_qdq_graph_and_say_what_ran_in_integers():
-    r = fpdiff.quant("example:tinycnn", schemes=["int8"], backends=["openvino", "iree"])
+def test_openvino_runs_nncfs_graph_iree_the_qdq_graph_and_each_says_what_ran_in_integers():
+    r = fpdiff.quant("example:tinycnn", schemes=["int8", "int8-dynamic"], backends=["openvino", "iree"])
     cells = _by(r)
     ov, iree = cells["openvino", "int8"], cells["iree", "int8"]
     assert ov.status == Status.PASS and ov.info["integer_ops"] == {"Convolution": 3, "FullyConnected": 1}
     assert "f32 hint" in ov.info["run_by"] and ov.metrics["departure"] < 1e-5
+    assert ov.info["quantized_by"].startswith("nncf ") and "symmetric" in ov.info["scheme"]
     assert iree.status == Status.PASS and iree.info["integer_ops"]["integer dispatches"] > 0
-    assert ov.info["quantized_graph"] == iree.info["quantized_graph"]  # the one QDQ graph both are handed
+    assert iree.info["quantized_by"].startswith("onnxruntime.quantization")
+    assert ov.info["quantized_graph"] != iree.info["quantized_graph"]  # each backend's own quantizer's graph
+    # NNCF makes no run-time activation quantization: OpenVINO's int8-dynamic cell runs ONNX Runtime's dynamic graph
+    dynamic = cells["openvino", "int8-dynamic"]
+    assert dynamic.status == Status.PASS and dynamic.info["quantized_by"].startswith("onnxruntime.quantization")
+
+
+def test_nncf_weight_only_and_fp8_on_openvino_and_ort_dropping_a_relu_before_an_fp8_quantizer():
+    r = fpdiff.quant("example:tinycnn", schemes=["int4-weight", "fp8"], backends=["openvino"])
+    cells = _by(r)
+    int4, fp8 = cells["openvino", "int4-weight"], cells["openvino", "fp8"]
+    assert int4.status == Status.PASS and int4.info["integer_ops"] == {"FullyConnected": 1}
+    assert int4.metrics["departure"] < 0.5 * int4.metrics["quantization_loss"]
+    # the CPU plugin quantizes a compressed FullyConnected's activations itself: said, since the file keeps them float
+    assert any(f.kind == "runtime-quantizes-activations" for f in int4.findings)
+    assert fp8.status == Status.PASS and fp8.metrics["departure"] < 0.5 * fp8.metrics["quantization_loss"]
+    assert not any(f.kind == "runtime-quantizes-activations" for f in fp8.findings)
+    # the same NNCF fp8 file on ONNX Runtime: its ReluQuantRewrite removes the Relus (findings/quant-005)
+    on_ort = fpdiff.quant("example:tinycnn", schemes=[], backends=["ort"],
+                          artifacts=[f"ort={fp8.info['quantized_graph']}"])
+    (c,) = on_ort.cells
+    changed = [f.message for f in c.findings if f.kind == "optimizer-changes-numbers"]
+    if _relu_dropped_before_fp8_quantize():
+        assert c.status == Status.MISMATCH and "relu" in c.reason and c.metrics["departure"] > 3 * c.metrics[
+            "quantization_loss"]
+        assert changed and "disabling ReluQuantRewrite alone takes the change away" in changed[0]
+    else:  # a release with the fix
+        assert c.status == Status.PASS and not changed
+
+
+def _relu_dropped_before_fp8_quantize() -> bool:
+    """Whether this ONNX Runtime has quant-005 (its repro exits 1)."""
+    import subprocess
+    import sys
+
+    from conftest import HERE
+    repro = next((HERE.parent / "findings").glob("quant-005-*/repro.py"))
+    return subprocess.run([sys.executable, str(repro)], capture_output=True).returncode == 1

@@ -110,6 +110,27 @@ def test_onnx_runtimes_dynamic_and_4bit_quantizers_are_emulated_exactly(tmp_path
         assert emu.quantizers > 0
 
 
+def test_a_matmulnbits_whose_domain_the_file_does_not_declare_is_emulated():
+    # NNCF's compress_weights writes com.microsoft's MatMulNBits with no opset import for that domain
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    w = numpy_helper.from_array(RNG.standard_normal((64, 32)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [2, 64])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2, 32])], [w])
+    q4 = MatMulNBitsQuantizer(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), block_size=32,
+                              is_symmetric=True)
+    q4.process()
+    declared = q4.model.model
+    undeclared = onnx.ModelProto.FromString(declared.SerializeToString())
+    kept = [o for o in undeclared.opset_import if o.domain != "com.microsoft"]
+    del undeclared.opset_import[:]
+    undeclared.opset_import.extend(kept)
+    x = RNG.standard_normal((2, 64)).astype(np.float32)
+    want = emulate(declared, feeds_of(declared, [x])).outputs[0]
+    assert np.array_equal(emulate(undeclared, feeds_of(undeclared, [x])).outputs[0], want)
+    assert len(undeclared.opset_import) == 1  # the caller's model is left as it was
+
+
 def test_unpack_nbits_reads_low_nibbles_first_and_blocks_of_values():
     # N=1, K=4, one block of 4: values 1, 2, 3, 4 packed two to a byte, zero point 8 (symmetric), scale 0.5
     b = np.array([[[0x21, 0x43]]], dtype=np.uint8)

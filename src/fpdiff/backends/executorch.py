@@ -189,16 +189,16 @@ class ExecuTorchBackend(Backend):
             raise Unsupported("fpdiff reads no scales from a quantized .pte: give the quantized .onnx, or let "
                               "ExecuTorch's quantizer make the cell", dtype=scheme)
         from fpdiff.model import pt2e
-        calibration = task.calibration()
         made: dict[str, Any] = {}
 
         def build(out: Path) -> None:
             fp32 = task.at(prec.FP32)
-            program = pt2e.quantize(self.export(fp32), xnnpack_quantizer(scheme), calibration, tuple(fp32.inputs()))
+            program = pt2e.quantize(self.export(fp32), xnnpack_quantizer(scheme), task.calibration(),
+                                    tuple(fp32.inputs()))
             pt2e.qdq_graph(program, out.with_suffix(".qdq.onnx"), rows=xnnpack_rows(program))
             made.update(write_quantized_pte(program, out))
             write_whole(out.with_suffix(".placement.json"), json.dumps(made))
-        key = task.key("executorch-quantized", scheme, pt2e.calibration_key(task))
+        key = task.key("executorch-quantized", scheme, task.calibration_digest())
         pte, _ = task.cache.get_or_build(*key, suffix=".pte", build=build)
         graph, record = pte.with_suffix(".qdq.onnx"), pte.with_suffix(".placement.json")
         if not graph.exists() or not record.exists():  # a cached .pte whose companions were lost: made again

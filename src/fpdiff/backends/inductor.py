@@ -53,7 +53,7 @@ class InductorBackend(Backend):
         from fpdiff.model import pt2e
         fp32 = task.at(prec.FP32)
         program = pt2e.quantize(self.export(fp32), x86_quantizer(scheme), task.calibration(), tuple(fp32.inputs()))
-        graph, _ = task.cache.get_or_build(*task.key("inductor-x86-qdq", scheme, pt2e.calibration_key(task)),
+        graph, _ = task.cache.get_or_build(*task.key("inductor-x86-qdq", scheme, task.calibration_digest()),
                                            suffix=".onnx", build=lambda out: pt2e.qdq_graph(program, out))
         torch._dynamo.reset()
         counters.clear()

@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ PROBE_TIMEOUT = 600.0  # seconds: a mid-size compile fits; the cell's own timeou
 # A finding of its own: the plugin ran another inference precision than the hint asked for (the cell's op count
 # then makes it dtype-changed too, by the one rule of core/dtypes.py)
 HINT_REPLACED = "hint-replaced"
+# the CPU plugin quantizing a weight-only model's activations at run time (its dynamic quantization)
+RUNTIME_QUANTIZED = "runtime-quantizes-activations"
 
 
 def executed_dtypes(compiled: Any) -> Counter[str]:
@@ -84,6 +86,20 @@ def runtime_integers(compiled: Any) -> dict[str, Any]:
         else:
             left.append(f"{kind} {op.get_friendly_name()} ({precision or '?'})")
     return {"integer_ops": dict(ints), "float_ops": len(left), "left_float": left[:32]}
+
+
+def _activations_quantized(compiled: Any, record: dict[str, Any], weight_only: bool) -> Iterator[Finding]:
+    """A finding when the plugin quantizes activations at run time: its CPU plugin feeds the FullyConnected layers
+    whose weights are compressed (4 or 8 bits) activations it quantizes to int8 itself, one range per group of
+    DYNAMIC_QUANTIZATION_GROUP_SIZE values, which the file does not say; the emulation computes them in float."""
+    group = int(compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE") or 0)
+    compressed = sum(n for k, n in record["integer_ops"].items() if k == "FullyConnected")
+    if group and compressed and weight_only:
+        yield Finding(RUNTIME_QUANTIZED, f"OpenVINO's CPU plugin quantizes the activations of {compressed} "
+                      f"FullyConnected layers with compressed weights to int8 at run time, in groups of {group} "
+                      "values (its DYNAMIC_QUANTIZATION_GROUP_SIZE default), where the file keeps them float: the "
+                      "emulation computes them in float, so this cell's departure includes that rounding; "
+                      "DYNAMIC_QUANTIZATION_GROUP_SIZE=0 turns it off")
 
 
 # Runtime layers whose bodies the plugin's runtime model does not list (their precision is "u8", the condition's)
@@ -199,27 +215,34 @@ class OpenVinoBackend(Backend):
                         op_dtypes=dict(counts), dtype_remedy=remedy, support=support)
 
     def prepare_quantized(self, task: Task) -> Prepared:
-        """The QDQ graph its users hand it (the cell's model quantized by onnxruntime.quantization, or the user's own
-        file), converted and compiled by the CPU plugin at the f32 hint, so what is not quantized stays f32 on every
-        processor; the plugin's low-precision transformations decide what runs in integers, read from its runtime
-        model (each compute layer's runtime precision)."""
+        """The model quantized as OpenVINO's users quantize it: by NNCF, its own quantizer (int8, fp8, 4-bit
+        weights), or the user's own QDQ file; int8-dynamic, which NNCF does not make, is ONNX Runtime's dynamic graph.
+        Compiled by the CPU plugin at the f32 hint, so what is not quantized stays f32 on every processor; the
+        plugin's low-precision transformations decide what runs in integers, read from its runtime model (each
+        compute layer's runtime precision)."""
         import openvino as ov
 
-        from fpdiff.onnxtools.quantize import QUANTIZE, qdq_graph, tool
+        from fpdiff.onnxtools import nncf_graph, quantize
         if not task.device.startswith("cpu"):
             raise Unsupported(f"fpdiff runs OpenVINO on its CPU plugin; {task.device} is not one", dtype="int8")
+        scheme = task.precision.name
         given = Path(task.given) if task.given else None
-        graph = given or qdq_graph(task)
+        by_nncf = not given and scheme in nncf_graph.NNCF_QUANTIZERS
+        graph = given or (nncf_graph.nncf_graph(task) if by_nncf else quantize.qdq_graph(task))
         with stage(IMPORT, "openvino.convert_model"):
             model = _converted(ov, str(graph))
         with stage(COMPILE, "openvino CPU plugin"):
             compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-        made = f"the file itself ({given.name})" if given else tool(task.precision.name)
-        record = {"graph": str(graph), "tool": made, "component": f"the file {graph.name}" if given else QUANTIZE,
-                  **runtime_integers(compiled)}
-        return Prepared(self._runner(compiled, task), info={"quantized_by": made, "run_by": "OpenVINO CPU plugin "
-                                                            f"{ov.__version__.split('-')[0]} (f32 hint)"},
-                        quantized=record)
+        made = f"the file itself ({given.name})" if given else \
+            nncf_graph.tool(scheme) if by_nncf else quantize.tool(scheme)
+        component = f"the file {graph.name}" if given else nncf_graph.NNCF if by_nncf else quantize.QUANTIZE
+        record = {"graph": str(graph), "tool": made, "component": component, **runtime_integers(compiled)}
+        info = {"quantized_by": made, "run_by": f"OpenVINO CPU plugin {ov.__version__.split('-')[0]} (f32 hint)"}
+        if by_nncf:
+            info["scheme"] = nncf_graph.SCHEMES[scheme]
+        weight_only = task.precision.scheme is not None and task.precision.scheme.activations == "float"
+        return Prepared(self._runner(compiled, task), notes=list(_activations_quantized(compiled, record, weight_only)),
+                        info=info, quantized=record)
 
     @staticmethod
     def _runner(compiled: Any, task: Task) -> Callable[..., list[Any]]:

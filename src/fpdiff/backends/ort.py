@@ -393,8 +393,9 @@ FLOAT_COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv
 
 
 # ONNX Runtime's graph transformers a quantized cell is bisected over when its optimizations change the numbers
-# (each disabled alone, by the name InferenceSession's disabled_optimizers takes): its QDQ fusions first
-TRANSFORMERS = ("QDQSelectorActionTransformer", "QDQPropagationTransformer", "QDQS8ToU8Transformer",
+# (each disabled alone, by the name InferenceSession's disabled_optimizers takes): its QDQ fusions first.
+# ReluQuantRewrite is a rule of Level2_RuleBasedTransformer (ReluQuantFusion), which takes a rule's name alone
+TRANSFORMERS = ("QDQSelectorActionTransformer", "QDQPropagationTransformer", "QDQS8ToU8Transformer", "ReluQuantRewrite",
                 "DoubleQDQPairsRemover", "QDQFinalCleanupTransformer", "EnsureUniqueDQForNodeUnitTransformer",
                 "MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion", "MatMulNBitsFusion", "ConstantFolding",
                 "GeluFusion", "FastGeluFusion", "BiasGeluFusion", "QuickGeluFusion", "LayerNormFusion",

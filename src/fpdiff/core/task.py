@@ -66,6 +66,10 @@ class Task(Protocol):
         """The inputs a quantized cell is calibrated on (never the inputs it is judged on), each like inputs()."""
         ...
 
+    def calibration_digest(self) -> str:
+        """A digest of calibration(): with the model and format, what names a cached quantized artifact."""
+        ...
+
     def inputs(self) -> tuple[Any, ...]:
         """Inputs as the backend receives them: float inputs in the precision's dtype (fp32 under autocast)."""
         ...

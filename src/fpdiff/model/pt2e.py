@@ -32,12 +32,6 @@ def quantize(program: torch.export.ExportedProgram, quantizer: Any, calibration:
         return torch.export.export(converted, tuple(inputs))
 
 
-def calibration_key(task: Any) -> str:
-    """A digest of a cell's calibration inputs: with the model and format, what a cached quantized artifact is."""
-    from fpdiff.onnxtools.quantize import calibration_digest
-    return calibration_digest([tuple(t.numpy() for t in c) for c in task.calibration()])
-
-
 def qdq_graph(program: torch.export.ExportedProgram, out: Path, rows: Sequence[int] | None = None) -> None:
     """The quantized program written as the QDQ ONNX graph fpdiff emulates (its optimizer off: nothing folded, each
     quantize and dequantize op kept). `rows`: for each dynamic quantizer in graph order (dynamic_inputs), how many

@@ -278,7 +278,7 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
     (`local`): the departure of each of the backend's kernels alone."""
     from fpdiff.onnxtools.evaluator import evaluator
     from fpdiff.onnxtools.graph import float64_ops
-    m = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
+    m = with_domains(onnx.load(str(model)) if isinstance(model, (str, Path)) else model)
     constants = {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
                                                           for o in n.output}
     kernels = _Kernels(constants, quantized_outputs(m), forced)
@@ -289,6 +289,18 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
     return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
                       for o in outs], output_steps(m), list(kernels.activations.values()),
                      list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local)
+
+
+def with_domains(m: onnx.ModelProto) -> onnx.ModelProto:
+    """The graph with an opset import for each domain its nodes use: NNCF writes ONNX Runtime's MatMulNBits without
+    declaring com.microsoft, which ONNX Runtime and OpenVINO read anyway (version 1, the only one it has)."""
+    declared = {o.domain for o in m.opset_import}
+    missing = sorted({n.domain for n in m.graph.node if n.domain not in declared | {"ai.onnx"}})
+    if not missing:
+        return m
+    m = onnx.ModelProto.FromString(m.SerializeToString())
+    m.opset_import.extend(onnx.helper.make_opsetid(d, 1) for d in missing)
+    return m
 
 
 # the ops that hold or make quantized tensors: a graph with none of them was not quantized at all

@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import QUANTIZE as QUANTIZING
 from fpdiff.core.errors import StageError, Unsupported, stage
@@ -30,8 +28,8 @@ def qdq_graph(task: Task) -> Path:
     fp32 = task.at(prec.FP32)
     path = fp32.onnx_file()
     scheme = task.precision.name
-    calibration = [tuple(np.asarray(t.numpy() if hasattr(t, "numpy") else t) for t in c) for c in task.calibration()]
-    quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, calibration_digest(calibration)),
+    calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
+    quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, task.calibration_digest()),
                                            suffix=".onnx",
                                            build=lambda out: quantize_graph(path, out, scheme, calibration))
     return quantized
@@ -41,15 +39,6 @@ def tool(scheme: str) -> str:
     """What quantized a cell, as its report says it."""
     import onnxruntime
     return f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
-
-
-def calibration_digest(calibration: list[tuple[Any, ...]]) -> str:
-    import hashlib
-    h = hashlib.sha256()
-    for c in calibration:
-        for a in c:
-            h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()[:16]
 
 
 def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:

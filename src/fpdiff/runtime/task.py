@@ -141,6 +141,15 @@ class Task:
         """The calibration inputs of a quantized cell (the job data's), float ones as float32."""
         return [tuple(t.float() if t.is_floating_point() else t for t in c) for c in self.source.calibration]
 
+    def calibration_digest(self) -> str:
+        """A digest of the calibration inputs: with the model and format, what names a cached quantized artifact."""
+        import hashlib
+        h = hashlib.sha256()
+        for c in self.calibration():
+            for t in c:
+                h.update(np.ascontiguousarray(t.numpy()).tobytes())
+        return h.hexdigest()[:16]
+
     def program(self) -> torch.export.ExportedProgram:
         """The program a backend compiles. Under autocast it is the autocast graph: an exported program cannot
         carry torch's dispatch policy, so backends that run programs get that policy written into the graph (casts

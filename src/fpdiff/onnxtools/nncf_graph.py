@@ -1,0 +1,93 @@
+"""A model quantized by NNCF, OpenVINO's own quantizer, the way its users run it on an ONNX model: `nncf.quantize`
+for static int8 and fp8, `nncf.compress_weights` for 4-bit weights. NNCF writes QDQ ONNX (and MatMulNBits for 4-bit
+weights), which OpenVINO converts and runs and which fpdiff emulates like any QDQ graph; cached by model, format and
+calibration."""
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+from typing import Any
+
+from fpdiff.core import precision as prec
+from fpdiff.core.errors import QUANTIZE, StageError, Unsupported, stage
+from fpdiff.core.task import Task
+
+# How each format is asked of NNCF (what the report says quantized the cell). int8 and fp8: nncf.quantize with its
+# defaults (the PERFORMANCE preset: symmetric int8 weights per channel, int8 activations per tensor, symmetric, or
+# unsigned after a ReLU; its own range estimators on the calibration inputs; fast bias correction, which rewrites
+# biases). 4-bit: weights only, int4 symmetric in groups of 32 on every MatMul and Gemm, none kept at 8 bits (its
+# default keeps the first and last layers at int8 asymmetric per channel, whose scale tensors OpenVINO's ONNX
+# frontend refuses in ONNX files, see findings), which is the format docs/quant.md defines.
+NNCF_QUANTIZERS = {
+    "int8": "nncf.quantize (preset PERFORMANCE, its defaults: fast bias correction)",
+    "int4-weight": "nncf.compress_weights(mode=INT4_SYM, group_size=32, ratio=1.0, all_layers=True, "
+                   "backup_mode=NONE)",
+    "fp8": "nncf.quantize(mode=FP8_E4M3), its defaults otherwise",
+}
+SCHEMES = {
+    "int8": "weights int8 per-channel symmetric, activations int8 per-tensor symmetric (uint8 after a ReLU), "
+            "rounding half to even, calibration NNCF's range estimators on the calibration inputs, biases corrected",
+    "int4-weight": "weights int4 symmetric in groups of 32 on every MatMul and Gemm, activations float, calibration "
+                   "none (weight-only)",
+    "fp8": "weights and activations float8 e4m3 per tensor, calibration NNCF's range estimators on the calibration "
+           "inputs",
+}
+NNCF = "nncf"
+
+
+def nncf_graph(task: Task) -> Path:
+    """The cell's fp32 ONNX graph quantized by NNCF in the task's format, calibrated on task.calibration(), cached."""
+    scheme = task.precision.name
+    if scheme not in NNCF_QUANTIZERS:
+        raise Unsupported(f"NNCF quantizes {', '.join(NNCF_QUANTIZERS)} ahead of time; {scheme} is not one of them",
+                          dtype=scheme)
+    fp32 = task.at(prec.FP32)
+    path = fp32.onnx_file()
+    calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
+    quantized, _ = fp32.cache.get_or_build(*fp32.key("nncf-quantized", scheme, task.calibration_digest()),
+                                           suffix=".onnx", build=lambda out: _quantize(path, out, scheme, calibration))
+    return quantized
+
+
+def tool(scheme: str) -> str:
+    """What quantized a cell, as its report says it."""
+    import nncf
+    return f"{NNCF} {nncf.__version__}: {NNCF_QUANTIZERS[scheme]}"
+
+
+def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
+    """`fp32` quantized into `out` by NNCF; any failure in its code is charged to it."""
+    import onnx
+    try:
+        import nncf
+    except ImportError:
+        raise StageError(QUANTIZE, NNCF, "NNCF, OpenVINO's quantizer, is not installed: pip install "
+                         "'fpdiff[openvino]'") from None
+    model = onnx.load(str(fp32))
+    weights = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in weights]
+    data = nncf.Dataset([dict(zip(names, c)) for c in calibration])
+    with stage(QUANTIZE, NNCF), _quiet():
+        if scheme == "int4-weight":
+            made = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=32, ratio=1.0,
+                                         all_layers=True, backup_mode=nncf.BackupMode.NONE)
+        elif scheme == "fp8":
+            made = nncf.quantize(model, data, mode=nncf.QuantizationMode.FP8_E4M3, subset_size=len(calibration))
+        else:
+            made = nncf.quantize(model, data, subset_size=len(calibration))
+    onnx.save(made, str(out))
+
+
+@contextlib.contextmanager
+def _quiet() -> Any:
+    """NNCF's progress bars and bit-width tables kept out of the worker's log (its failures still raise)."""
+    import logging
+    logger = logging.getLogger("nncf")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logger.setLevel(level)
