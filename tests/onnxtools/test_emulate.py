@@ -131,6 +131,21 @@ def test_a_matmulnbits_whose_domain_the_file_does_not_declare_is_emulated():
     assert len(undeclared.opset_import) == 1  # the caller's model is left as it was
 
 
+def test_a_value_float_constant_is_widened_like_every_other_float():
+    # torch.onnx writes torch.ones(...) as Expand(Constant(value_float=1.0)): left float32, Mul would refuse float64
+    g = helper.make_graph([helper.make_node("Constant", [], ["one"], value_float=1.0),
+                           helper.make_node("Constant", [], ["shape"], value=numpy_helper.from_array(
+                               np.array([2, 1], np.int64))),
+                           helper.make_node("Expand", ["one", "shape"], ["ones"]),
+                           helper.make_node("Mul", ["x", "ones"], ["y"])], "ones",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2, 4])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    (y,) = emulate(m, feeds_of(m, [x])).outputs
+    assert y.dtype == np.float64 and np.array_equal(y, x.astype(np.float64))
+
+
 def test_unpack_nbits_reads_low_nibbles_first_and_blocks_of_values():
     # N=1, K=4, one block of 4: values 1, 2, 3, 4 packed two to a byte, zero point 8 (symmetric), scale 0.5
     b = np.array([[[0x21, 0x43]]], dtype=np.uint8)

@@ -15,6 +15,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from fpdiff.onnxtools.mixed import const_value, is_float_constant
+
 # integer ranges of the quantized types (ONNX TensorProto element types)
 _RANGES = {onnx.TensorProto.INT8: (-128, 127), onnx.TensorProto.UINT8: (0, 255),
            onnx.TensorProto.INT16: (-32768, 32767), onnx.TensorProto.UINT16: (0, 65535),
@@ -249,8 +251,8 @@ def unpack_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | No
 
 
 def wide_graph(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy whose float32 and float16 initializers, constants, casts and declared types are float64, the
-    quantized tensors left as they are (the kernels read them as the integers they hold)."""
+    """A copy whose float32 and float16 initializers, constants (value_float ones too), casts and declared types are
+    float64, the quantized tensors left as they are (the kernels read them as the integers they hold)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
@@ -258,6 +260,10 @@ def wide_graph(model: onnx.ModelProto) -> onnx.ModelProto:
         if t.data_type in floats:
             t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
     for node in m.graph.node:
+        if is_float_constant(node) and node.attribute[0].name != "value":  # value_float(s): a float32 literal
+            value = const_value(node).astype(np.float64)
+            del node.attribute[:]
+            node.attribute.append(onnx.helper.make_attribute("value", numpy_helper.from_array(value)))
         for a in node.attribute:
             if a.name == "to" and a.i in floats:
                 a.i = onnx.TensorProto.DOUBLE

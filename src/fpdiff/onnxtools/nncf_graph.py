@@ -34,6 +34,8 @@ SCHEMES = {
            "inputs",
 }
 NNCF = "nncf"
+# The oldest opset NNCF takes an ONNX model at (its own check): QuantizeLinear's, and per-channel scales' for 4-bit
+OLDEST_OPSET = {"int8": 10, "fp8": 10, "int4-weight": 13}
 
 
 def nncf_graph(task: Task) -> Path:
@@ -53,7 +55,7 @@ def nncf_graph(task: Task) -> Path:
 def tool(scheme: str) -> str:
     """What quantized a cell, as its report says it."""
     import nncf
-    return f"{NNCF} {nncf.__version__}: {NNCF_QUANTIZERS[scheme]}"
+    return f"{NNCF} {nncf.__version__}: {NNCF_QUANTIZERS[scheme]}, weight transposes folded into constants first"
 
 
 def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
@@ -64,10 +66,14 @@ def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, .
     except ImportError:
         raise StageError(QUANTIZE, NNCF, "NNCF, OpenVINO's quantizer, is not installed: pip install "
                          "'fpdiff[openvino]'") from None
-    model = onnx.load(str(fp32))
+    model = folded_transposes(onnx.load(str(fp32)))
     weights = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in weights]
     data = nncf.Dataset([dict(zip(names, c)) for c in calibration])
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset < OLDEST_OPSET[scheme]:
+        raise Unsupported(f"NNCF quantizes ONNX models from opset {OLDEST_OPSET[scheme]} in {scheme}; this model is "
+                          f"opset {opset}", dtype=scheme)
     with stage(QUANTIZE, NNCF), _quiet():
         if scheme == "int4-weight":
             made = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=32, ratio=1.0,
@@ -77,6 +83,27 @@ def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, .
         else:
             made = nncf.quantize(model, data, subset_size=len(calibration))
     onnx.save(made, str(out))
+
+
+def folded_transposes(model: Any) -> Any:
+    """The graph with each Transpose of a float initializer replaced by the transposed initializer (exact), as
+    torch.onnx's default optimizer writes a linear layer's weight: NNCF's weight compression looks for a MatMul's
+    weight among the initializers by name, and fails on `MatMul(x, Transpose(W))`."""
+    import onnx
+    from onnx import numpy_helper
+    inits = {t.name: t for t in model.graph.initializer}
+    kept = []
+    for n in model.graph.node:
+        source = inits.get(n.input[0]) if n.op_type == "Transpose" and n.input else None
+        if source is None or source.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16):
+            kept.append(n)
+            continue
+        perm = next((list(a.ints) for a in n.attribute if a.name == "perm"), None)
+        model.graph.initializer.append(numpy_helper.from_array(
+            numpy_helper.to_array(source).transpose(perm), n.output[0]))
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    return model
 
 
 @contextlib.contextmanager
