@@ -45,3 +45,14 @@ def test_nncf_compresses_the_exported_linear_that_it_cannot_read_unfolded():
     int4 = {T.INT4, T.UINT4}
     assert any(n.op_type == "MatMulNBits" for n in made.graph.node) or any(t.data_type in int4 for t in
                                                                           made.graph.initializer)
+
+
+
+def test_a_node_reading_a_tensor_nothing_makes_is_found():
+    # what NNCF 3.4 left of BART's int4 graph: a Gather of the shared embedding whose initializer it removed
+    from fpdiff.onnxtools.nncf_graph import _dangling
+    g = helper.make_graph([helper.make_node("Gather", ["emb", "a"], ["ea"])], "left",
+                          [helper.make_tensor_value_info("a", T.INT64, [2])],
+                          [helper.make_tensor_value_info("ea", T.FLOAT, [2, 32])])
+    assert _dangling(helper.make_model(g)) == ["emb"]
+    assert _dangling(_linear_as_exported()) == []

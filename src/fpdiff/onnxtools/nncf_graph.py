@@ -17,19 +17,20 @@ from fpdiff.core.task import Task
 # defaults (the PERFORMANCE preset: symmetric int8 weights per channel, int8 activations per tensor, symmetric, or
 # unsigned after a ReLU; its own range estimators on the calibration inputs; fast bias correction, which rewrites
 # biases). 4-bit: weights only, int4 symmetric in groups of 32 on every MatMul and Gemm, none kept at 8 bits (its
-# default keeps the first and last layers at int8 asymmetric per channel, whose scale tensors OpenVINO's ONNX
-# frontend refuses in ONNX files, see findings), which is the format docs/quant.md defines.
+# default keeps the first and last layers at int8 asymmetric per channel, whose rank-3 scale tensors OpenVINO's ONNX
+# frontend refuses), which is the format docs/quant.md defines. Embeddings stay float: NNCF 3.4 compresses an
+# embedding's Gather into a MatMulNBits whose input is the token ids, which no runtime takes.
 NNCF_QUANTIZERS = {
     "int8": "nncf.quantize (preset PERFORMANCE, its defaults: fast bias correction)",
     "int4-weight": "nncf.compress_weights(mode=INT4_SYM, group_size=32, ratio=1.0, all_layers=True, "
-                   "backup_mode=NONE)",
+                   "backup_mode=NONE, ignored_scope=IgnoredScope(types=['Gather']))",
     "fp8": "nncf.quantize(mode=FP8_E4M3), its defaults otherwise",
 }
 SCHEMES = {
     "int8": "weights int8 per-channel symmetric, activations int8 per-tensor symmetric (uint8 after a ReLU), "
             "rounding half to even, calibration NNCF's range estimators on the calibration inputs, biases corrected",
-    "int4-weight": "weights int4 symmetric in groups of 32 on every MatMul and Gemm, activations float, calibration "
-                   "none (weight-only)",
+    "int4-weight": "weights int4 symmetric in groups of 32 on every MatMul and Gemm (embeddings float), activations "
+                   "float, calibration none (weight-only)",
     "fp8": "weights and activations float8 e4m3 per tensor, calibration NNCF's range estimators on the calibration "
            "inputs",
 }
@@ -77,12 +78,24 @@ def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, .
     with stage(QUANTIZE, NNCF), _quiet():
         if scheme == "int4-weight":
             made = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=32, ratio=1.0,
-                                         all_layers=True, backup_mode=nncf.BackupMode.NONE)
+                                         all_layers=True, backup_mode=nncf.BackupMode.NONE,
+                                         ignored_scope=nncf.IgnoredScope(types=["Gather"], validate=False))
         elif scheme == "fp8":
             made = nncf.quantize(model, data, mode=nncf.QuantizationMode.FP8_E4M3, subset_size=len(calibration))
         else:
             made = nncf.quantize(model, data, subset_size=len(calibration))
+    dangling = _dangling(made)
+    if dangling:
+        raise StageError(QUANTIZE, NNCF, f"the graph NNCF made reads {len(dangling)} tensors nothing in it makes "
+                         f"({', '.join(dangling[:3])}): it removed an initializer that other nodes share")
     onnx.save(made, str(out))
+
+
+def _dangling(model: Any) -> list[str]:
+    """Node inputs of the top graph that no graph input, initializer or node makes."""
+    known = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer} | \
+        {o for n in model.graph.node for o in n.output}
+    return sorted({i for n in model.graph.node for i in n.input if i and i not in known})
 
 
 def folded_transposes(model: Any) -> Any:
