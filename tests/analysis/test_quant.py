@@ -41,6 +41,11 @@ def test_a_layer_whose_channels_need_their_own_scales_is_quantization_loss_not_m
     assert c.status == Status.QUANTIZATION_LOSS, c.reason
     assert c.metrics["quantization_loss"] > 5e-2 and c.metrics["departure"] < 1e-3
     assert r.exit_code() == 0 and r.exit_code(strict=True) == 1
+    # where it costs: the wide-ranged layer's output, whose float keeping takes away most of the loss (measured by
+    # leaving it in float in the emulation; the rest is the output's own quantizer reading those few levels)
+    first = c.info["costs_most_at"][0]
+    assert first["tensor"] == "relu" and first["recovers"] > 0.5 * c.metrics["quantization_loss"]
+    assert all(r["recovers"] > 0 for r in c.info["costs_most_at"])
 
 
 def test_a_calibration_set_that_misses_the_judged_range_is_named(tmp_path):

@@ -115,3 +115,15 @@ def test_quantized_formats_are_refused_by_the_float_grid_with_a_pointer():
     with pytest.raises(UsageError, match="unknown quantized format 'int3'"):
         prec.quantized("int3")
     assert "weights int8 per-channel symmetric" in INT8.scheme.text()
+
+
+def test_costs_ranks_by_what_each_layer_added_and_by_what_keeping_it_float_buys():
+    a = Activation("a", err2=1.0, ref2=100.0)  # drift 0.1
+    b = Activation("b", err2=4.0, ref2=100.0)  # drift 0.2, of which 0.1 arrived from a
+    c = Activation("c", err2=0.25, ref2=100.0)  # drift 0.05, nothing upstream
+    none = Activation("n")  # no reference: not ranked
+    rows = q.costs([a, b, c, none], {"b": ["a"], "a": [], "c": []})
+    assert [r["tensor"] for r in rows] == ["a", "b", "c"]
+    assert np.isclose(rows[1]["added"], 0.1) and np.isclose(rows[1]["drift"], 0.2)
+    measured = q.costs([a, b, c], {"b": ["a"]}, recovered={"a": 0.01, "b": 0.3, "c": -0.001})
+    assert [(r["tensor"], r["recovers"]) for r in measured] == [("b", 0.3), ("a", 0.01)]  # c buys nothing

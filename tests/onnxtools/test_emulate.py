@@ -146,6 +146,30 @@ def test_a_value_float_constant_is_widened_like_every_other_float():
     assert y.dtype == np.float64 and np.array_equal(y, x.astype(np.float64))
 
 
+def test_drift_bypass_and_upstream_of_a_two_layer_qdq_graph():
+    from fpdiff.onnxtools.emulate import activation_tensors, dequantized, upstream_activations
+    s = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    z = numpy_helper.from_array(np.array(0, np.uint8), "z")  # the type's lowest: a ReLU folded into the quantizer
+    zx = numpy_helper.from_array(np.array(0, np.int8), "zx")  # int8: x keeps its sign
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "zx"], ["xd"]),
+             helper.make_node("Neg", ["xd"], ["h"]),
+             helper.make_node("QuantizeLinear", ["h", "s", "z"], ["hq"]),
+             helper.make_node("DequantizeLinear", ["hq", "s", "z"], ["y"])]
+    g = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", T.FLOAT, [64])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [64])], [s, z, zx])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    x = RNG.standard_normal(64).astype(np.float32)
+    assert activation_tensors(m) == ["x", "h"] and dequantized(m) == {"x": "xd", "h": "y"}
+    assert upstream_activations(m, ["x", "h"]) == {"x": [], "h": ["x"]}
+    ref = {"x": x.astype(np.float64), "h": -x.astype(np.float64)}
+    emu = emulate(m, {"x": x}, reference=ref)
+    drift = {a.tensor: a.drift for a in emu.activations}
+    assert 0 < drift["x"] < 0.05 and drift["h"] > drift["x"]  # h: x's rounding, its own, and the folded ReLU
+    kept = emulate(m, {"x": x}, bypass=frozenset({"x", "h"})).outputs[0]
+    assert np.allclose(kept, np.maximum(-x.astype(np.float64), 0), rtol=1e-12, atol=0)  # float, the ReLU kept
+
+
 def test_unpack_nbits_reads_low_nibbles_first_and_blocks_of_values():
     # N=1, K=4, one block of 4: values 1, 2, 3, 4 packed two to a byte, zero point 8 (symmetric), scale 0.5
     b = np.array([[[0x21, 0x43]]], dtype=np.uint8)

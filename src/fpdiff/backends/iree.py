@@ -508,7 +508,7 @@ class IreeBackend(Backend):
         iree-import-onnx and compiled at the fp32 flags: IREE lowers QuantizeLinear/DequantizeLinear into its own
         integer and float dispatches; what they computed in is read from its dispatch phases."""
         from fpdiff.core import precision as prec
-        from fpdiff.onnxtools.quantize import QUANTIZE, qdq_graph
+        from fpdiff.onnxtools.quantize import QUANTIZE, float_graph, qdq_graph
         from fpdiff.onnxtools.quantize import tool as quantizing_tool
         given = Path(task.given) if task.given else None
         graph = given or qdq_graph(task)
@@ -533,7 +533,7 @@ class IreeBackend(Backend):
         integer = [n for n in names if _INTEGER_DISPATCH.search(n)]  # a dispatch that reads int8 or int4 operands
         record = {"graph": str(graph), "tool": made, "component": f"the file {graph.name}" if given else QUANTIZE,
                   "integer_ops": {"integer dispatches": len(integer)} if integer else {},
-                  "float_ops": len(names) - len(integer)}
+                  "float_ops": len(names) - len(integer), **float_graph(task)}
         return Prepared(self._runner(vmfb, task.device), info={"quantized_by": made, "flags": flags},
                         quantized=record)
 

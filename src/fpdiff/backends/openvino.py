@@ -236,7 +236,8 @@ class OpenVinoBackend(Backend):
         made = f"the file itself ({given.name})" if given else \
             nncf_graph.tool(scheme) if by_nncf else quantize.tool(scheme)
         component = f"the file {graph.name}" if given else nncf_graph.NNCF if by_nncf else quantize.QUANTIZE
-        record = {"graph": str(graph), "tool": made, "component": component, **runtime_integers(compiled)}
+        record = {"graph": str(graph), "tool": made, "component": component, **runtime_integers(compiled),
+                  **quantize.float_graph(task)}
         info = {"quantized_by": made, "run_by": f"OpenVINO CPU plugin {ov.__version__.split('-')[0]} (f32 hint)"}
         if by_nncf:
             info["scheme"] = nncf_graph.SCHEMES[scheme]

@@ -19,7 +19,7 @@ from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
 from fpdiff.core.support import Support
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
 from fpdiff.onnxtools.marked import marked
-from fpdiff.onnxtools.quantize import QUANTIZE
+from fpdiff.onnxtools.quantize import QUANTIZE, float_graph
 from fpdiff.onnxtools.quantize import tool as quantizing_tool
 
 
@@ -344,7 +344,7 @@ class OrtBackend(Backend):
             session = open_session(quantized, task.device, optimized)
         record: dict[str, Any] = {"graph": str(quantized), "tool": tool,
                                   "component": f"the file {quantized.name}" if task.given else QUANTIZE,
-                                  **(integer_ops(optimized) if optimized.exists() else {})}
+                                  **(integer_ops(optimized) if optimized.exists() else {}), **float_graph(task)}
         values: dict[str, Any] = {}
         cell = prepared(reading_back(session, quantized, task.device, record, values), {**info, "quantized_by": tool})
         cell.release, cell.quantized, cell.read_back = _remover(scratch), record, values

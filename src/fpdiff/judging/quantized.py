@@ -233,3 +233,26 @@ def left_float(record: dict) -> list[Finding]:
                     f"({sum(ints.values())} in integers: {', '.join(f'{k} {v}' for k, v in ints.items()) or 'none'})"
                     f": {shown}", remedy="a node the quantizer left unquantized, or one whose quantized pattern "
                     "the runtime did not fuse into an integer kernel: its numbers are the float model's there")]
+
+
+# how many layers `costs` names: the few a user would leave in float first (fpdiff plan's search does the rest)
+COSTS_SHOWN = 5
+# how many of them a quantization-loss cell leaves in float one at a time, in the emulation, to measure what each
+# costs at the output: the ones whose own layer added the most drift (one emulation of the model each)
+ABLATED = 12
+
+
+def costs(activations: Sequence[Activation], upstream: dict[str, list[str]], top: int = COSTS_SHOWN,
+          recovered: dict[str, float] | None = None) -> list[dict]:
+    """Where the format costs most: each quantized activation against the float model's own value (its drift,
+    everything upstream included), less the largest drift arriving from the quantized activations upstream of it:
+    what its own layer added. Ranked by what was added; where `recovered` measured it (the output's loss with that
+    activation left in float, taken from the cell's loss), by that, which is what keeping it float buys (those that
+    buy nothing are left out)."""
+    drift = {a.tensor: a.drift for a in activations if a.drift is not None}
+    rows = [{"tensor": t, "drift": d, "added": d - max((drift[u] for u in upstream.get(t, []) if u in drift),
+                                                         default=0.0)} for t, d in drift.items()]
+    if recovered:
+        rows = [{**r, "recovers": recovered[r["tensor"]]} for r in rows if recovered.get(r["tensor"], 0.0) > 0]
+        return sorted(rows, key=lambda r: -r["recovers"])[:top]
+    return sorted(rows, key=lambda r: -r["added"])[:top]

@@ -37,6 +37,15 @@ class Activation:
     levels: int = 0  # distinct quantized values used
     range: tuple[float, float] = (0.0, 0.0)  # the float range its scale and zero point represent
     seen: tuple[float, float] = (np.inf, -np.inf)  # the range of the values it was given
+    # against the float model's own value of this tensor in float64 (emulate's `reference`): the squared error of
+    # the dequantized value (what flows on: every quantizer upstream and this one) and the reference's squared norm
+    err2: float = 0.0
+    ref2: float = 0.0
+
+    @property
+    def drift(self) -> float | None:
+        """The relative L2 of this tensor's quantized value against the float model's; None: no reference."""
+        return float(np.sqrt(self.err2 / self.ref2)) if self.ref2 > 0 else None
 
 
 @dataclass
@@ -91,12 +100,23 @@ def quantize(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, elem: int) -> n
     return np.clip(np.round(y) + zero, lo, hi)
 
 
+def _float_kept(x: np.ndarray, s: np.ndarray, z: np.ndarray, elem: int) -> np.ndarray:
+    """What a QuantizeLinear left in float hands its DequantizeLinear so that it gives x back: no rounding and no
+    saturation, except a ReLU the quantizer folded in (its zero point at the type's lowest value), which stays."""
+    x = np.asarray(x, dtype=np.float64)
+    if elem != FP8_E4M3FN and np.all(np.asarray(z) == _q_range(elem)[0]):
+        x = np.maximum(x, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return x / s + (0 if elem == FP8_E4M3FN else z)
+
+
 class _Kernels:
     """The reference evaluator's kernels for the quantized ops, in float64, sharing one record of activations."""
 
-    def __init__(self, constants: set[str], elem_of: dict[str, int], forced: dict[str, np.ndarray] | None = None
-                 ) -> None:
+    def __init__(self, constants: set[str], elem_of: dict[str, int], forced: dict[str, np.ndarray] | None = None,
+                 reference: dict[str, np.ndarray] | None = None, bypass: frozenset[str] = frozenset()) -> None:
         self.constants, self.elem_of, self.forced = constants, elem_of, forced or {}
+        self.reference, self.bypass = reference or {}, bypass
         self.local: list[Local] = []
         self.activations: dict[str, Activation] = {}
         self.zero_scales: list[str] = []
@@ -112,6 +132,8 @@ class _Kernels:
                 elem = k.elem_of.get(self.onnx_node.output[0]) or _zero_elem(zero, output_dtype)
                 s = _along(scale, axis, x.ndim, block_size, x.shape)
                 z = _along(zero if zero is not None else 0, axis, x.ndim, block_size, x.shape)
+                if self.onnx_node.input[0] in k.bypass:  # left in float: its DequantizeLinear gives x back
+                    return (_float_kept(x, s, z, elem),)
                 q = quantize(x, s, z, elem)
                 if not np.all(np.asarray(scale) != 0):
                     k.zero_scales.append(self.onnx_node.input[0])
@@ -201,6 +223,12 @@ class _Kernels:
         a.levels = max(a.levels, int(np.unique(q).size))
         a.range = ((lo - zero) * float(np.min(s)), (hi - zero) * float(np.max(s)))
         a.seen = (min(a.seen[0], float(x.min())), max(a.seen[1], float(x.max())))
+        ref = self.reference.get(name)
+        if ref is not None and np.shape(ref) == x.shape:
+            ref = np.asarray(ref, dtype=np.float64)
+            deq = (q - (0 if elem == FP8_E4M3FN else z)) * s
+            a.err2 += float(np.sum((deq - ref) ** 2))
+            a.ref2 += float(np.sum(ref ** 2))
 
 
 def grid_position(q: np.ndarray, elem: int) -> np.ndarray:
@@ -277,17 +305,20 @@ def wide_graph(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
-            forced: dict[str, np.ndarray] | None = None) -> Emulation:
+            forced: dict[str, np.ndarray] | None = None, reference: dict[str, np.ndarray] | None = None,
+            bypass: frozenset[str] = frozenset()) -> Emulation:
     """The graph's outputs computed exactly in float64 (inputs widened), each output's step, the activations.
     `forced`: the backend's own values of quantized tensors (QuantizeLinear outputs, by name), which go on downstream
     in place of the emulation's, each compared with what the emulation computes from the same upstream values
-    (`local`): the departure of each of the backend's kernels alone."""
+    (`local`): the departure of each of the backend's kernels alone. `reference`: the float model's own float64 values
+    of activation tensors, by name (float_values), each quantized activation measured against them (drift).
+    `bypass`: activation tensors left in float (their QuantizeLinear and DequantizeLinear give the value back)."""
     from fpdiff.onnxtools.evaluator import evaluator
     from fpdiff.onnxtools.graph import float64_ops
     m = with_domains(onnx.load(str(model)) if isinstance(model, (str, Path)) else model)
     constants = {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
                                                           for o in n.output}
-    kernels = _Kernels(constants, quantized_outputs(m), forced)
+    kernels = _Kernels(constants, quantized_outputs(m), forced, reference, frozenset(bypass))
     ours = {c.__name__ for c in kernels.ops()}
     ops = [o for o in float64_ops() if o.__name__ not in ours] + kernels.ops()
     wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
@@ -295,6 +326,62 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
     return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
                       for o in outs], output_steps(m), list(kernels.activations.values()),
                      list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local)
+
+
+def activation_tensors(m: onnx.ModelProto) -> list[str]:
+    """The tensors the graph quantizes at run time (a QuantizeLinear's input that no initializer or Constant holds),
+    in graph order."""
+    constants = {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
+                                                          for o in n.output}
+    return list(dict.fromkeys(n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear"
+                              and n.input[0] not in constants))
+
+
+def float_values(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray], names: Sequence[str]
+                 ) -> dict[str, np.ndarray]:
+    """The float model's own values of the named tensors, computed in float64 (those it has by these names)."""
+    from fpdiff.onnxtools.evaluator import evaluator
+    from fpdiff.onnxtools.graph import float64_ops
+    m = onnx.load(str(model)) if isinstance(model, (str, Path)) else model
+    made = {o for n in m.graph.node for o in n.output} | {i.name for i in m.graph.input}
+    wanted = [n for n in names if n in made]
+    if not wanted:
+        return {}
+    wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
+    outs = evaluator(wide_graph(m), new_ops=float64_ops()).run(wanted, wide)
+    return {n: np.asarray(v) for n, v in zip(wanted, outs) if np.asarray(v).dtype.kind == "f"}
+
+
+def dequantized(m: onnx.ModelProto) -> dict[str, str]:
+    """Each quantized tensor's twin: the output of the DequantizeLinear that reads its QuantizeLinear, which stands
+    for it downstream (and carries its float name where the quantizer renamed it, as at a graph output)."""
+    q_of = {n.output[0]: n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear"}
+    return {q_of[n.input[0]]: n.output[0] for n in m.graph.node
+            if n.op_type == "DequantizeLinear" and n.input[0] in q_of}
+
+
+def upstream_activations(m: onnx.ModelProto, tensors: Sequence[str]) -> dict[str, list[str]]:
+    """For each quantized activation, the nearest quantized activations upstream of it (the search stops at each):
+    what the error arriving at its layer had already cost."""
+    made_by = {o: n for n in m.graph.node for o in n.output}
+    marked = set(tensors)
+    twin = {d: t for t, d in dequantized(m).items() if t in marked}
+    found: dict[str, list[str]] = {}
+    for t in tensors:
+        seen, stack, near = set(), [i for i in (made_by[t].input if t in made_by else [])], []
+        while stack:
+            x = stack.pop()
+            if x in seen or not x:
+                continue
+            seen.add(x)
+            hit = twin.get(x) or (x if x in marked else None)
+            if hit is not None and hit != t:
+                near.append(hit)
+                continue
+            if x in made_by:
+                stack.extend(made_by[x].input)
+        found[t] = list(dict.fromkeys(near))
+    return found
 
 
 def with_domains(m: onnx.ModelProto) -> onnx.ModelProto:

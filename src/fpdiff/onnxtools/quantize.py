@@ -35,6 +35,13 @@ def qdq_graph(task: Task) -> Path:
     return quantized
 
 
+def float_graph(task: Task) -> dict[str, str]:
+    """The float graph the cell's quantized graph was made from, for its record: the quantized graph keeps its tensor
+    names, so the float model's own value of each quantized tensor can be read from it. None for the user's own
+    file, whose names fpdiff did not choose."""
+    return {} if task.given else {"float_graph": str(task.at(prec.FP32).onnx_file())}
+
+
 def tool(scheme: str) -> str:
     """What quantized a cell, as its report says it."""
     import onnxruntime

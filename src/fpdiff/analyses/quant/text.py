@@ -33,7 +33,19 @@ def render(result, console: Console | None = None) -> None:
             console.print(f"  quantized by {c.info['quantized_by']}", highlight=False)
         if c.component and c.status.rank >= 2:
             console.print(f"  at {c.stage} ({c.component})", highlight=False)
+        if c.info.get("costs_most_at"):
+            console.print(f"  {_costs(c.info['costs_most_at'])}", highlight=False)
         for f in c.findings:
             console.print(f"  [yellow]{f.kind}[/]: {f.message}", highlight=False)
     cal = result.calibration
     console.print(f"calibrated on {cal.get('how')}; judged on {cal.get('judged_on')}", highlight=False)
+
+
+def _costs(rows: list[dict]) -> str:
+    """Where the format costs most, as one line: measured by leaving each in float (a quantization-loss cell), or
+    by what each layer added to the drift from the float model."""
+    if "recovers" in rows[0]:
+        said = ", ".join(f"{r['tensor']} ({r['recovers']:.3g} of the loss)" for r in rows)
+        return f"costs most at (the loss each one left in float takes away): {said}"
+    said = ", ".join(f"{r['tensor']} (+{r['added']:.3g}, {r['drift']:.3g} from float64)" for r in rows)
+    return f"costs most at (drift each layer adds against the float model's own values): {said}"

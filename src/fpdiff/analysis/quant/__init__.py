@@ -165,14 +165,17 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         return cell
     import onnx
 
-    from fpdiff.onnxtools.emulate import emulate
+    from fpdiff.onnxtools.emulate import emulate, upstream_activations
     q = r.quantized or {}
     cell.info.update({("quantized_graph" if k == "graph" else k): v for k, v in q.items()})
     graph = onnx.load(q["graph"])
     feeds = _feeds(graph, source)
     t = time.perf_counter()
     try:
-        emu = emulate(graph, feeds)
+        reference, unmeasured = _reference(q, feeds, graph) if truth is not None else (None, None)
+        if unmeasured:
+            cell.info["costs_unmeasured"] = unmeasured
+        emu = emulate(graph, feeds, reference=reference)
         forced = r.read_back or None
         local = emulate(graph, feeds, forced) if forced else None
     except Exception as e:  # the judge's own limit (an op its emulation lacks): the cell says so, the run goes on
@@ -181,12 +184,43 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         return cell
     cell.info["emulation_s"] = round(time.perf_counter() - t, 3)
     quantized.judge(cell, p, truth, emu, r.outputs, str(q.get("component") or "the quantizer"), local)
+    if reference:
+        upstream = upstream_activations(graph, list(reference))
+        cell.info["costs_most_at"] = quantized.costs(emu.activations, upstream)
+        if cell.status == Status.QUANTIZATION_LOSS and truth is not None:  # the remedy is asked: measure it
+            likely = [r["tensor"] for r in quantized.costs(emu.activations, upstream, quantized.ABLATED)]
+            cell.info["costs_most_at"] = quantized.costs(emu.activations, upstream, recovered=_recovered(
+                graph, feeds, truth, likely, cell.metrics["quantization_loss"]))
     if cell.status not in NOT_JUDGED:
         cell.findings.extend(quantized.left_float(q) + quantized.optimizer_finding(q))
     elif cell.status == Status.UNSUPPORTED and q.get("left_float"):
         ops = Counter(n.split(" ")[0] for n in q["left_float"])
         cell.reason += f" (its compute nodes: {', '.join(f'{k} {v}' for k, v in ops.items())})"
     return cell
+
+
+def _recovered(graph: Any, feeds: dict[str, np.ndarray], truth: list[np.ndarray], tensors: list[str],
+               loss: float) -> dict[str, float]:
+    """For each activation, how much of the format's cost at the output goes away with it alone left in float (the
+    emulation with its quantizer bypassed, against float64)."""
+    from fpdiff.onnxtools.emulate import emulate
+    return {t: loss - quantized.rel_l2(emulate(graph, feeds, bypass=frozenset({t})).outputs, truth) for t in tensors}
+
+
+def _reference(q: dict, feeds: dict[str, np.ndarray], graph: Any) -> tuple[dict[str, np.ndarray] | None, str | None]:
+    """The float model's own float64 values of the tensors the quantized graph quantizes, where the backend named
+    the float graph it quantized (`float_graph`) and the two share tensor names; else None, and why where it failed."""
+    from fpdiff.onnxtools.emulate import activation_tensors, dequantized, float_values
+    if not q.get("float_graph"):
+        return None, None
+    tensors, twin = activation_tensors(graph), dequantized(graph)
+    try:
+        values = float_values(q["float_graph"], feeds, [*tensors, *(twin[t] for t in tensors if t in twin)])
+        # a tensor the quantizer renamed (ONNX Runtime at a graph output) by its twin's name, which is the float one
+        found = {t: values[t] if t in values else values.get(twin.get(t, "")) for t in tensors}
+        return {t: v for t, v in found.items() if v is not None} or None, None
+    except Exception as e:  # the float graph's own evaluation failing costs this reading only, never the verdict
+        return None, f"the float graph's own values could not be computed: {type(e).__name__}: {str(e)[:200]}"
 
 
 def _feeds(graph: Any, source: Any) -> dict[str, np.ndarray]:
