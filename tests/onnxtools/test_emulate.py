@@ -170,6 +170,20 @@ def test_drift_bypass_and_upstream_of_a_two_layer_qdq_graph():
     assert np.allclose(kept, np.maximum(-x.astype(np.float64), 0), rtol=1e-12, atol=0)  # float, the ReLU kept
 
 
+def test_a_scale_of_inf_is_the_quantized_models_like_a_scale_of_zero():
+    # NNCF's scale for an attention mask that reaches float32's lowest: its range over 255 overflows float32
+    s = numpy_helper.from_array(np.array(np.inf, np.float32), "s")
+    z = numpy_helper.from_array(np.array(-128, np.int8), "z")
+    g = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                           helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], "inf",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [4])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [4])], [s, z])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    with np.errstate(invalid="ignore"):
+        emu = emulate(m, {"x": np.array([-3.4e38, 0, 0, -3.4e38], np.float32)})
+    assert emu.zero_scales == ["x"] and not np.all(np.isfinite(emu.outputs[0]))
+
+
 def test_unpack_nbits_reads_low_nibbles_first_and_blocks_of_values():
     # N=1, K=4, one block of 4: values 1, 2, 3, 4 packed two to a byte, zero point 8 (symmetric), scale 0.5
     b = np.array([[[0x21, 0x43]]], dtype=np.uint8)

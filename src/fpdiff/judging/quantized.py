@@ -75,7 +75,7 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emu
             f"{tool} quantized none of this model's layers in {p.name}: the graph it made holds no quantized tensor")
         return cell
     if not _finite_where(emu.outputs, truth):
-        zeros = f": scale 0 for {', '.join(emu.zero_scales[:8])}" if emu.zero_scales else ""
+        zeros = f": a scale of 0 or inf for {', '.join(emu.zero_scales[:8])}" if emu.zero_scales else ""
         cell.status, cell.reason = Status.ERROR, (
             f"the quantized model itself computes non-finite outputs where float64 is finite (its exact emulation, "
             f"before any kernel){zeros}")

@@ -65,7 +65,8 @@ class Emulation:
     outputs: list[np.ndarray]
     steps: list[float | None]
     activations: list[Activation] = field(default_factory=list)
-    zero_scales: list[str] = field(default_factory=list)  # tensors quantized with a scale of 0 (x / 0: inf, NaN)
+    # tensors quantized with a scale of 0 (x / 0: inf, NaN) or inf (a range past float32's: 0 * inf dequantized)
+    zero_scales: list[str] = field(default_factory=list)
     quantizers: int = 0  # quantized tensors in the graph: QuantizeLinear, DequantizeLinear, integer and 4-bit ops
     local: list[Local] = field(default_factory=list)  # a forced emulation's quantizers, in graph order
 
@@ -135,7 +136,7 @@ class _Kernels:
                 if self.onnx_node.input[0] in k.bypass:  # left in float: its DequantizeLinear gives x back
                     return (_float_kept(x, s, z, elem),)
                 q = quantize(x, s, z, elem)
-                if not np.all(np.asarray(scale) != 0):
+                if not np.all((np.asarray(scale) != 0) & np.isfinite(scale)):
                     k.zero_scales.append(self.onnx_node.input[0])
                 elif self.onnx_node.input[0] not in k.constants:
                     k.record(self.onnx_node.input[0], x, q, s, z, elem)
@@ -153,7 +154,8 @@ class _Kernels:
                 q = _wide(q)
                 s = _along(scale, axis, q.ndim, block_size, q.shape)
                 z = _along(_wide(zero) if zero is not None else 0, axis, q.ndim, block_size, q.shape)
-                return ((q - z) * s,)
+                with np.errstate(invalid="ignore", over="ignore"):  # a scale of inf: the model's, said apart
+                    return ((q - z) * s,)
 
         class DynamicQuantizeLinear(OpRun):
             op_domain = ""
