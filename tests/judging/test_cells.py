@@ -52,3 +52,14 @@ def test_a_baseline_without_error_says_nothing():
     cell = _cell(0.0, 0.0, prec.FP16, "float16")
     assert _wider_by_numbers(cell, prec.FP16, _metrics(0.0)) is None
 
+
+
+def test_a_substituted_format_whose_baseline_did_not_come_back_is_unjudged_not_mismatch():
+    # OpenVINO ran an fp16 cell in bf16 (its record) while the bf16 baseline timed out under load: the error cannot
+    # be weighed against what ran (the same cell, with its baseline, is bf16's precision loss)
+    from fpdiff.judging.cells import _unweighable
+    from fpdiff.runtime.worker import JobResult
+    cell = Cell("openvino", "cpu", "fp16", "static", Status.MISMATCH, "rel L2 2.82e-02 is 28.4x the baseline's")
+    _unweighable(cell, prec.BF16, JobResult("timeout", message="no answer within 600 s; the process was killed"))
+    assert cell.status == Status.UNJUDGED and cell.revisions[-1].rule == "computed-format"
+    assert "computed in bf16 (its own record)" in cell.reason and "no answer within 600 s" in cell.reason

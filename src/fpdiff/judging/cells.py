@@ -143,8 +143,13 @@ def narrower_formats(ev: Evidence, cells: list[Cell]) -> None:
             continue
         fmt = ev.grid.baseline(fmt).precision  # with the model's own tolerance for that format
         m = ev.metrics(key)
-        if m is not None:
-            _judge_as_computed(cell, m, p, fmt, ev.baseline(fmt))
+        if m is None:
+            continue
+        baseline = ev.baseline(fmt)
+        if baseline is None and ev.grid.baseline(fmt) in ev.results:
+            _unweighable(cell, fmt, ev.results[ev.grid.baseline(fmt)])
+        else:
+            _judge_as_computed(cell, m, p, fmt, baseline)
 
 
 def _model_casts_cause(judge_notes: list[Finding]) -> str | None:
@@ -166,6 +171,18 @@ def _computed_format(r: JobResult, p: prec.Precision) -> prec.Precision | None:
     if bits is None or not p.is_cast or bits >= compare.mantissa_bits(p.compute):
         return None
     return next((q for q in (prec.BF16, prec.FP16) if compare.mantissa_bits(q.compute) == bits), None)
+
+
+def _unweighable(cell: Cell, fmt: prec.Precision, job: JobResult) -> None:
+    """A mismatch whose backend records computing in a narrower format, where that format's baseline did not come
+    back (a timeout under load, a failure): the error cannot be weighed against what ran, so no mismatch is claimed
+    (a live run without it once called OpenVINO's bf16 run of an fp16 cell a mismatch that the baseline clears)."""
+    what = job.message.split(";")[0][:160] if job.message else job.status
+    cell.revise("computed-format", Status.UNJUDGED,
+                f"{cell.reason}; the backend computed in {fmt.name} (its own record), and the baseline at "
+                f"{fmt.name} did not come back ({what}): whether the error is {fmt.name}'s or the backend's "
+                "cannot be told; run it again",
+                why=f"computed in {fmt.name} by its own record; {fmt.name}'s baseline missing")
 
 
 def _judge_as_computed(cell: Cell, m: Metrics, p: prec.Precision, fmt: prec.Precision,
