@@ -36,8 +36,10 @@ def test_a_cnn_passes_int8_static_and_dynamic_and_int4_says_it_quantized_nothing
 
 
 def test_a_layer_whose_channels_need_their_own_scales_is_quantization_loss_not_mismatch():
-    r = fpdiff.quant(str(SPECS / "quant_channel_ranges.py"), schemes=["int8"])
-    (c,) = r.cells
+    r = fpdiff.quant(str(SPECS / "quant_channel_ranges.py"), schemes=["int8"], backends=["ort", "openvino"])
+    c, ov = _by(r)["ort", "int8"], _by(r)["openvino", "int8"]
+    # NNCF's graph of the same model (symmetric activations, biases corrected) costs less; OpenVINO matches it
+    assert ov.status != Status.MISMATCH and ov.metrics["departure"] < 1e-3
     assert c.status == Status.QUANTIZATION_LOSS, c.reason
     assert c.metrics["quantization_loss"] > 5e-2 and c.metrics["departure"] < 1e-3
     assert r.exit_code() == 0 and r.exit_code(strict=True) == 1
@@ -51,14 +53,15 @@ def test_a_layer_whose_channels_need_their_own_scales_is_quantization_loss_not_m
 def test_a_calibration_set_that_misses_the_judged_range_is_named(tmp_path):
     x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(3)).numpy()
     np.savez(tmp_path / "small.npz", x=np.stack([x * 0.1] * 4))  # a tenth of the judged inputs' spread
-    r = fpdiff.quant("example:tinycnn", schemes=["int8"], calibration=str(tmp_path / "small.npz"))
-    (c,) = r.cells
-    clips = [f for f in c.findings if f.kind == "calibration-clips"]
-    assert clips and clips[0].message.startswith("x:"), [f.message for f in c.findings]
-    share = int(clips[0].message.split(" of ")[0].split()[-1]) / 6144
-    assert share > 0.5  # most of the judged inputs lie beyond a tenth of their own range
+    r = fpdiff.quant("example:tinycnn", schemes=["int8"], backends=["ort", "openvino"],
+                     calibration=str(tmp_path / "small.npz"))
+    for c in r.cells:  # ONNX Runtime's quantizer and NNCF, each calibrated on the same narrow inputs
+        clips = [f for f in c.findings if f.kind == "calibration-clips"]
+        assert clips and clips[0].message.startswith("x:"), (c.backend, [f.message for f in c.findings])
+        share = int(clips[0].message.split(" of ")[0].split()[-1]) / 6144
+        assert share > 0.5, c.backend  # most of the judged inputs lie beyond a tenth of their own range
+        assert c.status != Status.MISMATCH  # the backend still computes what the (badly calibrated) format says
     assert r.calibration["how"] == "the 4 inputs of small.npz"
-    assert c.status != Status.MISMATCH  # the backend still computes what the (badly calibrated) format says
 
 
 def test_a_planted_zero_point_bug_is_mismatch_at_its_kernel_and_ort_itself_is_not():
