@@ -10,18 +10,15 @@ an op computing in a wider float by promotion takes a kept op's fp32 value unrou
 program is exactly the model as cast, its dtype-dependent branches included."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
-import io
-import logging
 import operator
-from collections.abc import Iterator
 
 import torch
 
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
+from fpdiff.core.quiet import quieted
 from fpdiff.model import graph
 from fpdiff.model.weights import LazyCast, cast_copy
 
@@ -229,7 +226,9 @@ def program_module(module: torch.nn.Module, inputs: tuple, p: prec.Precision,
     kept op reads them unrounded. Raises UsageError when the model at p cannot be exported."""
     args = prec.cast_inputs(inputs, p)
     try:
-        with _quiet_export():  # traced from fake weights at p: no cast copy of the model is made
+        # torch.export quiet: its warnings and the partial graph it prints on a failed export (its error says what
+        # matters, and goes to the user as one line)
+        with quieted("torch", stderr=True):  # traced from fake weights at p: no cast copy of the model is made
             ep = (graph.lazy_export(module, args, p.dtype, dynamic_shapes, then=graph.functional) if p.is_cast else
                   graph.functional(torch.export.export(graph.cast_module(module, p), args,
                                                        dynamic_shapes=dynamic_shapes, strict=False)))
@@ -264,20 +263,6 @@ def _export_refusal(e: Exception, p: prec.Precision) -> str:
     return (f"torch.export cannot export this model at {p.name}{f' ({where})' if where else ''}: "
             f"{type(e).__name__}: {first}; plan evaluates the program check runs at {p.name}, and the fp32 export "
             f"is not that model (it takes the fp32 side of the model's dtype-dependent branches)")
-
-
-@contextlib.contextmanager
-def _quiet_export() -> Iterator[None]:
-    """torch.export's chatter off: its warnings and the partial graph it prints on a failed export (its error
-    says what matters, and goes to the user as one line)."""
-    log = logging.getLogger("torch")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        log.setLevel(level)
 
 
 def fp32_module(module: torch.nn.Module, inputs: tuple, dynamic_shapes=None) -> torch.fx.GraphModule:

@@ -4,13 +4,12 @@ weights), which OpenVINO converts and runs and which fpdiff emulates like any QD
 calibration."""
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 from typing import Any
 
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import QUANTIZE, StageError, Unsupported, stage
+from fpdiff.core.quiet import quieted
 from fpdiff.core.task import Task
 
 # How each format is asked of NNCF (what the report says quantized the cell). int8 and fp8: nncf.quantize with its
@@ -75,7 +74,7 @@ def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, .
     if opset < OLDEST_OPSET[scheme]:
         raise Unsupported(f"NNCF quantizes ONNX models from opset {OLDEST_OPSET[scheme]} in {scheme}; this model is "
                           f"opset {opset}", dtype=scheme)
-    with stage(QUANTIZE, NNCF), _quiet():
+    with stage(QUANTIZE, NNCF), quieted("nncf", stdout=True):  # its progress bars and bit-width tables
         if scheme == "int4-weight":
             made = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=32, ratio=1.0,
                                          all_layers=True, backup_mode=nncf.BackupMode.NONE,
@@ -117,17 +116,3 @@ def folded_transposes(model: Any) -> Any:
     del model.graph.node[:]
     model.graph.node.extend(kept)
     return model
-
-
-@contextlib.contextmanager
-def _quiet() -> Any:
-    """NNCF's progress bars and bit-width tables kept out of the worker's log (its failures still raise)."""
-    import logging
-    logger = logging.getLogger("nncf")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        logger.setLevel(level)

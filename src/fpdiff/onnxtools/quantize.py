@@ -9,6 +9,7 @@ from typing import Any
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import QUANTIZE as QUANTIZING
 from fpdiff.core.errors import StageError, Unsupported, stage
+from fpdiff.core.quiet import quieted
 from fpdiff.core.task import Task
 
 # How each quantized format is asked of onnxruntime.quantization (what the report says quantized the cell): the
@@ -77,7 +78,7 @@ def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[A
             def get_next(self) -> dict | None:
                 return next(self.feeds, None)
 
-        with stage(QUANTIZING, QUANTIZE), _quiet():
+        with stage(QUANTIZING, QUANTIZE), quieted():  # its advice and INFO lines
             # symbolic shape inference refuses many exported graphs; ORT's own optimizer pass is the part that
             # folds the weight transposes the quantizer needs as constants
             quant_pre_process(str(whole), str(pre), skip_symbolic_shape=True)
@@ -108,22 +109,3 @@ def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[A
 def _required_inputs(m: Any) -> set[str]:
     """The graph's inputs that no initializer feeds: what a run must be given."""
     return {i.name for i in m.graph.input} - {t.name for t in m.graph.initializer}
-
-
-def _quiet() -> Any:
-    """onnxruntime.quantization's advice and INFO lines kept out of the worker's log (its failures still raise)."""
-    import contextlib
-    import logging
-
-    @contextlib.contextmanager
-    def quiet() -> Any:
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)
-        try:
-            yield
-        finally:
-            root.setLevel(level)
-    return quiet()
-
-
