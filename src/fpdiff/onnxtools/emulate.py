@@ -318,13 +318,10 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
     from fpdiff.onnxtools.evaluator import evaluator
     from fpdiff.onnxtools.graph import float64_ops
     m = with_domains(onnx.load(str(model)) if isinstance(model, (str, Path)) else model)
-    constants = {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
-                                                          for o in n.output}
-    kernels = _Kernels(constants, quantized_outputs(m), forced, reference, frozenset(bypass))
+    kernels = _Kernels(_constants(m), quantized_outputs(m), forced, reference, frozenset(bypass))
     ours = {c.__name__ for c in kernels.ops()}
     ops = [o for o in float64_ops() if o.__name__ not in ours] + kernels.ops()
-    wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
-    outs = evaluator(wide_graph(m), new_ops=ops).run(None, wide)
+    outs = evaluator(wide_graph(m), new_ops=ops).run(None, _wide_feeds(feeds))
     return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
                       for o in outs], output_steps(m), list(kernels.activations.values()),
                      list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local)
@@ -333,10 +330,20 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
 def activation_tensors(m: onnx.ModelProto) -> list[str]:
     """The tensors the graph quantizes at run time (a QuantizeLinear's input that no initializer or Constant holds),
     in graph order."""
-    constants = {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
-                                                          for o in n.output}
+    constants = _constants(m)
     return list(dict.fromkeys(n.input[0] for n in m.graph.node if n.op_type == "QuantizeLinear"
                               and n.input[0] not in constants))
+
+
+def _constants(m: onnx.ModelProto) -> set[str]:
+    """The values an initializer or a Constant node holds: never quantized at run time."""
+    return {t.name for t in m.graph.initializer} | {o for n in m.graph.node if n.op_type == "Constant"
+                                                    for o in n.output}
+
+
+def _wide_feeds(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The inputs as the float64 evaluation takes them: float ones widened, the others as they are."""
+    return {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
 
 
 def float_values(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray], names: Sequence[str]
@@ -349,8 +356,7 @@ def float_values(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarra
     wanted = [n for n in names if n in made]
     if not wanted:
         return {}
-    wide = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
-    outs = evaluator(wide_graph(m), new_ops=float64_ops()).run(wanted, wide)
+    outs = evaluator(wide_graph(m), new_ops=float64_ops()).run(wanted, _wide_feeds(feeds))
     return {n: np.asarray(v) for n, v in zip(wanted, outs) if np.asarray(v).dtype.kind == "f"}
 
 

@@ -186,11 +186,11 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
     quantized.judge(cell, p, truth, emu, r.outputs, str(q.get("component") or "the quantizer"), local)
     if reference:
         upstream = upstream_activations(graph, list(reference))
-        cell.info["costs_most_at"] = quantized.costs(emu.activations, upstream)
+        likely = quantized.costs(emu.activations, upstream, quantized.ABLATED)
+        cell.info["costs_most_at"] = likely[:quantized.COSTS_SHOWN]
         if cell.status == Status.QUANTIZATION_LOSS and truth is not None:  # the remedy is asked: measure it
-            likely = [r["tensor"] for r in quantized.costs(emu.activations, upstream, quantized.ABLATED)]
             cell.info["costs_most_at"] = quantized.costs(emu.activations, upstream, recovered=_recovered(
-                graph, feeds, truth, likely, cell.metrics["quantization_loss"]))
+                graph, feeds, truth, [r["tensor"] for r in likely], cell.metrics["quantization_loss"]))
     if cell.status not in NOT_JUDGED:
         cell.findings.extend(quantized.left_float(q) + quantized.optimizer_finding(q))
     elif cell.status == Status.UNSUPPORTED and q.get("left_float"):
