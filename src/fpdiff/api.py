@@ -22,7 +22,7 @@ from fpdiff.analysis.base import Result
 from fpdiff.analysis.options import RunOptions
 from fpdiff.backends.routes import Routes  # noqa: F401  (handed on: CORE)
 from fpdiff.core.errors import FpdiffError, UnknownOption, UsageError  # noqa: F401  (handed on: CORE)
-from fpdiff.core.precision import canonical
+from fpdiff.core.precision import QUANTIZED, canonical
 from fpdiff.testing import assert_agrees  # noqa: F401
 
 # the API's names that are not analyses (each analysis adds its function and the names it declares)
@@ -79,8 +79,9 @@ def forgiven(name: str, signature: inspect.Signature, args: tuple, kwargs: dict[
     for key, value in list(given.items()):
         if key in _LISTS and isinstance(value, str):
             given[key] = value = csv(value)
-        if key == "precision" and value is not None:
-            given[key] = canonical(value)
+        if key == "precision" and value is not None:  # a quantized format by its name (locate takes one)
+            quantized = isinstance(value, str) and value.strip().lower() in QUANTIZED
+            given[key] = value.strip().lower() if quantized else canonical(value)
         elif key == "precisions" and value is not None:
             names = (value,) if isinstance(value, torch.dtype) else value
             given[key] = list(dict.fromkeys(canonical(v) for v in names))

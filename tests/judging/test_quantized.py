@@ -127,3 +127,18 @@ def test_costs_ranks_by_what_each_layer_added_and_by_what_keeping_it_float_buys(
     assert np.isclose(rows[1]["added"], 0.1) and np.isclose(rows[1]["drift"], 0.2)
     measured = q.costs([a, b, c], {"b": ["a"]}, recovered={"a": 0.01, "b": 0.3, "c": -0.001})
     assert [(r["tensor"], r["recovers"]) for r in measured] == [("b", 0.3), ("a", 0.01)]  # c buys nothing
+
+
+def test_layers_carry_both_readings_and_the_first_kernel_beyond_a_step_is_where_the_backend_departs():
+    a = Activation("a", values=10, err2=1.0, ref2=100.0)  # drift 0.1
+    b = Activation("b", values=10, err2=4.0, ref2=100.0)  # drift 0.2, 0.1 of it from a
+    c = Activation("c", values=10, err2=9.0, ref2=100.0)
+    local = Emulation([], [], local=[Local("a", 10, 1, 1.0), Local("b", 10, 4, 3.0), Local("c", 10, 9, 7.0)])
+    rows = q.layers([a, b, c], {"b": ["a"], "c": ["b"]}, local, {"b": ["MatMul mm"]}, {"c": 0.02, "a": -0.01})
+    assert [r["tensor"] for r in rows] == ["a", "b", "c"] and rows[1]["ops"] == ["MatMul mm"]
+    assert np.isclose(rows[1]["added"], 0.1) and rows[0]["steps"] == 1.0
+    assert q.departing_layer(rows)["tensor"] == "b"  # the first beyond LOCAL_STEPS, not the largest (c follows it)
+    ranked = [r["tensor"] for r in q.hurting_layers(rows)]
+    assert ranked[0] == "c" and set(ranked) == {"a", "b", "c"}  # measured recovery first, then what each added
+    unread = q.layers([a, b], {}, None, {}, None)
+    assert all(r["steps"] is None for r in unread) and q.departing_layer(unread) is None

@@ -189,3 +189,31 @@ def test_unpack_nbits_reads_low_nibbles_first_and_blocks_of_values():
     b = np.array([[[0x21, 0x43]]], dtype=np.uint8)
     w = unpack_nbits(b, np.array([0.5]), None, 4, 1, 4, 4)
     assert w.tolist() == [[-3.5, -3.0, -2.5, -2.0]]
+
+
+def test_a_kernels_ops_stop_at_dequantized_values_and_leave_out_shape_arithmetic():
+    from fpdiff.onnxtools.emulate import kernel_ops
+    m = _qdq_matmul(True)
+    shape = numpy_helper.from_array(np.array([4, 8], np.int64), "shape")
+    m.graph.initializer.append(shape)
+    m.graph.node.insert(3, helper.make_node("Identity", ["shape"], ["shape2"], name="shape_math"))  # constants only
+    y = next(n for n in m.graph.node if n.op_type == "MatMul")
+    y.output[0] = "mm"
+    y.name = "mm_node"
+    m.graph.node.insert(5, helper.make_node("Reshape", ["mm", "shape2"], ["y"], name="reshape"))
+    m.graph.node.insert(6, helper.make_node("Relu", ["y"], ["yr"], name="relu"))
+    next(n for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "y").input[0] = "yr"
+    onnx.checker.check_model(m)
+    assert kernel_ops(m, ["x", "yr"]) == {"x": [], "yr": ["MatMul mm_node", "Reshape reshape", "Relu relu"]}
+
+
+@pytest.mark.slow
+def test_read_back_keeps_a_backends_values_only_where_its_marked_run_is_the_cell():
+    from fpdiff.onnxtools.emulate import read_back
+    m = _qdq_matmul(True)
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    (out,) = _ort(m, {"x": x}, optimized=True)
+    values = read_back(m, [out], lambda marked: _ort(marked, {"x": x}, optimized=True))
+    assert set(values) == {"xq", "yq"} and values["xq"].dtype == np.uint8
+    # a marked program whose outputs are not the cell's: its values are another program's, nothing is read
+    assert read_back(m, [out + 1], lambda marked: _ort(marked, {"x": x}, optimized=True)) is None

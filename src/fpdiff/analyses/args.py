@@ -31,6 +31,13 @@ def precision_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def precision_or_format(text: str) -> str:
+    """A float precision (as precision_name) or a quantized format by its name (int8, int4-weight, fp8, ...)."""
+    from fpdiff.core.precision import QUANTIZED
+    low = text.strip().lower()
+    return low if low in QUANTIZED else precision_name(text)
+
+
 def shape(text: str) -> tuple[str, list[int]]:
     name, _, dims = text.partition("=")
     try:

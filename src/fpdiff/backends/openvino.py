@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fpdiff.backends.base import ONNX, TORCH, Backend, Prepared, Repro, Task
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
@@ -136,6 +138,42 @@ def _converted(ov: Any, source: Any) -> Any:
                           f"{' (' + said + ')' if said else ''}", op=ops[0] if ops else None) from e
 
 
+def reading_back(run: Callable[..., list[Any]], graph: Path, record: dict[str, Any],
+                  into: dict[str, Any]) -> Callable[..., list[Any]]:
+    """run(*inputs) for a quantized cell; its first run also reads every activation quantizer's values `into` a dict
+    by tensor, from the graph with them marked as outputs compiled the cell's way, where that program's outputs are
+    the cell's bit for bit (emulate.read_back); the record says whether they were."""
+    state = {"read": False}
+
+    def first(*inputs: Any) -> list[Any]:
+        outs = run(*inputs)
+        if state["read"]:
+            return outs
+        state["read"] = True
+        import tempfile
+
+        import onnx
+        import openvino as ov
+
+        from fpdiff.onnxtools.emulate import read_back
+
+        def marked(model: Any) -> list[Any]:
+            with tempfile.TemporaryDirectory(prefix="fpdiff-ov-marked-") as tmp:
+                path = Path(tmp) / "marked.onnx"
+                onnx.save(model, str(path))
+                with stage(COMPILE, "openvino CPU plugin"):
+                    compiled = ov.Core().compile_model(_converted(ov, str(path)), "CPU",
+                                                       {"INFERENCE_PRECISION_HINT": "f32"})
+            request = compiled.create_infer_request()
+            request.infer([_as_ov(t, False) for t in inputs])
+            return [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(compiled.outputs))]
+        values = read_back(onnx.load(str(graph)), [np.asarray(o) for o in outs], marked)
+        record["read_back"] = values is not None
+        into.update(values or {})
+        return outs
+    return first
+
+
 def unconverted(text: str) -> dict[str, str]:
     """Each op the converter's report lists as not converted, with its own reason (the last "failed with KIND:
     reason" of its section; older releases wrote "OpConversionFailure: [...] reason."), or "" where it gives none
@@ -237,13 +275,15 @@ class OpenVinoBackend(Backend):
             nncf_graph.tool(scheme) if by_nncf else quantize.tool(scheme)
         component = f"the file {graph.name}" if given else nncf_graph.NNCF if by_nncf else quantize.QUANTIZE
         record = {"graph": str(graph), "tool": made, "component": component, **runtime_integers(compiled),
-                  **quantize.float_graph(task)}
+                  **quantize.float_graph(task, pre=not by_nncf)}
         info = {"quantized_by": made, "run_by": f"OpenVINO CPU plugin {ov.__version__.split('-')[0]} (f32 hint)"}
         if by_nncf:
             info["scheme"] = nncf_graph.SCHEMES[scheme]
         weight_only = task.precision.scheme is not None and task.precision.scheme.activations == "float"
-        return Prepared(self._runner(compiled, task), notes=list(_activations_quantized(compiled, record, weight_only)),
-                        info=info, quantized=record)
+        values: dict[str, Any] = {}
+        run = reading_back(self._runner(compiled, task), graph, record, values)
+        return Prepared(run, notes=list(_activations_quantized(compiled, record, weight_only)), info=info,
+                        quantized=record, read_back=values)
 
     @staticmethod
     def _runner(compiled: Any, task: Task) -> Callable[..., list[Any]]:

@@ -411,7 +411,7 @@ def reading_back(session: Any, quantized: Path, device: str, record: dict[str, A
     value as an output can stop a fusion: then nothing is read back, and the record says so)."""
     import onnx
 
-    from fpdiff.onnxtools.emulate import FP8_E4M3FN, marked_quantizers, quantized_outputs
+    from fpdiff.onnxtools.emulate import read_back
     run = feeder(session)
     state = {"read": False}
 
@@ -421,29 +421,15 @@ def reading_back(session: Any, quantized: Path, device: str, record: dict[str, A
             return outs
         state["read"] = True
         record["optimizer"] = optimizer_effect(quantized, device, [_to_numpy(t) for t in inputs])
-        graph = onnx.load(str(quantized))
-        model, names = marked_quantizers(graph)
-        kinds = quantized_outputs(graph)
-        if not names:
-            return outs
-        with stage(LOAD, "onnxruntime"):
-            values = feeder(open_session(model, device))(*inputs)
-        same = all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(outs, values))
-        record["read_back"] = same
-        if same:  # fp8 values as the float32 numbers they are (exact), so every protocol carries them
-            into.update({n: _exact(v, kinds.get(n) == FP8_E4M3FN) for n, v in zip(names, values[len(outs):])})
+
+        def marked(model: Any) -> list[Any]:
+            with stage(LOAD, "onnxruntime"):
+                return feeder(open_session(model, device))(*inputs)
+        values = read_back(onnx.load(str(quantized)), outs, marked)
+        record["read_back"] = values is not None
+        into.update(values or {})
         return outs
     return first
-
-
-def _exact(v: Any, fp8: bool) -> np.ndarray:
-    """A quantized tensor ONNX Runtime handed back, as the numbers it holds: its Python API returns e4m3 values as
-    their uint8 bit patterns."""
-    a = np.asarray(v)
-    if not fp8:
-        return a
-    import ml_dtypes
-    return (a.view(ml_dtypes.float8_e4m3fn) if a.dtype == np.uint8 else a).astype(np.float32)
 
 
 def optimizer_effect(quantized: Path, device: str, feeds: list[Any]) -> dict[str, Any]:

@@ -256,3 +256,41 @@ def costs(activations: Sequence[Activation], upstream: dict[str, list[str]], top
         rows = [{**r, "recovers": recovered[r["tensor"]]} for r in rows if recovered.get(r["tensor"], 0.0) > 0]
         return sorted(rows, key=lambda r: -r["recovers"])[:top]
     return sorted(rows, key=lambda r: -r["added"])[:top]
+
+
+# ops shown per layer: the kernel's own ops (a Conv and its Relu), not a whole float region the quantizer skipped
+KERNEL_OPS_SHOWN = 6
+
+
+def layers(activations: Sequence[Activation], upstream: dict[str, list[str]], local: Emulation | None,
+           ops: dict[str, list[str]], recovered: dict[str, float] | None = None) -> list[dict]:
+    """Every quantized activation in graph order, both readings a user bisects by: where the format costs (its drift
+    against the float model, what its own layer added, what leaving it in float recovers at the output where that
+    was measured) and where the backend departs (its kernel against the emulation fed the backend's own inputs, in
+    steps; None where nothing was read back)."""
+    drift = {a.tensor: a.drift for a in activations}
+    kernel = {k.tensor: k for k in (local.local if local is not None else [])}
+    rows = []
+    for a in activations:
+        came = max((drift[u] or 0.0 for u in upstream.get(a.tensor, []) if u in drift), default=0.0)
+        k, made = kernel.get(a.tensor), ops.get(a.tensor, [])
+        rows.append({"tensor": a.tensor, "ops": made[-KERNEL_OPS_SHOWN:],
+                     "ops_before": max(0, len(made) - KERNEL_OPS_SHOWN),
+                     "drift": a.drift, "added": None if a.drift is None else a.drift - came,
+                     "recovers": (recovered or {}).get(a.tensor), "values": a.values, "clipped": a.clipped,
+                     "levels": a.levels, "steps": None if k is None else k.steps, "off": None if k is None else k.off})
+    return rows
+
+
+def departing_layer(rows: Sequence[dict]) -> dict | None:
+    """The first layer, in graph order, whose kernel departs from the emulation fed its own inputs by more than
+    LOCAL_STEPS (the mismatch rule's own bound): where the backend computes something else."""
+    return next((r for r in rows if r["steps"] is not None and r["steps"] > LOCAL_STEPS), None)
+
+
+def hurting_layers(rows: Sequence[dict], top: int = COSTS_SHOWN) -> list[dict]:
+    """The layers where the format costs most: first those whose leaving in float was measured to recover some of
+    the output's loss, by that; then the rest by what its own layer added to the drift."""
+    gains = sorted((r for r in rows if (r["recovers"] or 0.0) > 0), key=lambda r: -r["recovers"])
+    rest = sorted((r for r in rows if r["added"] is not None and r not in gains), key=lambda r: -r["added"])
+    return (gains + rest)[:top]

@@ -392,6 +392,31 @@ def upstream_activations(m: onnx.ModelProto, tensors: Sequence[str]) -> dict[str
     return found
 
 
+def kernel_ops(m: onnx.ModelProto, tensors: Sequence[str]) -> dict[str, list[str]]:
+    """For each quantized activation, the nodes between the dequantized values upstream of it and it, in graph order
+    (op type and node name): the kernel a backend fuses into one integer op (a Conv with its Relu, a MatMul with its
+    Add), or the float ops it runs there."""
+    nodes = list(m.graph.node)
+    made_by = {o: i for i, n in enumerate(nodes) for o in n.output}
+    fixed = {t.name for t in m.graph.initializer}  # and what only constants make (a shape computed in the graph)
+    for n in nodes:
+        if all(not i or i in fixed for i in n.input):
+            fixed.update(n.output)
+    found: dict[str, list[str]] = {}
+    for t in tensors:
+        seen, stack, kernel = set(), [t], set()
+        while stack:
+            x = stack.pop()
+            i = made_by.get(x)
+            if x in seen or x in fixed or i is None or nodes[i].op_type == "DequantizeLinear":
+                continue
+            seen.add(x)
+            kernel.add(i)
+            stack.extend(nodes[i].input)
+        found[t] = [f"{nodes[i].op_type} {nodes[i].name}".strip() for i in sorted(kernel)]
+    return found
+
+
 def with_domains(m: onnx.ModelProto) -> onnx.ModelProto:
     """The graph with an opset import for each domain its nodes use: NNCF writes ONNX Runtime's MatMulNBits without
     declaring com.microsoft, which ONNX Runtime and OpenVINO read anyway (version 1, the only one it has)."""
@@ -492,3 +517,28 @@ def marked_quantizers(m: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     for name in names:
         out.graph.output.append(onnx.helper.make_tensor_value_info(name, kinds[name], None))
     return out, names
+
+
+def read_back(m: onnx.ModelProto, outs: Sequence[Any], run_marked: Any) -> dict[str, np.ndarray] | None:
+    """The backend's own values of every activation quantizer: `run_marked(model)` runs the copy with them marked as
+    outputs (marked_quantizers) the backend's way and returns all its outputs. Kept only where the marked run's own
+    outputs are the cell's `outs` bit for bit (marking a value as an output can stop a fusion, and then the values
+    are another program's): None then, or when the graph quantizes no activation. fp8 values as the float32 numbers
+    they are (exact), whatever a runtime hands them back as (e4m3 bit patterns in uint8)."""
+    marked, names = marked_quantizers(m)
+    if not names:
+        return None
+    values = run_marked(marked)
+    if not all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(outs, values)):
+        return None
+    kinds = quantized_outputs(m)
+    return {n: _held(v, kinds.get(n) == FP8_E4M3FN) for n, v in zip(names, values[len(outs):])}
+
+
+def _held(v: Any, fp8: bool) -> np.ndarray:
+    """A quantized value a runtime handed back, as the numbers it holds."""
+    a = np.asarray(v)
+    if not fp8:
+        return a
+    import ml_dtypes
+    return (a.view(ml_dtypes.float8_e4m3fn) if a.dtype == np.uint8 else a).astype(np.float32)

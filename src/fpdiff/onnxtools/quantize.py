@@ -27,20 +27,48 @@ QUANTIZE = "onnxruntime.quantization"
 def qdq_graph(task: Task) -> Path:
     """The cell's fp32 ONNX graph quantized in the task's format, calibrated on task.calibration(), cached."""
     fp32 = task.at(prec.FP32)
-    path = fp32.onnx_file()
     scheme = task.precision.name
     calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
+    pre = preprocessed(task)
     quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, task.calibration_digest()),
                                            suffix=".onnx",
-                                           build=lambda out: quantize_graph(path, out, scheme, calibration))
+                                           build=lambda out: quantize_graph(pre, out, scheme, calibration))
     return quantized
 
 
-def float_graph(task: Task) -> dict[str, str]:
-    """The float graph the cell's quantized graph was made from, for its record: the quantized graph keeps its tensor
-    names, so the float model's own value of each quantized tensor can be read from it. None for the user's own
-    file, whose names fpdiff did not choose."""
-    return {} if task.given else {"float_graph": str(task.at(prec.FP32).onnx_file())}
+def preprocessed(task: Task) -> Path:
+    """The cell's fp32 graph after onnxruntime.quantization's own pre-processing, cached: the float graph its
+    quantizer quantizes, with the tensors its optimizer made (a Gemm's reshapes) under the names the quantized graph
+    keeps."""
+    fp32 = task.at(prec.FP32)
+    path = fp32.onnx_file()
+    return fp32.cache.get_or_build(*fp32.key("ort-preprocessed"), suffix=".onnx",
+                                   build=lambda out: _pre_process(path, out))[0]
+
+
+def _pre_process(fp32: Path, out: Path) -> None:
+    """quant_pre_process as its documentation has users run it before quantizing, its failures charged to it."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    with tempfile.TemporaryDirectory(prefix="fpdiff-ort-pre-") as tmp:
+        whole = Path(tmp) / "model.onnx"
+        onnx.save(onnx.load(str(fp32)), str(whole))  # its weights inline: the quantizer copies files by name
+        with stage(QUANTIZING, QUANTIZE), quieted():
+            # symbolic shape inference refuses many exported graphs; ORT's own optimizer pass is the part that
+            # folds the weight transposes the quantizer needs as constants
+            quant_pre_process(str(whole), str(out), skip_symbolic_shape=True)
+
+
+def float_graph(task: Task, pre: bool = True) -> dict[str, str]:
+    """The float graph the cell's quantized graph was made from, for its record (`pre`: onnxruntime.quantization's
+    pre-processed graph, else the fp32 graph itself): the quantized graph keeps its tensor names, so the float model's
+    own value of each quantized tensor is read from it. None for the user's own file, whose names fpdiff did not
+    choose."""
+    if task.given:
+        return {}
+    return {"float_graph": str(preprocessed(task) if pre else task.at(prec.FP32).onnx_file())}
 
 
 def tool(scheme: str) -> str:
@@ -49,11 +77,9 @@ def tool(scheme: str) -> str:
     return f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
 
 
-def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
-    """`fp32` quantized into `out` by onnxruntime.quantization in the format named (QUANTIZERS), after its own
-    pre-processing; any failure in its code is charged to it."""
-    import tempfile
-
+def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
+    """The pre-processed fp32 graph `pre` quantized into `out` by onnxruntime.quantization in the format named
+    (QUANTIZERS); any failure in its code is charged to it."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -63,47 +89,40 @@ def quantize_graph(fp32: Path, out: Path, scheme: str, calibration: list[tuple[A
         quantize_dynamic,
         quantize_static,
     )
-    from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    with tempfile.TemporaryDirectory(prefix="fpdiff-ort-q-") as tmp:
-        whole, pre = Path(tmp) / "model.onnx", Path(tmp) / "pre.onnx"
-        onnx.save(onnx.load(str(fp32)), str(whole))  # its weights inline: the quantizer copies files by name
-        model = onnx.load(str(whole), load_external_data=False)
-        names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    model = onnx.load(str(pre), load_external_data=False)
+    names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
 
-        class Reader(CalibrationDataReader):
-            def __init__(self) -> None:
-                self.feeds = iter([dict(zip(names, c)) for c in calibration])
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter([dict(zip(names, c)) for c in calibration])
 
-            def get_next(self) -> dict | None:
-                return next(self.feeds, None)
+        def get_next(self) -> dict | None:
+            return next(self.feeds, None)
 
-        with stage(QUANTIZING, QUANTIZE), quieted():  # its advice and INFO lines
-            # symbolic shape inference refuses many exported graphs; ORT's own optimizer pass is the part that
-            # folds the weight transposes the quantizer needs as constants
-            quant_pre_process(str(whole), str(pre), skip_symbolic_shape=True)
-            if scheme == "int8":
-                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                                calibrate_method=CalibrationMethod.MinMax)
-            elif scheme == "int8-dynamic":
-                quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
-            elif scheme == "fp8":
-                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                                activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
-                                calibrate_method=CalibrationMethod.Distribution)
-            elif scheme == "int4-weight":
-                from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-                q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True)
-                q.process()
-                onnx.save(q.model.model, str(out))
-            else:
-                raise Unsupported(f"onnxruntime.quantization has no {scheme} path in fpdiff")
-        asked = _required_inputs(onnx.load(str(out), load_external_data=False)) - set(names)
-        if asked:
-            raise StageError(QUANTIZING, QUANTIZE, f"the quantized graph asks for {len(asked)} inputs the model does "
-                             f"not have ({', '.join(sorted(asked)[:4])}, ...): the quantizer dropped initializers "
-                             "the graph also lists as inputs")
+    with stage(QUANTIZING, QUANTIZE), quieted():  # its advice and INFO lines
+        if scheme == "int8":
+            quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            calibrate_method=CalibrationMethod.MinMax)
+        elif scheme == "int8-dynamic":
+            quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
+        elif scheme == "fp8":
+            quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
+                            calibrate_method=CalibrationMethod.Distribution)
+        elif scheme == "int4-weight":
+            from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+            q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True)
+            q.process()
+            onnx.save(q.model.model, str(out))
+        else:
+            raise Unsupported(f"onnxruntime.quantization has no {scheme} path in fpdiff")
+    asked = _required_inputs(onnx.load(str(out), load_external_data=False)) - set(names)
+    if asked:
+        raise StageError(QUANTIZING, QUANTIZE, f"the quantized graph asks for {len(asked)} inputs the model does "
+                         f"not have ({', '.join(sorted(asked)[:4])}, ...): the quantizer dropped initializers "
+                         "the graph also lists as inputs")
 
 
 def _required_inputs(m: Any) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fpdiff.analyses import MODEL_RUN, Analysis
-from fpdiff.analyses.args import precision_name
+from fpdiff.analyses.args import precision_or_format
 from fpdiff.analyses.locate import page, text
 from fpdiff.analysis.locate import LOCAL_FACTOR, LocateOptions, LocateResult, locate
 from fpdiff.core.errors import UsageError
@@ -15,7 +15,12 @@ from fpdiff.report import model_explorer
 def _arguments(loc: argparse.ArgumentParser) -> None:
     loc.add_argument("--backend", default="torch",
                      help="torch: per-op analysis; any other backend or plugin: bisection over segments")
-    loc.add_argument("--precision", type=precision_name, default="fp16")
+    loc.add_argument("--precision", type=precision_or_format, default="fp16",
+                     help="a float precision, or a quantized format (int8, int8-dynamic, int4-weight, fp8): the "
+                     "backend's quantized cell read layer by layer, where the format costs and where the backend "
+                     "departs (default %(default)s)")
+    loc.add_argument("--calibration", metavar="FILE.npz", help="a quantized format's calibration inputs, as "
+                     "`fpdiff quant --calibration`")
     loc.add_argument("--repro", metavar="DIR", help="where the repro bundle goes "
                      "(default fpdiff-out/repro-BACKEND-PRECISION when there is something to reproduce)")
     loc.add_argument("--no-repro", action="store_true", help="write no repro bundle")
@@ -33,7 +38,8 @@ def _arguments(loc: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace) -> LocateOptions:
     repro = None if args.no_repro else (args.repro or f"fpdiff-out/repro-{args.backend}-{args.precision}")
     return LocateOptions(backend=args.backend, precision=args.precision, device=args.device, repro=repro,
-                         mark_all=args.mark_all, shape_variant=args.shape_variant, artifact=args.artifact)
+                         mark_all=args.mark_all, shape_variant=args.shape_variant, artifact=args.artifact,
+                         calibration=args.calibration)
 
 
 def _progress(args: argparse.Namespace, display):
@@ -59,11 +65,12 @@ def _files(args: argparse.Namespace, console, result: LocateResult) -> None:
 
 def locate_rows(report: dict) -> list[dict]:
     """What locate reports, one row each, `row` saying which: the ops of torch's analysis, the segment a backend
-    gets wrong, the tensors of a mark-all run."""
+    gets wrong, the tensors of a mark-all run, the layers of a quantized cell."""
     ops = [{"row": "op", **o} for o in report.get("ops") or []]
     segment = [{"row": "segment", **report["segment"]}] if report.get("segment") else []
     tensors = [{"row": "tensor", **t} for t in (report.get("mark_all") or {}).get("rows") or []]
-    return ops + segment + tensors
+    layers = [{"row": "layer", **r} for r in (report.get("quantized") or {}).get("layers") or []]
+    return ops + segment + tensors + layers
 
 
 LOCATE = Analysis(

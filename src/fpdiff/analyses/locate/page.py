@@ -27,6 +27,8 @@ def body(r: dict) -> str:
                        f"<td>{h.err(o.get('floor'))}</td></tr>" for o in ops)
         out.append("<h2>Ops</h2><table><tr><th>#</th><th>op</th><th>node</th><th>module</th><th>source</th>"
                    f"<th>accumulated</th><th>local</th><th>floor</th></tr>{rows}</table>")
+    if r.get("quantized"):
+        out.append(_quantized(r["quantized"]))
     out.append("<h2>Findings</h2>" + h.finding_list([(r["backend"], f) for f in r.get("findings") or []]))
     return "".join(out)
 
@@ -57,3 +59,15 @@ def _profile(ops: list[dict]) -> str:
         ax.axvline(bad, color="#c62828", linewidth=2, label=f"culprit: {ops[bad]['op']}")
     ax.set_ylabel("rel L2 vs float64")
     return h.op_axis(fig, ax, ops, "error profile along the graph")
+
+
+def _quantized(q: dict) -> str:
+    """A quantized cell's layers: where the format costs (against float64) and where the backend departs (steps)."""
+    head = (f"<p>Quantized cell: <b>{h.esc(q.get('status'))}</b>: {h.esc(q.get('reason'))}</p>"
+            f"<p>Scheme: {h.esc(q.get('scheme'))}; quantized by {h.esc(q.get('quantized_by'))}.</p>")
+    rows = "".join(f"<tr><td>{h.esc(x['tensor'])}</td><td>{h.esc(' + '.join(o.split(' ')[0] for o in x['ops']))}</td>"
+                   f"<td>{h.err(x.get('drift'))}</td><td>{h.err(x.get('added'))}</td><td>{h.err(x.get('recovers'))}"
+                   f"</td><td>{x.get('clipped')}</td><td>{x.get('levels')}</td><td>{h.err(x.get('steps'))}</td></tr>"
+                   for x in q.get("layers") or [])
+    return (head + "<h2>Quantized layers</h2><table><tr><th>tensor</th><th>ops</th><th>drift</th><th>added</th>"
+            f"<th>recovers</th><th>clipped</th><th>levels</th><th>steps</th></tr>{rows}</table>")

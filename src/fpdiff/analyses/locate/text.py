@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fpdiff.core.status import Status
+from fpdiff.core.status import NOT_JUDGED, Status
 from fpdiff.report import terminal
 
 
@@ -14,6 +14,9 @@ def render(result, console: Console | None = None, top: int = 10) -> None:
     console = console or Console()
     console.print(f"[bold]fpdiff locate {result.model} --backend {result.backend} --precision {result.precision}[/]",
                   highlight=False)
+    if result.quantized is not None:
+        _quantized(result, console, top)
+        return
     c = result.culprit
     head = f"torch eager at {result.precision}: "
     if not result.ops:  # an ONNX model: no torch analysis
@@ -81,3 +84,59 @@ def render(result, console: Console | None = None, top: int = 10) -> None:
 def _ratio(o) -> str:
     import math
     return "inf" if not math.isfinite(o.ratio) else f"{o.ratio:.1f}x"
+
+
+def _num(v) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def _quantized(result, console: Console, top: int) -> None:
+    """A quantized cell layer by layer: its verdict, the first departing kernel (or that none departs, or why the
+    backend's values could not be read), the layers where the format costs most, the optimizer's effect."""
+    q = result.quantized
+    say = lambda text: console.print(text, highlight=False)  # noqa: E731
+    say(f"{result.backend} {result.precision} [{q.status.style}]{q.status}[/]: {escape(q.reason)}")
+    if q.scheme:
+        say(f"  scheme: {escape(q.scheme)}")
+    if q.quantized_by:
+        say(f"  quantized by {escape(q.quantized_by)}; calibrated on {escape(q.calibration)}")
+    if q.status in NOT_JUDGED or not q.layers:
+        for f in result.findings:
+            say(f"  [yellow]{f.kind}[/]: {escape(f.message)}")
+        return
+    bad = q.departs_at
+    if bad is not None:
+        say(f"[bold red]where {result.backend} departs[/]: the kernel that makes {escape(bad['tensor'])} "
+            f"({escape(_ops(bad))}): {bad['steps']:.3g} steps from the emulation fed its own inputs ({bad['off']} of "
+            f"{bad['values']} values a step or more away; a requantization may round one step the other way)")
+    elif q.read_back:
+        away = sum(bool(r["off"]) for r in q.layers if r["off"] is not None)
+        say(f"where {result.backend} departs: nowhere; each of its {len(q.layers)} quantized kernels is within one "
+            f"step of the emulation fed its own inputs ({away} a step away somewhere)")
+    else:
+        say(f"where {result.backend} departs: not read layer by layer ({result.backend}'s quantized values were not "
+            "read back: the backend hands out no intermediate, or marking them changed its outputs); the output "
+            f"departs from the emulation by {_num(q.metrics.get('departure'))}")
+    moved = (q.optimizer or {}).get("changes_numbers")
+    if moved:
+        by = (q.optimizer or {}).get("by") or []
+        say(f"{result.backend}'s graph optimizations change the outputs by {moved:.3g} (all on against all off)"
+            + (f": {' or '.join(by)} disabled alone takes that away" if by else ""))
+    t = Table(title="where the format costs most (emulation against float64)", caption="drift: the layer's quantized "
+              "value against the float model's, relative L2; added: its own layer's share; recovers: the output "
+              "loss that leaving it in float takes away; steps: the backend's kernel against the emulation")
+    for col in ("tensor", "ops", "drift", "added", "recovers", "clipped", "levels", "steps"):
+        t.add_column(col, no_wrap=col != "ops")
+    shown = q.hurts_most[:top] or q.layers[:top]
+    for r in shown + ([bad] if bad is not None and bad not in shown else []):
+        t.add_row(escape(r["tensor"]), escape(_ops(r)), _num(r["drift"]), _num(r["added"]), _num(r["recovers"]),
+                  f"{r['clipped']}/{r['values']}" if r["clipped"] else "0", str(r["levels"]), _num(r["steps"]))
+    console.print(t)
+    for f in result.findings:
+        say(f"  [yellow]{f.kind}[/]: {escape(f.message)}")
+
+
+def _ops(row: dict) -> str:
+    """A layer's kernel as its op types, the earliest elided (a model input quantized directly has none)."""
+    ops = " + ".join(o.split(" ")[0] for o in row["ops"])
+    return ("... + " if row.get("ops_before") else "") + (ops or "the model's input")

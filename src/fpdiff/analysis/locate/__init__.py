@@ -7,7 +7,7 @@ import operator
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
@@ -29,6 +29,9 @@ from fpdiff.model.weights import cast_is_large
 from fpdiff.runtime import rundir
 from fpdiff.runtime.task import Job
 from fpdiff.sources import load
+
+if TYPE_CHECKING:
+    from fpdiff.analysis.locate.quantized import QuantizedReading
 
 # An op is the culprit when the error it makes by itself (fed float64-run inputs, computing at P) is over
 # LOCAL_FACTOR times what P must lose on it anyway: the larger of (a) rounding its exact output to P and
@@ -129,6 +132,7 @@ class LocateResult(Result):
     bisected: bool = False  # the segment bisection ran on the backend (not only the reference's op analysis)
     findings: list = field(default_factory=list)  # compare.Finding: a crash or refusal inside a segment
     artifact: dict | None = None  # --artifact: the user's file judged whole, and what the localization stands for
+    quantized: QuantizedReading | None = None  # a quantized format: the backend's quantized cell, layer by layer
 
     @property
     def culprit(self) -> OpError | None:
@@ -137,6 +141,8 @@ class LocateResult(Result):
     def answer(self) -> dict | None:
         """The culprit, one shape whatever found it: the backend's smallest failing segment, else torch eager's
         first op out of line."""
+        if self.quantized is not None:
+            return _quantized_answer(self)
         seg = self.segment
         if seg is not None:
             return {"op": seg.first_op, "node": seg.node, "module": seg.module, "source": seg.source,
@@ -157,6 +163,8 @@ class LocateResult(Result):
 
     def exit_code(self, strict: bool = False) -> int:
         """Like check: a backend computing some ops wrongly fails the run; precision loss found on torch does not."""
+        if self.quantized is not None:
+            return self.quantized.exit_code()
         return 1 if self.segment else 0
 
     def as_dict(self) -> dict:
@@ -166,7 +174,8 @@ class LocateResult(Result):
                 "compiles": self.compiles, "repro": self.repro,
                 "mark_all": self.mark_all.as_dict() if self.mark_all else None,
                 "findings": [f.as_dict() for f in self.findings],
-                "ops": [o.as_dict() for o in self.ops]}
+                "ops": [o.as_dict() for o in self.ops],
+                "quantized": self.quantized.as_dict() if self.quantized else None}
 
     def worst(self, n: int = 10) -> list[OpError]:
         return sorted(self.ops, key=lambda o: (-o.ratio if math.isfinite(o.ratio) else -1e300))[:n]
@@ -429,6 +438,7 @@ class LocateOptions:
     mark_all: bool = False
     shape_variant: str | None = None
     artifact: str | None = None
+    calibration: str | None = None  # a quantized precision's calibration inputs (.npz, as quant's --calibration)
 
 
 @rundir.scoped
@@ -438,6 +448,8 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
     (see Progress)."""
     o, shared = options or LocateOptions(), (shared or RunOptions()).ready()
     backend, precision, device, repro, progress = o.backend, o.precision, o.device, o.repro, shared.progress
+    if isinstance(precision, str) and precision.strip().lower() in prec.QUANTIZED:
+        return _quantized(model, o, shared)
     if o.artifact is not None:  # the user's file judged whole, then the source's ops located and read against it
         said = judge_file(model, o.artifact, backend, precision, shared)
         if said.finding is not None:  # nothing departs: nothing to locate
@@ -524,6 +536,35 @@ def locate(model: str, options: LocateOptions | None = None, shared: RunOptions 
     finally:
         b.close()
     return _said(result, repro)
+
+
+def _quantized(model: str, o: LocateOptions, shared: RunOptions) -> LocateResult:
+    """A quantized format: its cell read layer by layer (quantized.py); what only float precisions take is one line."""
+    asked = [n for n, v in (("--mark-all", o.mark_all), ("--shape-variant", o.shape_variant),
+                            ("--artifact", o.artifact)) if v]
+    if asked:
+        raise UsageError(f"{' and '.join(asked)} locate float precisions; a quantized format is read layer by layer "
+                         f"from its own cell (your quantized file: `fpdiff quant MODEL --artifact {o.backend}=PATH`)")
+    if o.device != "cpu":
+        raise UsageError(f"quantized formats run on the CPU here, not {o.device}")
+    from fpdiff.analysis.locate.quantized import locate_quantized
+    label, reading, cell = locate_quantized(model, o.backend, o.precision, o.calibration, shared)
+    return LocateResult(label, o.backend, prec.quantized(o.precision).name,
+                        output_error=(cell.metrics or {}).get("rel_l2"),
+                        findings=list(cell.findings), quantized=reading)
+
+
+def _quantized_answer(result: LocateResult) -> dict | None:
+    """The quantized culprit in locate's one shape: the first layer whose kernel departs from the emulation."""
+    from fpdiff.judging.quantized import LOCAL_STEPS
+    bad = result.quantized.departs_at
+    if bad is None:
+        return None
+    return {"op": " + ".join(o.split(" ")[0] for o in bad["ops"]) or "QuantizeLinear", "node": bad["tensor"],
+            "module": "", "source": "", "found_by": "quantized read-back", "backend": result.backend,
+            "stage": "run", "component": result.backend, "status": Status.MISMATCH, "cause": Status.MISMATCH,
+            "ops": bad["ops"], "evidence": {"steps": bad["steps"], "off": bad["off"], "values": bad["values"],
+                                            "bound_steps": LOCAL_STEPS}}
 
 
 def _nonfinite_baseline(result: LocateResult, p: prec.Precision, baseline_rel_l2: float | None) -> None:

@@ -42,12 +42,15 @@ class QuantOptions:
     a quantization path (Backend.prepare_quantized); `calibration`: an .npz of calibration inputs, one array per
     model input named by it, samples along the first axis (None: `samples` drawn from the example inputs'
     statistics); `artifacts`: the user's own quantized files, BACKEND=PATH, each run as it is and judged against
-    MODEL's float64. The cells are judged on the model's example inputs, which calibration never sees."""
+    MODEL's float64; `layers`: each cell's per-layer readings (judging/quantized.py layers), what locate shows, with
+what leaving each layer in float recovers measured for the likeliest. The cells are judged on the model's example
+inputs, which calibration never sees."""
     schemes: Sequence[str] = DEFAULT_SCHEMES
     backends: Sequence[str] = ("ort",)
     calibration: str | None = None
     samples: int = DEFAULT_SAMPLES
     artifacts: Sequence[str] = ()  # the user's own quantized files, BACKEND=PATH: judged against MODEL's float64
+    layers: bool = False  # each cell's every quantized layer in its info (locate's reading of a quantized cell)
 
 
 @dataclass
@@ -108,7 +111,7 @@ def quant(model: str, options: QuantOptions | None = None, shared: RunOptions | 
             shared.step(f"{b} {p.name}", len(cells), len(runs))
             job = Job(grid.source.ref, data, b, p, "cpu", STATIC, s.plugins, s.flags.get(b, ()), s.cache_dir,
                       s.seed, 1, artifact=path)
-            cells.append(_cell(b, p, pool.run(job, shared.timeout), truth, grid.source))
+            cells.append(_cell(b, p, pool.run(job, shared.timeout), truth, grid.source, o.layers))
     shared.step("done", len(cells), len(cells))
     calibration = {"samples": len(samples), "how": how,
                    "judged_on": "the model's example inputs, which calibration never saw" if not own else
@@ -155,8 +158,10 @@ def _own_format(source: Any) -> str | None:
     return file_format(onnx.load(mine, load_external_data=False))
 
 
-def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray] | None, source: Any) -> Cell:
-    """One cell from its job: a failure as the component's, a run judged by its three readings."""
+def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray] | None, source: Any,
+          layers: bool = False) -> Cell:
+    """One cell from its job: a failure as the component's, a run judged by its three readings; `layers`: every
+    quantized layer's readings too."""
     cell = Cell(backend, "cpu", p.name, STATIC.name, Status(r.status), r.message,
                 duration_s=round(r.prepare_s + r.run_s, 3), info={"scheme": p.scheme.text() if p.scheme else "",
                                                                     **r.info}, stage=r.stage, component=r.component,
@@ -165,7 +170,7 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         return cell
     import onnx
 
-    from fpdiff.onnxtools.emulate import emulate, upstream_activations
+    from fpdiff.onnxtools.emulate import emulate, kernel_ops, upstream_activations
     q = r.quantized or {}
     cell.info.update({("quantized_graph" if k == "graph" else k): v for k, v in q.items()})
     graph = onnx.load(q["graph"])
@@ -184,13 +189,20 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         return cell
     cell.info["emulation_s"] = round(time.perf_counter() - t, 3)
     quantized.judge(cell, p, truth, emu, r.outputs, str(q.get("component") or "the quantizer"), local)
+    upstream, recovered = {}, None
     if reference:
         upstream = upstream_activations(graph, list(reference))
         likely = quantized.costs(emu.activations, upstream, quantized.ABLATED)
         cell.info["costs_most_at"] = likely[:quantized.COSTS_SHOWN]
-        if cell.status == Status.QUANTIZATION_LOSS and truth is not None:  # the remedy is asked: measure it
-            cell.info["costs_most_at"] = quantized.costs(emu.activations, upstream, recovered=_recovered(
-                graph, feeds, truth, [r["tensor"] for r in likely], cell.metrics["quantization_loss"]))
+        if (cell.status == Status.QUANTIZATION_LOSS or layers) and truth is not None:  # the remedy asked: measure it
+            recovered = _recovered(graph, feeds, truth, [r["tensor"] for r in likely],
+                                   cell.metrics["quantization_loss"])
+        if cell.status == Status.QUANTIZATION_LOSS and recovered is not None:
+            cell.info["costs_most_at"] = quantized.costs(emu.activations, upstream, recovered=recovered)
+    if layers:
+        tensors = [a.tensor for a in emu.activations]
+        cell.info["layers"] = quantized.layers(emu.activations, upstream, local, kernel_ops(graph, tensors),
+                                               recovered)
     if cell.status not in NOT_JUDGED:
         cell.findings.extend(quantized.left_float(q) + quantized.optimizer_finding(q))
     elif cell.status == Status.UNSUPPORTED and q.get("left_float"):
