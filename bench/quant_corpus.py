@@ -5,11 +5,15 @@ format on each backend with a quantization path, run as a user runs it (the CLI 
 Run: .venv/bin/python bench/quant_corpus.py [--models minilm,wheel:silero_vad] [--set default|wheels|all]
                                             [--schemes int8,int8-dynamic,int4-weight,fp8] [--backends ort]
                                             [--timeout 900] [--md out.md] [--json out.json] [--work DIR]
+                                            [--locate]
 
 Per model, backend and format: the verdict, the quantization loss (the emulation against float64), the departure
 (the backend against the emulation; relative L2 and the largest step at the output), the largest step any of its
 kernels departs by when fed its own inputs, and the findings by kind. Counted: false mismatch (every mismatch not in
 KNOWN with its evidence), crashes, timeouts, tracebacks, refusals (exit 2, one line), and error cells by component.
+`--locate`: each cell also located (`fpdiff locate MODEL --backend B --precision FORMAT`), as a user reads a cell
+layer by layer: its outcome, whether its verdict is quant's for the same cell, the kernels read back, the first
+departing kernel and the layer where the format costs most.
 """
 from __future__ import annotations
 
@@ -77,6 +81,21 @@ def run(name: str, path: Path, inputs: Path | None, schemes: list[str], backends
     return {"model": name, **r, "cells": cells}
 
 
+def located(name: str, path: Path, inputs: Path | None, cell: dict, work: Path, timeout: float) -> dict:
+    """One locate run of a quant cell: its outcome, and whether what it read agrees with quant's verdict."""
+    args = ["locate", str(path), "--backend", cell["backend"], "--precision", cell["format"], "--no-store",
+            *(["--inputs", str(inputs)] if inputs else [])]
+    r = corpus.fpdiff_cli(args, work / f"{name.replace(':', '_')}.{cell['backend']}.{cell['format']}.locate.json",
+                          timeout)
+    q = (r.pop("report") or {}).get("quantized") or {}
+    layers = q.get("layers") or []
+    hurt = (q.get("hurts_most") or [None])[0]
+    return {"outcome": r["outcome"], "wall_s": r.get("wall_s"), "status": q.get("status"),
+            "agrees": q.get("status") == cell["status"], "layers": len(layers),
+            "read": sum(x.get("steps") is not None for x in layers),
+            "departs_at": (q.get("departs_at") or {}).get("tensor"), "costs_most": hurt, "traceback": r["traceback"]}
+
+
 def summary(results: list[dict]) -> dict:
     cells = [(r["model"], c) for r in results for c in r["cells"]]
     mismatches = [(m, c) for m, c in cells if c["status"] == "mismatch" and (m, c["backend"], c["format"]) not in KNOWN]
@@ -92,7 +111,16 @@ def summary(results: list[dict]) -> dict:
                 r["model"] == m and any(c["backend"] == b and c["format"] == f and c["status"] == "mismatch"
                                         for c in r["cells"]) for r in results)),
             "untriaged_mismatch": untriaged,
-            "errors_by_component": dict(Counter(c["component"] for _, c in cells if c["status"] == "error"))}
+            "errors_by_component": dict(Counter(c["component"] for _, c in cells if c["status"] == "error")),
+            **({"locate": {"runs": len(loc), "outcomes": dict(Counter(x["outcome"] for x in loc)),
+                           "tracebacks": sum(x["traceback"] for x in loc),
+                           "disagree": [f"{m} {c['backend']} {c['format']}: quant {c['status']}, locate "
+                                        f"{c['locate']['status']}" for m, c in cells
+                                        if "locate" in c and not c["locate"]["agrees"]],
+                           "read_back": sum(bool(x["read"]) for x in loc),
+                           "departs": [f"{m} {c['backend']} {c['format']}: {c['locate']['departs_at']}"
+                                       for m, c in cells if c.get("locate", {}).get("departs_at")]}}
+               if (loc := [c["locate"] for _, c in cells if "locate" in c]) else {})}
 
 
 def _others_match(results: list[dict], model: str, fmt: str) -> bool:
@@ -111,6 +139,7 @@ def markdown(results: list[dict], s: dict, command: str) -> str:
            f"{s['statuses']}; false mismatch {len(s['false_mismatch'])}, known {len(s['known_mismatch'])}, untriaged "
            f"{len(s['untriaged_mismatch'])}; errors by component "
            f"{s['errors_by_component']}", "",
+           *([f"locate: {json.dumps(s['locate'])}", ""] if s.get("locate") else []),
            "| model | backend | format | verdict | loss | departure | output steps | kernel steps | int ops | float "
            "ops | optimizer moves | findings |", "|---" * 12 + "|"]
     for r in results:
@@ -137,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md")
     ap.add_argument("--json")
     ap.add_argument("--work")
+    ap.add_argument("--locate", action="store_true", help="locate each cell too (fpdiff locate at its format)")
     a = ap.parse_args(argv)
     work = Path(a.work or tempfile.mkdtemp(prefix="fpdiff-quant-corpus-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -145,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, _kind, path, inputs in models(a.models.split(",") if a.models else None, a.set):
         t0 = time.perf_counter()
         results.append(run(name, path, inputs, a.schemes.split(","), a.backends.split(","), work, a.timeout))
+        for c in results[-1]["cells"] if a.locate else []:
+            c["locate"] = located(name, path, inputs, c, work, a.timeout)
         print(f"{name}: {results[-1]['outcome']} in {time.perf_counter() - t0:.0f} s "
               f"{[c['status'] for c in results[-1]['cells']]}", flush=True)
         s = summary(results)

@@ -549,7 +549,7 @@ def _quantized(model: str, o: LocateOptions, shared: RunOptions) -> LocateResult
         raise UsageError(f"quantized formats run on the CPU here, not {o.device}")
     from fpdiff.analysis.locate.quantized import locate_quantized
     label, reading, cell = locate_quantized(model, o.backend, o.precision, o.calibration, shared)
-    return LocateResult(label, o.backend, prec.quantized(o.precision).name,
+    return LocateResult(label, o.backend, cell.precision,  # a quantized MODEL: its own format, whatever was asked
                         output_error=(cell.metrics or {}).get("rel_l2"),
                         findings=list(cell.findings), quantized=reading)
 
