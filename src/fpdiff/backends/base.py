@@ -222,6 +222,33 @@ _REMOVED = {"all_outputs": "implement prepare_marked",
             "reference": "declare judges"}
 
 
+def reading_back(run: Callable[..., list[Any]], graph: Path, record: dict[str, Any], into: dict[str, Any],
+                 run_marked: Callable[[Any, tuple], list[Any]],
+                 first: Callable[[tuple], None] | None = None) -> Callable[..., list[Any]]:
+    """run(*inputs) for a quantized cell; its first call also reads every activation quantizer's values `into` a dict
+    by tensor: `run_marked(model, inputs)` runs the graph with them marked as outputs the backend's way, and they are
+    kept only where that program's outputs are the cell's bit for bit (onnxtools/emulate.py read_back); the record
+    says whether they were. `first(inputs)`: what else the backend reads on that first call."""
+    state = {"read": False}
+
+    def call(*inputs: Any) -> list[Any]:
+        outs = run(*inputs)
+        if state["read"]:
+            return outs
+        state["read"] = True
+        if first is not None:
+            first(inputs)
+        import numpy as np
+        import onnx
+
+        from fpdiff.onnxtools.emulate import read_back
+        values = read_back(onnx.load(str(graph)), [np.asarray(o) for o in outs], lambda m: run_marked(m, inputs))
+        record["read_back"] = values is not None
+        into.update(values or {})
+        return outs
+    return call
+
+
 def check_declarations(names: dict[str, Any], who: str) -> None:
     """Refuse a value `names` sets that is no declaration: a typo (`all_output = True`) must not be ignored.
     Private names, UPPER_CASE constants and methods (any descriptor) are the class's own."""

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from fpdiff.backends.base import ONNX, TORCH, Backend, Prepared, Repro, Task
+from fpdiff.backends.base import reading_back as read_back_on_first_run
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.dtypes import mixed_dtype, too_wide
@@ -139,39 +140,26 @@ def _converted(ov: Any, source: Any) -> Any:
 
 
 def reading_back(run: Callable[..., list[Any]], graph: Path, record: dict[str, Any],
-                  into: dict[str, Any]) -> Callable[..., list[Any]]:
-    """run(*inputs) for a quantized cell; its first run also reads every activation quantizer's values `into` a dict
-    by tensor, from the graph with them marked as outputs compiled the cell's way, where that program's outputs are
-    the cell's bit for bit (emulate.read_back); the record says whether they were."""
-    state = {"read": False}
+                 into: dict[str, Any]) -> Callable[..., list[Any]]:
+    """run(*inputs) for a quantized cell whose first call also reads back every activation quantizer (base.py
+    reading_back) from the graph with them marked, converted and compiled the cell's way."""
+    return read_back_on_first_run(run, graph, record, into, _run_marked)
 
-    def first(*inputs: Any) -> list[Any]:
-        outs = run(*inputs)
-        if state["read"]:
-            return outs
-        state["read"] = True
-        import tempfile
 
-        import onnx
-        import openvino as ov
+def _run_marked(model: Any, inputs: tuple) -> list[Any]:
+    """The marked graph converted, compiled at the f32 hint and run on `inputs`: all its outputs, as numpy."""
+    import tempfile
 
-        from fpdiff.onnxtools.emulate import read_back
-
-        def marked(model: Any) -> list[Any]:
-            with tempfile.TemporaryDirectory(prefix="fpdiff-ov-marked-") as tmp:
-                path = Path(tmp) / "marked.onnx"
-                onnx.save(model, str(path))
-                with stage(COMPILE, "openvino CPU plugin"):
-                    compiled = ov.Core().compile_model(_converted(ov, str(path)), "CPU",
-                                                       {"INFERENCE_PRECISION_HINT": "f32"})
-            request = compiled.create_infer_request()
-            request.infer([_as_ov(t, False) for t in inputs])
-            return [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(compiled.outputs))]
-        values = read_back(onnx.load(str(graph)), [np.asarray(o) for o in outs], marked)
-        record["read_back"] = values is not None
-        into.update(values or {})
-        return outs
-    return first
+    import onnx
+    import openvino as ov
+    with tempfile.TemporaryDirectory(prefix="fpdiff-ov-marked-") as tmp:
+        path = Path(tmp) / "marked.onnx"
+        onnx.save(model, str(path))
+        with stage(COMPILE, "openvino CPU plugin"):
+            compiled = ov.Core().compile_model(_converted(ov, str(path)), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    request = compiled.create_infer_request()
+    request.infer([_as_ov(t, False) for t in inputs])
+    return [np.array(request.get_output_tensor(i).data, copy=True) for i in range(len(compiled.outputs))]
 
 
 def unconverted(text: str) -> dict[str, str]:

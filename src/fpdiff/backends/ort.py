@@ -12,6 +12,7 @@ import numpy as np
 
 from fpdiff.backends import to_numpy as _to_numpy
 from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec
+from fpdiff.backends.base import reading_back as read_back_on_first_run
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.dtypes import mixed_dtype
@@ -409,27 +410,13 @@ def reading_back(session: Any, quantized: Path, device: str, record: dict[str, A
     """run(*inputs) for the cell; its first run also reads every activation quantizer's values `into` a dict by
     tensor, from a session with them as outputs, where that session's outputs are the cell's bit for bit (marking a
     value as an output can stop a fusion: then nothing is read back, and the record says so)."""
-    import onnx
+    def marked(model: Any, inputs: tuple) -> list[Any]:
+        with stage(LOAD, "onnxruntime"):
+            return feeder(open_session(model, device))(*inputs)
 
-    from fpdiff.onnxtools.emulate import read_back
-    run = feeder(session)
-    state = {"read": False}
-
-    def first(*inputs: Any) -> list[Any]:
-        outs = run(*inputs)
-        if state["read"]:
-            return outs
-        state["read"] = True
+    def optimizer(inputs: tuple) -> None:
         record["optimizer"] = optimizer_effect(quantized, device, [_to_numpy(t) for t in inputs])
-
-        def marked(model: Any) -> list[Any]:
-            with stage(LOAD, "onnxruntime"):
-                return feeder(open_session(model, device))(*inputs)
-        values = read_back(onnx.load(str(quantized)), outs, marked)
-        record["read_back"] = values is not None
-        into.update(values or {})
-        return outs
-    return first
+    return read_back_on_first_run(feeder(session), quantized, record, into, marked, optimizer)
 
 
 def optimizer_effect(quantized: Path, device: str, feeds: list[Any]) -> dict[str, Any]:
