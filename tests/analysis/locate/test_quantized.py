@@ -2,6 +2,7 @@
 two readings (where the format costs, where the backend departs), a planted kernel bug found at its kernel on both
 backends, a layer whose channels need their own scales found where the format costs, and bad input as one line."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,13 @@ def test_where_one_layers_channels_need_their_own_scales_is_where_it_costs():
 def test_what_a_quantized_format_does_not_take_is_one_line(kwargs, said):
     with pytest.raises(UsageError, match=said):
         fpdiff.locate("example:tinycnn", precision="int8", **kwargs)
+
+
+def test_a_cell_the_quantizer_broke_is_its_error_not_a_crash():
+    # NNCF gives T5's attention mask, whose values reach float32's lowest, a scale of inf: the quantized model is
+    # non-finite before any kernel runs, and no layer's recovery can be measured against a loss never reached
+    t5 = Path(__file__).resolve().parents[3] / "bench" / "specs" / "corpus" / "t5.py"
+    r = fpdiff.locate(str(t5), backend="openvino", precision="int8")
+    q = r.quantized
+    assert q.status == Status.ERROR and "a scale of 0 or inf" in q.reason and r.exit_code() == 1
+    assert all(row["recovers"] is None for row in q.layers)

@@ -194,9 +194,9 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         upstream = upstream_activations(graph, list(reference))
         likely = quantized.costs(emu.activations, upstream, quantized.ABLATED)
         cell.info["costs_most_at"] = likely[:quantized.COSTS_SHOWN]
-        if (cell.status == Status.QUANTIZATION_LOSS or layers) and truth is not None:  # the remedy asked: measure it
-            recovered = _recovered(graph, feeds, truth, [r["tensor"] for r in likely],
-                                   cell.metrics["quantization_loss"])
+        loss = (cell.metrics or {}).get("quantization_loss")  # None: the cell reached no verdict (an error)
+        if (cell.status == Status.QUANTIZATION_LOSS or layers) and loss is not None:  # the remedy asked: measure it
+            recovered = _recovered(graph, feeds, truth, [r["tensor"] for r in likely], loss)
         if cell.status == Status.QUANTIZATION_LOSS and recovered is not None:
             cell.info["costs_most_at"] = quantized.costs(emu.activations, upstream, recovered=recovered)
     if layers:
