@@ -33,7 +33,9 @@ class QuantizedReading:
 
     @property
     def departs_at(self) -> dict | None:
-        return quantized.departing_layer(self.layers)
+        """The first departing kernel of a mismatch; none of a cell that reached no verdict (the quantizer's own
+        non-finite model is no backend's departure)."""
+        return quantized.departing_layer(self.layers) if self.status == Status.MISMATCH else None
 
     @property
     def hurts_most(self) -> list[dict]:
