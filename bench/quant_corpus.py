@@ -36,6 +36,11 @@ KNOWN: dict[tuple[str, str, str], str] = {
     "window past the 2x2 map by the whole 320x320 kernel: every output the zero point (repro.py, exit 1)",
     ("efficientnet", "iree", "int8"): "the same pooler on IREE's ONNX import, the same numbers (iree-org/iree#24580: "
     "AveragePool divisors with ceil_mode and count_include_pad)",
+    ("wheel:dnsmos_sig_bak_ovr", "ort", "fp8"): "findings/quant-006: ONNX Runtime's WeightBiasQuantization rounds the "
+    "fp8 Conv's float bias to int32 at input x weight scale; disabled alone, the kernel is the emulation's",
+    ("wheel:dnsmos_p808", "ort", "fp8"): "findings/quant-006, at conv2d_5: 5.3e-6 from the float64 Conv of ONNX "
+    "Runtime's own inputs with the rewrite, 0 without it",
+    ("wheel:ppocr_det", "ort", "fp8"): "findings/quant-005: ReluQuantRewrite drops the Relu before an fp8 quantizer",
 }
 # OpenVINO's CPU plugin on ORT-made QDQ transformers: a real departure by the evidence, not yet minimized. ONNX Runtime
 # (kernel by kernel, read back) and IREE both match the same emulation on the same graph; with every activation

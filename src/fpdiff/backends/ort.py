@@ -396,9 +396,11 @@ FLOAT_COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv
 # ONNX Runtime's graph transformers a quantized cell is bisected over when its optimizations change the numbers
 # (each disabled alone, by the name InferenceSession's disabled_optimizers takes): its QDQ fusions first.
 # ReluQuantRewrite is a rule of Level2_RuleBasedTransformer (ReluQuantFusion), which takes a rule's name alone
+# WeightBiasQuantization (Level 1) rounds a QDQ Conv's or Gemm's float bias to int32 at input x weight scale.
 TRANSFORMERS = ("QDQSelectorActionTransformer", "QDQPropagationTransformer", "QDQS8ToU8Transformer", "ReluQuantRewrite",
-                "DoubleQDQPairsRemover", "QDQFinalCleanupTransformer", "EnsureUniqueDQForNodeUnitTransformer",
-                "MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion", "MatMulNBitsFusion", "ConstantFolding",
+                "DoubleQDQPairsRemover", "QDQFinalCleanupTransformer", "WeightBiasQuantization",
+                "EnsureUniqueDQForNodeUnitTransformer", "MatMulIntegerToFloatFusion", "DynamicQuantizeMatMulFusion",
+                "MatMulNBitsFusion", "ConstantFolding",
                 "GeluFusion", "FastGeluFusion", "BiasGeluFusion", "QuickGeluFusion", "LayerNormFusion",
                 "SimplifiedLayerNormFusion", "SkipLayerNormFusion", "AttentionFusion", "MatMulScaleFusion",
                 "MatMulAddFusion", "GemmActivationFusion", "BiasSoftmaxFusion", "NchwcTransformer",

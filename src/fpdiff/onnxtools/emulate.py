@@ -56,6 +56,9 @@ class Local:
     values: int
     off: int  # values a step or more away
     steps: float  # the largest departure
+    # the largest departure beyond the steps float32 arithmetic of its kernel can take (onnxtools/reach.py); None:
+    # an op of the kernel has no bound there, so the raw steps are all that is known
+    beyond: float | None = None
 
 
 @dataclass
@@ -321,10 +324,49 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
     kernels = _Kernels(_constants(m), quantized_outputs(m), forced, reference, frozenset(bypass))
     ours = {c.__name__ for c in kernels.ops()}
     ops = [o for o in float64_ops() if o.__name__ not in ours] + kernels.ops()
-    outs = evaluator(wide_graph(m), new_ops=ops).run(None, _wide_feeds(feeds))
+    wide = wide_graph(m)
+    ev = evaluator(wide, new_ops=ops)
+    if forced:
+        values = ev.run(None, _wide_feeds(feeds), intermediate=True)
+        outs = [values[o.name] for o in wide.graph.output]
+        _reached(wide, ev, values, kernels, forced)
+    else:
+        outs = ev.run(None, _wide_feeds(feeds))
     return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
                       for o in outs], output_steps(m), list(kernels.activations.values()),
                      list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local)
+
+
+def _reached(m: onnx.ModelProto, ev: Any, values: dict[str, Any], kernels: _Kernels,
+             forced: dict[str, np.ndarray]) -> None:
+    """Each read-back kernel's departure beyond what float32 arithmetic of its inputs can reach (Local.beyond)."""
+    from fpdiff.onnxtools.reach import Reach, beyond
+    if len(ev.rt_nodes_) != len(m.graph.node):
+        return
+    reach = Reach(m, values, lambda i, fed: ev.rt_nodes_[i].run(*fed))
+    pending: dict[str, list[Local]] = {}
+    for k in kernels.local:
+        pending.setdefault(k.tensor, []).append(k)
+    for node in m.graph.node:
+        theirs = forced.get(node.output[0]) if node.op_type == "QuantizeLinear" else None
+        if theirs is None or not pending.get(node.input[0]):
+            continue
+        local, bound, x = pending[node.input[0]].pop(0), reach.bound(node.input[0]), values.get(node.input[0])
+        if bound is None or x is None or local.steps == float("inf"):
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        zero = values.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        elem = kernels.elem_of.get(node.output[0]) or _zero_elem(zero, attrs.get("output_dtype", 0))
+        axis, block = attrs.get("axis", 1), attrs.get("block_size", 0)
+        s = _along(values[node.input[1]], axis, np.ndim(x), block, np.shape(x))
+        z = _along(zero if zero is not None else 0, axis, np.ndim(x), block, np.shape(x))
+        local.beyond = beyond(grid_position(_wide(theirs), elem), np.asarray(x, dtype=np.float64),
+                              np.broadcast_to(bound, np.shape(x)), _positions(s, z, elem))
+
+
+def _positions(s: np.ndarray, z: np.ndarray, elem: int) -> Any:
+    """Float values to their grid positions under one quantizer's scale and zero point."""
+    return lambda v: grid_position(quantize(v, s, z, elem), elem)
 
 
 def activation_tensors(m: onnx.ModelProto) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from fpdiff.analyses.locate.text import kernel_cell
 from fpdiff.report import html as h  # the page's shared parts: escaping, colours, plots
 
 
@@ -67,7 +68,7 @@ def _quantized(q: dict) -> str:
             f"<p>Scheme: {h.esc(q.get('scheme'))}; quantized by {h.esc(q.get('quantized_by'))}.</p>")
     rows = "".join(f"<tr><td>{h.esc(x['tensor'])}</td><td>{h.esc(' + '.join(o.split(' ')[0] for o in x['ops']))}</td>"
                    f"<td>{h.err(x.get('drift'))}</td><td>{h.err(x.get('added'))}</td><td>{h.err(x.get('recovers'))}"
-                   f"</td><td>{x.get('clipped')}</td><td>{x.get('levels')}</td><td>{h.err(x.get('steps'))}</td></tr>"
+                   f"</td><td>{x.get('clipped')}</td><td>{x.get('levels')}</td><td>{kernel_cell(x, h.err)}</td></tr>"
                    for x in q.get("layers") or [])
     return (head + "<h2>Quantized layers</h2><table><tr><th>tensor</th><th>ops</th><th>drift</th><th>added</th>"
             f"<th>recovers</th><th>clipped</th><th>levels</th><th>steps</th></tr>{rows}</table>")

@@ -2,6 +2,8 @@
 (report/terminal.py holds what every analysis shares)."""
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -107,12 +109,13 @@ def _quantized(result, console: Console, top: int) -> None:
     bad = q.departs_at
     if bad is not None:
         say(f"[bold red]where {result.backend} departs[/]: the kernel that makes {escape(bad['tensor'])} "
-            f"({escape(_ops(bad))}): {bad['steps']:.3g} steps from the emulation fed its own inputs ({bad['off']} of "
+            f"({escape(_ops(bad))}): {bad['steps']:.3g} steps from the emulation fed its own inputs, "
+            f"{_num(bad.get('beyond'))} beyond what float32 arithmetic of them can reach ({bad['off']} of "
             f"{bad['values']} values a step or more away; a requantization may round one step the other way)")
     elif q.read_back:
         away = sum(bool(r["off"]) for r in q.layers if r["off"] is not None)
         say(f"where {result.backend} departs: nowhere; each of its {len(q.layers)} quantized kernels is within one "
-            f"step of the emulation fed its own inputs ({away} a step away somewhere)")
+            f"step of the emulation fed its own inputs, beyond float32's reach ({away} a step away somewhere)")
     else:
         say(f"where {result.backend} departs: not read layer by layer ({result.backend}'s quantized values were not "
             "read back: the backend hands out no intermediate, or marking them changed its outputs); the output "
@@ -124,16 +127,25 @@ def _quantized(result, console: Console, top: int) -> None:
             + (f": {' or '.join(by)} disabled alone takes that away" if by else ""))
     t = Table(title="where the format costs most (emulation against float64)", caption="drift: the layer's quantized "
               "value against the float model's, relative L2; added: its own layer's share; recovers: the output "
-              "loss that leaving it in float takes away; steps: the backend's kernel against the emulation")
+              "loss that leaving it in float takes away; steps: the backend's kernel against the emulation (past f32: "
+              "those beyond what float32 arithmetic of its inputs can reach)")
     for col in ("tensor", "ops", "drift", "added", "recovers", "clipped", "levels", "steps"):
         t.add_column(col, no_wrap=col != "ops")
     shown = q.hurts_most[:top] or q.layers[:top]
     for r in shown + ([bad] if bad is not None and bad not in shown else []):
         t.add_row(escape(r["tensor"]), escape(_ops(r)), _num(r["drift"]), _num(r["added"]), _num(r["recovers"]),
-                  f"{r['clipped']}/{r['values']}" if r["clipped"] else "0", str(r["levels"]), _num(r["steps"]))
+                  f"{r['clipped']}/{r['values']}" if r["clipped"] else "0", str(r["levels"]), kernel_cell(r, _num))
     console.print(t)
     for f in result.findings:
         say(f"  [yellow]{f.kind}[/]: {escape(f.message)}")
+
+
+def kernel_cell(row: dict, num: Any) -> str:
+    """A layer's kernel steps, with those beyond float32's reach where fewer: the steps the rule judges."""
+    steps, past = row.get("steps"), row.get("beyond")
+    if steps is None or past is None or past >= steps:
+        return num(steps)
+    return f"{num(steps)} ({num(past)} past f32)"
 
 
 def _ops(row: dict) -> str:

@@ -564,7 +564,7 @@ def _quantized_answer(result: LocateResult) -> dict | None:
             "module": "", "source": "", "found_by": "quantized read-back", "backend": result.backend,
             "stage": "run", "component": result.backend, "status": Status.MISMATCH, "cause": Status.MISMATCH,
             "ops": bad["ops"], "evidence": {"steps": bad["steps"], "off": bad["off"], "values": bad["values"],
-                                            "bound_steps": LOCAL_STEPS}}
+                                            "steps_beyond_float32": bad["beyond"], "bound_steps": LOCAL_STEPS}}
 
 
 def _nonfinite_baseline(result: LocateResult, p: prec.Precision, baseline_rel_l2: float | None) -> None:
