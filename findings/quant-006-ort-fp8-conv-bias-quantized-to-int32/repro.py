@@ -46,13 +46,18 @@ def position(v):
     return np.where(b & 0x80, -(b & 0x7F), b & 0x7F)
 
 
-off = run(ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-on = run(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-rule_off = run(ort.GraphOptimizationLevel.ORT_ENABLE_ALL, ["WeightBiasQuantization"])
-print("onnxruntime", ort.__version__)
-print("the bias (what the model says):          ", bias)
-print("optimizations off:                       ", off)
-print("ORT_ENABLE_ALL:                          ", on)
-print("ENABLE_ALL, WeightBiasQuantization off:  ", rule_off)
-print("e4m3 steps moved by the rewrite:         ", np.abs(position(on) - position(off)))
-sys.exit(1 if np.any(position(on) != position(off)) else 0)
+def main() -> int:
+    off = run(ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    on = run(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    rule_off = run(ort.GraphOptimizationLevel.ORT_ENABLE_ALL, ["WeightBiasQuantization"])
+    print("onnxruntime", ort.__version__)
+    print("the bias (what the model says):          ", bias)
+    print("optimizations off:                       ", off)
+    print("ORT_ENABLE_ALL:                          ", on)
+    print("ENABLE_ALL, WeightBiasQuantization off:  ", rule_off)
+    print("e4m3 steps moved by the rewrite:         ", np.abs(position(on) - position(off)))
+    return 1 if np.any(position(on) != position(off)) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -196,7 +196,7 @@ def test_nncf_weight_only_and_fp8_on_openvino_and_ort_dropping_a_relu_before_an_
                           artifacts=[f"ort={fp8.info['quantized_graph']}"])
     (c,) = on_ort.cells
     changed = [f.message for f in c.findings if f.kind == "optimizer-changes-numbers"]
-    if _relu_dropped_before_fp8_quantize():
+    if _repro_fails("quant-005"):
         assert c.status == Status.MISMATCH and "relu" in c.reason and c.metrics["departure"] > 3 * c.metrics[
             "quantization_loss"]
         assert changed and "disabling ReluQuantRewrite alone takes the change away" in changed[0]
@@ -204,11 +204,47 @@ def test_nncf_weight_only_and_fp8_on_openvino_and_ort_dropping_a_relu_before_an_
         assert c.status == Status.PASS and not changed
 
 
-def _relu_dropped_before_fp8_quantize() -> bool:
-    """Whether this ONNX Runtime has quant-005 (its repro exits 1)."""
+def _repro_fails(finding: str) -> bool:
+    """Whether this ONNX Runtime has the finding's bug (its repro exits 1)."""
     import subprocess
     import sys
 
     from conftest import HERE
-    repro = next((HERE.parent / "findings").glob("quant-005-*/repro.py"))
+    repro = next((HERE.parent / "findings").glob(f"{finding}-*/repro.py"))
     return subprocess.run([sys.executable, str(repro)], capture_output=True).returncode == 1
+
+
+def _fp8_conv_bias(tmp_path):
+    """findings/quant-006's graph as a user's own fp8 file, beside its float source (the same Conv in float)."""
+    import runpy
+
+    from conftest import HERE
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+    repro = next((HERE.parent / "findings").glob("quant-006-*/repro.py"))
+    ns = runpy.run_path(str(repro), run_name="quant006")  # builds the model; its run is under __main__ only
+    quantized = tmp_path / "conv_fp8.onnx"
+    quantized.write_bytes(ns["model"].SerializeToString())
+    conv = h.make_node("Conv", ["x", "w", "b"], ["y"])
+    g = h.make_graph([conv], "conv", [h.make_tensor_value_info("x", T.FLOAT, [1, 1, 1, 1])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 1, 1])],
+                     [nh.from_array(ns["w"], "w"), nh.from_array(ns["bias"], "b")])
+    source = tmp_path / "conv.onnx"
+    source.write_bytes(h.make_model(g, opset_imports=[h.make_opsetid("", 21)]).SerializeToString())
+    inputs = tmp_path / "zeros.npz"
+    np.savez(inputs, x=np.zeros((1, 1, 1, 1), np.float32))
+    return source, quantized, inputs
+
+
+def test_onnx_runtime_rounding_an_fp8_conv_bias_is_named_at_its_kernel_and_transformer(tmp_path):
+    source, quantized, inputs = _fp8_conv_bias(tmp_path)
+    r = fpdiff.quant(str(source), schemes=[], backends=["ort"], artifacts=[f"ort={quantized}"], inputs=str(inputs))
+    (c,) = r.cells
+    changed = [f.message for f in c.findings if f.kind == "optimizer-changes-numbers"]
+    if _repro_fails("quant-006"):
+        assert c.status == Status.MISMATCH and "makes c departs" in c.reason, c.reason
+        assert c.metrics["kernel_steps_beyond_float32"] == 2  # what float32 of a one-term Conv reaches is nothing
+        assert changed and "WeightBiasQuantization" in changed[0]
+    else:  # a release without the rewrite at fp8
+        assert c.status == Status.PASS and not changed
