@@ -248,3 +248,24 @@ def test_onnx_runtime_rounding_an_fp8_conv_bias_is_named_at_its_kernel_and_trans
         assert changed and "WeightBiasQuantization" in changed[0]
     else:  # a release without the rewrite at fp8
         assert c.status == Status.PASS and not changed
+
+
+def test_an_old_opset_model_whose_quantized_graph_onnx_runtime_refuses_is_judged_on_its_opset_conversion(tmp_path):
+    """onnxruntime.quantization writes per-channel DequantizeLinear's axis into an opset-12 graph, where the op has no
+    axis: ONNX Runtime refuses to load it. The cell then quantizes the model's opset conversion, with its own artifacts
+    (they once shared the own graph's cache key, and the refused graph came back)."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+    rng = np.random.default_rng(0)
+    conv = h.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])
+    relu = h.make_node("Relu", ["c"], ["y"])
+    g = h.make_graph([conv, relu], "old", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 8, 8])],
+                     [nh.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+                      nh.from_array(rng.standard_normal(4).astype(np.float32), "b")])
+    path = tmp_path / "old.onnx"
+    path.write_bytes(h.make_model(g, opset_imports=[h.make_opsetid("", 12)]).SerializeToString())
+    (c,) = fpdiff.quant(str(path), schemes=["int8"], cache_dir=tmp_path / "cache").cells
+    assert c.status in (Status.PASS, Status.QUANTIZATION_LOSS), c.reason
+    assert "opset conversion" in c.info["onnx_graph"] and "axis" in c.info["onnx_graph"]

@@ -187,7 +187,9 @@ class Task:
         if self.precision.autocast is not None:  # the graph follows the device's autocast lists (model/autocast.py)
             from fpdiff.model import autocast
             p = f"{p}:{autocast.device_type(self.device)}:{autocast.digest()}"
-        return (self.source.fingerprint, p, self.variant.name, _versions(), " ".join(self.flags), *extra)
+        # a cell on the opset conversion (after its own graph failed) builds its artifacts from another graph
+        graph = ("opset-conversion",) if self.converted and self.source.onnx_own is not None else ()
+        return (self.source.fingerprint, p, self.variant.name, _versions(), " ".join(self.flags), *graph, *extra)
 
     def onnx_file(self, judge: bool = False) -> Path:
         """An ONNX graph of the model at this precision: exported from the cast program, or the source cast. Of an

@@ -356,7 +356,11 @@ def _converted(prepare, name: str, task, own: JobResult):
 
 
 def _one_line(e: BaseException) -> str:
+    """The exception in one line, named by its type, except fpdiff's StageError: its message is the component's."""
+    from fpdiff.core.errors import StageError
     text = " ".join(str(e).split())
+    if text and type(e) is StageError:
+        return text[:MESSAGE_CHARS]
     return f"{type(e).__name__}: {text[:MESSAGE_CHARS]}" if text else type(e).__name__
 
 

@@ -272,7 +272,8 @@ def _draw(x: Any, g: torch.Generator) -> torch.Tensor:
     t = torch.as_tensor(x)
     if t.is_floating_point():
         d = t.double()
-        return (torch.randn(t.shape, generator=g, dtype=torch.float64) * d.std() + d.mean()).to(t.dtype)
+        spread = d.std() if d.numel() > 1 else torch.zeros((), dtype=torch.float64)  # one value has no spread
+        return (torch.randn(t.shape, generator=g, dtype=torch.float64) * spread + d.mean()).to(t.dtype)
     if t.dtype == torch.bool or t.numel() == 0 or int(t.min()) >= 0 and int(t.max()) <= 1:
         return t.clone()
     return torch.randint(int(t.min()), int(t.max()) + 1, t.shape, generator=g, dtype=t.dtype)
