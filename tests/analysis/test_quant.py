@@ -218,10 +218,11 @@ def _fp8_conv_bias(tmp_path):
     """findings/quant-006's graph as a user's own fp8 file, beside its float source (the same Conv in float)."""
     import runpy
 
-    from conftest import HERE
     from onnx import TensorProto as T
     from onnx import helper as h
     from onnx import numpy_helper as nh
+
+    from conftest import HERE
     repro = next((HERE.parent / "findings").glob("quant-006-*/repro.py"))
     ns = runpy.run_path(str(repro), run_name="quant006")  # builds the model; its run is under __main__ only
     quantized = tmp_path / "conv_fp8.onnx"

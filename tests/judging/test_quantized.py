@@ -105,6 +105,17 @@ def test_left_float_and_optimizer_findings_read_the_record():
     assert q.optimizer_finding({"optimizer": {"changes_numbers": 0.0}}) == []
 
 
+def test_an_optimization_that_moves_kernels_but_not_the_outputs_is_said():
+    rec = {"optimizer": {"changes_numbers": 0.0, "moves_quantized": {"conv": 2.0, "relu": 7.0},
+                         "by_kernels": ["WeightBiasQuantization"]}}
+    (opt,) = q.optimizer_finding(rec)
+    assert opt.message.startswith("the backend's graph optimizations move 2 quantized tensors")
+    assert "up to 7 steps, at relu" in opt.message and opt.op == "WeightBiasQuantization"
+    both = q.optimizer_finding({"optimizer": {**rec["optimizer"], "changes_numbers": 0.01, "by": []}})
+    assert "change the outputs by 0.01" in both[0].message and "; they move 2" in both[0].message
+    assert both[0].op == "WeightBiasQuantization"
+
+
 def test_quantized_formats_are_refused_by_the_float_grid_with_a_pointer():
     import pytest
 

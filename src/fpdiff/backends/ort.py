@@ -393,6 +393,8 @@ FLOAT_COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv
 
 
 
+# a requantization may round the other way by one step of its grid: a quantized tensor that moves further is moved
+ROUNDING_STEPS = 1.0
 # ONNX Runtime's graph transformers a quantized cell is bisected over when its optimizations change the numbers
 # (each disabled alone, by the name InferenceSession's disabled_optimizers takes): its QDQ fusions first.
 # ReluQuantRewrite is a rule of Level2_RuleBasedTransformer (ReluQuantFusion), which takes a rule's name alone
@@ -422,29 +424,60 @@ def reading_back(session: Any, quantized: Path, device: str, record: dict[str, A
 
 
 def optimizer_effect(quantized: Path, device: str, feeds: list[Any]) -> dict[str, Any]:
-    """Whether ONNX Runtime's graph optimizations change the quantized model's outputs (all on against all off, the
-    same inputs), and if so which of its transformers, each disabled alone, takes the change away."""
+    """Whether ONNX Runtime's graph optimizations change the quantized model's numbers, all on against all off on
+    the same inputs: at its outputs (relative L2), and at its quantized tensors (the program with them marked as
+    outputs, in steps of their grid: a rewrite can move a kernel by steps that later quantizers absorb); and where
+    either moves, which of its transformers, each disabled alone, takes the change away."""
+    import onnx
     import onnxruntime as ort
 
-    def outputs(level: Any = None, disabled: tuple[str, ...] = ()) -> list[np.ndarray]:
+    from fpdiff.onnxtools.emulate import marked_quantizers, quantized_outputs
+    model = onnx.load(str(quantized))
+    marked, names = marked_quantizers(model)
+    kinds = quantized_outputs(model)
+    plain, inside = model.SerializeToString(), marked.SerializeToString()
+    made_from = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "QuantizeLinear"}
+
+    def outputs(graph: bytes, level: Any = None, disabled: tuple[str, ...] = ()) -> list[np.ndarray]:
         opts = ort.SessionOptions()
         if level is not None:
             opts.graph_optimization_level = level
-        s = ort.InferenceSession(str(quantized), opts, providers=[provider(device)],
-                                 disabled_optimizers=list(disabled))
-        names = [i.name for i in s.get_inputs()]
-        return [np.asarray(o, dtype=np.float64) for o in s.run(None, dict(zip(names, feeds)))]
+        s = ort.InferenceSession(graph, opts, providers=[provider(device)], disabled_optimizers=list(disabled))
+        return list(s.run(None, dict(zip([i.name for i in s.get_inputs()], feeds))))
 
     def change(a: list[np.ndarray], b: list[np.ndarray]) -> float:  # the one relative L2, over every output
-        return compare.rel_l2(np.concatenate([y.ravel() for y in b]), np.concatenate([x.ravel() for x in a]))
+        return compare.rel_l2(np.concatenate([np.asarray(y, np.float64).ravel() for y in b]),
+                              np.concatenate([np.asarray(x, np.float64).ravel() for x in a]))
 
     with stage(LOAD, "onnxruntime"):
-        off, on = outputs(ort.GraphOptimizationLevel.ORT_DISABLE_ALL), outputs()
+        off, on = outputs(plain, ort.GraphOptimizationLevel.ORT_DISABLE_ALL), outputs(plain)
         moved = change(on, off)
-        if moved == 0:
-            return {"changes_numbers": 0.0}
-        by = [t for t in TRANSFORMERS if change(outputs(disabled=(t,)), off) <= 0.1 * moved]
-    return {"changes_numbers": moved, "by": by}
+        found: dict[str, Any] = {"changes_numbers": moved}
+        if moved > 0:
+            found["by"] = [t for t in TRANSFORMERS if change(outputs(plain, disabled=(t,)), off) <= 0.1 * moved]
+        if names:
+            kernels_off = outputs(inside, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)[-len(names):]
+            steps = _steps_apart(outputs(inside)[-len(names):], kernels_off, names, made_from, kinds)
+            if steps:
+                found["moves_quantized"] = steps
+                found["by_kernels"] = [t for t in TRANSFORMERS if not _steps_apart(
+                    outputs(inside, disabled=(t,))[-len(names):], kernels_off, names, made_from, kinds)]
+    return found
+
+
+def _steps_apart(a: list[Any], b: list[Any], names: list[str], made_from: dict[str, str],
+                 kinds: dict[str, int]) -> dict[str, float]:
+    """The quantized tensors (by the tensor each quantizes) more than ROUNDING_STEPS of their grid apart in two runs
+    (fp8 as positions on the e4m3 grid, from the bit patterns ONNX Runtime hands back)."""
+    from fpdiff.onnxtools.emulate import FP8_E4M3FN, grid_position, held
+    apart = {}
+    for name, x, y in zip(names, a, b):
+        elem = kinds.get(name, 0)
+        fp8 = elem == FP8_E4M3FN
+        d = np.abs(grid_position(held(x, fp8), elem) - grid_position(held(y, fp8), elem))
+        if float(d.max(initial=0.0)) > ROUNDING_STEPS:
+            apart[made_from.get(name, name)] = float(d.max())
+    return apart
 
 
 def integer_ops(optimized: Path) -> dict[str, Any]:

@@ -219,16 +219,30 @@ def calibration_findings(activations: Sequence[Activation]) -> list[Finding]:
 
 def optimizer_finding(record: dict) -> list[Finding]:
     """Where the backend's own graph optimizations change the quantized model's numbers (all on against all off):
-    by how much, and the passes that each alone take the change away."""
+    by how much at the outputs, which quantized tensors they move by more than a step (a rewrite later quantizers
+    absorb still moves its kernel), and the passes that each alone take the change away."""
     effect = record.get("optimizer") or {}
-    moved = effect.get("changes_numbers") or 0.0
-    if not moved > FLOOR:
+    moved, kernels = effect.get("changes_numbers") or 0.0, effect.get("moves_quantized") or {}
+    said = []
+    if moved > FLOOR:
+        by = effect.get("by") or []
+        said.append((f"the backend's graph optimizations change the outputs by {moved:.3g} (relative L2, all on "
+                     f"against all off): {_taken_away(by)}", by))
+    if kernels:
+        worst = max(kernels, key=kernels.get)
+        by = effect.get("by_kernels") or []
+        who = "they" if said else "the backend's graph optimizations"
+        said.append((f"{who} move {len(kernels)} quantized tensors by more than a step (up to {kernels[worst]:.3g} "
+                     f"steps, at {worst}; all on against all off, the tensors read back): {_taken_away(by)}", by))
+    if not said:
         return []
-    by = effect.get("by") or []
-    who = (f"disabling {' or '.join(by)} alone takes the change away" if by else
-           "no one optimization disabled alone takes it away")
-    return [Finding("optimizer-changes-numbers", f"the backend's graph optimizations change the outputs by {moved:.3g} "
-                    f"(relative L2, all on against all off): {who}", op=by[0] if by else None)]
+    first = next((by[0] for _, by in said if by), None)
+    return [Finding("optimizer-changes-numbers", "; ".join(text for text, _ in said), op=first)]
+
+
+def _taken_away(by: Sequence[str]) -> str:
+    return (f"disabling {' or '.join(by)} alone takes the change away" if by else
+            "no one optimization disabled alone takes it away")
 
 
 def left_float(record: dict) -> list[Finding]:

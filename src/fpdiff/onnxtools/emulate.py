@@ -574,10 +574,10 @@ def read_back(m: onnx.ModelProto, outs: Sequence[Any], run_marked: Any) -> dict[
     if not all(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(outs, values)):
         return None
     kinds = quantized_outputs(m)
-    return {n: _held(v, kinds.get(n) == FP8_E4M3FN) for n, v in zip(names, values[len(outs):])}
+    return {n: held(v, kinds.get(n) == FP8_E4M3FN) for n, v in zip(names, values[len(outs):])}
 
 
-def _held(v: Any, fp8: bool) -> np.ndarray:
+def held(v: Any, fp8: bool) -> np.ndarray:
     """A quantized value a runtime handed back, as the numbers it holds."""
     a = np.asarray(v)
     if not fp8:

@@ -120,11 +120,17 @@ def _quantized(result, console: Console, top: int) -> None:
         say(f"where {result.backend} departs: not read layer by layer ({result.backend}'s quantized values were not "
             "read back: the backend hands out no intermediate, or marking them changed its outputs); the output "
             f"departs from the emulation by {_num(q.metrics.get('departure'))}")
-    moved = (q.optimizer or {}).get("changes_numbers")
+    effect = q.optimizer or {}
+    moved, kernels = effect.get("changes_numbers"), effect.get("moves_quantized") or {}
     if moved:
-        by = (q.optimizer or {}).get("by") or []
+        by = effect.get("by") or []
         say(f"{result.backend}'s graph optimizations change the outputs by {moved:.3g} (all on against all off)"
             + (f": {' or '.join(by)} disabled alone takes that away" if by else ""))
+    if kernels:
+        by, at = effect.get("by_kernels") or [], bad["tensor"] if bad is not None else None
+        here = f", {kernels[at]:.3g} steps at the departing kernel" if at in kernels else ""
+        say(f"{result.backend}'s graph optimizations move {len(kernels)} quantized tensors by more than a step (all "
+            f"on against all off{here})" + (f": {' or '.join(by)} disabled alone takes that away" if by else ""))
     t = Table(title="where the format costs most (emulation against float64)", caption="drift: the layer's quantized "
               "value against the float model's, relative L2; added: its own layer's share; recovers: the output "
               "loss that leaving it in float takes away; steps: the backend's kernel against the emulation (past f32: "

@@ -564,7 +564,15 @@ def _quantized_answer(result: LocateResult) -> dict | None:
             "module": "", "source": "", "found_by": "quantized read-back", "backend": result.backend,
             "stage": "run", "component": result.backend, "status": Status.MISMATCH, "cause": Status.MISMATCH,
             "ops": bad["ops"], "evidence": {"steps": bad["steps"], "off": bad["off"], "values": bad["values"],
-                                            "steps_beyond_float32": bad["beyond"], "bound_steps": LOCAL_STEPS}}
+                                            "steps_beyond_float32": bad["beyond"], "bound_steps": LOCAL_STEPS,
+                                            **_rewritten_by(result.quantized.optimizer or {}, bad["tensor"])}}
+
+
+def _rewritten_by(effect: dict, tensor: str) -> dict:
+    """The backend's graph optimization that, disabled alone, stops moving the departing kernel, where one does."""
+    if tensor not in (effect.get("moves_quantized") or {}) or not effect.get("by_kernels"):
+        return {}
+    return {"optimizer_moves_it": effect["moves_quantized"][tensor], "rewritten_by": effect["by_kernels"]}
 
 
 def _nonfinite_baseline(result: LocateResult, p: prec.Precision, baseline_rel_l2: float | None) -> None:
