@@ -393,7 +393,7 @@ FLOAT_COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "FusedConv
 
 
 
-# a requantization may round the other way by one step of its grid: a quantized tensor that moves further is moved
+# a requantization may round the other way by one step of its grid: a quantized tensor that moves further has moved
 ROUNDING_STEPS = 1.0
 # ONNX Runtime's graph transformers a quantized cell is bisected over when its optimizations change the numbers
 # (each disabled alone, by the name InferenceSession's disabled_optimizers takes): its QDQ fusions first.
@@ -456,28 +456,25 @@ def optimizer_effect(quantized: Path, device: str, feeds: list[Any]) -> dict[str
         if moved > 0:
             found["by"] = [t for t in TRANSFORMERS if change(outputs(plain, disabled=(t,)), off) <= 0.1 * moved]
         if names:
-            kernels_off = outputs(inside, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)[-len(names):]
-            steps = _steps_apart(outputs(inside)[-len(names):], kernels_off, names, made_from, kinds)
-            if steps:
-                found["moves_quantized"] = steps
-                found["by_kernels"] = [t for t in TRANSFORMERS if not _steps_apart(
-                    outputs(inside, disabled=(t,))[-len(names):], kernels_off, names, made_from, kinds)]
+            def apart(pos: list[np.ndarray]) -> dict[str, float]:  # the tensors (by what each quantizes) that moved
+                steps = {made_from.get(n, n): float(np.abs(p - q).max(initial=0.0))
+                         for n, p, q in zip(names, pos, kernels_off)}
+                return {t: d for t, d in steps.items() if d > ROUNDING_STEPS}
+            kernels_off = _positions(outputs(inside, ort.GraphOptimizationLevel.ORT_DISABLE_ALL), names, kinds)
+            moved_kernels = apart(_positions(outputs(inside), names, kinds))
+            if moved_kernels:
+                found["moves_quantized"] = moved_kernels
+                found["by_kernels"] = [t for t in TRANSFORMERS
+                                       if not apart(_positions(outputs(inside, disabled=(t,)), names, kinds))]
     return found
 
 
-def _steps_apart(a: list[Any], b: list[Any], names: list[str], made_from: dict[str, str],
-                 kinds: dict[str, int]) -> dict[str, float]:
-    """The quantized tensors (by the tensor each quantizes) more than ROUNDING_STEPS of their grid apart in two runs
-    (fp8 as positions on the e4m3 grid, from the bit patterns ONNX Runtime hands back)."""
+def _positions(outs: list[Any], names: list[str], kinds: dict[str, int]) -> list[np.ndarray]:
+    """The marked program's quantized tensors (its last outputs) as positions on their grids (fp8 from the bit
+    patterns ONNX Runtime hands back), so a difference counts steps."""
     from fpdiff.onnxtools.emulate import FP8_E4M3FN, grid_position, held
-    apart = {}
-    for name, x, y in zip(names, a, b):
-        elem = kinds.get(name, 0)
-        fp8 = elem == FP8_E4M3FN
-        d = np.abs(grid_position(held(x, fp8), elem) - grid_position(held(y, fp8), elem))
-        if float(d.max(initial=0.0)) > ROUNDING_STEPS:
-            apart[made_from.get(name, name)] = float(d.max())
-    return apart
+    return [grid_position(held(x, kinds.get(n) == FP8_E4M3FN), kinds.get(n, 0))
+            for n, x in zip(names, outs[-len(names):])]
 
 
 def integer_ops(optimized: Path) -> dict[str, Any]:
