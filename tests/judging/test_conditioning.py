@@ -101,7 +101,7 @@ def test_output_ops_look_through_reshapes_in_onnx():
     nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Flatten", ["s"], ["y"])]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])])
-    assert cond._onnx_output_ops(helper.make_model(g)) == ["Sigmoid"]
+    assert cond.onnx_output_ops(helper.make_model(g)) == ["Sigmoid"]
 
 
 # --- real backends ---------------------------------------------------------------------------------------------
@@ -204,6 +204,6 @@ def test_an_output_made_by_an_if_is_read_through_its_branches():
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, [1]),
                                        helper.make_tensor_value_info("c", TP.BOOL, [])],
                           [helper.make_tensor_value_info("y", TP.FLOAT, [1])])
-    assert cond._onnx_output_ops(helper.make_model(g)) == ["Sigmoid"]
+    assert cond.onnx_output_ops(helper.make_model(g)) == ["Sigmoid"]
     next(a for a in g.node[1].attribute if a.name == "then_branch").g.node[0].op_type = "Tanh"
-    assert cond._onnx_output_ops(helper.make_model(g)) == [None]
+    assert cond.onnx_output_ops(helper.make_model(g)) == [None]

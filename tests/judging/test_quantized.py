@@ -75,6 +75,35 @@ def test_outputs_departing_from_the_last_quantized_values_are_mismatch():
     assert c.status == Status.MISMATCH and "after the last quantizer" in c.reason
 
 
+def test_a_float_tail_is_held_to_its_own_float32_baseline_not_only_to_fp32s_tolerance():
+    """The float ops after the last quantizer: a healthy backend departs like the judge's own float32 run of them."""
+    emu = _emu(0.02)
+    base = emu.outputs[0] * (1 + 1e-4 * RNG.standard_normal(emu.outputs[0].shape))  # ill-conditioned in float32
+    healthy = [emu.outputs[0] * (1 + 2e-4 * RNG.standard_normal(emu.outputs[0].shape))]
+    forced = Emulation(emu.outputs, [None], quantizers=4, local=[Local("a", 100, 0, 0.0)], tail32=[base])
+    c = q.judge(_cell(), INT8, TRUTH, emu, healthy, local=forced)
+    assert c.status != Status.MISMATCH and 1e-5 < c.metrics["tail_departure"] < c.metrics["tail_limit"]
+    wrong = [emu.outputs[0] * (1 + 3e-3 * RNG.standard_normal(emu.outputs[0].shape))]
+    c = q.judge(_cell(), INT8, TRUTH, emu, wrong, local=forced)
+    # 256 values: check's factor for small outputs
+    assert c.status == Status.MISMATCH and "8x the same ops' departure in float32" in c.reason
+    without = Emulation(emu.outputs, [None], quantizers=4, local=[Local("a", 100, 0, 0.0)])
+    c = q.judge(_cell(), INT8, TRUTH, emu, healthy, local=without)
+    assert c.status == Status.MISMATCH and "did not run alone in float32" in c.reason
+
+
+def test_a_bounded_outputs_tail_departure_gets_both_readings():
+    """A sigmoid's tiny probability off by 1.6e-8 absolute: mismatch relative, as check says, with the reading."""
+    p = np.array([[7.2552e-5]])
+    emu = Emulation([p * 1.001], [None], quantizers=4)
+    forced = Emulation([p], [None], quantizers=4, local=[Local("a", 100, 0, 0.0)], tail32=[p * (1 + 1e-7)])
+    c = q.judge(_cell(), INT8, [p], emu, [p + 1.61e-8], local=forced, output_ops=["Sigmoid"])
+    assert c.status == Status.MISMATCH
+    assert [f.kind for f in c.findings if f.kind == "relative-vs-absolute"] == ["relative-vs-absolute"]
+    c = q.judge(_cell(), INT8, [p], emu, [p + 1.61e-8], local=forced, output_ops=["Add"])
+    assert c.status == Status.MISMATCH and not [f for f in c.findings if f.kind == "relative-vs-absolute"]
+
+
 def test_nothing_quantized_is_unsupported():
     emu = Emulation(TRUTH, [None], quantizers=0)
     c = q.judge(_cell(), INT8, TRUTH, emu, TRUTH, tool="tool x")

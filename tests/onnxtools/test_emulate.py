@@ -86,6 +86,21 @@ def test_forced_values_go_downstream_and_each_quantizers_departure_is_kept():
     assert (first.tensor, first.steps, first.off) == ("x", 5.0, 1)
 
 
+def test_a_forced_emulation_runs_the_float_tail_after_the_last_quantizer_in_float32_too():
+    m = _qdq_matmul(True)
+    m.graph.node.append(helper.make_node("Sigmoid", ["out"], ["p"]))
+    m.graph.output[0].name = "p"
+    x = RNG.standard_normal((4, 16)).astype(np.float32)
+    yq = np.asarray(RNG.integers(0, 256, (4, 8)), np.uint8)
+    emu = emulate(m, {"x": x}, forced={"yq": yq})
+    deq = (yq.astype(np.float64) - 120) * np.float64(np.float32(0.05))
+    assert np.allclose(emu.outputs[0], 1 / (1 + np.exp(-deq)), rtol=1e-15)
+    (tail,) = emu.tail32
+    want = 1 / (1 + np.exp(-deq.astype(np.float32)))  # the dequantized values rounded once to float32, then Sigmoid
+    assert tail.dtype == np.float32 and np.allclose(tail, want, rtol=1e-6) and not np.array_equal(tail, emu.outputs[0])
+    assert emulate(m, {"x": x}).tail32 is None  # nothing read back: no tail of its own
+
+
 @pytest.mark.slow
 def test_onnx_runtimes_dynamic_and_4bit_quantizers_are_emulated_exactly(tmp_path):
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -144,6 +159,25 @@ def test_a_value_float_constant_is_widened_like_every_other_float():
     x = RNG.standard_normal((2, 4)).astype(np.float32)
     (y,) = emulate(m, feeds_of(m, [x])).outputs
     assert y.dtype == np.float64 and np.array_equal(y, x.astype(np.float64))
+
+
+def test_an_if_branchs_float_initializer_is_widened_with_the_outer_graph():
+    # openWakeWord's models hold float32 initializers inside If branches: Add would meet float64 and refuse it
+    def branch(name: str, c: float) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node("Add", ["x", f"{name}_c"], [f"{name}_y"])], name, [],
+                                 [helper.make_tensor_value_info(f"{name}_y", T.FLOAT, [2, 4])],
+                                 [numpy_helper.from_array(np.full((2, 4), c, np.float32), f"{name}_c")])
+    g = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                           helper.make_node("Greater", ["s", "zero"], ["pos"]),
+                           helper.make_node("If", ["pos"], ["y"], then_branch=branch("then", 0.1),
+                                            else_branch=branch("else", -0.1))], "if",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2, 4])],
+                          [numpy_helper.from_array(np.float32(0), "zero")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    x = np.abs(RNG.standard_normal((2, 4))).astype(np.float32)
+    (y,) = emulate(m, feeds_of(m, [x])).outputs
+    assert y.dtype == np.float64 and np.array_equal(y, x.astype(np.float64) + np.float64(np.float32(0.1)))
 
 
 def test_drift_bypass_and_upstream_of_a_two_layer_qdq_graph():

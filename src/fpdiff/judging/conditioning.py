@@ -420,12 +420,13 @@ def output_ops(source) -> list[str | None]:
     """The op producing each model output, looking through reshapes and casts: ONNX node types from the graph,
     torch function names from one recorded forward (a convenience: None where it cannot tell)."""
     try:
-        return _onnx_output_ops(source.module) if source.ref.kind == "onnx" else _torch_output_ops(source)
+        return onnx_output_ops(source.module) if source.ref.kind == "onnx" else _torch_output_ops(source)
     except Exception:
         return []
 
 
-def _onnx_output_ops(model) -> list[str | None]:
+def onnx_output_ops(model) -> list[str | None]:
+    """The op making each output of an ONNX graph (output_ops' ONNX half; a quantized graph's judge asks it too)."""
     return [_made_by(out.name, [model.graph]) for out in model.graph.output]
 
 

@@ -72,6 +72,10 @@ class Emulation:
     zero_scales: list[str] = field(default_factory=list)
     quantizers: int = 0  # quantized tensors in the graph: QuantizeLinear, DequantizeLinear, integer and 4-bit ops
     local: list[Local] = field(default_factory=list)  # a forced emulation's quantizers, in graph order
+    # a forced emulation's outputs computed by the float ops after the last quantizers in float32 (the reference
+    # evaluator, fed the same dequantized values): what healthy float32 arithmetic of that tail departs by; None:
+    # no such run (not forced, or the tail does not run alone)
+    tail32: list[np.ndarray] | None = None
 
 
 def _q_range(elem: int) -> tuple[float, float]:
@@ -285,28 +289,39 @@ def unpack_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | No
 
 def wide_graph(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy whose float32 and float16 initializers, constants (value_float ones too), casts and declared types are
-    float64, the quantized tensors left as they are (the kernels read them as the integers they hold)."""
+    float64, in the subgraphs (If, Loop, Scan bodies) too, the quantized tensors left as they are (the kernels read
+    them as the integers they hold)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
-    for t in m.graph.initializer:
-        if t.data_type in floats:
+    _widen(m.graph)
+    return m
+
+
+_FLOATS = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+
+
+def _widen(g: onnx.GraphProto) -> None:
+    """One graph and the subgraphs its nodes hold, widened in place: a branch's float32 constant meets float64 values
+    from the outer graph, which no kernel adds to float32."""
+    for t in g.initializer:
+        if t.data_type in _FLOATS:
             t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float64), t.name))
-    for node in m.graph.node:
+    for node in g.node:
         if is_float_constant(node) and node.attribute[0].name != "value":  # value_float(s): a float32 literal
             value = const_value(node).astype(np.float64)
             del node.attribute[:]
             node.attribute.append(onnx.helper.make_attribute("value", numpy_helper.from_array(value)))
         for a in node.attribute:
-            if a.name == "to" and a.i in floats:
+            if a.name == "to" and a.i in _FLOATS:
                 a.i = onnx.TensorProto.DOUBLE
-            if a.type == a.TENSOR and a.t.data_type in floats:
+            if a.type == a.TENSOR and a.t.data_type in _FLOATS:
                 a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
-    for vi in [*m.graph.input, *m.graph.output]:
-        if vi.type.tensor_type.elem_type in floats:
+            for sub in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
+                _widen(sub)
+    for vi in [*g.input, *g.output]:
+        if vi.type.tensor_type.elem_type in _FLOATS:
             vi.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
-    del m.graph.value_info[:]
-    return m
+    del g.value_info[:]
 
 
 def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
@@ -330,11 +345,12 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
         values = ev.run(None, _wide_feeds(feeds), intermediate=True)
         outs = [values[o.name] for o in wide.graph.output]
         _reached(wide, ev, values, kernels, forced)
+        tail = tail32(m, values, feeds, set(forced))
     else:
-        outs = ev.run(None, _wide_feeds(feeds))
+        outs, tail = ev.run(None, _wide_feeds(feeds)), None
     return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
                       for o in outs], output_steps(m), list(kernels.activations.values()),
-                     list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local)
+                     list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local, tail)
 
 
 def _reached(m: onnx.ModelProto, ev: Any, values: dict[str, Any], kernels: _Kernels,
@@ -362,6 +378,47 @@ def _reached(m: onnx.ModelProto, ev: Any, values: dict[str, Any], kernels: _Kern
         z = _along(zero if zero is not None else 0, axis, np.ndim(x), block, np.shape(x))
         local.beyond = beyond(grid_position(_wide(theirs), elem), np.asarray(x, dtype=np.float64),
                               np.broadcast_to(bound, np.shape(x)), _positions(s, z, elem))
+
+
+def tail32(m: onnx.ModelProto, values: dict[str, Any], feeds: dict[str, np.ndarray], forced: set[str]
+           ) -> list[np.ndarray] | None:
+    """The graph's outputs computed in float32 by the reference evaluator from the dequantized values of the forced
+    quantizers (rounded once to float32, as a float32 DequantizeLinear rounds) and the graph's inputs: only the ops
+    after the last quantizers run, the baseline a backend's float32 tail is held to."""
+    from fpdiff.onnxtools.evaluator import evaluator
+    cut = {n.output[0]: n for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in forced}
+    made = {o: n for n in m.graph.node for o in n.output}
+    need, stack = set(), [o.name for o in m.graph.output]
+    while stack:
+        t = stack.pop()
+        if t in need:
+            continue
+        need.add(t)
+        if t in made and t not in cut:
+            stack.extend(_reads(made[t]))
+    nodes = [n for n in m.graph.node if any(o in need for o in n.output) and n.output[0] not in cut]
+    inputs = [t for t in cut if t in need] + [i.name for i in m.graph.input if i.name in need]
+    inits = [t for t in m.graph.initializer if t.name in need and t.name not in inputs]
+    dtypes = {t.name: numpy_helper.to_array(t).dtype for t in m.graph.initializer}
+    sub = onnx.helper.make_model(onnx.helper.make_graph(
+        nodes, "tail", [onnx.helper.make_empty_tensor_value_info(t) for t in inputs], list(m.graph.output), inits),
+        opset_imports=list(m.opset_import))
+    fed = {t: np.asarray(values[t]).astype(dtypes.get(cut[t].input[1], np.float32)) for t in inputs if t in cut}
+    fed.update({t: feeds[t] for t in inputs if t not in cut})
+    try:
+        return [np.asarray(o) for o in evaluator(sub).run(None, fed)]
+    except Exception:  # noqa: BLE001 - a tail the reference evaluator cannot run alone has no baseline: FLOOR judges
+        return None
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """The tensors a node reads: its inputs and the outer names its subgraphs (If, Loop, Scan) read."""
+    out = [x for x in node.input if x]
+    for a in node.attribute:
+        for g in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
+            inside = {o for n in g.node for o in n.output} | {t.name for t in g.initializer} | {i.name for i in g.input}
+            out += [x for n in g.node for x in _reads(n) if x not in inside]
+    return out
 
 
 def _positions(s: np.ndarray, z: np.ndarray, elem: int) -> Any:

@@ -170,6 +170,7 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         return cell
     import onnx
 
+    from fpdiff.judging.conditioning import onnx_output_ops
     from fpdiff.onnxtools.emulate import emulate, kernel_ops, upstream_activations
     q = r.quantized or {}
     cell.info.update({("quantized_graph" if k == "graph" else k): v for k, v in q.items()})
@@ -188,7 +189,8 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         cell.reason = f"fpdiff cannot emulate this quantized graph exactly: {' '.join(str(e).split())[:400]}"
         return cell
     cell.info["emulation_s"] = round(time.perf_counter() - t, 3)
-    quantized.judge(cell, p, truth, emu, r.outputs, str(q.get("component") or "the quantizer"), local)
+    quantized.judge(cell, p, truth, emu, r.outputs, str(q.get("component") or "the quantizer"), local,
+                    onnx_output_ops(graph))
     upstream, recovered = {}, None
     if reference:
         upstream = upstream_activations(graph, list(reference))
