@@ -264,11 +264,14 @@ def optimizer_finding(record: dict) -> list[Finding]:
         said.append((f"the backend's graph optimizations change the outputs by {moved:.3g} (relative L2, all on "
                      f"against all off): {_taken_away(by)}", by))
     if kernels:
-        worst = max(kernels, key=kernels.get)
+        worst, first = max(kernels, key=kernels.get), next(iter(kernels))  # the record keeps graph order
         by = effect.get("by_kernels") or []
         who = "they" if said else "the backend's graph optimizations"
-        said.append((f"{who} move {len(kernels)} quantized tensors by more than a step (up to {kernels[worst]:.3g} "
-                     f"steps, at {worst}; all on against all off, the tensors read back): {_taken_away(by)}", by))
+        where = (f"at {first}, {kernels[first]:.3g} steps" if len(kernels) == 1 else
+                 f"first at {first} ({kernels[first]:.3g} steps), up to {kernels[worst]:.3g} at {worst}; a tensor "
+                 "after a moved one may move only because its inputs did")
+        said.append((f"{who} move {len(kernels)} quantized tensor{'s' * (len(kernels) != 1)} by more than a step "
+                     f"({where}; all on against all off, the tensors read back): {_taken_away(by)}", by))
     if not said:
         return []
     first = next((by[0] for _, by in said if by), None)
