@@ -5,7 +5,7 @@ import torch
 from fpdiff.backends.base import Artifact, TensorSpec
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
-from fpdiff.runtime.artifacts import feeds, order
+from fpdiff.runtime.artifacts import feeds, onnx_artifact, order
 
 
 def art(*specs, precision=prec.FP32):
@@ -30,6 +30,18 @@ def test_matched_by_position_when_the_file_names_them_otherwise():
 
 def test_a_dynamic_dim_takes_any_size():
     assert order(["x"], [X], art(("x", (None, 8), "float32"))) == [0]
+
+
+def test_an_onnx_files_dim_of_minus_one_is_dynamic(tmp_path):
+    # PaddlePaddle's exports write -1 for a dynamic batch; NNCF keeps it in the graph it quantizes
+    import onnx
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 8])])
+    onnx.save(helper.make_model(g), tmp_path / "m.onnx")
+    a = onnx_artifact(tmp_path / "m.onnx")
+    assert a.inputs[0].shape == (None, 8) and order(["x"], [X], a) == [0]
 
 
 @pytest.mark.parametrize("specs, needle", [

@@ -118,7 +118,8 @@ def onnx_artifact(path: Path) -> Artifact:
 
     def spec(v: Any) -> TensorSpec:
         t = v.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim)
+        # a dim of -1 is no size (exporters such as Paddle's write it for a dynamic one): it takes any, like a name
+        dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in t.shape.dim)
         try:
             dtype = str(tensor_dtype_to_np_dtype(t.elem_type))
         except (KeyError, ValueError, TypeError):
