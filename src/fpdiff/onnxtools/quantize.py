@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import QUANTIZE as QUANTIZING
 from fpdiff.core.errors import StageError, Unsupported, stage
@@ -77,6 +79,48 @@ def tool(scheme: str) -> str:
     return f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
 
 
+FLOAT32_HALF = float(np.finfo(np.float32).max) / 2  # a magnitude past this doubles to inf in float32
+
+
+def fp8_failure(model: Any, e: Exception) -> str | None:
+    """What makes onnxruntime.quantization's fp8 fail on this graph, where it is one of the two known causes (its own
+    message names neither): a Softmax (findings/quant-007), or a constant past half of float32's range, which the
+    Distribution calibration's histogram of what it reaches cannot span (findings/quant-008). None: another cause."""
+    text = str(e)
+    if "'avg' and/or 'std' missing" in text:
+        softmax = [n.name or n.output[0] for n in model.graph.node if n.op_type == "Softmax"]
+        if softmax:
+            return (f"AttributeError: Attributes 'avg' and/or 'std' missing: the quantizer fixes each Softmax output's "
+                    f"range at [0, 1] ({len(softmax)} here, the first {softmax[0]}) without the spread its float8 "
+                    "scale is computed from, so no graph with a Softmax quantizes to fp8 (findings/quant-007)")
+    if "Too many bins for data range" in text:
+        huge = _huge_constants(model)
+        if huge:
+            name, v = huge[0]
+            said = " ".join(text.split()).rstrip(".")
+            return (f"ValueError: {said}: the fp8 calibration (Distribution, the only one it takes) "
+                    f"histograms each tensor over +-its largest magnitude in float32, and {name} holds {v:.3g} "
+                    f"(float32's lowest or highest: an additive attention mask), so a tensor it reaches spans more "
+                    f"than float32 holds ({len(huge)} such constant{'s' * (len(huge) != 1)}; findings/quant-008)")
+    return None
+
+
+def _huge_constants(model: Any) -> list[tuple[str, float]]:
+    """The float initializers and Constant nodes holding a magnitude past half of float32's range, with that value."""
+    from onnx import numpy_helper
+
+    from fpdiff.onnxtools.mixed import const_value, is_float_constant
+    found = [(t.name, numpy_helper.to_array(t)) for t in model.graph.initializer]
+    found += [(n.output[0], const_value(n)) for n in model.graph.node if is_float_constant(n)]
+    out = []
+    for name, v in found:
+        f = np.asarray(v, dtype=np.float64).ravel() if np.asarray(v).dtype.kind == "f" else np.zeros(0)
+        f = f[np.isfinite(f)]
+        if f.size and np.abs(f).max() > FLOAT32_HALF:
+            out.append((name, float(f[np.abs(f).argmax()])))
+    return out
+
+
 def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
     """The pre-processed fp32 graph `pre` quantized into `out` by onnxruntime.quantization in the format named
     (QUANTIZERS); any failure in its code is charged to it."""
@@ -108,9 +152,15 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
         elif scheme == "int8-dynamic":
             quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
         elif scheme == "fp8":
-            quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
-                            activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
-                            calibrate_method=CalibrationMethod.Distribution)
+            try:
+                quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
+                                activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
+                                calibrate_method=CalibrationMethod.Distribution)
+            except (AttributeError, ValueError) as e:
+                why = fp8_failure(model, e)
+                if why is None:
+                    raise
+                raise StageError(QUANTIZING, QUANTIZE, why) from e
         elif scheme == "int4-weight":
             from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
             q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True)
