@@ -529,7 +529,7 @@ class IreeBackend(Backend):
                                            build=build)[0]
             names = [n for f in sorted(phases.glob("*.executable-sources.mlir"))
                      for n in _DISPATCH.findall(f.read_text())]
-        made = f"the file itself ({given.name})" if given else quantizing_tool(task.precision.name)
+        made = f"the file itself ({given.name})" if given else quantizing_tool(task.precision.name, graph)
         integer = [n for n in names if _INTEGER_DISPATCH.search(n)]  # a dispatch that reads int8 or int4 operands
         record = {"graph": str(graph), "tool": made, "component": f"the file {graph.name}" if given else QUANTIZE,
                   "integer_ops": {"integer dispatches": len(integer)} if integer else {},

@@ -260,7 +260,7 @@ class OpenVinoBackend(Backend):
         with stage(COMPILE, "openvino CPU plugin"):
             compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         made = f"the file itself ({given.name})" if given else \
-            nncf_graph.tool(scheme) if by_nncf else quantize.tool(scheme)
+            nncf_graph.tool(scheme) if by_nncf else quantize.tool(scheme, graph)
         component = f"the file {graph.name}" if given else nncf_graph.NNCF if by_nncf else quantize.QUANTIZE
         record = {"graph": str(graph), "tool": made, "component": component, **runtime_integers(compiled),
                   **quantize.float_graph(task, pre=not by_nncf)}

@@ -338,7 +338,7 @@ class OrtBackend(Backend):
             quantized, tool = Path(task.given), f"the file itself ({Path(task.given).name})"
         else:
             quantized, info = self._quantized(task)
-            tool = quantizing_tool(scheme)
+            tool = quantizing_tool(scheme, quantized)
         scratch = _scratch()
         optimized = scratch / "optimized.onnx"
         with stage(LOAD, "onnxruntime"):

@@ -73,13 +73,38 @@ def float_graph(task: Task, pre: bool = True) -> dict[str, str]:
     return {"float_graph": str(preprocessed(task) if pre else task.at(prec.FP32).onnx_file())}
 
 
-def tool(scheme: str) -> str:
-    """What quantized a cell, as its report says it."""
+def tool(scheme: str, graph: Path | None = None) -> str:
+    """What quantized a cell, as its report says it, with the nodes it left float where fpdiff asked it to
+    (`graph`: the quantized graph)."""
     import onnxruntime
-    return f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
+    said = f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
+    left = left_float_nodes(graph)
+    if left:
+        said += (f", with the {len(left)} Softmax node{'s' * (len(left) != 1)} left float (nodes_to_exclude: "
+                 f"{', '.join(left[:4])}{', ...' if len(left) > 4 else ''}), since it cannot quantize a Softmax to "
+                 f"fp8 ({SOFTMAX_FINDING})")
+    return said
 
 
 FLOAT32_HALF = float(np.finfo(np.float32).max) / 2  # a magnitude past this doubles to inf in float32
+SOFTMAX_FINDING, LEFT_FLOAT = "findings/quant-007", "fpdiff.left_float"  # the graph's record of nodes left float
+
+
+def _note_left_float(out: Path, nodes: list[str]) -> None:
+    """The quantized graph records the nodes left float and why, so a cached graph's cell says it too."""
+    import onnx
+    m = onnx.load(str(out))
+    onnx.helper.set_model_props(m, {**{p.key: p.value for p in m.metadata_props}, LEFT_FLOAT: ", ".join(nodes)})
+    onnx.save(m, str(out))
+
+
+def left_float_nodes(graph: Path | None) -> list[str]:
+    """The nodes quantize_graph left float in a quantized graph (its record), none for any other graph."""
+    import onnx
+    if graph is None:
+        return []
+    props = {p.key: p.value for p in onnx.load(str(graph), load_external_data=False).metadata_props}
+    return [n for n in props.get(LEFT_FLOAT, "").split(", ") if n]
 
 
 def fp8_failure(model: Any, e: Exception) -> str | None:
@@ -152,15 +177,26 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
         elif scheme == "int8-dynamic":
             quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
         elif scheme == "fp8":
-            try:
+            def fp8(exclude: list[str]) -> None:
                 quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
                                 activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
-                                calibrate_method=CalibrationMethod.Distribution)
+                                calibrate_method=CalibrationMethod.Distribution, nodes_to_exclude=exclude)
+            try:
+                fp8([])
             except (AttributeError, ValueError) as e:
                 why = fp8_failure(model, e)
                 if why is None:
                     raise
-                raise StageError(QUANTIZING, QUANTIZE, why) from e
+                if SOFTMAX_FINDING not in why:
+                    raise StageError(QUANTIZING, QUANTIZE, why) from e
+                # what its users do: the Softmax nodes left float (nodes_to_exclude), the rest quantized as asked;
+                # the cell says so (tool, from the graph's own record of it)
+                softmax = [n.name for n in model.graph.node if n.op_type == "Softmax"]
+                try:
+                    fp8(softmax)
+                except (AttributeError, ValueError) as again:
+                    raise StageError(QUANTIZING, QUANTIZE, fp8_failure(model, again) or why) from again
+                _note_left_float(out, softmax)
         elif scheme == "int4-weight":
             from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
             q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True)
