@@ -166,6 +166,14 @@ def test_a_float_or_missing_artifact_is_one_line(users_int8):
         fpdiff.quant("example:tinycnn", artifacts=["int8.onnx"])
 
 
+def test_a_quantized_tflite_artifact_is_refused_in_one_line_that_says_what_quant_reads(tmp_path):
+    f = tmp_path / "model_int8.tflite"
+    f.write_bytes(b"TFL3 not read")
+    with pytest.raises(UsageError, match=r"quantized \.tflite is not read yet") as e:
+        fpdiff.quant("example:tinycnn", artifacts=[f"litert={f}"])
+    assert "fpdiff check --artifact" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_openvino_runs_nncfs_graph_iree_the_qdq_graph_and_each_says_what_ran_in_integers():
     r = fpdiff.quant("example:tinycnn", schemes=["int8", "int8-dynamic"], backends=["openvino", "iree"])
     cells = _by(r)

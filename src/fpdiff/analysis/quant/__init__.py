@@ -128,6 +128,10 @@ def _artifact(text: str) -> tuple[str, str]:
         raise UsageError(f"--artifact takes BACKEND=PATH (a quantized .onnx), not {text!r}")
     if not Path(path).is_file():
         raise UsageError(f"--artifact {text}: no such file")
+    if Path(path).suffix.lower() in (".tflite", ".pte", ".mlpackage", ".mlmodel", ".xml"):
+        raise UsageError(f"--artifact {text}: quant reads the user's quantized .onnx (QDQ, QOperator, dynamic or "
+                         f"MatMulNBits); a quantized {Path(path).suffix} is not read yet (its scales and kernels "
+                         "are not emulated): run it as it is with `fpdiff check --artifact`")
     _file_format(path)
     return backend, path
 
