@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fpdiff.backends import to_numpy as _to_numpy
-from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro, Task
+from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Backend, Prepared, Repro, Task, reading_back
 from fpdiff.core.dtypes import mixed_dtype
 from fpdiff.core.errors import (
     COMPILE,
@@ -534,8 +534,27 @@ class IreeBackend(Backend):
         record = {"graph": str(graph), "tool": made, "component": f"the file {graph.name}" if given else QUANTIZE,
                   "integer_ops": {"integer dispatches": len(integer)} if integer else {},
                   "float_ops": len(names) - len(integer), **float_graph(task)}
-        return Prepared(self._runner(vmfb, task.device), info={"quantized_by": made, "flags": flags},
-                        quantized=record)
+        values: dict[str, Any] = {}
+        run = reading_back(self._runner(vmfb, task.device), graph, record, values,
+                           lambda model, inputs: self._run_marked(model, inputs, task.device, flags))
+        return Prepared(run, info={"quantized_by": made, "flags": flags}, quantized=record, read_back=values)
+
+    def _run_marked(self, model: Any, inputs: tuple, device: str, flags: list[str]) -> list[Any]:
+        """The graph with its activation quantizers marked as outputs, imported and compiled at the cell's flags and
+        run on `inputs`: every output as numpy (e4m3 as the bit patterns IREE hands back)."""
+        import numpy as np
+        import onnx
+        with tempfile.TemporaryDirectory(prefix="fpdiff-iree-marked-") as tmp:
+            path, mlir, vmfb = Path(tmp) / "marked.onnx", Path(tmp) / "marked.mlir", Path(tmp) / "marked.vmfb"
+            onnx.save(model, str(path))
+            r = subprocess.run([tool("iree-import-onnx"), str(path), "-o", str(mlir)], capture_output=True, text=True)
+            if r.returncode:
+                raise StageError(IMPORT, "iree-import-onnx", "the marked graph did not import")
+            if _run_compile(mlir, flags, vmfb, None).returncode:
+                raise StageError(COMPILE, "iree-compile", "the marked graph did not compile")
+            with stage(LOAD, "iree.runtime"):
+                outs = self._runner(vmfb, device)(*inputs)
+                return [np.asarray(o.to_host() if hasattr(o, "to_host") else o) for o in outs]
 
     def repro(self, r: Repro) -> str | None:
         """The segment imported and compiled with the cell's flags; the script needs iree-base-runtime only. When
