@@ -183,6 +183,8 @@ def test_openvino_runs_nncfs_graph_iree_the_qdq_graph_and_each_says_what_ran_in_
     assert ov.info["quantized_by"].startswith("nncf ") and "symmetric" in ov.info["scheme"]
     assert iree.status == Status.PASS and iree.info["integer_ops"]["integer dispatches"] > 0
     assert iree.info["quantized_by"].startswith("onnxruntime.quantization")
+    # read back: the marked program imported and compiled at the cell's flags, its uint8 handed back as uint8
+    assert iree.info["read_back"] is True and iree.metrics["kernels"] > 0 and iree.metrics["kernel_steps"] <= 1
     assert ov.info["quantized_graph"] != iree.info["quantized_graph"]  # each backend's own quantizer's graph
     # NNCF makes no run-time activation quantization: OpenVINO's int8-dynamic cell runs ONNX Runtime's dynamic graph
     dynamic = cells["openvino", "int8-dynamic"]

@@ -220,3 +220,20 @@ def test_a_refusal_of_the_users_op_names_it(tmp_path):
     with pytest.raises(Unsupported) as e:
         _compile(Upsample(), torch.randn(1, 2, 4, 4), tmp_path)
     assert e.value.op == "torch.aten.upsample_bilinear2d.vec" and "torch.constant" not in e.value.op
+
+
+def test_a_read_back_uint8_is_the_graphs_uint8_and_a_shapeless_marked_output_gets_its_shape():
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper
+    out = helper.make_tensor_value_info("q", T.UINT8, [2])
+    got = iree._declared(np.array([-128, 5], np.int8), out)  # IREE's runtime: the bits, the sign lost (ops-004)
+    assert got.dtype == np.uint8 and got.tolist() == [128, 5]
+    wide = iree._declared(np.array([1.5], np.float32), out)
+    assert wide.dtype == np.float32  # another kind is left as it is
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", T.FLOAT,
+                          [3, 4])], [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    typed = iree._typed_outputs(helper.make_model(g))
+    assert [d.dim_value for d in typed.graph.output[0].type.tensor_type.shape.dim] == [3, 4]
+    onnx.checker.check_model(typed)

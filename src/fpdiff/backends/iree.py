@@ -158,6 +158,32 @@ def _place(built: Path, final: Path) -> None:
         shutil.rmtree(built, ignore_errors=True)
 
 
+def _declared(a: Any, out: Any) -> Any:
+    """An output as the graph declares it: IREE's runtime hands uint8 back as int8 (findings/ops-004), the same
+    bits; a value of another width is left as it is."""
+    import numpy as np
+    from onnx.helper import tensor_dtype_to_np_dtype
+    try:
+        want = np.dtype(tensor_dtype_to_np_dtype(out.type.tensor_type.elem_type))
+    except (KeyError, ValueError, TypeError):
+        return a
+    if a.dtype != want and a.dtype.kind in "iu" and want.kind in "iu" and a.dtype.itemsize == want.itemsize:
+        return a.view(want)
+    return a
+
+
+def _typed_outputs(model: Any) -> Any:
+    """The graph with each output that was marked without a shape given its inferred type: iree-import-onnx checks
+    the model, and the checker refuses an output without one."""
+    import onnx
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    known = {v.name: v for v in [*inferred.value_info, *inferred.output] if v.type.tensor_type.HasField("shape")}
+    for out in model.graph.output:
+        if not out.type.tensor_type.HasField("shape") and out.name in known:
+            out.CopyFrom(known[out.name])
+    return model
+
+
 def _run_compile(mlir: Path, flags: list[str], out: Path, phases: Path | None) -> subprocess.CompletedProcess:
     """iree-compile; on failure its stderr also holds the IR of the failed pass (large constants elided), from which
     compile_failure names the op left unlowered."""
@@ -546,7 +572,7 @@ class IreeBackend(Backend):
         import onnx
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-marked-") as tmp:
             path, mlir, vmfb = Path(tmp) / "marked.onnx", Path(tmp) / "marked.mlir", Path(tmp) / "marked.vmfb"
-            onnx.save(model, str(path))
+            onnx.save(_typed_outputs(model), str(path))
             r = subprocess.run([tool("iree-import-onnx"), str(path), "-o", str(mlir)], capture_output=True, text=True)
             if r.returncode:
                 raise StageError(IMPORT, "iree-import-onnx", "the marked graph did not import")
@@ -554,7 +580,8 @@ class IreeBackend(Backend):
                 raise StageError(COMPILE, "iree-compile", "the marked graph did not compile")
             with stage(LOAD, "iree.runtime"):
                 outs = self._runner(vmfb, device)(*inputs)
-                return [np.asarray(o.to_host() if hasattr(o, "to_host") else o) for o in outs]
+                outs = [np.asarray(o.to_host() if hasattr(o, "to_host") else o) for o in outs]
+        return [_declared(o, v) for o, v in zip(outs, model.graph.output)]
 
     def repro(self, r: Repro) -> str | None:
         """The segment imported and compiled with the cell's flags; the script needs iree-base-runtime only. When
