@@ -3,14 +3,15 @@ the QDQ graph an ONNX backend is handed for a quantized cell (ONNX Runtime itsel
 QDQ graphs), cached by model, format and calibration."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fpdiff.core import precision as prec
+from fpdiff.core.errors import MESSAGE_CHARS, StageError, Unsupported, stage
 from fpdiff.core.errors import QUANTIZE as QUANTIZING
-from fpdiff.core.errors import StageError, Unsupported, stage
 from fpdiff.core.quiet import quieted
 from fpdiff.core.task import Task
 
@@ -108,9 +109,11 @@ def left_float_nodes(graph: Path | None) -> list[str]:
 
 
 def fp8_failure(model: Any, e: Exception) -> str | None:
-    """What makes onnxruntime.quantization's fp8 fail on this graph, where it is one of the two known causes (its own
-    message names neither): a Softmax (findings/quant-007), or a constant past half of float32's range, which the
-    Distribution calibration's histogram of what it reaches cannot span (findings/quant-008). None: another cause."""
+    """What makes onnxruntime.quantization's fp8 fail on this graph, where it is one of the known causes (its own
+    message names none): a Softmax (findings/quant-007), a constant past half of float32's range, which the
+    Distribution calibration's histogram of what it reaches cannot span (findings/quant-008), or a constant of one
+    value, whose scale from its spread is 0 (findings/quant-010). None: another cause."""
+    from onnx import numpy_helper
     text = str(e)
     if "'avg' and/or 'std' missing" in text:
         softmax = [n.name or n.output[0] for n in model.graph.node if n.op_type == "Softmax"]
@@ -118,6 +121,18 @@ def fp8_failure(model: Any, e: Exception) -> str | None:
             return (f"AttributeError: Attributes 'avg' and/or 'std' missing: the quantizer fixes each Softmax output's "
                     f"range at [0, 1] ({len(softmax)} here, the first {softmax[0]}) without the spread its float8 "
                     "scale is computed from, so no graph with a Softmax quantizes to fp8 (findings/quant-007)")
+    flat = re.search(r"Initializer '(.+?)(?:_quantized)?' has nan", text)
+    if flat:
+        said = flat.group(1)
+        # the quantizer copies a constant two nodes share under its name and a number (conv1d_25 -> conv1d_252)
+        same = [t for t in model.graph.initializer if said == t.name or (said.startswith(t.name) and
+                                                                         said[len(t.name):].isdigit())]
+        t = max(same, key=lambda t: len(t.name), default=None)
+        held, name = (numpy_helper.to_array(t), t.name) if t is not None else (None, said)
+        if held is not None and held.size and np.ptp(np.asarray(held, dtype=np.float64)) == 0:
+            return (f"ValueError: Initializer '{said}_quantized' has nan: the quantizer computes a constant's float8 "
+                    f"scale from its spread, and {name} holds one value ({float(held.flat[0]):g} everywhere, as a bias "
+                    "still at its initial zeros does), so its scale is 0 and 0 / 0 is NaN (findings/quant-010)")
     if "Too many bins for data range" in text:
         huge = _huge_constants(model)
         if huge:
@@ -195,7 +210,9 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
                 try:
                     fp8(softmax)
                 except (AttributeError, ValueError) as again:
-                    raise StageError(QUANTIZING, QUANTIZE, fp8_failure(model, again) or why) from again
+                    second = fp8_failure(model, again) or f"{type(again).__name__}: {' '.join(str(again).split())}"
+                    raise StageError(QUANTIZING, QUANTIZE, f"with its {len(softmax)} Softmax nodes left float "
+                                     f"({SOFTMAX_FINDING}), it fails again: {second}"[:MESSAGE_CHARS]) from again
                 _note_left_float(out, softmax)
         elif scheme == "int4-weight":
             from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
