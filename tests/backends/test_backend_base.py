@@ -1,4 +1,5 @@
-"""The backend interface's shared helpers: reading a quantized cell's own quantizers back on its first run."""
+"""backends/base.py's shared helpers, named apart from tests/sources/test_base.py (pytest takes one module per
+basename here): reading a quantized cell's own quantizers back on its first run."""
 import numpy as np
 import onnx
 from onnx import TensorProto as T
