@@ -104,6 +104,14 @@ def test_a_bounded_outputs_tail_departure_gets_both_readings():
     assert c.status == Status.MISMATCH and not [f for f in c.findings if f.kind == "relative-vs-absolute"]
 
 
+def test_fp8_kernels_a_two_step_rounding_explains_are_said_and_the_rest_named():
+    spec = Emulation([], [], local=[Local("a", 10, 3, 96.0), Local("b", 10, 1, 27.0), Local("c", 10, 0, 0.0)])
+    via16 = Emulation([], [], local=[Local("a", 10, 0, 0.0), Local("b", 10, 1, 27.0), Local("c", 10, 0, 0.0)])
+    (f,) = q.double_rounding(spec, via16)
+    assert f.kind == "fp8-double-rounding" and f.message.startswith("1 of the 2 kernels") and "(b:" in f.message
+    assert q.double_rounding(spec, spec) == []  # explains nothing: no finding
+
+
 def test_nothing_quantized_is_unsupported():
     emu = Emulation(TRUTH, [None], quantizers=0)
     c = q.judge(_cell(), INT8, TRUTH, emu, TRUTH, tool="tool x")

@@ -29,6 +29,13 @@ def test_fp8_saturates_at_448_and_rounds_to_the_nearest_e4m3_value():
     assert pos[3] - pos[2] == 1 and pos[5] - pos[6] == 1 and pos[1] - pos[0] == 1
 
 
+def test_fp8_through_float16_is_a_what_if_that_double_rounds_near_a_midpoint():
+    x = np.array([367.99, 232.006, 100.0, 1e5])
+    spec = quantize(x, np.float64(1), np.float64(0), T.FLOAT8E4M3FN)
+    two = quantize(x, np.float64(1), np.float64(0), T.FLOAT8E4M3FN, via=np.float16)
+    assert spec.tolist() == [352, 240, 96, 448] and two.tolist() == [384, 224, 96, 448]  # 1e5: past f16, saturated
+
+
 def _qdq_matmul(per_channel: bool) -> onnx.ModelProto:
     """x -> Q/DQ (uint8) -> MatMul with an int8 weight (per column or per tensor) -> Q/DQ: the QDQ pattern."""
     w = RNG.standard_normal((16, 8)).astype(np.float32) * np.linspace(0.01, 1, 8, dtype=np.float32)

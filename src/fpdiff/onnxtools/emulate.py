@@ -96,13 +96,17 @@ def _along(v: np.ndarray, axis: int, ndim: int, block: int = 0, shape: tuple = (
     return v.reshape(shape1)
 
 
-def quantize(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, elem: int) -> np.ndarray:
+def quantize(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, elem: int, via: Any = None) -> np.ndarray:
     """QuantizeLinear in float64: round(x / scale) half to even, plus the zero point, saturated to the type (fp8:
-    x / scale rounded to the nearest e4m3fn value, saturated at 448)."""
+    x / scale rounded to the nearest e4m3fn value, saturated at 448). `via` (fp8 only): a what-if, x / scale rounded
+    to float32 and then to that narrower float before e4m3, as a runtime that converts in two steps does."""
     with np.errstate(divide="ignore", invalid="ignore"):  # a scale of 0 is the quantized model's: Emulation says it
         y = np.asarray(x, dtype=np.float64) / scale
     if elem == FP8_E4M3FN:
         import ml_dtypes
+        if via is not None:
+            with np.errstate(over="ignore"):  # past float16's range: inf, saturated below as any value past 448
+                y = y.astype(np.float32).astype(via).astype(np.float64)
         return np.clip(y, -FP8_MAX, FP8_MAX).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
     lo, hi = _RANGES[elem]
     return np.clip(np.round(y) + zero, lo, hi)
@@ -122,8 +126,9 @@ class _Kernels:
     """The reference evaluator's kernels for the quantized ops, in float64, sharing one record of activations."""
 
     def __init__(self, constants: set[str], elem_of: dict[str, int], forced: dict[str, np.ndarray] | None = None,
-                 reference: dict[str, np.ndarray] | None = None, bypass: frozenset[str] = frozenset()) -> None:
-        self.constants, self.elem_of, self.forced = constants, elem_of, forced or {}
+                 reference: dict[str, np.ndarray] | None = None, bypass: frozenset[str] = frozenset(),
+                 via: Any = None) -> None:
+        self.constants, self.elem_of, self.forced, self.via = constants, elem_of, forced or {}, via
         self.reference, self.bypass = reference or {}, bypass
         self.local: list[Local] = []
         self.activations: dict[str, Activation] = {}
@@ -142,7 +147,7 @@ class _Kernels:
                 z = _along(zero if zero is not None else 0, axis, x.ndim, block_size, x.shape)
                 if self.onnx_node.input[0] in k.bypass:  # left in float: its DequantizeLinear gives x back
                     return (_float_kept(x, s, z, elem),)
-                q = quantize(x, s, z, elem)
+                q = quantize(x, s, z, elem, k.via)
                 if not np.all((np.asarray(scale) != 0) & np.isfinite(scale)):
                     k.zero_scales.append(self.onnx_node.input[0])
                 elif self.onnx_node.input[0] not in k.constants:
@@ -326,17 +331,18 @@ def _widen(g: onnx.GraphProto) -> None:
 
 def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
             forced: dict[str, np.ndarray] | None = None, reference: dict[str, np.ndarray] | None = None,
-            bypass: frozenset[str] = frozenset()) -> Emulation:
+            bypass: frozenset[str] = frozenset(), fp8_via: Any = None) -> Emulation:
     """The graph's outputs computed exactly in float64 (inputs widened), each output's step, the activations.
     `forced`: the backend's own values of quantized tensors (QuantizeLinear outputs, by name), which go on downstream
     in place of the emulation's, each compared with what the emulation computes from the same upstream values
     (`local`): the departure of each of the backend's kernels alone. `reference`: the float model's own float64 values
     of activation tensors, by name (float_values), each quantized activation measured against them (drift).
-    `bypass`: activation tensors left in float (their QuantizeLinear and DequantizeLinear give the value back)."""
+    `bypass`: activation tensors left in float (their QuantizeLinear and DequantizeLinear give the value back).
+    `fp8_via`: a what-if of fp8's rounding (quantize's `via`), never the judge's own emulation."""
     from fpdiff.onnxtools.evaluator import evaluator
     from fpdiff.onnxtools.graph import float64_ops
     m = with_domains(onnx.load(str(model)) if isinstance(model, (str, Path)) else model)
-    kernels = _Kernels(_constants(m), quantized_outputs(m), forced, reference, frozenset(bypass))
+    kernels = _Kernels(_constants(m), quantized_outputs(m), forced, reference, frozenset(bypass), fp8_via)
     ours = {c.__name__ for c in kernels.ops()}
     ops = [o for o in float64_ops() if o.__name__ not in ours] + kernels.ops()
     wide = wide_graph(m)
@@ -377,7 +383,7 @@ def _reached(m: onnx.ModelProto, ev: Any, values: dict[str, Any], kernels: _Kern
         s = _along(values[node.input[1]], axis, np.ndim(x), block, np.shape(x))
         z = _along(zero if zero is not None else 0, axis, np.ndim(x), block, np.shape(x))
         local.beyond = beyond(grid_position(_wide(theirs), elem), np.asarray(x, dtype=np.float64),
-                              np.broadcast_to(bound, np.shape(x)), _positions(s, z, elem))
+                              np.broadcast_to(bound, np.shape(x)), _positions(s, z, elem, kernels.via))
 
 
 def tail32(m: onnx.ModelProto, values: dict[str, Any], feeds: dict[str, np.ndarray], forced: set[str]
@@ -421,9 +427,9 @@ def _reads(node: onnx.NodeProto) -> list[str]:
     return out
 
 
-def _positions(s: np.ndarray, z: np.ndarray, elem: int) -> Any:
+def _positions(s: np.ndarray, z: np.ndarray, elem: int, via: Any = None) -> Any:
     """Float values to their grid positions under one quantizer's scale and zero point."""
-    return lambda v: grid_position(quantize(v, s, z, elem), elem)
+    return lambda v: grid_position(quantize(v, s, z, elem, via), elem)
 
 
 def activation_tensors(m: onnx.ModelProto) -> list[str]:

@@ -195,6 +195,8 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
     cell.info["emulation_s"] = round(time.perf_counter() - t, 3)
     quantized.judge(cell, p, truth, emu, r.outputs, str(q.get("component") or "the quantizer"), local,
                     onnx_output_ops(graph))
+    if cell.status == Status.MISMATCH and local is not None and p.name == "fp8":
+        cell.findings.extend(_double_rounding(graph, feeds, forced, local))
     upstream, recovered = {}, None
     if reference:
         upstream = upstream_activations(graph, list(reference))
@@ -215,6 +217,17 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         ops = Counter(n.split(" ")[0] for n in q["left_float"])
         cell.reason += f" (its compute nodes: {', '.join(f'{k} {v}' for k, v in ops.items())})"
     return cell
+
+
+def _double_rounding(graph: Any, feeds: dict[str, np.ndarray], forced: dict, local: Any) -> list:
+    """fp8 kernels beyond a step, held against the what-if that rounds through float16 (quantized.double_rounding);
+    a what-if the emulation cannot run says nothing."""
+    from fpdiff.onnxtools.emulate import emulate
+    try:
+        via16 = emulate(graph, feeds, forced, fp8_via=np.float16)
+    except Exception:  # noqa: BLE001 - the cell's own emulations ran; this one only explains
+        return []
+    return quantized.double_rounding(local, via16)
 
 
 def _recovered(graph: Any, feeds: dict[str, np.ndarray], truth: list[np.ndarray], tensors: list[str],
