@@ -112,6 +112,15 @@ def test_fp8_kernels_a_two_step_rounding_explains_are_said_and_the_rest_named():
     assert q.double_rounding(spec, spec) == []  # explains nothing: no finding
 
 
+def test_constants_stored_with_a_scale_of_zero_are_the_quantizers_error():
+    """A BatchNorm weight of all ones gets an fp8 scale of 0 from its spread: the model computes it as 0 (quant-010)."""
+    emu = _emu(0.9)
+    emu.zeroed = ["bn.weight_quantized"]
+    c = q.judge(_cell(), INT8, TRUTH, emu, emu.outputs, tool="onnxruntime.quantization")
+    assert c.status == Status.ERROR and c.component == "onnxruntime.quantization" and c.stage == "quantize"
+    assert "stored 1 constant with a scale of 0" in c.reason and "(bn.weight)" in c.reason
+
+
 def test_nothing_quantized_is_unsupported():
     emu = Emulation(TRUTH, [None], quantizers=0)
     c = q.judge(_cell(), INT8, TRUTH, emu, TRUTH, tool="tool x")

@@ -36,6 +36,18 @@ def test_fp8_through_float16_is_a_what_if_that_double_rounds_near_a_midpoint():
     assert spec.tolist() == [352, 240, 96, 448] and two.tolist() == [384, 224, 96, 448]  # 1e5: past f16, saturated
 
 
+def test_a_constant_stored_with_a_scale_of_zero_is_said_zeroed():
+    inits = [numpy_helper.from_array(np.array([100, 0], np.int8), "wq"), numpy_helper.from_array(np.float32(0), "s"),
+             numpy_helper.from_array(np.int8(0), "z")]
+    g = helper.make_graph([helper.make_node("DequantizeLinear", ["wq", "s", "z"], ["w"]),
+                           helper.make_node("Mul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [2])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    emu = emulate(m, {"x": np.ones(2, np.float32)})
+    assert emu.zeroed == ["wq"] and emu.outputs[0].tolist() == [0.0, 0.0]
+
+
 def _qdq_matmul(per_channel: bool) -> onnx.ModelProto:
     """x -> Q/DQ (uint8) -> MatMul with an int8 weight (per column or per tensor) -> Q/DQ: the QDQ pattern."""
     w = RNG.standard_normal((16, 8)).astype(np.float32) * np.linspace(0.01, 1, 8, dtype=np.float32)

@@ -68,12 +68,13 @@ def steps(got: Sequence[np.ndarray], emu: Emulation) -> tuple[float | None, floa
 def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emulation, got: Sequence[np.ndarray],
           tool: str = "the quantizer", local: Emulation | None = None, output_ops: Sequence[str | None] = ()
           ) -> Cell:
-    """The cell's verdict and its three numbers from the three readings. Two answers come before any number: a
-    quantizer that quantized nothing (the format is not on this model at all: unsupported, with what it left), and a
+    """The cell's verdict and its three numbers from the three readings. Three answers come before any number: a
+    quantizer that quantized nothing (the format is not on this model at all: unsupported, with what it left), a
     quantized model that computes non-finite outputs where float64 is finite before any kernel runs (its emulation
-    does: the quantizer's error, with the scales of 0 that make it). Without a float source (`truth` None: a
-    quantized file judged alone) the format's cost is unknown: only the kernels read back can decide. `output_ops`:
-    the op making each output, for the reading of a float tail's departure on a bounded op (tail_reading)."""
+    does: the quantizer's error, with the scales of 0 that make it), and constants stored with a scale of 0 that
+    dequantize to 0 though their values are not (the quantizer's error too, findings/quant-010). Without a float
+    source (`truth` None: a quantized file judged alone) the format's cost is unknown: only the kernels read back
+    can decide. `output_ops`: the op making each output, for a float tail's departure on a bounded op."""
     if not emu.quantizers:
         cell.status, cell.reason = Status.UNSUPPORTED, (
             f"{tool} quantized none of this model's layers in {p.name}: the graph it made holds no quantized tensor")
@@ -83,6 +84,14 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emu
         cell.status, cell.reason = Status.ERROR, (
             f"the quantized model itself computes non-finite outputs where float64 is finite (its exact emulation, "
             f"before any kernel){zeros}")
+        cell.stage, cell.component = QUANTIZE, tool
+        return cell
+    if emu.zeroed:
+        shown = ", ".join(t.removesuffix("_quantized") for t in emu.zeroed[:4])
+        cell.status, cell.reason = Status.ERROR, (
+            f"{tool} stored {len(emu.zeroed)} constant{'s' * (len(emu.zeroed) != 1)} with a scale of 0, so "
+            f"they dequantize to 0 ({shown}{', ...' if len(emu.zeroed) > 4 else ''}): a constant of one value gets "
+            "a scale of 0 from its spread (findings/quant-010), and the quantized model computes without it")
         cell.stage, cell.component = QUANTIZE, tool
         return cell
     if truth is None:
@@ -178,6 +187,30 @@ def tail_limit(local: Emulation) -> tuple[float, str]:
     if not np.isfinite(base) or factor * base <= FLOOR:
         return FLOOR, f"fp32's tolerance; the same ops in float32 depart by {base:.3g}"
     return factor * base, f"{factor:g}x the same ops' departure in float32, {base:.3g}"
+
+
+REMOVABLE = ("Relu", "Clip")  # activations a quantizer may fold into the QuantizeLinear after them
+
+
+def dropped_activations(cell: Cell, p: Precision, float_ops: dict[str, int], quantized_ops: dict[str, int],
+                        tool: str) -> bool:
+    """A quantizer that removed Relu or Clip nodes from an fp8 graph made a model that computes without them: it
+    folds each into the QuantizeLinear after it, as for uint8, whose zero point at the type's lowest clamps the
+    negatives, but e4m3 is symmetric and clamps nothing (onnxruntime.quantization 1.32 at fp8: ResNet loses its 5
+    ReLUs, findings/quant-011). The cell is then the quantizer's error, not what the format costs."""
+    if p.name != "fp8" or cell.status in (Status.ERROR, Status.UNSUPPORTED):
+        return False
+    gone = {op: float_ops.get(op, 0) - quantized_ops.get(op, 0) for op in REMOVABLE}
+    gone = {op: n for op, n in gone.items() if n > 0}
+    if not gone:
+        return False
+    said = " and ".join(f"{n} of the model's {float_ops[op]} {op} nodes" for op, n in gone.items())
+    was = cell.reason
+    cell.status, cell.stage, cell.component = Status.ERROR, QUANTIZE, tool
+    cell.reason = (f"{tool} removed {said} from the fp8 graph, folding each into the QuantizeLinear after it as for "
+                   "uint8, whose zero point clamps the negatives; e4m3 clamps nothing, so the quantized model computes "
+                   f"without them (findings/quant-011). As judged: {was}")
+    return True
 
 
 def tail_reading(cell: Cell, got: Sequence[np.ndarray], local: Emulation | None,

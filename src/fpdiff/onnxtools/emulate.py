@@ -76,6 +76,8 @@ class Emulation:
     # evaluator, fed the same dequantized values): what healthy float32 arithmetic of that tail departs by; None:
     # no such run (not forced, or the tail does not run alone)
     tail32: list[np.ndarray] | None = None
+    # constants stored quantized with a scale of 0 where their values are not the zero point: they dequantize to 0
+    zeroed: list[str] = field(default_factory=list)
 
 
 def _q_range(elem: int) -> tuple[float, float]:
@@ -133,6 +135,7 @@ class _Kernels:
         self.local: list[Local] = []
         self.activations: dict[str, Activation] = {}
         self.zero_scales: list[str] = []
+        self.zeroed: list[str] = []
 
     def ops(self) -> list:
         from onnx.reference.op_run import OpRun
@@ -166,6 +169,8 @@ class _Kernels:
                 q = _wide(q)
                 s = _along(scale, axis, q.ndim, block_size, q.shape)
                 z = _along(_wide(zero) if zero is not None else 0, axis, q.ndim, block_size, q.shape)
+                if self.onnx_node.input[0] in k.constants and np.any((s == 0) & (q != z)):
+                    k.zeroed.append(self.onnx_node.input[0])
                 with np.errstate(invalid="ignore", over="ignore"):  # a scale of inf: the model's, said apart
                     return ((q - z) * s,)
 
@@ -356,7 +361,8 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
         outs, tail = ev.run(None, _wide_feeds(feeds)), None
     return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
                       for o in outs], output_steps(m), list(kernels.activations.values()),
-                     list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local, tail)
+                     list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local, tail,
+                     list(dict.fromkeys(kernels.zeroed)))
 
 
 def _reached(m: onnx.ModelProto, ev: Any, values: dict[str, Any], kernels: _Kernels,

@@ -22,7 +22,8 @@ QUANTIZERS = {
     "int8": "quant_pre_process, then quantize_static(QDQ, per_channel, activations QUInt8, weights QInt8, MinMax)",
     "int8-dynamic": "quant_pre_process, then quantize_dynamic(per_channel, weights QInt8)",
     "int4-weight": "quant_pre_process, then MatMulNBitsQuantizer(block_size=32, is_symmetric=True)",
-    "fp8": "quant_pre_process, then quantize_static(QDQ, activations and weights QFLOAT8E4M3FN, Distribution)",
+    "fp8": "quant_pre_process, then quantize_static(QDQ, activations and weights QFLOAT8E4M3FN, Distribution, "
+           "ActivationSymmetric)",
 }
 QUANTIZE = "onnxruntime.quantization"
 
@@ -33,7 +34,9 @@ def qdq_graph(task: Task) -> Path:
     scheme = task.precision.name
     calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
     pre = preprocessed(task)
-    quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, task.calibration_digest()),
+    # the recipe is in the key: a changed option is another quantized model
+    quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, QUANTIZERS[scheme],
+                                                     task.calibration_digest()),
                                            suffix=".onnx",
                                            build=lambda out: quantize_graph(pre, out, scheme, calibration))
     return quantized
@@ -193,9 +196,12 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
             quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
         elif scheme == "fp8":
             def fp8(exclude: list[str]) -> None:
+                # ActivationSymmetric: e4m3 is symmetric (no zero point); off, the quantizer removes each Relu and
+                # Clip as for uint8, whose zero point clamps, and the fp8 model computes without them (quant-011)
                 quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
                                 activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
-                                calibrate_method=CalibrationMethod.Distribution, nodes_to_exclude=exclude)
+                                calibrate_method=CalibrationMethod.Distribution, nodes_to_exclude=exclude,
+                                extra_options={"ActivationSymmetric": True})
             try:
                 fp8([])
             except (AttributeError, ValueError) as e:

@@ -197,6 +197,9 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
                     onnx_output_ops(graph))
     if cell.status == Status.MISMATCH and local is not None and p.name == "fp8":
         cell.findings.extend(_double_rounding(graph, feeds, forced, local))
+    if q.get("float_graph"):
+        quantized.dropped_activations(cell, p, _op_counts(onnx.load(q["float_graph"], load_external_data=False)),
+                                      _op_counts(graph), str(q.get("component") or "the quantizer"))
     upstream, recovered = {}, None
     if reference:
         upstream = upstream_activations(graph, list(reference))
@@ -217,6 +220,11 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         ops = Counter(n.split(" ")[0] for n in q["left_float"])
         cell.reason += f" (its compute nodes: {', '.join(f'{k} {v}' for k, v in ops.items())})"
     return cell
+
+
+def _op_counts(m: Any) -> dict[str, int]:
+    """How many nodes of each op type a graph holds (its top level)."""
+    return dict(Counter(n.op_type for n in m.graph.node))
 
 
 def _double_rounding(graph: Any, feeds: dict[str, np.ndarray], forced: dict, local: Any) -> list:
