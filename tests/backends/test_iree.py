@@ -237,3 +237,13 @@ def test_a_read_back_uint8_is_the_graphs_uint8_and_a_shapeless_marked_output_get
     typed = iree._typed_outputs(helper.make_model(g))
     assert [d.dim_value for d in typed.graph.output[0].type.tensor_type.shape.dim] == [3, 4]
     onnx.checker.check_model(typed)
+
+
+def test_an_import_failure_is_its_exceptions_own_line_with_the_onnx_type_named():
+    stderr = ('Traceback (most recent call last):\n  File "onnx_importer.py", line 779, in tensor_proto_to_attr\n'
+              "iree.compiler.extras.onnx_importer.OnnxImportError: Unhandled ONNX TensorProto data: data_type: 17\n"
+              'int32_data: 0\nname: "z"\n')
+    e = iree.import_failure(stderr)
+    assert e.stage == IMPORT and e.component == "iree-import-onnx" and "\n" not in str(e)
+    assert "OnnxImportError: Unhandled ONNX TensorProto data: data_type: 17 (FLOAT8E4M3FN)" in str(e)
+    assert str(iree.import_failure("no exception here")).endswith("no exception here")

@@ -158,6 +158,25 @@ def _place(built: Path, final: Path) -> None:
         shutil.rmtree(built, ignore_errors=True)
 
 
+def import_failure(stderr: str) -> StageError:
+    """iree-import-onnx's failure in one line: its exception's own message, where the traceback's last line is only
+    the tail of a printed proto ("name: \"z\""), with an ONNX data type number named."""
+    lines = plain(stderr).strip().splitlines() or ["?"]
+    at = next((i for i in range(len(lines) - 1, -1, -1) if re.match(r"[\w.]*(Error|Exception): ", lines[i])), None)
+    said = " ".join(x.strip() for x in lines[at:]) if at is not None else lines[-1]
+    said = re.sub(r"^[\w.]*\.(\w+Error): ", r"\1: ", said)
+    said = re.sub(r"data_type: (\d+)", lambda m: f"data_type: {m.group(1)} ({_onnx_type(int(m.group(1)))})", said)
+    return StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {said}"[:MESSAGE_CHARS])
+
+
+def _onnx_type(code: int) -> str:
+    import onnx
+    try:
+        return onnx.TensorProto.DataType.Name(code)
+    except ValueError:
+        return "an unknown type"
+
+
 def _declared(a: Any, out: Any) -> Any:
     """An output as the graph declares it: IREE's runtime hands uint8 back as int8 (findings/ops-004), the same
     bits; a value of another width is left as it is."""
@@ -522,8 +541,7 @@ class IreeBackend(Backend):
         r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
                            capture_output=True, text=True)
         if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
-            last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:MESSAGE_CHARS]
-            raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
+            raise import_failure(r.stderr)
         r = _run_compile(mlir, flags, out, phases)
         if r.returncode:
             raise compile_failure(r.stderr, r.returncode, task.precision.name, "iree-import-onnx")
@@ -544,8 +562,7 @@ class IreeBackend(Backend):
             r = subprocess.run([tool("iree-import-onnx"), str(graph), "-o", str(mlir)], capture_output=True,
                                text=True)
             if r.returncode:
-                last = (plain(r.stderr).strip().splitlines() or ["?"])[-1][:MESSAGE_CHARS]
-                raise StageError(IMPORT, "iree-import-onnx", f"iree-import-onnx failed: {last}")
+                raise import_failure(r.stderr)
             done = _run_compile(mlir, flags, out, phases)
             if done.returncode:
                 raise compile_failure(done.stderr, done.returncode, task.precision.name, "iree-import-onnx")
