@@ -112,13 +112,26 @@ def test_fp8_kernels_a_two_step_rounding_explains_are_said_and_the_rest_named():
     assert q.double_rounding(spec, spec) == []  # explains nothing: no finding
 
 
-def test_constants_stored_with_a_scale_of_zero_are_the_quantizers_error():
-    """A BatchNorm weight of all ones gets an fp8 scale of 0 from its spread: the model computes it as 0 (quant-010)."""
+def test_constants_stored_with_a_scale_of_zero_make_a_loss_the_quantizers_error():
+    """A BatchNorm weight of all ones gets an fp8 scale of 0 from its spread: the model computes it as 0 (quant-010).
+    A loss is then the quantizer's, not the format's; a pass stays a pass, with the finding."""
     emu = _emu(0.9)
     emu.zeroed = ["bn.weight_quantized"]
     c = q.judge(_cell(), INT8, TRUTH, emu, emu.outputs, tool="onnxruntime.quantization")
     assert c.status == Status.ERROR and c.component == "onnxruntime.quantization" and c.stage == "quantize"
-    assert "stored 1 constant with a scale of 0" in c.reason and "(bn.weight)" in c.reason
+    assert "stored 1 constant with a scale of 0" in c.reason and "(bn.weight)" in c.reason and "As judged" in c.reason
+    small = _emu(0.01)
+    small.zeroed = ["eps"]
+    c = q.judge(_cell(), INT8, TRUTH, small, small.outputs, tool="onnxruntime.quantization")
+    assert c.status == Status.PASS and [f.kind for f in c.findings] == ["quantizer-zeroed-constants"]
+
+
+def test_a_quantizer_dropping_relus_from_an_fp8_graph_is_found_and_only_at_fp8():
+    fp8 = prec.quantized("fp8")
+    f = q.dropped_activations(fp8, {"Relu": 5, "Conv": 6}, {"Conv": 6}, "onnxruntime.quantization")
+    assert f.kind == "quantizer-dropped-activations" and "5 of the model's 5 Relu nodes" in f.message
+    assert q.dropped_activations(INT8, {"Relu": 5}, {}, "x") is None  # uint8's zero point clamps: legitimate
+    assert q.dropped_activations(fp8, {"Relu": 5}, {"Relu": 5}, "x") is None
 
 
 def test_nothing_quantized_is_unsupported():

@@ -86,16 +86,8 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emu
             f"before any kernel){zeros}")
         cell.stage, cell.component = QUANTIZE, tool
         return cell
-    if emu.zeroed:
-        shown = ", ".join(t.removesuffix("_quantized") for t in emu.zeroed[:4])
-        cell.status, cell.reason = Status.ERROR, (
-            f"{tool} stored {len(emu.zeroed)} constant{'s' * (len(emu.zeroed) != 1)} with a scale of 0, so "
-            f"they dequantize to 0 ({shown}{', ...' if len(emu.zeroed) > 4 else ''}): a constant of one value gets "
-            "a scale of 0 from its spread (findings/quant-010), and the quantized model computes without it")
-        cell.stage, cell.component = QUANTIZE, tool
-        return cell
     if truth is None:
-        return _judge_alone(cell, emu, got, local, output_ops)
+        return quantizers_own(_judge_alone(cell, emu, got, local, output_ops), zeroed_constants(emu, tool), tool)
     loss, departure, total = rel_l2(emu.outputs, truth), rel_l2(got, emu.outputs), rel_l2(got, truth)
     worst, far = steps(got, emu)
     cell.metrics = {"rel_l2": total, "quantization_loss": loss, "departure": departure,
@@ -114,6 +106,33 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emu
                                     f"emulation ({departure:.3g}{in_steps}{_within(local)})")
     cell.status, cell.reason = status, why
     cell.findings.extend(coarse_outputs(truth, emu) + calibration_findings(emu.activations))
+    return quantizers_own(cell, zeroed_constants(emu, tool), tool)
+
+
+def zeroed_constants(emu: Emulation, tool: str) -> Finding | None:
+    """Constants the quantizer stored with a scale of 0 though their values are not the zero point: the quantized
+    model computes them as 0 (a constant of one value gets a scale of 0 from its spread, findings/quant-010)."""
+    if not emu.zeroed:
+        return None
+    shown = ", ".join(t.removesuffix("_quantized") for t in emu.zeroed[:4])
+    return Finding("quantizer-zeroed-constants", (
+        f"{tool} stored {len(emu.zeroed)} constant{'s' * (len(emu.zeroed) != 1)} with a scale of 0, so they "
+        f"dequantize to 0 ({shown}{', ...' if len(emu.zeroed) > 4 else ''}): a constant of one value gets a scale "
+        "of 0 from its spread (findings/quant-010), and the quantized model computes without it"),
+        remedy="give the constant's scale (ONNX Runtime: TensorQuantOverrides) or leave the node that reads it float")
+
+
+def quantizers_own(cell: Cell, f: Finding | None, tool: str) -> Cell:
+    """A quantized model the quantizer itself made wrong (`f`, its finding): said on every verdict, and a loss is
+    then the quantizer's error, never what the format costs, since the two cannot be told apart. A pass stays a pass
+    (the damage is within the tolerance) and a mismatch stays the backend's (it departs from the model it was
+    given, whatever that model is)."""
+    if f is None:
+        return cell
+    cell.findings.append(f)
+    if cell.status == Status.QUANTIZATION_LOSS:
+        cell.status, cell.stage, cell.component = Status.ERROR, QUANTIZE, tool
+        cell.reason = f"{f.message}; so the loss is not the format's. As judged: {cell.reason}"
     return cell
 
 
@@ -192,25 +211,21 @@ def tail_limit(local: Emulation) -> tuple[float, str]:
 REMOVABLE = ("Relu", "Clip")  # activations a quantizer may fold into the QuantizeLinear after them
 
 
-def dropped_activations(cell: Cell, p: Precision, float_ops: dict[str, int], quantized_ops: dict[str, int],
-                        tool: str) -> bool:
+def dropped_activations(p: Precision, float_ops: dict[str, int], quantized_ops: dict[str, int],
+                        tool: str) -> Finding | None:
     """A quantizer that removed Relu or Clip nodes from an fp8 graph made a model that computes without them: it
     folds each into the QuantizeLinear after it, as for uint8, whose zero point at the type's lowest clamps the
-    negatives, but e4m3 is symmetric and clamps nothing (onnxruntime.quantization 1.32 at fp8: ResNet loses its 5
-    ReLUs, findings/quant-011). The cell is then the quantizer's error, not what the format costs."""
-    if p.name != "fp8" or cell.status in (Status.ERROR, Status.UNSUPPORTED):
-        return False
+    negatives, but e4m3 is symmetric and clamps nothing (onnxruntime.quantization 1.32 at fp8 with its default
+    options: ResNet loses its 5 ReLUs, findings/quant-011)."""
     gone = {op: float_ops.get(op, 0) - quantized_ops.get(op, 0) for op in REMOVABLE}
     gone = {op: n for op, n in gone.items() if n > 0}
-    if not gone:
-        return False
+    if p.name != "fp8" or not gone:
+        return None
     said = " and ".join(f"{n} of the model's {float_ops[op]} {op} nodes" for op, n in gone.items())
-    was = cell.reason
-    cell.status, cell.stage, cell.component = Status.ERROR, QUANTIZE, tool
-    cell.reason = (f"{tool} removed {said} from the fp8 graph, folding each into the QuantizeLinear after it as for "
-                   "uint8, whose zero point clamps the negatives; e4m3 clamps nothing, so the quantized model computes "
-                   f"without them (findings/quant-011). As judged: {was}")
-    return True
+    return Finding("quantizer-dropped-activations", (
+        f"{tool} removed {said} from the fp8 graph, folding each into the QuantizeLinear after it as for uint8, whose "
+        "zero point clamps the negatives; e4m3 clamps nothing, so the quantized model computes without them "
+        "(findings/quant-011)"), remedy="onnxruntime.quantization: extra_options={'ActivationSymmetric': True}")
 
 
 def tail_reading(cell: Cell, got: Sequence[np.ndarray], local: Emulation | None,

@@ -197,9 +197,10 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
                     onnx_output_ops(graph))
     if cell.status == Status.MISMATCH and local is not None and p.name == "fp8":
         cell.findings.extend(_double_rounding(graph, feeds, forced, local))
-    if q.get("float_graph"):
-        quantized.dropped_activations(cell, p, _op_counts(onnx.load(q["float_graph"], load_external_data=False)),
-                                      _op_counts(graph), str(q.get("component") or "the quantizer"))
+    if q.get("float_graph") and cell.status not in NOT_JUDGED:
+        tool = str(q.get("component") or "the quantizer")
+        quantized.quantizers_own(cell, quantized.dropped_activations(
+            p, _op_counts(onnx.load(q["float_graph"], load_external_data=False)), _op_counts(graph), tool), tool)
     upstream, recovered = {}, None
     if reference:
         upstream = upstream_activations(graph, list(reference))
