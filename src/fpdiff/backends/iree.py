@@ -158,6 +158,13 @@ def _place(built: Path, final: Path) -> None:
         shutil.rmtree(built, ignore_errors=True)
 
 
+def _import_onnx(graph: Path, mlir: Path) -> None:
+    """iree-import-onnx on an ONNX file; its failure is one line (import_failure)."""
+    r = subprocess.run([tool("iree-import-onnx"), str(graph), "-o", str(mlir)], capture_output=True, text=True)
+    if r.returncode:
+        raise import_failure(r.stderr)
+
+
 def import_failure(stderr: str) -> StageError:
     """iree-import-onnx's failure in one line: its exception's own message, where the traceback's last line is only
     the tail of a printed proto ("name: \"z\""), with an ONNX data type number named."""
@@ -538,10 +545,7 @@ class IreeBackend(Backend):
             with stage(TORCH_EXPORT, "torch.export"):
                 program = task.program()
             return compile_program(program, task.precision, flags, mlir, out, phases)
-        r = subprocess.run([tool("iree-import-onnx"), str(task.onnx_file()), "-o", str(mlir)],
-                           capture_output=True, text=True)
-        if r.returncode:  # the importer only translates; refusing an op is iree-compile's to declare
-            raise import_failure(r.stderr)
+        _import_onnx(task.onnx_file(), mlir)  # the importer only translates; refusing an op is iree-compile's
         r = _run_compile(mlir, flags, out, phases)
         if r.returncode:
             raise compile_failure(r.stderr, r.returncode, task.precision.name, "iree-import-onnx")
@@ -559,10 +563,7 @@ class IreeBackend(Backend):
         flags = compile_flags(task.device, prec.FP32, task.flags)
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-q-") as tmp:
             mlir, out, phases = Path(tmp) / "model.mlir", Path(tmp) / "model.vmfb", Path(tmp) / "phases"
-            r = subprocess.run([tool("iree-import-onnx"), str(graph), "-o", str(mlir)], capture_output=True,
-                               text=True)
-            if r.returncode:
-                raise import_failure(r.stderr)
+            _import_onnx(graph, mlir)
             done = _run_compile(mlir, flags, out, phases)
             if done.returncode:
                 raise compile_failure(done.stderr, done.returncode, task.precision.name, "iree-import-onnx")
@@ -590,9 +591,7 @@ class IreeBackend(Backend):
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-marked-") as tmp:
             path, mlir, vmfb = Path(tmp) / "marked.onnx", Path(tmp) / "marked.mlir", Path(tmp) / "marked.vmfb"
             onnx.save(_typed_outputs(model), str(path))
-            r = subprocess.run([tool("iree-import-onnx"), str(path), "-o", str(mlir)], capture_output=True, text=True)
-            if r.returncode:
-                raise StageError(IMPORT, "iree-import-onnx", "the marked graph did not import")
+            _import_onnx(path, mlir)
             if _run_compile(mlir, flags, vmfb, None).returncode:
                 raise StageError(COMPILE, "iree-compile", "the marked graph did not compile")
             with stage(LOAD, "iree.runtime"):

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from fpdiff.onnxtools.mixed import const_value, is_float_constant
+from fpdiff.onnxtools.mixed import const_value, is_float_constant, reads, subgraphs
 
 # integer ranges of the quantized types (ONNX TensorProto element types)
 _RANGES = {onnx.TensorProto.INT8: (-128, 127), onnx.TensorProto.UINT8: (0, 255),
@@ -326,8 +326,8 @@ def _widen(g: onnx.GraphProto) -> None:
                 a.i = onnx.TensorProto.DOUBLE
             if a.type == a.TENSOR and a.t.data_type in _FLOATS:
                 a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float64), a.t.name))
-            for sub in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
-                _widen(sub)
+        for sub in subgraphs(node):
+            _widen(sub)
     for vi in [*g.input, *g.output]:
         if vi.type.tensor_type.elem_type in _FLOATS:
             vi.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
@@ -407,11 +407,11 @@ def tail32(m: onnx.ModelProto, values: dict[str, Any], feeds: dict[str, np.ndarr
             continue
         need.add(t)
         if t in made and t not in cut:
-            stack.extend(_reads(made[t]))
+            stack.extend(reads(made[t]))
     nodes = [n for n in m.graph.node if any(o in need for o in n.output) and n.output[0] not in cut]
     inputs = [t for t in cut if t in need] + [i.name for i in m.graph.input if i.name in need]
     inits = [t for t in m.graph.initializer if t.name in need and t.name not in inputs]
-    dtypes = {t.name: numpy_helper.to_array(t).dtype for t in m.graph.initializer}
+    dtypes = {t.name: onnx.helper.tensor_dtype_to_np_dtype(t.data_type) for t in m.graph.initializer}  # no copies
     sub = onnx.helper.make_model(onnx.helper.make_graph(
         nodes, "tail", [onnx.helper.make_empty_tensor_value_info(t) for t in inputs], list(m.graph.output), inits),
         opset_imports=list(m.opset_import))
@@ -421,16 +421,6 @@ def tail32(m: onnx.ModelProto, values: dict[str, Any], feeds: dict[str, np.ndarr
         return [np.asarray(o) for o in evaluator(sub).run(None, fed)]
     except Exception:  # noqa: BLE001 - a tail the reference evaluator cannot run alone has no baseline: FLOOR judges
         return None
-
-
-def _reads(node: onnx.NodeProto) -> list[str]:
-    """The tensors a node reads: its inputs and the outer names its subgraphs (If, Loop, Scan) read."""
-    out = [x for x in node.input if x]
-    for a in node.attribute:
-        for g in ([a.g] if a.type == a.GRAPH else list(a.graphs) if a.type == a.GRAPHS else []):
-            inside = {o for n in g.node for o in n.output} | {t.name for t in g.initializer} | {i.name for i in g.input}
-            out += [x for n in g.node for x in _reads(n) if x not in inside]
-    return out
 
 
 def _positions(s: np.ndarray, z: np.ndarray, elem: int, via: Any = None) -> Any:

@@ -116,7 +116,7 @@ class _Mixer:
             self.new_type = {**parent.new_type, **own}
             self.taken = parent.taken
             self.outer = _outer_refs(self.g)
-        self.shaped = {tuple(n.output): n for n in shapes.node if _subgraphs(n)} if shapes is not None else {}
+        self.shaped = {tuple(n.output): n for n in shapes.node if subgraphs(n)} if shapes is not None else {}
         self.opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in m.opset_import}
         inputs = {i.name for i in self.g.input} | {s.values.name for s in self.g.sparse_initializer}
         self.weights_as_inputs = {t.name for t in self.g.initializer if t.name in inputs}
@@ -215,7 +215,7 @@ class _Mixer:
                 self._get(node.output[0], self._want(node.output[0]))
             return
         self._fill_orig(node)
-        if _subgraphs(node) and node.domain in STANDARD and (self.io or self._descends(node)):
+        if subgraphs(node) and node.domain in STANDARD and (self.io or self._descends(node)):
             new, in_types, out_types = self._cast_subgraphs(node)
         else:
             t = self._compute_type(node)
@@ -232,7 +232,7 @@ class _Mixer:
         if node.name in self.keep:
             return False
         values = [self.orig.get(n) for n in [*node.input, *node.output] if n]
-        values += [vi.type for g in _subgraphs(node) for vi in [*g.input, *g.output]]
+        values += [vi.type for g in subgraphs(node) for vi in [*g.input, *g.output]]
         return all(tp is None or tp.WhichOneof("value") in (None, "tensor_type") for tp in values)
 
     def _fill_orig(self, node: onnx.NodeProto) -> None:
@@ -241,7 +241,7 @@ class _Mixer:
         missing = [o for o in node.output if o and o not in self.orig]
         if not missing:
             return
-        if _subgraphs(node):
+        if subgraphs(node):
             for o, tp in zip(node.output, _subgraph_out_types(node)):
                 if o and tp is not None and o not in self.orig:
                     self.orig[o] = self.new_type[o] = tp
@@ -264,8 +264,8 @@ class _Mixer:
         new.CopyFrom(node)
         floats = {i: self.low for i, n in enumerate(node.input) if n and self._elem(n) in FLOATS}
         shaped = self.shaped.get(tuple(node.output))
-        shaped_subs = _subgraphs(shaped) if shaped is not None else []
-        for k, sub in enumerate(_subgraphs(new)):
+        shaped_subs = subgraphs(shaped) if shaped is not None else []
+        for k, sub in enumerate(subgraphs(new)):
             shapes = shaped_subs[k] if k < len(shaped_subs) else None
             _Mixer(self.m, self.low, set(), io=True, graph=sub, parent=self, shapes=shapes).run()
         outs = {}
@@ -326,7 +326,7 @@ class _Mixer:
         new = onnx.NodeProto()
         new.CopyFrom(node)
         floats = {i: self._elem(n) for i, n in enumerate(node.input) if n and self._elem(n) in FLOATS}
-        for sub in _subgraphs(new):
+        for sub in subgraphs(new):
             for name in _outer_refs(sub):
                 if self._elem(name) in FLOATS:
                     _rename(sub, name, self._get(name, self._elem(name)))
@@ -419,7 +419,7 @@ def _known_types(g: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
 def _subgraph_out_types(node: onnx.NodeProto) -> list:
     """The types an If/Loop/Scan node's outputs take from its subgraph's declared outputs (elem types: a scan
     output's shape gains a dim, so shapes are left out)."""
-    subs = _subgraphs(node)
+    subs = subgraphs(node)
     if not subs:
         return []
     body = list(subs[0].output)
@@ -440,19 +440,20 @@ def _all_names(g: onnx.GraphProto) -> set[str]:
     names = {i.name for i in g.input} | {t.name for t in g.initializer} | {o.name for o in g.output}
     for n in g.node:
         names |= {n.name, *n.input, *n.output}
-        for sub in _subgraphs(n):
+        for sub in subgraphs(n):
             names |= _all_names(sub)
     return names
 
 
-def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs a node holds (If's branches, Loop's and Scan's bodies)."""
     return [g for a in node.attribute for g in ([a.g] if a.type == a.GRAPH else a.graphs)]
 
 
 def reads(node: onnx.NodeProto) -> list[str]:
     """Every value a node reads: its inputs, and the outer names its subgraphs read (an If branch's implicit
     inputs), so a graph cut around the node keeps what its branches use."""
-    implicit = sorted({r for sub in _subgraphs(node) for r in _outer_refs(sub)})
+    implicit = sorted({r for sub in subgraphs(node) for r in _outer_refs(sub)})
     return [i for i in node.input if i] + [r for r in implicit if r not in node.input]
 
 
@@ -461,7 +462,7 @@ def _outer_refs(g: onnx.GraphProto) -> set[str]:
     defined = {i.name for i in g.input} | {t.name for t in g.initializer} | {o for n in g.node for o in n.output}
     used = {i for n in g.node for i in n.input if i} | {o.name for o in g.output}
     for n in g.node:
-        for sub in _subgraphs(n):
+        for sub in subgraphs(n):
             used |= _outer_refs(sub)
     return used - defined
 
@@ -471,7 +472,7 @@ def _rename(g: onnx.GraphProto, old: str, new: str) -> None:
         return
     for n in g.node:
         n.input[:] = [new if i == old else i for i in n.input]
-        for sub in _subgraphs(n):
+        for sub in subgraphs(n):
             _rename(sub, old, new)
     for o in g.output:
         if o.name == old:

@@ -197,7 +197,7 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
                     onnx_output_ops(graph))
     if cell.status == Status.MISMATCH and local is not None and p.name == "fp8":
         cell.findings.extend(_double_rounding(graph, feeds, forced, local))
-    if q.get("float_graph") and cell.status not in NOT_JUDGED:
+    if p.name == "fp8" and q.get("float_graph") and cell.status not in NOT_JUDGED:  # the float graph read only then
         tool = str(q.get("component") or "the quantizer")
         quantized.quantizers_own(cell, quantized.dropped_activations(
             p, _op_counts(onnx.load(q["float_graph"], load_external_data=False)), _op_counts(graph), tool), tool)
