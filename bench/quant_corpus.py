@@ -47,6 +47,9 @@ KNOWN: dict[tuple[str, str, str], str] = {
     **{(f"wheel:{m}", "openvino", "fp8"): "findings/quant-009: OpenVINO rounds f32 to e4m3 through f16 (by design, "
        "openvino#28501) and mis-rounds folded subnormal weights (draft fix openvino#30057); with the double rounding "
        "modelled, every kernel is within a step" for m in ("ppocr_det", "ppocr_rec", "ppocr_cls", "layout_cdla")},
+    ("wheel:oww_hey_jarvis", "ort", "fp8"): "findings/quant-005: with ActivationSymmetric the quantizer keeps the "
+    "Relus, and ONNX Runtime's ReluQuantRewrite removes them before the fp8 QuantizeLinear (the optimizer finding "
+    "names it; `result` 121 steps)",
     ("wheel:oww_hey_jarvis", "ort", "int8"): "findings/fuzz-001, not quantization: ONNX Runtime's Sigmoid after the "
     "last quantizer is accurate to ~1e-8 absolute, so the verifier's 7.3e-5 probability is 2.2e-4 off relative (1.6e-8 "
     "absolute) where the reference evaluator's float32 is 1.2e-6 off; the cell carries relative-vs-absolute",
