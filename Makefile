@@ -86,13 +86,14 @@ ipex-env: .venv-ipex/.installed
 
 # LiteRT's converter, litert-torch, pins typing-extensions below what fpdiff's other packages need, so it gets its own
 # interpreter; its runtime (ai-edge-litert) goes beside it, and fpdiff's worker with what the worker imports. torch
-# first, pinned: the CPU wheel (an unpinned torch pulls a CUDA build). Then:
+# first, pinned: the CPU wheel (an unpinned torch pulls a CUDA build); onnxscript for the QDQ graph a quantized cell is
+# emulated from. Then:
 #   fpdiff check MODEL --backends torch,litert --backend-python litert=.venv-litert/bin/python
 litert-env: .venv-litert/.installed
 
 .venv-litert/.installed: pyproject.toml
 	$(PY) -m venv .venv-litert
 	.venv-litert/bin/pip install -q torch==2.13.0
-	.venv-litert/bin/pip install -q torch==2.13.0 litert-torch==0.10.0 ai-edge-litert==2.3.0 onnx==1.23.2 ml_dtypes rich expecttest==0.3.0 cloudpickle==3.1.2
+	.venv-litert/bin/pip install -q torch==2.13.0 litert-torch==0.10.0 ai-edge-litert==2.3.0 onnx==1.23.2 onnxscript==0.7.2 ml_dtypes rich expecttest==0.3.0 cloudpickle==3.1.2
 	.venv-litert/bin/pip install -q -e . --no-deps
 	touch $@

@@ -5,7 +5,7 @@ format on each backend with a quantization path, run as a user runs it (the CLI 
 Run: .venv/bin/python bench/quant_corpus.py [--models minilm,wheel:silero_vad] [--set default|wheels|all]
                                             [--schemes int8,int8-dynamic,int4-weight,fp8] [--backends ort]
                                             [--timeout 900] [--md out.md] [--json out.json] [--work DIR]
-                                            [--locate]
+                                            [--locate] [--backend-python litert=.venv-litert/bin/python]
 
 Per model, backend and format: the verdict, the quantization loss (the emulation against float64), the departure
 (the backend against the emulation; relative L2 and the largest step at the output), the largest step any of its
@@ -81,10 +81,10 @@ def models(names: list[str] | None, which: str) -> list[tuple[str, str, Path, Pa
 
 
 def run(name: str, path: Path, inputs: Path | None, schemes: list[str], backends: list[str], work: Path,
-        timeout: float) -> dict:
-    """One quant run: its outcome, wall time and cells."""
+        timeout: float, routes: list[str] = ()) -> dict:
+    """One quant run: its outcome, wall time and cells. `routes`: NAME=PYTHON, a backend in its own interpreter."""
     args = ["quant", str(path), "--schemes", ",".join(schemes), "--backends", ",".join(backends), "--no-store",
-            *(["--inputs", str(inputs)] if inputs else [])]
+            *(["--inputs", str(inputs)] if inputs else []), *(a for r in routes for a in ("--backend-python", r))]
     r = corpus.fpdiff_cli(args, work / f"{name.replace(':', '_')}.quant.json", timeout)
     rep = r.pop("report") or {}
     cells = [{"backend": c["backend"], "format": c["precision"], "status": c["status"], "reason": c["reason"],
@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--work")
     ap.add_argument("--locate", action="store_true", help="locate each cell too (fpdiff locate at its format)")
+    ap.add_argument("--backend-python", action="append", default=[], metavar="NAME=PYTHON",
+                    help="a backend in its own interpreter (litert=.venv-litert/bin/python)")
     a = ap.parse_args(argv)
     work = Path(a.work or tempfile.mkdtemp(prefix="fpdiff-quant-corpus-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -191,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name, _kind, path, inputs in models(a.models.split(",") if a.models else None, a.set):
         t0 = time.perf_counter()
-        results.append(run(name, path, inputs, a.schemes.split(","), a.backends.split(","), work, a.timeout))
+        results.append(run(name, path, inputs, a.schemes.split(","), a.backends.split(","), work, a.timeout,
+                           a.backend_python))
         for c in results[-1]["cells"] if a.locate else []:
             c["locate"] = located(name, path, inputs, c, work, a.timeout)
         print(f"{name}: {results[-1]['outcome']} in {time.perf_counter() - t0:.0f} s "

@@ -252,3 +252,81 @@ def test_the_trained_tflite_is_judged_against_its_onnx_twins_float64(twins):
     assert "fp32" in c["fp32"].info["artifact_precision"]
     assert c["fp16"].status == Status.PASS and 1e-5 < c["fp16"].metrics["rel_l2"] < 1e-2, c["fp16"].reason
     assert c["fp16"].op_dtypes.get("float16", 0) > 0.9 * sum(c["fp16"].op_dtypes.values())
+
+
+# Quantized cells: litert-torch's PT2EQuantizer through PT2E, the full-integer .tflite run by LiteRT, judged against
+# float64 and the exact emulation of the quantized program it was converted from
+QUANT_PLANTED = str(__import__("conftest").PLUGINS / "quant_litert_planted.py")
+
+
+@pytest.fixture(scope="module")
+def quantized():
+    if not LITERT_PYTHON.exists():
+        pytest.skip(NO_ENV)
+    routes.configure(python={"litert": str(LITERT_PYTHON), "litert-planted": str(LITERT_PYTHON)})
+    try:
+        r = fpdiff.quant("example:tinycnn", schemes=["int8", "int8-dynamic", "int4-weight", "fp8"],
+                         backends=["litert", "litert-planted"], plugins=[QUANT_PLANTED])
+    finally:
+        routes.configure()
+    return r, {(c.backend, c.precision): c for c in r.cells}
+
+
+def test_static_int8_matches_the_emulation_kernel_by_kernel_and_says_what_ran_in_integers(quantized):
+    _, cells = quantized
+    c = cells["litert", "int8"]
+    assert c.status == Status.PASS, c.reason
+    assert 1e-3 < c.metrics["quantization_loss"] < 5e-2  # calibrated on the carried calibration inputs
+    # read back from the marked file: every quantized kernel within the step TFLite's fixed-point requantization
+    # may round the other way
+    assert c.info["read_back"] is True and c.metrics["kernels"] >= 5 and c.metrics["kernel_steps"] <= 1, c.metrics
+    assert c.info["integer_ops"]["CONV_2D (XNNPACK)"] == 3 and c.info["integer_ops"]["FULLY_CONNECTED (XNNPACK)"] == 1
+    assert any(f.startswith("LOGISTIC") for f in c.info["left_float"])  # GroupNorm and SiLU stay float
+    assert "1 inputs quantized and 1 outputs dequantized" in c.info["io"]
+    assert "PT2EQuantizer" in c.info["quantized_by"] and "histogram" in c.info["scheme"]
+
+
+def test_formats_litert_lacks_or_fpdiff_cannot_emulate_are_said_apart(quantized):
+    _, cells = quantized
+    fp8 = cells["litert", "fp8"]
+    assert fp8.status == Status.UNSUPPORTED and "no float8 tensor type" in fp8.reason, fp8.reason
+    for scheme in ("int8-dynamic", "int4-weight"):  # LiteRT has them; fpdiff's emulation cannot read them
+        c = cells["litert", scheme]
+        assert c.status == Status.ERROR and c.stage == "emulate", (c.status, c.reason)
+
+
+def test_a_planted_weight_bug_is_mismatch_at_the_kernel_that_computes_it(quantized):
+    r, cells = quantized
+    bad = cells["litert-planted", "int8"]
+    assert bad.info["planted"] == "weights +8 steps"
+    # the first convolution's output (fused with its ReLU) departs; at the output alone it stays within the
+    # format's own cost (about 1x), where no rule without read-back can tell it apart
+    assert bad.status == Status.MISMATCH and "kernel that makes relu" in bad.reason, bad.reason
+    assert r.exit_code() == 1
+
+
+@pytest.mark.parametrize("shape, got, back", [
+    ((2, 16, 8, 4), (2, 16, 8, 4), None),  # as the program holds it
+    ((2, 16, 8, 4), (2, 8, 4, 16), (0, 3, 1, 2)),  # NHWC: transposed back
+    ((2, 4, 4, 4), (2, 4, 4, 4), "refused"),  # C, H and W equal: the layout cannot be told
+    ((2, 16, 8, 4), (2, 4, 16, 8), "refused"),  # another permutation
+    ((2, 32), (2, 32), None),
+])
+def test_a_marked_value_is_taken_back_in_the_programs_layout_or_not_at_all(shape, got, back):
+    from fpdiff.backends.litert import in_program_layout
+    v = np.arange(np.prod(got)).reshape(got)
+    out = in_program_layout(v, shape)
+    if back == "refused":
+        assert out is None
+    else:
+        assert out.shape == shape and np.array_equal(out, v if back is None else v.transpose(back))
+
+
+def test_inputs_are_quantized_and_outputs_dequantized_by_the_files_own_rule():
+    from fpdiff.backends.litert import dequantized, quantized_input
+    q = (0.5, -3, "int8")
+    x = np.array([0.25, 0.75, -0.25, 1000.0, -1000.0], np.float32)  # ties go to even; beyond the range saturates
+    got = quantized_input(x, q)
+    assert got.dtype == np.int8 and got.tolist() == [-3, -1, -3, 127, -128]
+    assert dequantized(got, q).tolist() == [0.0, 1.0, 0.0, 65.0, -62.5]
+    assert quantized_input(np.array([3], np.int64), q).dtype == np.int64  # token ids stay as they are

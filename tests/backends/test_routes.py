@@ -34,6 +34,16 @@ def test_the_command_line_wins_and_routed_names_keep_the_base_declarations(tmp_p
     assert registry(routed=False).names() == [n for n in reg.names() if "@" not in n]
 
 
+def test_a_route_has_its_base_backends_quantization_path_and_no_in_process_method():
+    """A quantized cell is prepared in the route's worker, so `quant --backends ort@x` is taken; the methods that run
+    in this process (a user's converted file read here) are not the route's."""
+    routes.configure(python={"ort@x": "/b/python", "mine@x": "/c/python"})
+    reg = registry()
+    assert reg.cls("ort@x").implements("prepare_quantized") and reg.cls("ort").implements("prepare_quantized")
+    assert not reg.cls("ort@x").implements("read_artifact") and reg.cls("ort").implements("read_artifact")
+    assert not reg.cls("mine@x").implements("prepare_quantized")  # no base known here: nothing claimed
+
+
 @pytest.mark.parametrize("text, words", [
     ("[backends.x]\n", "needs exactly one of python = ... or host = ..."),
     ('[backends.x]\npython = "p"\nhost = "h:1"\n', "needs exactly one of"),

@@ -252,3 +252,17 @@ def test_eviction_waits_for_the_folders_lock(tmp_path):
         holder.join(30)
     builder.join(60)
     assert builder.exitcode == 0 and len(names(tmp_path)) == 1
+
+
+def test_a_companion_is_named_after_the_artifacts_final_name_even_while_it_is_built(tmp_path):
+    """A build writes to a temporary name; what it writes beside it must land where a later hit looks for it."""
+    cache = Cache(tmp_path)
+    seen = {}
+
+    def build(out):
+        seen["companion"] = cache.beside(out, ".qdq.onnx")
+        seen["companion"].write_text("graph")
+        out.write_text("artifact")
+    path, hit = cache.get_or_build("k", suffix=".pte", build=build)
+    assert not hit and seen["companion"] == path.with_suffix(".qdq.onnx") and seen["companion"].exists()
+    assert cache.beside(path, ".qdq.onnx") == seen["companion"]

@@ -44,6 +44,16 @@ def test_a_backend_in_another_interpreter_is_a_cell_like_any_other():
         assert c[("torch@other", p)].metrics["rel_l2"] == c[("torch", p)].metrics["rel_l2"]
 
 
+def test_a_quantized_cell_in_another_interpreter_is_calibrated_on_the_same_inputs():
+    """The calibration inputs travel with the job: the routed cell quantizes the model as the local one does."""
+    routes.configure(python={"ort@other": sys.executable})
+    r = fpdiff.quant("example:tinycnn", schemes=["int8"], backends=["ort", "ort@other"])
+    c = {x.backend: x for x in r.cells}
+    assert c["ort@other"].status == c["ort"].status == Status.PASS, c["ort@other"].reason
+    assert c["ort@other"].metrics["quantization_loss"] == c["ort"].metrics["quantization_loss"]
+    assert c["ort@other"].info["read_back"] is True  # its kernels read back in the worker, judged here
+
+
 def test_a_bare_interpreter_name_is_found_on_path(monkeypatch):
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     routes.configure(python={"torch@other": Path(sys.executable).name})

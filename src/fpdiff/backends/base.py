@@ -215,6 +215,8 @@ DECLARATIONS = frozenset({"name", "kinds", "shape_variants", "takes_flags", "ind
                           "cross_checks", "requires", "extra", "install_hint", "artifacts", "origin", "route"})
 LIFECYCLE = frozenset({"prepare_marked", "prepare_module", "repro", "read_artifact", "prepare_artifact",
                        "prepare_quantized"})
+# The optional methods a route's worker runs in the route's interpreter: a route has them where its base backend does
+ROUTED = frozenset({"prepare_quantized"})
 # Declarations that were removed: each made fpdiff run another implementation under the backend's name.
 _REMOVED = {"all_outputs": "implement prepare_marked",
             "verifies_onnx_plans": "plan runs its trials on the named backend as program jobs: declare kinds",
@@ -302,19 +304,28 @@ with torch.no_grad():
 class RoutedBackend(Backend):
     """A backend whose jobs run elsewhere (backends/routes.py): here it only declares; its worker prepares."""
 
+    base: ClassVar[type[Backend] | None] = None  # the backend the route runs, where it is known here
+
     def prepare_task(self, task: Task) -> Prepared:
         raise Unsupported(f"{self.name} runs in {self.route.where}, not in this process")
+
+    @classmethod
+    def implements(cls, name: str) -> bool:
+        """A quantized cell is prepared in the route's worker (runtime/worker.py), so a route has the base backend's
+        quantization path; the other optional methods run in this process, where the route has none."""
+        return super().implements(name) or (name in ROUTED and cls.base is not None and cls.base.implements(name))
 
 
 def routed(route: Any, base: type[Backend] | None) -> type[Backend]:
     """The class fpdiff sees for a route: the base backend's declarations when it is known here, else the route's
-    own (kinds etc. from fpdiff.toml). It implements no optional lifecycle method: those run in this process."""
+    own (kinds etc. from fpdiff.toml). It implements no optional lifecycle method run in this process, only those
+    its worker runs (ROUTED)."""
     decl: dict[str, Any] = {"kinds": base.kinds, "shape_variants": base.shape_variants,
                             "takes_flags": base.takes_flags, "judge_flags": base.judge_flags} if base \
         else {"kinds": frozenset(route.declarations.get("kinds", [TORCH]))}
     decl.update({k: v for k, v in route.declarations.items() if k != "kinds"})
     check_declarations(decl, f"route {route.name}")
-    return type(f"Routed_{route.base}", (RoutedBackend,), {"name": route.name, "route": route, **decl,
+    return type(f"Routed_{route.base}", (RoutedBackend,), {"name": route.name, "route": route, "base": base, **decl,
                                                            "__module__": __name__})
 
 

@@ -195,9 +195,9 @@ class ExecuTorchBackend(Backend):
             fp32 = task.at(prec.FP32)
             program = pt2e.quantize(self.export(fp32), xnnpack_quantizer(scheme), task.calibration(),
                                     tuple(fp32.inputs()))
-            pt2e.qdq_graph(program, out.with_suffix(".qdq.onnx"), rows=xnnpack_rows(program))
+            pt2e.qdq_graph(program, task.cache.beside(out, ".qdq.onnx"), rows=xnnpack_rows(program))
             made.update(write_quantized_pte(program, out))
-            write_whole(out.with_suffix(".placement.json"), json.dumps(made))
+            write_whole(task.cache.beside(out, ".placement.json"), json.dumps(made))
         key = task.key("executorch-quantized", scheme, task.calibration_digest())
         pte, _ = task.cache.get_or_build(*key, suffix=".pte", build=build)
         graph, record = pte.with_suffix(".qdq.onnx"), pte.with_suffix(".placement.json")

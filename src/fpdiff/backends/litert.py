@@ -7,6 +7,7 @@ it runs in its own interpreter (`make litert-env`); the runtime alone runs a use
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sys
@@ -20,13 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from fpdiff.backends.base import TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec
+from fpdiff.backends.base import TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec, reading_back
 from fpdiff.backends.torch_ops import refused_op
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.dtypes import mixed_dtype, too_wide
 from fpdiff.core.errors import (
     COMPILE,
+    EMULATE,
     LOAD,
     MESSAGE_CHARS,
     RUN,
@@ -36,6 +38,7 @@ from fpdiff.core.errors import (
     UsageError,
     stage,
 )
+from fpdiff.core.paths import write_whole
 from fpdiff.core.precision import Precision
 
 # The one line said wherever the converter is missing (the main environment: it cannot install there)
@@ -470,6 +473,46 @@ class LiteRtBackend(Backend):
         with stage(LOAD, "LiteRT"):
             return _prepared(path, force, task.requested_dtype, notes, info, remedy)
 
+    def prepare_quantized(self, task: Task) -> Prepared:
+        """The cell's fp32 program quantized as LiteRT's torch users quantize it (litert-torch's PT2EQuantizer,
+        calibrated, converted with its QuantConfig): a full-integer .tflite, int8 in and out, run by LiteRT on the
+        CPU. fpdiff quantizes the inputs and dequantizes the outputs with the file's own scales, as an app does.
+        The quantized program is emulated from its QDQ ONNX graph; what ran in integers is read from the file's
+        tensor types."""
+        scheme = task.precision.name
+        if scheme not in QUANTIZERS:
+            raise _no_scheme(scheme)
+        if not task.is_torch:
+            raise Unsupported("fpdiff quantizes torch programs for LiteRT (litert-torch's PT2EQuantizer); this model "
+                              "is ONNX", dtype=scheme)
+        if task.given:
+            raise Unsupported("fpdiff reads no scales from a quantized .tflite: let litert-torch's quantizer make "
+                              "the cell, or give the quantized .onnx", dtype=scheme)
+        if task.device != "cpu":
+            raise Unsupported(f"fpdiff runs LiteRT on the CPU (XNNPACK); {task.device} is not cpu", dtype=scheme)
+        _converter()
+        from fpdiff.model import pt2e
+        made: dict[str, Any] = {}
+
+        def build(out: Path) -> None:
+            fp32 = task.at(prec.FP32)
+            quantizer = litert_quantizer(scheme)
+            inputs = tuple(fp32.inputs())
+            program = pt2e.quantize(self.export(fp32), quantizer, task.calibration(), inputs, fold=False)
+            pt2e.qdq_graph(program, task.cache.beside(out, ".qdq.onnx"))
+            made.update(convert_quantized(program.module(), inputs, quantizer, out))
+            write_marked(program, inputs, quantizer, task.cache.beside(out, MARKED))
+        key = task.key("litert-quantized", _version("litert-torch"), scheme, task.calibration_digest())
+        path, hit = task.cache.get_or_build(*key, suffix=".tflite", build=build)
+        graph = path.with_suffix(".qdq.onnx")
+        if not graph.exists() or not path.with_suffix(MARKED_RECORD).exists():  # a companion lost: made again
+            build(path)
+        tool = quantizing_tool(scheme)
+        info: dict[str, Any] = {"quantized_by": tool, "scheme": SCHEMES[scheme], "cache": "hit" if hit else "miss",
+                                "run_by": "LiteRT CompiledModel on the CPU (XNNPACK)", **made}
+        return quantized_cell(path, {"graph": str(graph), "tool": tool, "component": "litert-torch's PT2EQuantizer"},
+                              info, path.with_suffix(MARKED))
+
     def read_artifact(self, path: Path) -> Artifact:
         """What a .tflite declares: its signature's inputs and outputs in the model's order, and its precision."""
         view = read_file(path)
@@ -530,3 +573,231 @@ shown = model.get_output_tensor_details(key)
 outs = [results[n].read(int(np.prod(shown[n]["shape"])), shown[n]["dtype"]).reshape(shown[n]["shape"])
         for n in meta["litert_outputs"]]
 '''
+
+
+# The formats LiteRT's torch users make, asked of litert-torch's PT2EQuantizer (get_symmetric_quantization_config):
+# int8 weights per channel symmetric in [-127, 127], int8 activations per tensor asymmetric, calibrated by PT2E's
+# histogram observers. Its dynamic config leaves activations unquantized in the program (LiteRT's dynamic-range
+# kernels quantize them per row at run time), so the program holds nothing to emulate them from.
+QUANTIZERS = {"int8": {"is_per_channel": True}}
+SCHEMES = {
+    "int8": "weights int8 per-channel symmetric [-127, 127], activations int8 per-tensor asymmetric, rounding half to "
+            "even (requantized by TFLite's fixed-point multipliers), calibration histogram (PT2E HistogramObserver) "
+            "on the calibration inputs; the file takes and gives int8: fpdiff quantizes the inputs and dequantizes "
+            "the outputs with the file's own scales",
+}
+_OTHER = {
+    "int8-dynamic": "litert-torch's dynamic config leaves activations unquantized in the PT2E program (LiteRT's "
+                    "dynamic-range kernels quantize them per row at run time), so fpdiff has no program to emulate "
+                    "them from; int8 (static) is emulated",
+    "int4-weight": "LiteRT's int4 weights come from ai-edge-quantizer's recipes, whose scales live only in the "
+                   ".tflite, and fpdiff reads no scales from a .tflite; int8 (static) is emulated",
+    "fp8": "TFLite has no float8 tensor type",
+}
+
+
+def _no_scheme(scheme: str) -> Exception:
+    """Why a format has no LiteRT cell: fp8 does not exist there (the backend's refusal); the others exist but
+    fpdiff cannot emulate them from what litert-torch gives (fpdiff's own limit, said as its emulation's)."""
+    why = _OTHER.get(scheme, f"LiteRT quantizes to {', '.join(QUANTIZERS)} here")
+    if scheme == "fp8" or scheme not in _OTHER:
+        return Unsupported(why, dtype=scheme)
+    return StageError(EMULATE, "fpdiff's emulation", why)
+
+
+def litert_quantizer(scheme: str) -> Any:
+    """litert-torch's PT2EQuantizer set for a format, as its documentation sets it."""
+    from litert_torch.quantize.pt2e_quantizer import PT2EQuantizer, get_symmetric_quantization_config
+    return PT2EQuantizer().set_global(get_symmetric_quantization_config(**QUANTIZERS[scheme]))
+
+
+def quantizing_tool(scheme: str) -> str:
+    """What quantized a cell, as its report says it."""
+    import importlib.metadata as md
+    args = ", ".join(f"{k}=True" for k in QUANTIZERS[scheme])
+    return (f"torchao {md.version('torchao')} prepare_pt2e/convert_pt2e(fold_quantize=False) with litert-torch "
+            f"{md.version('litert-torch')} PT2EQuantizer(get_symmetric_quantization_config({args})), converted with "
+            "QuantConfig(pt2e_quantizer=...)")
+
+
+def convert_quantized(module: Any, inputs: tuple[Any, ...], quantizer: Any, out: Path) -> dict[str, Any]:
+    """The quantized module as a full-integer .tflite at `out`; -> how it went."""
+    litert_torch = _converter()
+    from litert_torch.quantize.quant_config import QuantConfig
+    t0 = time.perf_counter()
+    with stage(COMPILE, "litert_torch.convert"):
+        model = litert_torch.convert(module, inputs, quant_config=QuantConfig(pt2e_quantizer=quantizer))
+        model.export(str(out))
+    return {"litert_torch": litert_torch.__version__, "convert_s": round(time.perf_counter() - t0, 3)}
+
+
+IoQuant = tuple[float, int, str] | None  # an input's or output's scale, zero point and integer dtype in the file
+
+
+def quantized_cell(path: Path, quantized: dict[str, Any], info: dict[str, Any], marked: Path | None = None) -> Prepared:
+    """A full-integer .tflite loaded and run by LiteRT, fed float inputs quantized with the file's own input scales and
+    giving its outputs dequantized with its own output scales; what ran in integers counted into `quantized`. Its
+    first run also reads each activation quantizer's integers back from `marked` (write_marked), run the same way."""
+    with stage(LOAD, "LiteRT"):
+        prepared = _prepared(path, False, "float32", [], info, None)
+    taken, ops = delegated(path, None)
+    prepared.quantized = {**quantized, **integer_placement(read_file(path), ops, taken)}
+    prepared.op_dtypes = prepared.computed_dtype = None  # a quantized cell says what ran in integers instead
+    ins, outs = io_quantization(path)
+    info["io"] = (f"{sum(q is not None for q in ins)} inputs quantized and {sum(q is not None for q in outs)} "
+                  "outputs dequantized by fpdiff with the file's own scales and zero points")
+    run = prepared.run
+
+    def quantized_run(*xs: Any) -> list[np.ndarray]:
+        fed = [quantized_input(_numpy(x), q) for x, q in zip(xs, ins)]
+        return [dequantized(o, q) for o, q in zip(run(*fed), outs)]
+    prepared.run = quantized_run
+    if marked is None or not marked.with_suffix(".json").exists():
+        return prepared
+    record = marked.with_suffix(".json")
+    said = json.loads(record.read_text())
+    if said.get("failed"):
+        prepared.quantized["read_back"] = False
+        prepared.quantized["read_back_failed"] = said["failed"]
+        return prepared
+    graph = Path(quantized["graph"])
+    prepared.run = reading_back(quantized_run, graph, prepared.quantized, prepared.read_back,
+                                lambda m, xs: _run_marked(marked, said, m, [_numpy(x) for x in xs], len(outs)))
+    return prepared
+
+
+# The quantized program converted again with every activation quantizer's value also an output, beside the cell's
+# file; and what it marked (the quantizers' names, scales and shapes), or why it could not be made
+MARKED, MARKED_RECORD = ".marked.tflite", ".marked.json"
+
+
+def write_marked(program: Any, inputs: tuple[Any, ...], quantizer: Any, out: Path) -> None:
+    """The quantized program with each activation quantizer's dequantized value also an output, converted as the
+    cell's file is. The record names them in output order, with their shapes in the program; a failure is recorded
+    (the cell then is not read back), never raised: the marked file is another program."""
+    import torch
+    qd = torch.ops.quantized_decomposed
+    record: dict[str, Any] = {"marked": []}
+    try:
+        gm = program.module()
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        extra = []
+        for n in list(gm.graph.nodes):
+            if not (n.op == "call_function" and n.target == qd.quantize_per_tensor.default
+                    and getattr(n.args[0], "op", None) == "call_function"):
+                continue  # a weight's quantizer, or the model input's (fpdiff quantizes that one itself)
+            dq = next((u for u in n.users if u.target == qd.dequantize_per_tensor.default), None)
+            if dq is not None:
+                extra.append(dq)
+                record["marked"].append({"name": n.name, "scale": float(n.args[1]), "zero_point": int(n.args[2]),
+                                         "shape": [int(d) for d in n.args[0].meta["val"].shape]})
+        outs = output.args[0]
+        output.args = ((*(outs if isinstance(outs, (tuple, list)) else (outs,)), *extra),)
+        record["outputs"] = len(outs) if isinstance(outs, (tuple, list)) else 1
+        gm.graph._codegen = torch.fx.graph.CodeGen()  # flat outputs: the program's output tree no longer holds
+        gm.recompile()
+        convert_quantized(gm, inputs, quantizer, out)
+    except Exception as e:
+        record = {"failed": f"{type(e).__name__}: {' '.join(str(e).split())[:MESSAGE_CHARS]}"}
+    write_whole(out.with_suffix(".json"), json.dumps(record))
+
+
+# How a 4-d value the program holds NCHW may come back from the converter (its layout pass keeps convolutions' values
+# NHWC, and a value marked as an output keeps that layout): the permutation back to the program's layout
+NHWC_TO_NCHW = (0, 3, 1, 2)
+
+
+def in_program_layout(v: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:
+    """A marked value in the program's layout: as it is where its shape is the program's, transposed back where it
+    is the program's shape in NHWC; None where that cannot be told (both shapes the same: C, H and W equal) or it is
+    neither."""
+    shape = tuple(shape)
+    nhwc = (shape[0], shape[2], shape[3], shape[1]) if len(shape) == 4 else None
+    if v.shape == shape and v.shape != nhwc:
+        return v
+    if nhwc is not None and v.shape == nhwc and nhwc != shape:
+        return v.transpose(NHWC_TO_NCHW)
+    return None
+
+
+def _run_marked(marked: Path, said: dict[str, Any], m: Any, xs: list[np.ndarray], n_outs: int) -> list[np.ndarray]:
+    """The marked file run as the cell runs its own: its first outputs the cell's (dequantized), then each quantizer
+    `m` (the emulation's graph, marked_quantizers) has as an output after the cell's, as the integers the backend
+    computed; the model input's quantizer is what fpdiff fed."""
+    names = [o.name for o in m.graph.output][n_outs:]  # m: the emulation's graph with its quantizers marked
+    clip = {n.input[0]: n.output[0] for n in m.graph.node if n.op_type == "Clip"}  # QuantizeLinear -> its FX name
+    ins, outs = io_quantization(marked)
+    fed = [quantized_input(x, q) for x, q in zip(xs, ins)]
+    with stage(LOAD, "LiteRT (the cell's quantizers marked as outputs)"):
+        runner = _Runner(marked, read_file(marked), False)
+    try:
+        got = runner(fed)
+    finally:
+        runner.close()
+    inputs = [i.name for i in m.graph.input]
+    given = {n.output[0]: fed[inputs.index(n.input[0])] for n in m.graph.node
+             if n.op_type == "QuantizeLinear" and n.input[0] in inputs}  # the model input's: what fpdiff fed
+    by_name = {}
+    for entry, v, q in zip(said["marked"], got[said["outputs"]:], outs[said["outputs"]:]):
+        if q is None:  # handed back in float: the integers it holds, exactly
+            v = np.rint(v.astype(np.float64) / np.float64(np.float32(entry["scale"]))) + entry["zero_point"]
+        value = in_program_layout(np.asarray(v).astype(np.int8), entry["shape"])
+        if value is not None:
+            by_name[entry["name"]] = value
+    missing = [clip.get(n, n) for n in names if n not in given and clip.get(n, n) not in by_name]
+    if missing:
+        raise StageError(EMULATE, "fpdiff's read-back", f"the marked file holds no value of {', '.join(missing[:3])} "
+                         "in a layout fpdiff can tell")
+    finals = [dequantized(o, q) for o, q in zip(got[:n_outs], outs[:n_outs])]
+    return [*finals, *(given[n] if n in given else by_name[clip.get(n, n)] for n in names)]
+
+
+def io_quantization(path: Path) -> tuple[list[IoQuant], list[IoQuant]]:
+    """Each input's and output's (scale, zero point, dtype) in the file's order where the file holds it in integers
+    with one scale; None where it is float (or not quantized)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    it = Interpreter(model_path=str(path),
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+
+    def one(d: dict[str, Any]) -> IoQuant:
+        scale, zero = d["quantization"]
+        return (float(scale), int(zero), _dtype(d["dtype"])) if np.dtype(d["dtype"]).kind in "iu" and scale else None
+    return [one(d) for d in it.get_input_details()], [one(d) for d in it.get_output_details()]
+
+
+def quantized_input(x: np.ndarray, q: IoQuant) -> np.ndarray:
+    """A float input as the file's integers: round(x / scale) + zero point, half to even, saturated to the type
+    (QuantizeLinear's rule, so the emulation's first quantizer sees the same integers)."""
+    if q is None or x.dtype.kind != "f":
+        return x
+    scale, zero, dtype = q
+    info = np.iinfo(dtype)
+    wide = np.rint(x.astype(np.float64) / np.float64(np.float32(scale))) + zero
+    return np.clip(wide, info.min, info.max).astype(dtype)
+
+
+def dequantized(y: np.ndarray, q: IoQuant) -> np.ndarray:
+    """An integer output as float: (q - zero point) * scale (DequantizeLinear's rule), in float32 as that op gives."""
+    if q is None:
+        return y
+    scale, zero, _ = q
+    return ((y.astype(np.float64) - zero) * np.float64(np.float32(scale))).astype(np.float32)
+
+
+def integer_placement(view: FileView, ops: list[dict[str, Any]], taken: set[int]) -> dict[str, Any]:
+    """Which compute ops of a quantized .tflite ran in integers (an integer input tensor with quantization
+    parameters) and which stayed float, each by where it ran (XNNPACK, or LiteRT's builtin kernels): a quantized
+    cell's integer_ops, float_ops and left_float."""
+    tensors = {int(t["index"]): t for t in view.tensors}
+    ints: Counter[str] = Counter()
+    left: list[str] = []
+    for o in ops:
+        if o["op_name"] in MOVES:
+            continue
+        where = "XNNPACK" if o["index"] in taken else "LiteRT builtin"
+        first = tensors.get(int(o["inputs"][0])) if len(o["inputs"]) else None
+        if first is not None and np.dtype(first["dtype"]).kind in "iu" and first["quantization"][0]:
+            ints[f"{o['op_name']} ({where})"] += 1
+        else:
+            left.append(f"{o['op_name']} #{o['index']} ({where})")
+    return {"integer_ops": dict(ints), "float_ops": len(left), "left_float": left[:32]}

@@ -30,6 +30,8 @@ class ArtifactCache(Protocol):
     """Where compiled artifacts go, keyed by everything that can change them (runtime/cache.py)."""
     def get_or_build(self, *key: str, suffix: str, build: Callable[[Path], None]) -> tuple[Path, bool]: ...
 
+    def beside(self, built: Path, suffix: str) -> Path: ...
+
 
 @runtime_checkable
 class Task(Protocol):

@@ -19,16 +19,17 @@ EMULATION_EXPORT = "fpdiff's emulation (torch.onnx of the quantized program)"
 
 
 def quantize(program: torch.export.ExportedProgram, quantizer: Any, calibration: Sequence[tuple[Any, ...]],
-             inputs: tuple[Any, ...]) -> torch.export.ExportedProgram:
+             inputs: tuple[Any, ...], fold: bool = True) -> torch.export.ExportedProgram:
     """`program` prepared with `quantizer`, calibrated on `calibration` (never the judged inputs), converted, and
-    exported again at `inputs`: the quantized program a PT2E backend lowers. A failure here is the quantizer's (its
-    annotation and transforms run inside prepare_pt2e), named by the quantizer's class."""
+    exported again at `inputs`: the quantized program a PT2E backend lowers. `fold`: convert_pt2e's fold_quantize
+    (stores weights as int8; litert-torch's converter takes them unfolded, as its own tests convert). A failure here
+    is the quantizer's (its annotation and transforms run inside prepare_pt2e), named by the quantizer's class."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     with stage(QUANTIZE, f"{type(quantizer).__name__} (PT2E prepare_pt2e, convert_pt2e)"), torch.no_grad():
         prepared = prepare_pt2e(program.module(), quantizer)
         for sample in calibration:
             prepared(*sample)
-        converted = convert_pt2e(prepared)
+        converted = convert_pt2e(prepared, fold_quantize=fold)
         return torch.export.export(converted, tuple(inputs))
 
 

@@ -112,6 +112,12 @@ class Cache:
                     self._settle(final, limit)
         return final, False
 
+    @staticmethod
+    def beside(built: Path, suffix: str) -> Path:
+        """A companion of a cached artifact (its emulation graph, its record), named after the artifact's final name
+        even when `built` is the temporary file get_or_build hands its build: both land together under one key."""
+        return built.with_name(re.sub(r"\.tmp\d+$", "", built.name)).with_suffix(suffix)
+
     def _limit(self) -> int:
         return cache_limit()[0] if self.limit is None else self.limit
 

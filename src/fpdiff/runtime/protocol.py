@@ -294,6 +294,8 @@ def job_frames(job, timeout: float, backend: str, sent: dict,
         data = jobdata.read(job.data_path)
         arrays = {f"input{i}": _np(x) for i, x in enumerate(data["inputs"])}
         arrays.update({f"state:{k}": _np(v) for k, v in (data.get("state") or {}).items()})
+        calibration = data.get("calibration") or []  # a quantized cell's calibration inputs, tuple by tuple
+        arrays.update({f"calibration{i}:{j}": _np(x) for i, c in enumerate(calibration) for j, x in enumerate(c)})
         meta, blobs = array_blobs(arrays)
         blobs.update({"model": Path(job.source.path).read_bytes()})
         for i, p in enumerate(job.plugins):
@@ -309,7 +311,8 @@ def job_frames(job, timeout: float, backend: str, sent: dict,
         sent[key] = digest(*blobs.values())
         frames.append(({"type": "files", "files": sent[key], "model": Path(job.source.path).name, "arrays": meta,
                         "data": {"fingerprint": data["fingerprint"], "input_names": data["input_names"],
-                                 "inputs": len(data["inputs"]), "state": "state" in data},
+                                 "inputs": len(data["inputs"]), "state": "state" in data,
+                                 "calibration": [len(c) for c in calibration]},
                         "plugins": [Path(p).name for p in job.plugins], "companions": [c.name for c in mates],
                         "artifact": Path(artifact).name if artifact else None,
                         "artifact_folder": bool(artifact) and Path(artifact).is_dir(),

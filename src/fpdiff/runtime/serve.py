@@ -81,8 +81,11 @@ class Materializer:
             arrays = protocol.read_arrays(header["arrays"], blobs)
             state = ({k.removeprefix("state:"): _torch(v) for k, v in arrays.items() if k.startswith("state:")}
                      if data["state"] else None)
+            calibration = [tuple(_torch(arrays[f"calibration{i}:{j}"]) for j in range(n))
+                           for i, n in enumerate(data.get("calibration") or [])]
             jobdata.write(data_path, inputs=[_torch(arrays[f"input{i}"]) for i in range(data["inputs"])],
-                          input_names=data["input_names"], fingerprint=data["fingerprint"], state=state)
+                          input_names=data["input_names"], fingerprint=data["fingerprint"], state=state,
+                          calibration=calibration)
         return model_path, data_path, plugins, artifact
 
     def job(self, header: dict):
