@@ -295,10 +295,12 @@ class _Runner:
     def fully_accelerated(self) -> bool:
         return bool(self.model.is_fully_accelerated())
 
-    def __call__(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        return list(_native(RUN, "LiteRT", self.force, lambda: self._run(arrays), self.said))
+    def __call__(self, arrays: Sequence[np.ndarray], fill: int | None = None) -> list[np.ndarray]:
+        """The outputs for `arrays`; `fill`: each output buffer holds that value before the run (what a delegate
+        never writes keeps it)."""
+        return list(_native(RUN, "LiteRT", self.force, lambda: self._run(arrays, fill), self.said))
 
-    def _run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def _run(self, arrays: Sequence[np.ndarray], fill: int | None = None) -> list[np.ndarray]:
         m, key = self.model, self.key
         declared = m.get_input_tensor_details(key)
         for name, a in zip(self.ins, arrays):  # a file with dynamic dims runs at the inputs' own shapes
@@ -309,6 +311,10 @@ class _Runner:
             feeds[name] = m.create_input_buffer_by_name(key, name)
             feeds[name].write(np.ascontiguousarray(a.astype(declared[name]["dtype"], copy=False)))
         results = {name: m.create_output_buffer_by_name(key, name) for name in self.outs}
+        if fill is not None:
+            before = m.get_output_tensor_details(key)
+            for n in self.outs:
+                results[n].write(np.full(before[n]["shape"], fill, before[n]["dtype"]))
         m.run_by_name(key, feeds, results)
         shown = m.get_output_tensor_details(key)
         out = [results[n].read(int(np.prod(shown[n]["shape"])), shown[n]["dtype"]).reshape(shown[n]["shape"])
@@ -672,30 +678,12 @@ MARKED, MARKED_RECORD = ".marked.tflite", ".marked.json"
 
 
 def write_marked(program: Any, inputs: tuple[Any, ...], quantizer: Any, out: Path) -> None:
-    """The quantized program with each activation quantizer's dequantized value also an output, converted as the
-    cell's file is. The record names them in output order, with their shapes in the program; a failure is recorded
-    (the cell then is not read back), never raised: the marked file is another program."""
-    import torch
-    qd = torch.ops.quantized_decomposed
-    record: dict[str, Any] = {"marked": []}
+    """The quantized program with each activation quantizer's dequantized value also an output (pt2e.marked_module;
+    not the model input's: fpdiff quantizes that itself), converted as the cell's file is, with its record beside. A
+    failure is recorded (the cell then is not read back), never raised: the marked file is another program."""
+    from fpdiff.model import pt2e
     try:
-        gm = program.module()
-        output = next(n for n in gm.graph.nodes if n.op == "output")
-        extra = []
-        for n in list(gm.graph.nodes):
-            if not (n.op == "call_function" and n.target == qd.quantize_per_tensor.default
-                    and getattr(n.args[0], "op", None) == "call_function"):
-                continue  # a weight's quantizer, or the model input's (fpdiff quantizes that one itself)
-            dq = next((u for u in n.users if u.target == qd.dequantize_per_tensor.default), None)
-            if dq is not None:
-                extra.append(dq)
-                record["marked"].append({"name": n.name, "scale": float(n.args[1]), "zero_point": int(n.args[2]),
-                                         "shape": [int(d) for d in n.args[0].meta["val"].shape]})
-        outs = output.args[0]
-        output.args = ((*(outs if isinstance(outs, (tuple, list)) else (outs,)), *extra),)
-        record["outputs"] = len(outs) if isinstance(outs, (tuple, list)) else 1
-        gm.graph._codegen = torch.fx.graph.CodeGen()  # flat outputs: the program's output tree no longer holds
-        gm.recompile()
+        gm, record = pt2e.marked_module(program)
         convert_quantized(gm, inputs, quantizer, out)
     except Exception as e:
         record = {"failed": f"{type(e).__name__}: {' '.join(str(e).split())[:MESSAGE_CHARS]}"}
@@ -720,36 +708,31 @@ def in_program_layout(v: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:
     return None
 
 
+# Two values an output buffer holds before a marked run: an output the run never writes keeps them, and differs
+UNWRITTEN = (85, 42)
+
+
 def _run_marked(marked: Path, said: dict[str, Any], m: Any, xs: list[np.ndarray], n_outs: int) -> list[np.ndarray]:
-    """The marked file run as the cell runs its own: its first outputs the cell's (dequantized), then each quantizer
-    `m` (the emulation's graph, marked_quantizers) has as an output after the cell's, as the integers the backend
-    computed; the model input's quantizer is what fpdiff fed."""
-    names = [o.name for o in m.graph.output][n_outs:]  # m: the emulation's graph with its quantizers marked
-    clip = {n.input[0]: n.output[0] for n in m.graph.node if n.op_type == "Clip"}  # QuantizeLinear -> its FX name
+    """The marked file run as the cell runs its own: its first outputs the cell's (dequantized), then the integers of
+    each quantizer `m` marks (pt2e.marked_values); the model input's quantizer is what fpdiff fed."""
+    from fpdiff.model import pt2e
     ins, outs = io_quantization(marked)
     fed = [quantized_input(x, q) for x, q in zip(xs, ins)]
     with stage(LOAD, "LiteRT (the cell's quantizers marked as outputs)"):
         runner = _Runner(marked, read_file(marked), False)
-    try:
-        got = runner(fed)
+    try:  # run twice, its outputs filled apart before: what the delegate wrote is the same both times
+        got, again = runner(fed, fill=UNWRITTEN[0]), runner(fed, fill=UNWRITTEN[1])
     finally:
         runner.close()
+    unwritten = [i for i, (a, b) in enumerate(zip(got, again)) if not np.array_equal(a, b, equal_nan=True)]
+    if unwritten:
+        raise StageError(RUN, "LiteRT (the cell's quantizers marked as outputs)",
+                         f"{len(unwritten)} of the marked file's {len(got)} outputs were never written by its run")
     inputs = [i.name for i in m.graph.input]
     given = {n.output[0]: fed[inputs.index(n.input[0])] for n in m.graph.node
-             if n.op_type == "QuantizeLinear" and n.input[0] in inputs}  # the model input's: what fpdiff fed
-    by_name = {}
-    for entry, v, q in zip(said["marked"], got[said["outputs"]:], outs[said["outputs"]:]):
-        if q is None:  # handed back in float: the integers it holds, exactly
-            v = np.rint(v.astype(np.float64) / np.float64(np.float32(entry["scale"]))) + entry["zero_point"]
-        value = in_program_layout(np.asarray(v).astype(np.int8), entry["shape"])
-        if value is not None:
-            by_name[entry["name"]] = value
-    missing = [clip.get(n, n) for n in names if n not in given and clip.get(n, n) not in by_name]
-    if missing:
-        raise StageError(EMULATE, "fpdiff's read-back", f"the marked file holds no value of {', '.join(missing[:3])} "
-                         "in a layout fpdiff can tell")
+             if n.op_type == "QuantizeLinear" and n.input[0] in inputs}
     finals = [dequantized(o, q) for o, q in zip(got[:n_outs], outs[:n_outs])]
-    return [*finals, *(given[n] if n in given else by_name[clip.get(n, n)] for n in names)]
+    return [*finals, *pt2e.marked_values(m, n_outs, said, got[said["outputs"]:], given, in_program_layout)]
 
 
 def io_quantization(path: Path) -> tuple[list[IoQuant], list[IoQuant]]:

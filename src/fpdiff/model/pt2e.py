@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from fpdiff.core.errors import EMULATE, QUANTIZE, stage
+from fpdiff.core.errors import EMULATE, QUANTIZE, StageError, stage
 
 EMULATION_EXPORT = "fpdiff's emulation (torch.onnx of the quantized program)"
 
@@ -46,6 +46,63 @@ def qdq_graph(program: torch.export.ExportedProgram, out: Path, rows: Sequence[i
         if rows and left:
             raise RuntimeError(f"{len(left)} of the program's {len(rows)} dynamic quantizers were not translated")
         exported.save(str(out))
+
+
+def marked_module(program: torch.export.ExportedProgram) -> tuple[torch.fx.GraphModule, dict]:
+    """The quantized program as a module whose outputs, after the program's own (flat), are each static activation
+    quantizer's dequantized value, the model inputs' left out (a backend fed integers does not run them): what a
+    backend runs to read its quantizers back (the quantize's integers themselves do not pass every converter). The
+    record names each in output order, with its scale, zero point, dtype and shape in the program."""
+    qd = torch.ops.quantized_decomposed
+    gm = program.module()
+    record: dict = {"marked": []}
+    extra = []
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target != qd.quantize_per_tensor.default or \
+                getattr(n.args[0], "op", None) != "call_function":
+            continue  # a weight's quantizer (a parameter), an input's, or a run-time one (dynamic)
+        dq = next((u for u in n.users if u.target == qd.dequantize_per_tensor.default), None)
+        if dq is not None:
+            extra.append(dq)
+            record["marked"].append({"name": n.name, "scale": float(n.args[1]), "zero_point": int(n.args[2]),
+                                     "dtype": str(n.args[5]).removeprefix("torch."),
+                                     "shape": [int(d) for d in n.args[0].meta["val"].shape]})
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = output.args[0]
+    outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    output.args = ((*outs, *extra),)
+    record["outputs"] = len(outs)
+    gm.graph._codegen = torch.fx.graph.CodeGen()  # flat outputs: the program's output tree no longer holds them
+    gm.recompile()
+    return gm, record
+
+
+def marked_values(m: Any, n_outs: int, record: dict, extra: Sequence[Any], given: dict[str, Any] | None = None,
+                  layout: Any = None) -> list[Any]:
+    """What read_back's run_marked returns after the cell's outputs: for each quantizer `m` (the emulation's graph
+    with its quantizers marked, emulate.marked_quantizers) has as an output after the cell's `n_outs`, the
+    backend's integers, from `extra` (the marked module's outputs after its own, marked_module's record order; a
+    float one is the dequantized value, whose integers it holds exactly) or `given` (a value fpdiff fed, by ONNX
+    name). `layout(value, shape)`: the value in the program's layout, None where that cannot be told. A quantizer
+    with no value is the read-back failing (the cell is then judged from its outputs alone)."""
+    import numpy as np
+    names = [o.name for o in m.graph.output][n_outs:]
+    fx = {n.input[0]: n.output[0] for n in m.graph.node if n.op_type == "Clip"}  # QuantizeLinear -> the FX node's name
+    by_name = {}
+    for entry, v in zip(record["marked"], extra):
+        v = np.asarray(v.detach().numpy() if hasattr(v, "detach") else v)
+        if v.dtype.kind == "f":
+            v = np.rint(v.astype(np.float64) / np.float64(np.float32(entry["scale"]))) + entry["zero_point"]
+        v = v.astype(entry.get("dtype", "int8"))
+        taken = layout(v, entry["shape"]) if layout is not None else (v if list(v.shape) == entry["shape"] else None)
+        if taken is not None:
+            by_name[entry["name"]] = taken
+    given = given or {}
+    missing = [fx.get(n, n) for n in names if n not in given and fx.get(n, n) not in by_name]
+    if missing:
+        raise StageError(EMULATE, "fpdiff's read-back", f"the marked program holds no value of "
+                         f"{', '.join(missing[:3])} in a layout fpdiff can tell")
+    return [given[n] if n in given else by_name[fx.get(n, n)] for n in names]
 
 
 def dynamic_inputs(program: torch.export.ExportedProgram) -> list[list[str]]:
