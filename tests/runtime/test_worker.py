@@ -36,6 +36,20 @@ def test_an_exception_from_fpdiffs_own_code_is_an_internal_error_with_its_traceb
     assert "Traceback" in r.traceback and "compare.py" in r.traceback
 
 
+def test_a_model_that_fails_to_load_in_a_worker_is_the_models_error_not_fpdiffs(tmp_path):
+    """A spec whose model() raises (a package the route's interpreter lacks) is said as the spec's UsageError."""
+    from fpdiff.runtime.worker import INTERNAL, failure
+    from fpdiff.sources import load
+    spec = tmp_path / "needs.py"
+    spec.write_text("def model():\n    import no_such_package_here\n\ndef inputs():\n    return ()\n")
+    try:
+        load(str(spec)).module  # noqa: B018  (loading is what raises)
+    except Exception as e:
+        r = failure(e, "load model", "fpdiff worker")
+    assert r.status == Status.ERROR and r.component == "fpdiff worker" != INTERNAL, r.component
+    assert "No module named 'no_such_package_here'" in r.message and r.traceback is None
+
+
 def test_a_components_exception_inside_a_stage_is_charged_to_it_without_color_codes():
     from fpdiff.core import errors
     from fpdiff.runtime.worker import failure

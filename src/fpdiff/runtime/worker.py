@@ -96,12 +96,14 @@ def classify_exception(exc: BaseException) -> tuple[str, str | None, str | None]
 
 def failure(exc: BaseException, stage: str, component: str, **kw) -> JobResult:
     """A JobResult for an exception: refusal or error, charged to the stage and component that raised it."""
-    from fpdiff.core.errors import plain, raised_by_fpdiff
+    from fpdiff.core.errors import FpdiffError, plain, raised_by_fpdiff
     status, op, dt = classify_exception(exc)
     tb = traceback.format_exc()
     stage = getattr(exc, "stage", None) or stage
     component = getattr(exc, "component", None) or component
-    internal = status == ERROR and not hasattr(exc, "stage") and raised_by_fpdiff(exc)
+    # an FpdiffError says whose it is (a UsageError: the model's own code raising as it loads), never fpdiff's bug
+    internal = status == ERROR and not hasattr(exc, "stage") and not isinstance(exc, FpdiffError) \
+        and raised_by_fpdiff(exc)
     if internal:
         component = INTERNAL
     info = {**getattr(exc, "facts", {}), **kw.pop("info", {})}  # a failure's facts travel as the job's info
