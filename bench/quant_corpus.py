@@ -50,6 +50,10 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("wheel:oww_hey_jarvis", "ort", "fp8"): "findings/quant-005: with ActivationSymmetric the quantizer keeps the "
     "Relus, and ONNX Runtime's ReluQuantRewrite removes them before the fp8 QuantizeLinear (the optimizer finding "
     "names it; `result` 121 steps)",
+    ("gemma2", "litert", "int8"): "findings/quant-013: litert-torch writes rotary's float neg and cat as int8 with the "
+    "input's asymmetric scale and zero point, and the negated values saturate (read back: cat_6, 7 steps)",
+    ("vit", "litert", "int8"): "findings/quant-013: litert-torch writes the class token's float cat as int8 with the "
+    "patch embedding's scale, rounding the token to its grid (read back: the layer_norm after it, 5 steps)",
     ("wheel:oww_hey_jarvis", "ort", "int8"): "findings/fuzz-001, not quantization: ONNX Runtime's Sigmoid after the "
     "last quantizer is accurate to ~1e-8 absolute, so the verifier's 7.3e-5 probability is 2.2e-4 off relative (1.6e-8 "
     "absolute) where the reference evaluator's float32 is 1.2e-6 off; the cell carries relative-vs-absolute",
