@@ -102,10 +102,11 @@ def run(name: str, path: Path, inputs: Path | None, schemes: list[str], backends
     return {"model": name, **r, "cells": cells}
 
 
-def located(name: str, path: Path, inputs: Path | None, cell: dict, work: Path, timeout: float) -> dict:
+def located(name: str, path: Path, inputs: Path | None, cell: dict, work: Path, timeout: float,
+            routes: list[str] = ()) -> dict:
     """One locate run of a quant cell: its outcome, and whether what it read agrees with quant's verdict."""
     args = ["locate", str(path), "--backend", cell["backend"], "--precision", cell["format"], "--no-store",
-            *(["--inputs", str(inputs)] if inputs else [])]
+            *(["--inputs", str(inputs)] if inputs else []), *(a for r in routes for a in ("--backend-python", r))]
     r = corpus.fpdiff_cli(args, work / f"{name.replace(':', '_')}.{cell['backend']}.{cell['format']}.locate.json",
                           timeout)
     q = (r.pop("report") or {}).get("quantized") or {}
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(run(name, path, inputs, a.schemes.split(","), a.backends.split(","), work, a.timeout,
                            a.backend_python))
         for c in results[-1]["cells"] if a.locate else []:
-            c["locate"] = located(name, path, inputs, c, work, a.timeout)
+            c["locate"] = located(name, path, inputs, c, work, a.timeout, a.backend_python)
         print(f"{name}: {results[-1]['outcome']} in {time.perf_counter() - t0:.0f} s "
               f"{[c['status'] for c in results[-1]['cells']]}", flush=True)
         s = summary(results)

@@ -7,6 +7,7 @@ import pytest
 HERE = Path(__file__).parent
 PLUGINS = HERE / "plugins"
 SPECS = HERE / "specs"
+DATA = HERE / "data"  # users' own artifacts, made by real converters (data/README.md)
 
 
 def builtin_backends() -> set[str]:

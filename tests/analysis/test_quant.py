@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import fpdiff
-from conftest import PLUGINS, SPECS
+from conftest import DATA, PLUGINS, SPECS
 from fpdiff.cli import main
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
@@ -166,11 +166,30 @@ def test_a_float_or_missing_artifact_is_one_line(users_int8):
         fpdiff.quant("example:tinycnn", artifacts=["int8.onnx"])
 
 
-def test_a_quantized_tflite_artifact_is_refused_in_one_line_that_says_what_quant_reads(tmp_path):
+def test_the_users_full_integer_tflite_is_judged_against_the_float_model_and_read_back():
+    """Its emulation is read from the file alone (scales, zero points, ops, in TFLite's layout); the loss is the one
+    the cell litert-torch made from the same program measured (0.0148), and LiteRT is read back tensor by tensor."""
+    r = fpdiff.quant("example:tinycnn", schemes=[], artifacts=[f"litert={DATA / 'tinycnn_int8.tflite'}"])
+    (c,) = r.cells
+    assert (c.backend, c.precision) == ("litert", "int8") and c.status == Status.PASS, c.reason
+    assert c.info["quantized_by"] == "the file itself (tinycnn_int8.tflite)"
+    assert 0.0140 < c.metrics["quantization_loss"] < 0.0156 and c.metrics["departure"] < 1e-6
+    assert c.info["read_back"] is True and c.metrics["kernels"] >= 10 and c.metrics["kernel_steps"] <= 1
+    assert "1 inputs quantized and 1 outputs dequantized" in c.info["io"]
+    assert c.info["integer_ops"]["CONV_2D (XNNPACK)"] == 3
+
+
+def test_a_tflite_artifact_quant_cannot_read_is_one_line(tmp_path):
     f = tmp_path / "model_int8.tflite"
     f.write_bytes(b"TFL3 not read")
-    with pytest.raises(UsageError, match=r"quantized \.tflite is not read yet") as e:
+    with pytest.raises(UsageError, match=r"not a \.tflite fpdiff can read"):
         fpdiff.quant("example:tinycnn", artifacts=[f"litert={f}"])
+    with pytest.raises(UsageError, match=r"ort does not run \.tflite files \(litert does\)"):
+        fpdiff.quant("example:tinycnn", artifacts=[f"ort={DATA / 'tinycnn_int8.tflite'}"])
+    pte = tmp_path / "model.pte"
+    pte.write_bytes(b"not read")
+    with pytest.raises(UsageError, match=r"quantized \.pte is not read yet") as e:
+        fpdiff.quant("example:tinycnn", artifacts=[f"executorch={pte}"])
     assert "fpdiff check --artifact" in str(e.value) and "\n" not in str(e.value)
 
 

@@ -488,14 +488,13 @@ class LiteRtBackend(Backend):
         scheme = task.precision.name
         if scheme not in QUANTIZERS:
             raise _no_scheme(scheme)
-        if not task.is_torch:
+        if not task.is_torch and not task.given:
             raise Unsupported("fpdiff quantizes torch programs for LiteRT (litert-torch's PT2EQuantizer); this model "
                               "is ONNX", dtype=scheme)
-        if task.given:
-            raise Unsupported("fpdiff reads no scales from a quantized .tflite: let litert-torch's quantizer make "
-                              "the cell, or give the quantized .onnx", dtype=scheme)
         if task.device != "cpu":
             raise Unsupported(f"fpdiff runs LiteRT on the CPU (XNNPACK); {task.device} is not cpu", dtype=scheme)
+        if task.given:
+            return self._given(task, Path(task.given))
         _converter()
         from fpdiff.model import pt2e
         made: dict[str, Any] = {}
@@ -518,6 +517,27 @@ class LiteRtBackend(Backend):
                                 "run_by": "LiteRT CompiledModel on the CPU (XNNPACK)", **made}
         return quantized_cell(path, {"graph": str(graph), "tool": tool, "component": "litert-torch's PT2EQuantizer"},
                               info, path.with_suffix(MARKED))
+
+    def _given(self, task: Task, path: Path) -> Prepared:
+        """The user's own quantized .tflite, run as it is: its emulation read from the file itself (its scales, zero
+        points and ops, model/tflite_qdq.py), and its activations read back from a copy that also outputs them."""
+        import hashlib
+
+        from fpdiff.model import tflite_qdq
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:20]
+
+        def build(out: Path) -> None:
+            names = tflite_qdq.write(path, out)
+            write_marked_file(path, names, task.cache.beside(out, MARKED))
+        graph, hit = task.cache.get_or_build(*task.key("litert-tflite-qdq", digest), suffix=".qdq.onnx", build=build)
+        if not graph.with_suffix(MARKED_RECORD).exists():  # a companion lost: made again
+            build(graph)
+        info: dict[str, Any] = {"quantized_by": f"the file itself ({path.name})", "cache": "hit" if hit else "miss",
+                                "scheme": "read from the file: each tensor's scale and zero point (per channel "
+                                          "where it has them), its ops as TFLite computes them",
+                                "run_by": "LiteRT CompiledModel on the CPU (XNNPACK)"}
+        return quantized_cell(path, {"graph": str(graph), "tool": f"the file itself ({path.name})",
+                                     "component": "the quantized file"}, info, graph.with_suffix(MARKED))
 
     def read_artifact(self, path: Path) -> Artifact:
         """What a .tflite declares: its signature's inputs and outputs in the model's order, and its precision."""
@@ -690,6 +710,50 @@ def write_marked(program: Any, inputs: tuple[Any, ...], quantizer: Any, out: Pat
     write_whole(out.with_suffix(".json"), json.dumps(record))
 
 
+def write_marked_file(path: Path, names: list[str], out: Path) -> None:
+    """A .tflite with each of its activation tensors (`names`, as model/tflite_qdq.py names them; not the inputs,
+    which fpdiff feeds) also an output of its subgraph and its signature, with the record of what it marked. A
+    failure is recorded (the cell then is not read back), never raised: the marked file is another program."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    from fpdiff.model import tflite_qdq
+    record: dict[str, Any] = {"marked": []}
+    try:
+        model = schema.ModelT.InitFromPackedBuf(path.read_bytes(), 0)
+        sub = model.subgraphs[0]
+        inputs = {int(i) for i in sub.inputs}
+        outputs = [int(i) for i in sub.outputs]
+        record["outputs"] = len(outputs)
+        extra = []
+        for name in names:
+            i = tflite_qdq.index_of(name)
+            if i in inputs:
+                continue
+            t = sub.tensors[i]
+            if i not in outputs:
+                extra.append(i)
+            record["marked"].append({"name": name, "scale": float(t.quantization.scale[0]),
+                                     "zero_point": int(t.quantization.zeroPoint[0]),
+                                     "dtype": np.dtype(tflite_qdq.dtype_of(t)).name,
+                                     "shape": [int(d) for d in t.shape],
+                                     # where its value is among the marked file's outputs, as run (not dequantized)
+                                     "at": outputs.index(i) if i in outputs else len(outputs) + len(extra) - 1})
+        sub.outputs = np.asarray([*outputs, *extra], np.int32)
+        if model.signatureDefs:
+            sig = model.signatureDefs[0]
+            for n, i in enumerate(extra):
+                entry = schema.TensorMapT()
+                entry.name, entry.tensorIndex = f"fpdiff_marked_{n}".encode(), i
+                sig.outputs.append(entry)
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+        out.write_bytes(builder.Output())
+    except Exception as e:
+        record = {"failed": f"{type(e).__name__}: {' '.join(str(e).split())[:MESSAGE_CHARS]}"}
+    write_whole(out.with_suffix(".json"), json.dumps(record))
+
+
 # How a 4-d value the program holds NCHW may come back from the converter (its layout pass keeps convolutions' values
 # NHWC, and a value marked as an output keeps that layout): the permutation back to the program's layout
 NHWC_TO_NCHW = (0, 3, 1, 2)
@@ -732,7 +796,9 @@ def _run_marked(marked: Path, said: dict[str, Any], m: Any, xs: list[np.ndarray]
     given = {n.output[0]: fed[inputs.index(n.input[0])] for n in m.graph.node
              if n.op_type == "QuantizeLinear" and n.input[0] in inputs}
     finals = [dequantized(o, q) for o, q in zip(got[:n_outs], outs[:n_outs])]
-    return [*finals, *pt2e.marked_values(m, n_outs, said, got[said["outputs"]:], given, in_program_layout)]
+    extra = [got[e["at"]] for e in said["marked"]] if all("at" in e for e in said["marked"]) else \
+        got[said["outputs"]:]  # a record of the program's own marking: its values after its outputs, in order
+    return [*finals, *pt2e.marked_values(m, n_outs, said, extra, given, in_program_layout)]
 
 
 def io_quantization(path: Path) -> tuple[list[IoQuant], list[IoQuant]]:

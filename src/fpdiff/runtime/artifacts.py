@@ -129,13 +129,24 @@ def onnx_artifact(path: Path) -> Artifact:
                     [spec(v) for v in m.graph.output], prec.FP32, "a quantized ONNX file")
 
 
+# The integer types a quantized file's input can be held in: a float input quantized by its first step (a
+# full-integer .tflite takes int8), which fpdiff feeds as the float it is and the backend quantizes as the file says
+QUANTIZED_INPUTS = ("int8", "uint8", "int16")
+
+
+def fed_float(art: Artifact) -> Artifact:
+    """A quantized file's declaration with its integer inputs fed as float (QUANTIZED_INPUTS)."""
+    inputs = [dataclasses.replace(s, dtype="float32") if s.dtype in QUANTIZED_INPUTS else s for s in art.inputs]
+    return dataclasses.replace(art, inputs=inputs)
+
+
 def quantized_preparer(backend: Backend, path: str | None) -> Callable[[Any], Prepared]:
     """A worker's prepare step for a quantized cell: the backend quantizes the model with its own tool, or runs the
     user's quantized file (`path`) fed the model's inputs in the file's order and dtypes."""
     def prepare(task: Any) -> Prepared:
         if path is None:
             return backend.prepare_quantized(task)
-        art = onnx_artifact(Path(path))
+        art = onnx_artifact(Path(path)) if path.endswith(".onnx") else fed_float(read(backend, path))
         prepared = backend.prepare_quantized(dataclasses.replace(task, given=path))
         prepared.feeds = feeds(task.source.input_names, task.source.inputs, art)
         prepared.artifact = Path(path)

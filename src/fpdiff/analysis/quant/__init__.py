@@ -92,6 +92,10 @@ def quant(model: str, options: QuantOptions | None = None, shared: RunOptions | 
     formats = [prec.quantized(s) for s in o.schemes if s]  # "" (the command line's --schemes "") names none
     reg = shared.registry
     given = [_artifact(a) for a in o.artifacts]
+    for b, path in given:  # a .tflite is LiteRT's to run (the emulation is read from it alone)
+        takes = getattr(reg.cls(b), "base", None) or reg.cls(b)
+        if path.lower().endswith(".tflite") and ".tflite" not in (takes.artifacts or ()):
+            raise UsageError(f"--artifact {b}={path}: {b} does not run .tflite files (litert does)")
     for b in dict.fromkeys([*o.backends, *(b for b, _ in given)]):
         if not reg.cls(b).implements("prepare_quantized"):
             able = [n for n in reg.names() if reg.cls(n).implements("prepare_quantized")]
@@ -128,16 +132,18 @@ def _artifact(text: str) -> tuple[str, str]:
         raise UsageError(f"--artifact takes BACKEND=PATH (a quantized .onnx), not {text!r}")
     if not Path(path).is_file():
         raise UsageError(f"--artifact {text}: no such file")
-    if Path(path).suffix.lower() in (".tflite", ".pte", ".mlpackage", ".mlmodel", ".xml"):
+    if Path(path).suffix.lower() in (".pte", ".mlpackage", ".mlmodel", ".xml"):
         raise UsageError(f"--artifact {text}: quant reads the user's quantized .onnx (QDQ, QOperator, dynamic or "
-                         f"MatMulNBits); a quantized {Path(path).suffix} is not read yet (its scales and kernels "
-                         "are not emulated): run it as it is with `fpdiff check --artifact`")
+                         f"MatMulNBits) and full-integer .tflite; a quantized {Path(path).suffix} is not read yet "
+                         "(its scales and kernels are not emulated): run it as it is with `fpdiff check --artifact`")
     _file_format(path)
     return backend, path
 
 
 def _file_format(path: str) -> prec.Precision:
     """The quantized format of a user's file, read from its ops and types; a float or unreadable file is one line."""
+    if Path(path).suffix.lower() == ".tflite":
+        return prec.quantized(_tflite_format(path))
     import onnx
 
     from fpdiff.onnxtools.emulate import file_format
@@ -149,6 +155,20 @@ def _file_format(path: str) -> prec.Precision:
     if name is None:
         raise UsageError(f"{path} holds no quantized tensor: a float file is judged by `fpdiff check --artifact`")
     return prec.quantized(name)
+
+
+def _tflite_format(path: str) -> str:
+    """A .tflite's quantized format (int8: its activations in integers); a float, fp16 or weights-only file, or one
+    that cannot be read, is one line."""
+    from fpdiff.model import tflite_qdq
+    try:
+        name = tflite_qdq.is_quantized(Path(path))
+    except Exception as e:
+        raise UsageError(f"{path}: not a .tflite fpdiff can read ({type(e).__name__})") from None
+    if name is None:
+        raise UsageError(f"{path} holds no activation in integers (a float, fp16 or dynamic-range file): quant reads "
+                         "a full-integer .tflite; run this one as it is with `fpdiff check --artifact`")
+    return name
 
 
 def _own_format(source: Any) -> str | None:

@@ -1,0 +1,476 @@
+"""A quantized .tflite read as the QDQ ONNX graph fpdiff emulates exactly in float64: each tensor the file holds in
+integers is a QuantizeLinear of the float value its op computes from dequantized inputs, with the file's own scales
+and zero points (per channel where the file has them), and every op keeps TFLite's own layout (NHWC; convolutions
+and pools are transposed around their ONNX twin and back), so each ONNX tensor is the file's tensor of the same name,
+value for value: what a read-back of the file is compared to. An op fpdiff has no emulation of is the emulation's
+error, named."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fpdiff.core.errors import EMULATE, StageError
+
+COMPONENT = "fpdiff's emulation (the .tflite read as a QDQ graph)"
+OPSET = 21
+# TFLite's tensor types fpdiff reads (schema TensorType), as numpy dtypes and ONNX element types
+_NUMPY = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
+_ACTIVATION = {1: ("Relu", None), 2: ("Clip", (-1.0, 1.0)), 3: ("Clip", (0.0, 6.0)), 4: ("Tanh", None)}
+
+
+def is_quantized(path: Path) -> str | None:
+    """The file's quantized format as fpdiff names it (int8: integer activations), or None: float, fp16 weights,
+    or weights alone in integers (dynamic range), which fpdiff does not emulate."""
+    g = _Reader(Path(path))
+    acts = [t for i, t in enumerate(g.sub.tensors) if i not in g.constants and _scaled(t)]
+    return "int8" if acts else None
+
+
+def write(path: Path, out: Path) -> list[str]:
+    """The QDQ ONNX graph of the quantized .tflite at `path`, written to `out`; -> the names of the file's tensors
+    that are activation quantizers in it (each a QuantizeLinear output named as the file names the tensor)."""
+    import onnx
+    graph = _Reader(Path(path)).graph()
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
+                                   producer_name="fpdiff (from a .tflite)")
+    onnx.save(model, str(out))
+    return [n.output[0] for n in graph.node if n.op_type == "QuantizeLinear"]
+
+
+def index_of(name: str) -> int:
+    """The file's tensor index of a name this module gave it (`NAME#INDEX`)."""
+    return int(name.rsplit("#", 1)[1])
+
+
+def dtype_of(t: Any) -> Any:
+    """A tensor's numpy dtype."""
+    return _NUMPY[t.type]
+
+
+def _scaled(t: Any) -> bool:
+    """Whether a tensor is held in integers with a scale."""
+    q = t.quantization
+    return q is not None and q.scale is not None and len(q.scale) > 0 and t.type in (3, 7, 9, 2)
+
+
+class _Reader:
+    """One .tflite's first subgraph, turned op by op into ONNX nodes."""
+
+    def __init__(self, path: Path) -> None:
+        from ai_edge_litert import schema_py_generated as schema
+        raw = path.read_bytes()
+        self.schema = schema
+        self.model = schema.ModelT.InitFromPackedBuf(raw, 0)
+        self.raw = raw
+        self.sub = self.model.subgraphs[0]
+        self.constants = {i for i, t in enumerate(self.sub.tensors) if self._data(t) is not None}
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.floats: dict[int, str] = {}  # a tensor's float value, once made
+        self.codes = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+        self._n = 0
+
+    def graph(self) -> Any:
+        import onnx
+        inputs, outputs = [], []
+        for i in self.sub.inputs:
+            t = self.sub.tensors[i]
+            inputs.append(onnx.helper.make_tensor_value_info(self.name(i) + (":in" if _scaled(t) else ""),
+                                                             1 if _scaled(t) else self.onnx_type(t),
+                                                             [int(d) for d in t.shape]))
+            if _scaled(t):  # the model's float input, quantized as the file's first step takes it (as fed)
+                self.quantize(i, self.name(i) + ":in")
+            else:
+                self.floats[i] = self.name(i)
+        for op in self.sub.operators:
+            self.op(op)
+        for i in self.sub.outputs:
+            t = self.sub.tensors[i]
+            name = self.float(i)  # an integer output, dequantized with the file's own scale (as read)
+            outputs.append(onnx.helper.make_tensor_value_info(name, 1 if _scaled(t) else self.onnx_type(t),
+                                                              [int(d) for d in t.shape]))
+        return onnx.helper.make_graph(self.nodes, "tflite", inputs, outputs, self.inits)
+
+    # -- tensors --------------------------------------------------------------------------------------------------
+
+    def name(self, i: int) -> str:
+        t = self.sub.tensors[i]
+        raw = t.name.decode() if isinstance(t.name, bytes) else str(t.name)
+        return f"{raw}#{i}"
+
+    def onnx_type(self, t: Any) -> int:
+        from onnx.helper import np_dtype_to_tensor_dtype
+        return int(np_dtype_to_tensor_dtype(np.dtype(_NUMPY[t.type])))
+
+    def _data(self, t: Any) -> np.ndarray | None:
+        buf = self.model.buffers[t.buffer] if t.buffer < len(self.model.buffers) else None
+        if buf is None:
+            return None
+        if buf.data is not None and len(buf.data):
+            data = bytes(np.asarray(buf.data, np.uint8))
+        elif getattr(buf, "offset", 0) and buf.offset > 1:
+            data = self.raw[buf.offset:buf.offset + buf.size]
+        else:
+            return None
+        if t.type not in _NUMPY:
+            raise StageError(EMULATE, COMPONENT, f"a constant of TFLite type {t.type} is not read")
+        return np.frombuffer(data, _NUMPY[t.type]).reshape(list(t.shape))
+
+    def constant(self, i: int) -> np.ndarray:
+        data = self._data(self.sub.tensors[i])
+        if data is None:
+            raise StageError(EMULATE, COMPONENT, f"{self.name(i)} is read as a constant and holds no data")
+        return data
+
+    def init(self, value: np.ndarray, hint: str) -> str:
+        from onnx import numpy_helper
+        self._n += 1
+        name = f"{hint}:c{self._n}"
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(self, op: str, inputs: list[str], out: str | None = None, **attrs: Any) -> str:
+        import onnx
+        self._n += 1
+        out = out or f"{op}:{self._n}"
+        self.nodes.append(onnx.helper.make_node(op, inputs, [out], name=f"{op}_{self._n}", **attrs))
+        return out
+
+    def params(self, i: int) -> tuple[str, str, int | None]:
+        """(scale, zero point, axis) initializers of a tensor held in integers."""
+        t = self.sub.tensors[i]
+        q = t.quantization
+        scale = np.asarray(q.scale, np.float32)
+        zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else np.zeros_like(scale), np.int64)
+        zero = zero.astype(_NUMPY[t.type])
+        per_axis = scale.size > 1
+        if not per_axis:
+            scale, zero = scale.reshape(()), zero.reshape(())
+        name = self.name(i)
+        return self.init(scale, name + ":scale"), self.init(zero, name + ":zero"), \
+            (int(q.quantizedDimension) if per_axis else None)
+
+    def float(self, i: int) -> str:
+        """The float value of tensor `i`: a constant or a computed tensor, dequantized where held in integers."""
+        if i in self.floats:
+            return self.floats[i]
+        t = self.sub.tensors[i]
+        if i in self.constants:
+            held = self.init(self.constant(i), self.name(i))
+        elif _scaled(t):
+            held = self.name(i)
+        else:
+            raise StageError(EMULATE, COMPONENT, f"{self.name(i)} is read before any op makes it")
+        if _scaled(t):
+            scale, zero, axis = self.params(i)
+            self.floats[i] = self.node("DequantizeLinear", [held, scale, zero], self.name(i) + ":f",
+                                       **({"axis": axis} if axis is not None else {}))
+        elif t.type == 1:  # float16 weights: widened exactly
+            self.floats[i] = self.node("Cast", [held], self.name(i) + ":f", to=1)
+        else:
+            self.floats[i] = held
+        return self.floats[i]
+
+    def quantize(self, i: int, value: str) -> None:
+        """Tensor `i` made from a float `value`: quantized with its own parameters where it is held in integers."""
+        t = self.sub.tensors[i]
+        if _scaled(t):
+            scale, zero, axis = self.params(i)
+            self.node("QuantizeLinear", [value, scale, zero], self.name(i),
+                      **({"axis": axis} if axis is not None else {}))
+        else:
+            self.floats[i] = value
+
+    # -- ops ------------------------------------------------------------------------------------------------------
+
+    def op(self, op: Any) -> None:
+        code = self.model.operatorCodes[op.opcodeIndex]
+        name = self.codes.get(max(code.builtinCode, code.deprecatedBuiltinCode), str(code.builtinCode))
+        how = _OPS.get(name)
+        if how is None:
+            raise StageError(EMULATE, COMPONENT, f"no emulation of TFLite's {name} (op {self.sub.operators.index(op)})")
+        ins = [int(i) for i in op.inputs]
+        outs = [int(i) for i in op.outputs]
+        y = how(self, op, ins, outs)
+        if y is None:  # the op wrote its own outputs
+            return
+        opts = op.builtinOptions
+        act = getattr(opts, "fusedActivationFunction", 0) if opts is not None else 0
+        if act:
+            kind, bounds = _ACTIVATION[act]
+            if bounds is None:
+                y = self.node(kind, [y])
+            else:
+                lo, hi = (self.init(np.float32(b), "bound") for b in bounds)
+                y = self.node("Clip", [y, lo, hi])
+        self.quantize(outs[0], y)
+
+    def shape(self, i: int) -> list[int]:
+        return [int(d) for d in self.sub.tensors[i].shape]
+
+
+def _nchw(r: _Reader, x: str) -> str:
+    return r.node("Transpose", [x], perm=[0, 3, 1, 2])
+
+
+def _nhwc(r: _Reader, x: str) -> str:
+    return r.node("Transpose", [x], perm=[0, 2, 3, 1])
+
+
+def _pads(r: _Reader, padding: int, size: list[int], kernel: list[int], stride: list[int],
+          dilation: list[int]) -> list[int]:
+    """ONNX pads for TFLite's SAME (0) or VALID (1) over the spatial dims: SAME pads the lesser half before."""
+    if padding != 0:
+        return [0] * (2 * len(size))
+    before, after = [], []
+    for n, k, s, d in zip(size, kernel, stride, dilation):
+        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        before.append(total // 2)
+        after.append(total - total // 2)
+    return before + after
+
+
+def _conv(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    o = op.builtinOptions
+    w = r.float(ins[1])  # OHWI
+    kh, kw = r.shape(ins[1])[1:3]
+    depthwise = r.shape(ins[1])[0] == 1 and hasattr(o, "depthMultiplier")
+    stride, dilation = [o.strideH, o.strideW], [o.dilationHFactor, o.dilationWFactor]
+    size = r.shape(ins[0])[1:3]
+    channels = r.shape(ins[0])[3]
+    weight = r.node("Transpose", [w], perm=[3, 0, 1, 2] if depthwise else [0, 3, 1, 2])
+    args = [_nchw(r, r.float(ins[0])), weight]
+    if len(ins) > 2 and ins[2] >= 0:
+        args.append(r.float(ins[2]))
+    y = r.node("Conv", args, strides=stride, dilations=dilation, group=channels if depthwise else 1,
+               pads=_pads(r, o.padding, size, [kh, kw], stride, dilation))
+    return _nhwc(r, y)
+
+
+def _pool(kind: str) -> Callable[[_Reader, Any, list[int], list[int]], str]:
+    def pool(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+        o = op.builtinOptions
+        stride, kernel = [o.strideH, o.strideW], [o.filterHeight, o.filterWidth]
+        pads = _pads(r, o.padding, r.shape(ins[0])[1:3], kernel, stride, [1, 1])
+        extra = {"count_include_pad": 0} if kind == "AveragePool" else {}
+        return _nhwc(r, r.node(kind, [_nchw(r, r.float(ins[0]))], kernel_shape=kernel, strides=stride, pads=pads,
+                               **extra))
+    return pool
+
+
+def _fully_connected(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    w = r.float(ins[1])  # [units, depth]
+    depth = r.shape(ins[1])[1]
+    x = r.node("Reshape", [r.float(ins[0]), r.init(np.array([-1, depth], np.int64), "shape")])
+    y = r.node("MatMul", [x, r.node("Transpose", [w], perm=[1, 0])])
+    if len(ins) > 2 and ins[2] >= 0:
+        y = r.node("Add", [y, r.float(ins[2])])
+    return r.node("Reshape", [y, r.init(np.array(r.shape(outs[0]), np.int64), "shape")])
+
+
+def _elementwise(kind: str) -> Callable[[_Reader, Any, list[int], list[int]], str]:
+    def elementwise(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+        return r.node(kind, [r.float(i) for i in ins])
+    return elementwise
+
+
+def _squared_difference(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    d = r.node("Sub", [r.float(ins[0]), r.float(ins[1])])
+    return r.node("Mul", [d, d])
+
+
+def _rsqrt(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Reciprocal", [r.node("Sqrt", [r.float(ins[0])])])
+
+
+def _to_shape(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    """RESHAPE, SQUEEZE, EXPAND_DIMS: the output tensor's own (static) shape."""
+    return r.node("Reshape", [r.float(ins[0]), r.init(np.array(r.shape(outs[0]), np.int64), "shape")])
+
+
+def _transpose(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Transpose", [r.float(ins[0])], perm=[int(p) for p in r.constant(ins[1])])
+
+
+def _concatenation(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Concat", [r.float(i) for i in ins], axis=int(op.builtinOptions.axis))
+
+
+def _mean(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    axes = r.init(np.asarray(r.constant(ins[1]), np.int64).reshape(-1), "axes")
+    keep = int(bool(op.builtinOptions.keepDims)) if op.builtinOptions is not None else 0
+    return r.node("ReduceMean", [r.float(ins[0]), axes], keepdims=keep)
+
+
+def _softmax(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    beta = float(op.builtinOptions.beta) if op.builtinOptions is not None else 1.0
+    x = r.float(ins[0])
+    if beta != 1.0:
+        x = r.node("Mul", [x, r.init(np.float32(beta), "beta")])
+    return r.node("Softmax", [x], axis=-1)
+
+
+def _pad(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    pads = np.asarray(r.constant(ins[1]), np.int64)
+    args = [r.float(ins[0]), r.init(np.concatenate([pads[:, 0], pads[:, 1]]), "pads")]
+    if len(ins) > 2 and ins[2] >= 0:
+        args.append(r.float(ins[2]))
+    return r.node("Pad", args)
+
+
+def _unary(kind: str) -> Callable[[_Reader, Any, list[int], list[int]], str]:
+    def unary(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+        return r.node(kind, [r.float(ins[0])])
+    return unary
+
+
+def _clip(lo: float, hi: float) -> Callable[[_Reader, Any, list[int], list[int]], str]:
+    def clip(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+        return r.node("Clip", [r.float(ins[0]), r.init(np.float32(lo), "lo"), r.init(np.float32(hi), "hi")])
+    return clip
+
+
+def _gelu(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    approximate = bool(getattr(op.builtinOptions, "approximate", False))
+    return r.node("Gelu", [r.float(ins[0])], approximate="tanh" if approximate else "none")
+
+
+def _leaky_relu(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("LeakyRelu", [r.float(ins[0])], alpha=float(op.builtinOptions.alpha))
+
+
+def _batch_matmul(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    o = op.builtinOptions
+    a, b = r.float(ins[0]), r.float(ins[1])
+
+    def last_two(x: str, rank: int) -> str:
+        return r.node("Transpose", [x], perm=[*range(rank - 2), rank - 1, rank - 2])
+    if o is not None and o.adjX:
+        a = last_two(a, len(r.shape(ins[0])))
+    if o is not None and o.adjY:
+        b = last_two(b, len(r.shape(ins[1])))
+    return r.node("MatMul", [a, b])
+
+
+def _slice(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    begin = np.asarray(r.constant(ins[1]), np.int64)
+    size = np.asarray(r.constant(ins[2]), np.int64)
+    end = np.where(size < 0, np.iinfo(np.int64).max, begin + size)
+    return r.node("Slice", [r.float(ins[0]), r.init(begin, "starts"), r.init(end, "ends")])
+
+
+def _broadcast_to(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Expand", [r.float(ins[0]), r.init(np.asarray(r.constant(ins[1]), np.int64), "shape")])
+
+
+def _embedding_lookup(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Gather", [r.float(ins[1]), r.float(ins[0])], axis=0)
+
+
+def _gather(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    axis = int(op.builtinOptions.axis) if op.builtinOptions is not None else 0
+    return r.node("Gather", [r.float(ins[0]), r.float(ins[1])], axis=axis)
+
+
+def _cast(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Cast", [r.float(ins[0])], to=r.onnx_type(r.sub.tensors[outs[0]]))
+
+
+def _reduce(kind: str) -> Callable[[_Reader, Any, list[int], list[int]], str]:
+    def reduce(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+        axes = r.init(np.asarray(r.constant(ins[1]), np.int64).reshape(-1), "axes")
+        keep = int(bool(op.builtinOptions.keepDims)) if op.builtinOptions is not None else 0
+        return r.node(kind, [r.float(ins[0]), axes], keepdims=keep)
+    return reduce
+
+
+def _strided_slice(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    o = op.builtinOptions
+    if o is not None and (o.ellipsisMask or o.newAxisMask or getattr(o, "offset", False)):
+        raise StageError(EMULATE, COMPONENT, "no emulation of TFLite's STRIDED_SLICE with an ellipsis, new axis or "
+                         "offset mask")
+    begin, end, step = (np.asarray(r.constant(i), np.int64).copy() for i in ins[1:4])
+    big = np.iinfo(np.int64).max
+    for d in range(len(begin)):
+        if o is not None and o.beginMask >> d & 1:
+            begin[d] = 0 if step[d] > 0 else big
+        if o is not None and o.endMask >> d & 1:
+            end[d] = big if step[d] > 0 else -big
+        if o is not None and o.shrinkAxisMask >> d & 1:
+            end[d] = begin[d] + 1 if begin[d] != -1 else big
+    axes = r.init(np.arange(len(begin), dtype=np.int64), "axes")
+    y = r.node("Slice", [r.float(ins[0]), r.init(begin, "starts"), r.init(end, "ends"), axes, r.init(step, "steps")])
+    return r.node("Reshape", [y, r.init(np.array(r.shape(outs[0]), np.int64), "shape")])
+
+
+def _split(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> None:
+    axis = int(np.asarray(r.constant(ins[0])).reshape(()))
+    x = r.float(ins[1])
+    sizes = r.init(np.array([r.shape(o)[axis] for o in outs], np.int64), "split")
+    names = [f"Split:{r._n}:{k}" for k in range(len(outs))]
+    import onnx
+    r.nodes.append(onnx.helper.make_node("Split", [x, sizes], names, axis=axis))
+    for o, n in zip(outs, names):
+        r.quantize(o, n)
+
+
+def _pack(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    axis = int(op.builtinOptions.axis)
+    where = r.init(np.array([axis], np.int64), "axes")
+    return r.node("Concat", [r.node("Unsqueeze", [r.float(i), where]) for i in ins], axis=axis)
+
+
+def _gather_nd(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("GatherND", [r.float(ins[0]), r.node("Cast", [r.float(ins[1])], to=7)])
+
+
+def _not_equal(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Not", [r.node("Equal", [r.float(ins[0]), r.float(ins[1])])])
+
+
+def _cumsum(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    o = op.builtinOptions
+    axis = r.init(np.asarray(r.constant(ins[1]), np.int64).reshape(()), "axis")
+    return r.node("CumSum", [r.float(ins[0]), axis], exclusive=int(bool(o and o.exclusive)),
+                  reverse=int(bool(o and o.reverse)))
+
+
+def _tile(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Tile", [r.float(ins[0]), r.init(np.asarray(r.constant(ins[1]), np.int64), "repeats")])
+
+
+def _square(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    x = r.float(ins[0])
+    return r.node("Mul", [x, x])
+
+
+def _quantize(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.float(ins[0])  # float to integers, or integers requantized: the output's own quantizer follows
+
+
+_OPS: dict[str, Callable[[_Reader, Any, list[int], list[int]], str | None]] = {
+    "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "FULLY_CONNECTED": _fully_connected,
+    "AVERAGE_POOL_2D": _pool("AveragePool"), "MAX_POOL_2D": _pool("MaxPool"),
+    "ADD": _elementwise("Add"), "SUB": _elementwise("Sub"), "MUL": _elementwise("Mul"), "DIV": _elementwise("Div"),
+    "MAXIMUM": _elementwise("Max"), "MINIMUM": _elementwise("Min"), "POW": _elementwise("Pow"),
+    "SQUARED_DIFFERENCE": _squared_difference, "RSQRT": _rsqrt, "SQRT": _unary("Sqrt"), "EXP": _unary("Exp"),
+    "LOG": _unary("Log"), "ABS": _unary("Abs"), "NEG": _unary("Neg"), "LOGISTIC": _unary("Sigmoid"),
+    "TANH": _unary("Tanh"), "RELU": _unary("Relu"), "RELU6": _clip(0.0, 6.0), "RELU_N1_TO_1": _clip(-1.0, 1.0),
+    "HARD_SWISH": _unary("HardSwish"), "GELU": _gelu, "LEAKY_RELU": _leaky_relu,
+    "RESHAPE": _to_shape, "SQUEEZE": _to_shape, "EXPAND_DIMS": _to_shape, "TRANSPOSE": _transpose,
+    "CONCATENATION": _concatenation, "MEAN": _mean, "SOFTMAX": _softmax, "PAD": _pad, "PADV2": _pad,
+    "BATCH_MATMUL": _batch_matmul, "BROADCAST_TO": _broadcast_to, "EMBEDDING_LOOKUP": _embedding_lookup,
+    "GATHER": _gather, "CAST": _cast, "SELECT": _elementwise("Where"), "SELECT_V2": _elementwise("Where"),
+    "LESS": _elementwise("Less"), "LESS_EQUAL": _elementwise("LessOrEqual"), "GREATER": _elementwise("Greater"),
+    "GREATER_EQUAL": _elementwise("GreaterOrEqual"), "EQUAL": _elementwise("Equal"),
+    "LOGICAL_AND": _elementwise("And"), "LOGICAL_OR": _elementwise("Or"), "LOGICAL_NOT": _unary("Not"),
+    "SUM": _reduce("ReduceSum"), "REDUCE_MAX": _reduce("ReduceMax"), "REDUCE_MIN": _reduce("ReduceMin"),
+    "SIN": _unary("Sin"), "COS": _unary("Cos"), "STRIDED_SLICE": _strided_slice, "SPLIT": _split, "PACK": _pack,
+    "GATHER_ND": _gather_nd, "NOT_EQUAL": _not_equal, "CUMSUM": _cumsum, "TILE": _tile, "SQUARE": _square,
+    "FLOOR": _unary("Floor"), "CEIL": _unary("Ceil"), "ERF": _unary("Erf"),
+    "SLICE": _slice, "QUANTIZE": _quantize, "DEQUANTIZE": _quantize,
+}
