@@ -529,7 +529,8 @@ class LiteRtBackend(Backend):
         def build(out: Path) -> None:
             names = tflite_qdq.write(path, out)
             write_marked_file(path, names, task.cache.beside(out, MARKED))
-        graph, hit = task.cache.get_or_build(*task.key("litert-tflite-qdq", digest), suffix=".qdq.onnx", build=build)
+        key = task.key("litert-tflite-qdq", tflite_qdq.READER, digest)
+        graph, hit = task.cache.get_or_build(*key, suffix=".qdq.onnx", build=build)
         if not graph.with_suffix(MARKED_RECORD).exists():  # a companion lost: made again
             build(graph)
         info: dict[str, Any] = {"quantized_by": f"the file itself ({path.name})", "cache": "hit" if hit else "miss",
@@ -718,7 +719,7 @@ def write_marked_file(path: Path, names: list[str], out: Path) -> None:
     from ai_edge_litert import schema_py_generated as schema
 
     from fpdiff.model import tflite_qdq
-    record: dict[str, Any] = {"marked": []}
+    record: dict[str, Any] = {"marked": [], "layout": "file"}  # its tensors as the emulation holds them: as they are
     try:
         model = schema.ModelT.InitFromPackedBuf(path.read_bytes(), 0)
         sub = model.subgraphs[0]
@@ -792,13 +793,14 @@ def _run_marked(marked: Path, said: dict[str, Any], m: Any, xs: list[np.ndarray]
     if unwritten:
         raise StageError(RUN, "LiteRT (the cell's quantizers marked as outputs)",
                          f"{len(unwritten)} of the marked file's {len(got)} outputs were never written by its run")
-    inputs = [i.name for i in m.graph.input]
-    given = {n.output[0]: fed[inputs.index(n.input[0])] for n in m.graph.node
-             if n.op_type == "QuantizeLinear" and n.input[0] in inputs}
+    inputs = [i.name for i in m.graph.input]  # a file input fpdiff quantized: what it fed (no kernel of LiteRT's)
+    given = {n.output[0]: fed[inputs.index(n.input[0])] for n in m.graph.node if n.op_type == "QuantizeLinear"
+             and n.input[0] in inputs and ins[inputs.index(n.input[0])] is not None}
     finals = [dequantized(o, q) for o, q in zip(got[:n_outs], outs[:n_outs])]
     extra = [got[e["at"]] for e in said["marked"]] if all("at" in e for e in said["marked"]) else \
         got[said["outputs"]:]  # a record of the program's own marking: its values after its outputs, in order
-    return [*finals, *pt2e.marked_values(m, n_outs, said, extra, given, in_program_layout)]
+    layout = None if said.get("layout") == "file" else in_program_layout  # the program's marks: the converter's
+    return [*finals, *pt2e.marked_values(m, n_outs, said, extra, given, layout)]
 
 
 def io_quantization(path: Path) -> tuple[list[IoQuant], list[IoQuant]]:

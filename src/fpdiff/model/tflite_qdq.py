@@ -16,6 +16,7 @@ import numpy as np
 from fpdiff.core.errors import EMULATE, StageError
 
 COMPONENT = "fpdiff's emulation (the .tflite read as a QDQ graph)"
+READER = "2"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
 OPSET = 21
 # TFLite's tensor types fpdiff reads (schema TensorType), as numpy dtypes and ONNX element types
 _NUMPY = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
@@ -51,6 +52,11 @@ def dtype_of(t: Any) -> Any:
     return _NUMPY[t.type]
 
 
+def _dims(t: Any) -> list[int]:
+    """A tensor's shape as the file declares it (a scalar declares none)."""
+    return [int(d) for d in t.shape] if t.shape is not None else []
+
+
 def _scaled(t: Any) -> bool:
     """Whether a tensor is held in integers with a scale."""
     q = t.quantization
@@ -81,7 +87,7 @@ class _Reader:
             t = self.sub.tensors[i]
             inputs.append(onnx.helper.make_tensor_value_info(self.name(i) + (":in" if _scaled(t) else ""),
                                                              1 if _scaled(t) else self.onnx_type(t),
-                                                             [int(d) for d in t.shape]))
+                                                             _dims(t)))
             if _scaled(t):  # the model's float input, quantized as the file's first step takes it (as fed)
                 self.quantize(i, self.name(i) + ":in")
             else:
@@ -92,7 +98,7 @@ class _Reader:
             t = self.sub.tensors[i]
             name = self.float(i)  # an integer output, dequantized with the file's own scale (as read)
             outputs.append(onnx.helper.make_tensor_value_info(name, 1 if _scaled(t) else self.onnx_type(t),
-                                                              [int(d) for d in t.shape]))
+                                                              _dims(t)))
         return onnx.helper.make_graph(self.nodes, "tflite", inputs, outputs, self.inits)
 
     # -- tensors --------------------------------------------------------------------------------------------------
@@ -118,7 +124,7 @@ class _Reader:
             return None
         if t.type not in _NUMPY:
             raise StageError(EMULATE, COMPONENT, f"a constant of TFLite type {t.type} is not read")
-        return np.frombuffer(data, _NUMPY[t.type]).reshape(list(t.shape))
+        return np.frombuffer(data, _NUMPY[t.type]).reshape(_dims(t))
 
     def constant(self, i: int) -> np.ndarray:
         data = self._data(self.sub.tensors[i])
@@ -210,7 +216,7 @@ class _Reader:
         self.quantize(outs[0], y)
 
     def shape(self, i: int) -> list[int]:
-        return [int(d) for d in self.sub.tensors[i].shape]
+        return _dims(self.sub.tensors[i])
 
 
 def _nchw(r: _Reader, x: str) -> str:
@@ -246,7 +252,8 @@ def _conv(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     args = [_nchw(r, r.float(ins[0])), weight]
     if len(ins) > 2 and ins[2] >= 0:
         args.append(r.float(ins[2]))
-    y = r.node("Conv", args, strides=stride, dilations=dilation, group=channels if depthwise else 1,
+    groups = channels if depthwise else channels // r.shape(ins[1])[3]  # CONV_2D groups: input channels / weight's
+    y = r.node("Conv", args, strides=stride, dilations=dilation, group=groups,
                pads=_pads(r, o.padding, size, [kh, kw], stride, dilation))
     return _nhwc(r, y)
 
@@ -448,6 +455,10 @@ def _square(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     return r.node("Mul", [x, x])
 
 
+def _shape(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+    return r.node("Cast", [r.node("Shape", [r.float(ins[0])])], to=r.onnx_type(r.sub.tensors[outs[0]]))
+
+
 def _quantize(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     return r.float(ins[0])  # float to integers, or integers requantized: the output's own quantizer follows
 
@@ -471,6 +482,6 @@ _OPS: dict[str, Callable[[_Reader, Any, list[int], list[int]], str | None]] = {
     "SUM": _reduce("ReduceSum"), "REDUCE_MAX": _reduce("ReduceMax"), "REDUCE_MIN": _reduce("ReduceMin"),
     "SIN": _unary("Sin"), "COS": _unary("Cos"), "STRIDED_SLICE": _strided_slice, "SPLIT": _split, "PACK": _pack,
     "GATHER_ND": _gather_nd, "NOT_EQUAL": _not_equal, "CUMSUM": _cumsum, "TILE": _tile, "SQUARE": _square,
-    "FLOOR": _unary("Floor"), "CEIL": _unary("Ceil"), "ERF": _unary("Erf"),
+    "SHAPE": _shape, "FLOOR": _unary("Floor"), "CEIL": _unary("Ceil"), "ERF": _unary("Erf"),
     "SLICE": _slice, "QUANTIZE": _quantize, "DEQUANTIZE": _quantize,
 }
