@@ -91,7 +91,7 @@ def test_the_command_line_writes_json_and_exits_by_the_verdicts(tmp_path, capsys
 @pytest.mark.parametrize("kwargs, said", [
     ({"schemes": ["int3"]}, "unknown quantized format 'int3'"),
     ({"backends": ["torch"]}, "torch has no quantization path in fpdiff; backends that have one: executorch, "
-                              "inductor, iree, openvino, ort"),
+                              "inductor, iree, litert, openvino, ort"),
     ({"calibration": "missing.npz"}, "--calibration missing.npz: no such file"),
     ({"samples": 0}, "samples is the number of calibration inputs"),
 ])
