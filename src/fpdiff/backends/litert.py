@@ -338,9 +338,10 @@ def _numpy(t: Any) -> np.ndarray:
 
 
 def _prepared(path: Path, force: bool, want: str, notes: list[Finding], info: dict[str, Any],
-              remedy: str | None) -> Prepared:
+              remedy: str | None, record: bool = True) -> Prepared:
     """The .tflite loaded and run by LiteRT, with what ran where and in which dtype as the cell's record. Which
-    ops XNNPACK took is read at the file's declared shapes when they are static, else at the first run's."""
+    ops XNNPACK took is read at the file's declared shapes when they are static, else at the first run's.
+    `record` False: the caller reads what ran itself (a quantized cell counts integer ops, not float dtypes)."""
     view = read_file(path)
     runner = _Runner(path, view, force)
     info.update({"ai_edge_litert": _version("ai-edge-litert"), "tflite": str(path), "tflite_bytes": path.stat().st_size,
@@ -349,6 +350,8 @@ def _prepared(path: Path, force: bool, want: str, notes: list[Finding], info: di
         info["signature"] = f"{view.signature} (the first of {view.signatures})"
     prepared = Prepared(lambda *xs: runner([_numpy(x) for x in xs]), notes=notes, info=info, dtype_remedy=remedy,
                         release=runner.close, artifact=path)
+    if not record:
+        return prepared
     static = all(None not in s.shape for s in view.inputs)
     if static:
         _record(prepared, path, None, force, want, refused_nodes(runner.said))
@@ -374,16 +377,21 @@ def _record(prepared: Prepared, path: Path, shapes: Sequence[Sequence[int]] | No
     taken, ops = delegated(path, shapes)
     taken -= refused if force else set()
     counts = count_op_dtypes(ops, taken, force)
-    left = Counter(o["op_name"] for o in ops if o["index"] not in taken)
-    prepared.info["xnnpack_ops"] = f"{len(taken)} of {len(ops)}"
-    if left:
-        prepared.info["builtin_kernel_ops"] = dict(left)  # LiteRT's own kernels: float32 even under force-fp16
+    _placement(prepared.info, taken, ops)
     if force:
         prepared.info["computed_by"] = (f"XNNPACK's force-fp16 computed {counts.get('float16', 0)} float ops in "
                                         "float16; the file's tensors still say float32")
     prepared.op_dtypes = dict(counts) or None
     if counts:
         prepared.computed_dtype = want if not too_wide(counts, want) else mixed_dtype(counts, want)
+
+
+def _placement(info: dict[str, Any], taken: set[int], ops: list[dict[str, Any]]) -> None:
+    """How many ops XNNPACK took, and which ran on LiteRT's own kernels (float32 even under force-fp16)."""
+    info["xnnpack_ops"] = f"{len(taken)} of {len(ops)}"
+    left = Counter(o["op_name"] for o in ops if o["index"] not in taken)
+    if left:
+        info["builtin_kernel_ops"] = dict(left)
 
 
 def _version(dist: str) -> str:
@@ -666,10 +674,10 @@ def quantized_cell(path: Path, quantized: dict[str, Any], info: dict[str, Any], 
     giving its outputs dequantized with its own output scales; what ran in integers counted into `quantized`. Its
     first run also reads each activation quantizer's integers back from `marked` (write_marked), run the same way."""
     with stage(LOAD, "LiteRT"):
-        prepared = _prepared(path, False, "float32", [], info, None)
-    taken, ops = delegated(path, None)
+        prepared = _prepared(path, False, "float32", [], info, None, record=False)
+    taken, ops = delegated(path, None)  # read once: where each op ran, and which ran in integers
+    _placement(info, taken, ops)
     prepared.quantized = {**quantized, **integer_placement(read_file(path), ops, taken)}
-    prepared.op_dtypes = prepared.computed_dtype = None  # a quantized cell says what ran in integers instead
     ins, outs = io_quantization(path)
     info["io"] = (f"{sum(q is not None for q in ins)} inputs quantized and {sum(q is not None for q in outs)} "
                   "outputs dequantized by fpdiff with the file's own scales and zero points")

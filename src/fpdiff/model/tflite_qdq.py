@@ -279,10 +279,11 @@ def _fully_connected(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> st
     return r.node("Reshape", [y, r.init(np.array(r.shape(outs[0]), np.int64), "shape")])
 
 
-def _elementwise(kind: str) -> Callable[[_Reader, Any, list[int], list[int]], str]:
-    def elementwise(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
+def _onnx(kind: str) -> Callable[[_Reader, Any, list[int], list[int]], str]:
+    """An op of the same name in ONNX on the op's inputs as they are (unary or binary, broadcasting as TFLite)."""
+    def same(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
         return r.node(kind, [r.float(i) for i in ins])
-    return elementwise
+    return same
 
 
 def _squared_difference(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
@@ -307,12 +308,6 @@ def _concatenation(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     return r.node("Concat", [r.float(i) for i in ins], axis=int(op.builtinOptions.axis))
 
 
-def _mean(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
-    axes = r.init(np.asarray(r.constant(ins[1]), np.int64).reshape(-1), "axes")
-    keep = int(bool(op.builtinOptions.keepDims)) if op.builtinOptions is not None else 0
-    return r.node("ReduceMean", [r.float(ins[0]), axes], keepdims=keep)
-
-
 def _softmax(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     beta = float(op.builtinOptions.beta) if op.builtinOptions is not None else 1.0
     x = r.float(ins[0])
@@ -327,12 +322,6 @@ def _pad(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     if len(ins) > 2 and ins[2] >= 0:
         args.append(r.float(ins[2]))
     return r.node("Pad", args)
-
-
-def _unary(kind: str) -> Callable[[_Reader, Any, list[int], list[int]], str]:
-    def unary(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
-        return r.node(kind, [r.float(ins[0])])
-    return unary
 
 
 def _clip(lo: float, hi: float) -> Callable[[_Reader, Any, list[int], list[int]], str]:
@@ -466,22 +455,22 @@ def _quantize(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
 _OPS: dict[str, Callable[[_Reader, Any, list[int], list[int]], str | None]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "FULLY_CONNECTED": _fully_connected,
     "AVERAGE_POOL_2D": _pool("AveragePool"), "MAX_POOL_2D": _pool("MaxPool"),
-    "ADD": _elementwise("Add"), "SUB": _elementwise("Sub"), "MUL": _elementwise("Mul"), "DIV": _elementwise("Div"),
-    "MAXIMUM": _elementwise("Max"), "MINIMUM": _elementwise("Min"), "POW": _elementwise("Pow"),
-    "SQUARED_DIFFERENCE": _squared_difference, "RSQRT": _rsqrt, "SQRT": _unary("Sqrt"), "EXP": _unary("Exp"),
-    "LOG": _unary("Log"), "ABS": _unary("Abs"), "NEG": _unary("Neg"), "LOGISTIC": _unary("Sigmoid"),
-    "TANH": _unary("Tanh"), "RELU": _unary("Relu"), "RELU6": _clip(0.0, 6.0), "RELU_N1_TO_1": _clip(-1.0, 1.0),
-    "HARD_SWISH": _unary("HardSwish"), "GELU": _gelu, "LEAKY_RELU": _leaky_relu,
+    "ADD": _onnx("Add"), "SUB": _onnx("Sub"), "MUL": _onnx("Mul"), "DIV": _onnx("Div"),
+    "MAXIMUM": _onnx("Max"), "MINIMUM": _onnx("Min"), "POW": _onnx("Pow"),
+    "SQUARED_DIFFERENCE": _squared_difference, "RSQRT": _rsqrt, "SQRT": _onnx("Sqrt"), "EXP": _onnx("Exp"),
+    "LOG": _onnx("Log"), "ABS": _onnx("Abs"), "NEG": _onnx("Neg"), "LOGISTIC": _onnx("Sigmoid"),
+    "TANH": _onnx("Tanh"), "RELU": _onnx("Relu"), "RELU6": _clip(0.0, 6.0), "RELU_N1_TO_1": _clip(-1.0, 1.0),
+    "HARD_SWISH": _onnx("HardSwish"), "GELU": _gelu, "LEAKY_RELU": _leaky_relu,
     "RESHAPE": _to_shape, "SQUEEZE": _to_shape, "EXPAND_DIMS": _to_shape, "TRANSPOSE": _transpose,
-    "CONCATENATION": _concatenation, "MEAN": _mean, "SOFTMAX": _softmax, "PAD": _pad, "PADV2": _pad,
+    "CONCATENATION": _concatenation, "MEAN": _reduce("ReduceMean"), "SOFTMAX": _softmax, "PAD": _pad, "PADV2": _pad,
     "BATCH_MATMUL": _batch_matmul, "BROADCAST_TO": _broadcast_to, "EMBEDDING_LOOKUP": _embedding_lookup,
-    "GATHER": _gather, "CAST": _cast, "SELECT": _elementwise("Where"), "SELECT_V2": _elementwise("Where"),
-    "LESS": _elementwise("Less"), "LESS_EQUAL": _elementwise("LessOrEqual"), "GREATER": _elementwise("Greater"),
-    "GREATER_EQUAL": _elementwise("GreaterOrEqual"), "EQUAL": _elementwise("Equal"),
-    "LOGICAL_AND": _elementwise("And"), "LOGICAL_OR": _elementwise("Or"), "LOGICAL_NOT": _unary("Not"),
+    "GATHER": _gather, "CAST": _cast, "SELECT": _onnx("Where"), "SELECT_V2": _onnx("Where"),
+    "LESS": _onnx("Less"), "LESS_EQUAL": _onnx("LessOrEqual"), "GREATER": _onnx("Greater"),
+    "GREATER_EQUAL": _onnx("GreaterOrEqual"), "EQUAL": _onnx("Equal"),
+    "LOGICAL_AND": _onnx("And"), "LOGICAL_OR": _onnx("Or"), "LOGICAL_NOT": _onnx("Not"),
     "SUM": _reduce("ReduceSum"), "REDUCE_MAX": _reduce("ReduceMax"), "REDUCE_MIN": _reduce("ReduceMin"),
-    "SIN": _unary("Sin"), "COS": _unary("Cos"), "STRIDED_SLICE": _strided_slice, "SPLIT": _split, "PACK": _pack,
+    "SIN": _onnx("Sin"), "COS": _onnx("Cos"), "STRIDED_SLICE": _strided_slice, "SPLIT": _split, "PACK": _pack,
     "GATHER_ND": _gather_nd, "NOT_EQUAL": _not_equal, "CUMSUM": _cumsum, "TILE": _tile, "SQUARE": _square,
-    "SHAPE": _shape, "FLOOR": _unary("Floor"), "CEIL": _unary("Ceil"), "ERF": _unary("Erf"),
+    "SHAPE": _shape, "FLOOR": _onnx("Floor"), "CEIL": _onnx("Ceil"), "ERF": _onnx("Erf"),
     "SLICE": _slice, "QUANTIZE": _quantize, "DEQUANTIZE": _quantize,
 }
