@@ -94,6 +94,6 @@ litert-env: .venv-litert/.installed
 .venv-litert/.installed: pyproject.toml
 	$(PY) -m venv .venv-litert
 	.venv-litert/bin/pip install -q torch==2.13.0
-	.venv-litert/bin/pip install -q torch==2.13.0 litert-torch==0.10.0 ai-edge-litert==2.3.0 onnx==1.23.2 onnxscript==0.7.2 ml_dtypes rich expecttest==0.3.0 cloudpickle==3.1.2
+	.venv-litert/bin/pip install -q torch==2.13.0 litert-torch==0.10.0 ai-edge-litert==2.3.0 ai-edge-quantizer==0.10.0 onnx==1.23.2 onnxscript==0.7.2 ml_dtypes rich expecttest==0.3.0 cloudpickle==3.1.2
 	.venv-litert/bin/pip install -q -e . --no-deps
 	touch $@

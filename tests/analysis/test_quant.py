@@ -179,6 +179,17 @@ def test_the_users_full_integer_tflite_is_judged_against_the_float_model_and_rea
     assert c.info["integer_ops"]["CONV_2D (XNNPACK)"] == 3
 
 
+def test_the_users_dynamic_range_int4_tflite_is_judged_with_its_run_time_quantization():
+    """ai-edge-quantizer's dynamic_wi4b32_afp32 on example:tinyformer's float32 file: int4 weights in blocks of 32
+    (float16 scales), activations float32 in the file and quantized per row by XNNPACK at run time."""
+    r = fpdiff.quant("example:tinyformer", schemes=[], artifacts=[f"litert={DATA / 'tinyformer_dyn_int4b32.tflite'}"])
+    (c,) = r.cells
+    assert (c.backend, c.precision) == ("litert", "int8-dynamic") and c.status == Status.PASS, c.reason
+    assert 5e-3 < c.metrics["quantization_loss"] < 5e-2 and c.metrics["departure"] < 1e-5, c.metrics
+    assert c.info["integer_ops"] == {"FULLY_CONNECTED (XNNPACK, input quantized at run time)": 4}, c.info
+    assert "0 inputs quantized and 0 outputs dequantized" in c.info["io"]
+
+
 def test_a_tflite_artifact_quant_cannot_read_is_one_line(tmp_path):
     f = tmp_path / "model_int8.tflite"
     f.write_bytes(b"TFL3 not read")

@@ -286,13 +286,41 @@ def test_static_int8_matches_the_emulation_kernel_by_kernel_and_says_what_ran_in
     assert "PT2EQuantizer" in c.info["quantized_by"] and "histogram" in c.info["scheme"]
 
 
-def test_formats_litert_lacks_or_fpdiff_cannot_emulate_are_said_apart(quantized):
+def test_fp8_is_refused_as_litert_has_no_such_type(quantized):
     _, cells = quantized
     fp8 = cells["litert", "fp8"]
     assert fp8.status == Status.UNSUPPORTED and "no float8 tensor type" in fp8.reason, fp8.reason
-    for scheme in ("int8-dynamic", "int4-weight"):  # LiteRT has them; fpdiff's emulation cannot read them
-        c = cells["litert", scheme]
-        assert c.status == Status.ERROR and c.stage == "emulate", (c.status, c.reason)
+
+
+def test_dynamic_range_int8_matches_the_emulation_of_each_kernels_run_time_quantization(quantized):
+    """ai-edge-quantizer's dynamic_wi8_afp32: XNNPACK quantizes a 3x3 conv's input per batch item, a 1x1 conv's per
+    pixel and a linear layer's per row; emulated with one range per batch item everywhere, or with no run-time
+    quantization, the departure was 0.3-0.5x the cost."""
+    _, cells = quantized
+    c = cells["litert", "int8-dynamic"]
+    assert c.status == Status.PASS, c.reason
+    assert 1e-3 < c.metrics["quantization_loss"] < 5e-2
+    assert c.metrics["departure"] < 1e-4, c.metrics  # float32 rounding; a step of the input is about 1e-2
+    assert c.info["integer_ops"] == {"CONV_2D (XNNPACK, input quantized at run time)": 3,
+                                     "FULLY_CONNECTED (XNNPACK, input quantized at run time)": 1}, c.info
+    assert "dynamic_wi8_afp32" in c.info["quantized_by"] and "at run time" in c.info["scheme"]
+
+
+def test_weight_only_int4_is_per_channel_and_its_cost_is_the_formats_not_the_backends(quantized):
+    _, cells = quantized
+    c = cells["litert", "int4-weight"]
+    # per channel (LiteRT's weight-only int4 has no blocks), tinycnn's 3-channel first conv costs about 0.1
+    assert c.status in (Status.PASS, Status.QUANTIZATION_LOSS), c.reason
+    assert c.metrics["departure"] < 1e-5 < 1e-2 < c.metrics["quantization_loss"], c.metrics
+    assert "no blocks" in c.info["scheme"] and "weight_only_wi4_afp32" in c.info["quantized_by"]
+    assert all("widened to float" in k for k in c.info["integer_ops"]) and c.info["integer_ops"], c.info
+
+
+def test_a_planted_weight_bug_in_a_dynamic_range_file_is_a_mismatch_at_the_output(quantized):
+    _, cells = quantized
+    bad = cells["litert-planted", "int8-dynamic"]
+    assert bad.info["planted"] == "weights +8 steps"
+    assert bad.status == Status.MISMATCH and "computes something else" in bad.reason, bad.reason
 
 
 def test_a_planted_weight_bug_is_mismatch_at_the_kernel_that_computes_it(quantized):

@@ -41,6 +41,37 @@ def test_the_files_emulation_is_what_litert_computes_tensor_for_tensor(tmp_path)
         assert typed[name] == shapes[tflite_qdq.index_of(name)], name
 
 
+def _departure(path, tmp_path, xnnpack):
+    """LiteRT's output on `path` against the file's emulation with the ops in `xnnpack` read as XNNPACK's."""
+    tflite_qdq.write(path, tmp_path / "d.onnx", xnnpack)
+    m = onnx.load(str(tmp_path / "d.onnx"))
+    view = litert.read_file(path)
+    xs = [np.random.default_rng(1).standard_normal(s.shape).astype(np.float32) for s in view.inputs]
+    runner = litert._Runner(path, view, False)
+    try:
+        got = runner(xs)[0].astype(np.float64)
+    finally:
+        runner.close()
+    emu = emulate(m, {i.name: x for i, x in zip(m.graph.input, xs)}).outputs[0]
+    return float(np.linalg.norm(got - emu) / np.linalg.norm(emu))
+
+
+@pytest.mark.parametrize("name", ["tinyformer_dyn_int4b32.tflite", "tinycnn_dyn_int4.tflite"])
+def test_a_dynamic_range_file_quantizes_each_input_as_the_kernel_that_runs_it(tmp_path, name):
+    """int4 weights (in blocks of 32 with float16 scales, or per channel) taken by dynamic-range kernels: XNNPACK's
+    fully connected quantizes each row asymmetrically; LiteRT's builtin conv (it keeps int4 convs from XNNPACK) each
+    batch item. Read as if every op ran on LiteRT's builtin kernels, the departure is a quantization step's."""
+    path = DATA / name
+    assert tflite_qdq.is_quantized(path) == "int8-dynamic"
+    taken, _ = litert.delegated(path, None)
+    assert _departure(path, tmp_path, taken) < 1e-6
+    assert _departure(path, tmp_path, set()) > 1e-4  # the rule the emulation picks is the one that ran
+
+
+def test_int4_values_unpack_low_nibble_first_and_sign_extended():
+    assert tflite_qdq._unpacked(bytes([0x7F, 0x88, 0x01]), 5).tolist() == [-1, 7, -8, -8, 1]
+
+
 def test_an_op_fpdiff_cannot_emulate_is_named(tmp_path):
     import flatbuffers
     from ai_edge_litert import schema_py_generated as schema

@@ -1,7 +1,8 @@
-"""LiteRT with a planted bug in int8 cells: the .tflite it runs has its first convolution's weights off by SHIFT steps
-(a converter writing the weights with a wrong zero point), while it reports the honest quantized program as the one it
-ran. Its quantizers are read back from the marked file with the same weights, so the kernel rule must name the
-convolution; without read-back, the output-level rule cannot tell it from the format's own cost."""
+"""LiteRT with a planted bug in int8 and int8-dynamic cells: the .tflite it runs has its first convolution's weights off
+by SHIFT steps (a converter writing the weights with a wrong zero point), while it reports the honest quantized model
+as the one it ran. An int8 cell's quantizers are read back from the marked file with the same weights, so the kernel
+rule must name the convolution; without read-back, the output-level rule cannot tell it from the format's own cost.
+An int8-dynamic cell has no quantizer in the file to read back: the output-level rule judges it."""
 import shutil
 from pathlib import Path
 
@@ -17,9 +18,14 @@ class PlantedWeightLiteRt(LiteRtBackend):
 
     def prepare_quantized(self, task):
         cell = super().prepare_quantized(task)
+        if task.precision.name not in ("int8", "int8-dynamic"):
+            return cell  # its weights are int4: nothing planted
         honest = Path(cell.artifact)
-        bad = honest.with_name("planted.tflite")
+        bad = honest.with_name(f"planted-{task.precision.name}.tflite")
         bad.write_bytes(planted(honest, SHIFT))
+        if task.precision.name == "int8-dynamic":
+            cell.close()
+            return quantized_cell(bad, cell.quantized, {**cell.info, "planted": f"weights +{SHIFT} steps"})
         marked = bad.with_suffix(MARKED)  # its quantizers read back from the same planted weights
         marked.write_bytes(planted(honest.with_suffix(MARKED), SHIFT))
         shutil.copy(honest.with_suffix(MARKED).with_suffix(".json"), marked.with_suffix(".json"))

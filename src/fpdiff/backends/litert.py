@@ -28,9 +28,9 @@ from fpdiff.core.compare import Finding
 from fpdiff.core.dtypes import mixed_dtype, too_wide
 from fpdiff.core.errors import (
     COMPILE,
-    EMULATE,
     LOAD,
     MESSAGE_CHARS,
+    QUANTIZE,
     RUN,
     TORCH_EXPORT,
     StageError,
@@ -462,16 +462,7 @@ class LiteRtBackend(Backend):
         force = p.cast_dtype == "float16" and meaning == XNNPACK
         made: dict[str, Any] = {}
 
-        owner = task if task.is_program else task.at(prec.FP32)  # fp32 and force-fp16 share one file
-
-        def build(out: Path) -> None:  # the fp32 program: LiteRT's conversion takes the precision
-            program = self.export(task, fp32=True)
-            with stage(TORCH_EXPORT, "torch.export"):  # the program as a module, widened: still the export's
-                module, inputs = widened(program, owner.inputs())
-            made.update(convert(module, inputs, weights16, out))
-        form = "fp16-weights" if weights16 else "fp32"
-        path, hit = task.cache.get_or_build(*owner.key("litert", _version("litert-torch"), form), suffix=".tflite",
-                                            build=build)
+        path, hit = self._converted(task, weights16, made)
         info: dict[str, Any] = {"litert_torch": _version("litert-torch"), "cache": "hit" if hit else "miss", **made}
         if p.cast_dtype == "float16":
             info["fp16"] = {XNNPACK: "XNNPACK's force-fp16", WEIGHTS: "litert-torch's fp16 weights"}[meaning]
@@ -487,6 +478,19 @@ class LiteRtBackend(Backend):
         with stage(LOAD, "LiteRT"):
             return _prepared(path, force, task.requested_dtype, notes, info, remedy)
 
+    def _converted(self, task: Task, weights16: bool, made: dict[str, Any]) -> tuple[Path, bool]:
+        """The cell's program converted by litert-torch (float32, or float16 weights), cached; -> (path, hit)."""
+        owner = task if task.is_program else task.at(prec.FP32)  # fp32 and force-fp16 share one file
+
+        def build(out: Path) -> None:  # the fp32 program: LiteRT's conversion takes the precision
+            program = self.export(task, fp32=True)
+            with stage(TORCH_EXPORT, "torch.export"):  # the program as a module, widened: still the export's
+                module, inputs = widened(program, owner.inputs())
+            made.update(convert(module, inputs, weights16, out))
+        form = "fp16-weights" if weights16 else "fp32"
+        return task.cache.get_or_build(*owner.key("litert", _version("litert-torch"), form), suffix=".tflite",
+                                       build=build)
+
     def prepare_quantized(self, task: Task) -> Prepared:
         """The cell's fp32 program quantized as LiteRT's torch users quantize it (litert-torch's PT2EQuantizer,
         calibrated, converted with its QuantConfig): a full-integer .tflite, int8 in and out, run by LiteRT on the
@@ -494,7 +498,7 @@ class LiteRtBackend(Backend):
         The quantized program is emulated from its QDQ ONNX graph; what ran in integers is read from the file's
         tensor types."""
         scheme = task.precision.name
-        if scheme not in QUANTIZERS:
+        if scheme not in QUANTIZERS and scheme not in RECIPES:
             raise _no_scheme(scheme)
         if not task.is_torch and not task.given:
             raise Unsupported("fpdiff quantizes torch programs for LiteRT (litert-torch's PT2EQuantizer); this model "
@@ -504,6 +508,8 @@ class LiteRtBackend(Backend):
         if task.given:
             return self._given(task, Path(task.given))
         _converter()
+        if scheme in RECIPES:
+            return self._recipe(task, scheme)
         from fpdiff.model import pt2e
         made: dict[str, Any] = {}
 
@@ -526,24 +532,52 @@ class LiteRtBackend(Backend):
         return quantized_cell(path, {"graph": str(graph), "tool": tool, "component": "litert-torch's PT2EQuantizer"},
                               info, path.with_suffix(MARKED))
 
-    def _given(self, task: Task, path: Path) -> Prepared:
-        """The user's own quantized .tflite, run as it is: its emulation read from the file itself (its scales, zero
-        points and ops, model/tflite_qdq.py), and its activations read back from a copy that also outputs them."""
+    def _recipe(self, task: Task, scheme: str) -> Prepared:
+        """The cell's fp32 .tflite quantized by ai-edge-quantizer with its own recipe for the format (LiteRT's
+        quantizer for dynamic-range and weight-only files), run by LiteRT; emulated from the file itself
+        (model/tflite_qdq.py), each dynamic-range op quantizing its input as the kernel that ran it does."""
+        from fpdiff.model import tflite_qdq
+        made: dict[str, Any] = {}
+        source, _ = self._converted(task.at(prec.FP32), False, made)
+
+        def build(out: Path) -> None:
+            made.update(recipe_quantized(source, scheme, out))
+        key = task.key("litert-recipe", _version("litert-torch"), _version("ai-edge-quantizer"), scheme)
+        path, hit = task.cache.get_or_build(*key, suffix=".tflite", build=build)
+        graph = self._emulation(task, path, tflite_qdq.READER)
+        tool = (f"ai-edge-quantizer {_version('ai-edge-quantizer')} recipe.{RECIPES[scheme]}() on litert-torch "
+                f"{_version('litert-torch')}'s float32 .tflite")
+        info: dict[str, Any] = {"quantized_by": tool, "scheme": SCHEMES[scheme], "cache": "hit" if hit else "miss",
+                                "run_by": "LiteRT CompiledModel on the CPU (XNNPACK)", **made}
+        return quantized_cell(path, {"graph": str(graph), "tool": tool, "component": "ai-edge-quantizer"}, info)
+
+    def _emulation(self, task: Task, path: Path, reader: str) -> Path:
+        """The QDQ graph fpdiff emulates a quantized .tflite by (model/tflite_qdq.py), with the marked copy that
+        reads its activation quantizers back beside it; cached by the file's bytes and the LiteRT that placed its
+        ops (a dynamic-range op is emulated as the kernel that runs it quantizes)."""
         import hashlib
 
         from fpdiff.model import tflite_qdq
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:20]
 
         def build(out: Path) -> None:
-            names = tflite_qdq.write(path, out)
+            names = tflite_qdq.write(path, out, delegated(path, None)[0])
             write_marked_file(path, names, task.cache.beside(out, MARKED))
-        key = task.key("litert-tflite-qdq", tflite_qdq.READER, digest)
-        graph, hit = task.cache.get_or_build(*key, suffix=".qdq.onnx", build=build)
+        key = task.key("litert-tflite-qdq", reader, _version("ai-edge-litert"), digest)
+        graph, _ = task.cache.get_or_build(*key, suffix=".qdq.onnx", build=build)
         if not graph.with_suffix(MARKED_RECORD).exists():  # a companion lost: made again
             build(graph)
-        info: dict[str, Any] = {"quantized_by": f"the file itself ({path.name})", "cache": "hit" if hit else "miss",
-                                "scheme": "read from the file: each tensor's scale and zero point (per channel "
-                                          "where it has them), its ops as TFLite computes them",
+        return graph
+
+    def _given(self, task: Task, path: Path) -> Prepared:
+        """The user's own quantized .tflite, run as it is: its emulation read from the file itself (its scales, zero
+        points and ops, model/tflite_qdq.py), and its activations read back from a copy that also outputs them."""
+        from fpdiff.model import tflite_qdq
+        graph = self._emulation(task, path, tflite_qdq.READER)
+        info: dict[str, Any] = {"quantized_by": f"the file itself ({path.name})",
+                                "scheme": "read from the file: each tensor's scale and zero point (per channel, or "
+                                          "per block, where it has them), its ops as TFLite computes them, a "
+                                          "dynamic-range op's input quantized at run time as its kernel does",
                                 "run_by": "LiteRT CompiledModel on the CPU (XNNPACK)"}
         return quantized_cell(path, {"graph": str(graph), "tool": f"the file itself ({path.name})",
                                      "component": "the quantized file"}, info, graph.with_suffix(MARKED))
@@ -613,31 +647,50 @@ outs = [results[n].read(int(np.prod(shown[n]["shape"])), shown[n]["dtype"]).resh
 # The formats LiteRT's torch users make, asked of litert-torch's PT2EQuantizer (get_symmetric_quantization_config):
 # int8 weights per channel symmetric in [-127, 127], int8 activations per tensor asymmetric, calibrated by PT2E's
 # histogram observers. Its dynamic config leaves activations unquantized in the program (LiteRT's dynamic-range
-# kernels quantize them per row at run time), so the program holds nothing to emulate them from.
+# kernels quantize them at run time), so dynamic-range and weight-only files come from LiteRT's own quantizer,
+# ai-edge-quantizer, on the converted float32 file, with the recipe its documentation names for the format.
 QUANTIZERS = {"int8": {"is_per_channel": True}}
+# ai-edge-quantizer 0.10.0 takes blocks (BLOCKWISE_32 and up) only for dynamic-range int4; a weight-only recipe asks
+# CHANNELWISE or TENSORWISE (its default_policy), and a weight-only BLOCKWISE_32 recipe leaves the file unquantized
+# without a word. LiteRT's weight-only int4 is therefore per channel, coarser than the format's blocks of 32.
+RECIPES = {"int8-dynamic": "dynamic_wi8_afp32", "int4-weight": "weight_only_wi4_afp32"}
 SCHEMES = {
     "int8": "weights int8 per-channel symmetric [-127, 127], activations int8 per-tensor asymmetric, rounding half to "
             "even (requantized by TFLite's fixed-point multipliers), calibration histogram (PT2E HistogramObserver) "
             "on the calibration inputs; the file takes and gives int8: fpdiff quantizes the inputs and dequantizes "
             "the outputs with the file's own scales",
+    "int8-dynamic": "weights int8 per-channel symmetric (MinMax), activations float32 in the file, quantized to int8 "
+                    "at run time by the kernel that runs each op: XNNPACK asymmetric, one range per row of a fully "
+                    "connected layer (and per pixel of a 1x1 conv), per batch item of other convs; LiteRT's builtin "
+                    "kernels asymmetric per batch item for convs, symmetric per row for fully connected layers; "
+                    "no calibration",
+    "int4-weight": "weights int4 per-channel symmetric (MinMax; LiteRT's weight-only int4 has no blocks), widened to "
+                   "float32 (DEQUANTIZE) before each op; activations float32; no calibration",
 }
 _OTHER = {
-    "int8-dynamic": "litert-torch's dynamic config leaves activations unquantized in the PT2E program (LiteRT's "
-                    "dynamic-range kernels quantize them per row at run time), so fpdiff has no program to emulate "
-                    "them from; int8 (static) is emulated",
-    "int4-weight": "LiteRT's int4 weights come from ai-edge-quantizer's recipes, whose scales live only in the "
-                   ".tflite, and fpdiff reads no scales from a .tflite; int8 (static) is emulated",
     "fp8": "TFLite has no float8 tensor type",
 }
 
 
 def _no_scheme(scheme: str) -> Exception:
-    """Why a format has no LiteRT cell: fp8 does not exist there (the backend's refusal); the others exist but
-    fpdiff cannot emulate them from what litert-torch gives (fpdiff's own limit, said as its emulation's)."""
-    why = _OTHER.get(scheme, f"LiteRT quantizes to {', '.join(QUANTIZERS)} here")
-    if scheme == "fp8" or scheme not in _OTHER:
-        return Unsupported(why, dtype=scheme)
-    return StageError(EMULATE, "fpdiff's emulation", why)
+    """Why a format has no LiteRT cell: fp8 does not exist there (the backend's refusal)."""
+    return Unsupported(_OTHER.get(scheme, f"LiteRT quantizes to {', '.join([*QUANTIZERS, *RECIPES])} here"),
+                       dtype=scheme)
+
+
+def recipe_quantized(source: Path, scheme: str, out: Path) -> dict[str, Any]:
+    """A float32 .tflite quantized by ai-edge-quantizer with its recipe for `scheme`, written to `out`; -> how it
+    went. A failure here is the quantizer's."""
+    import io
+
+    from ai_edge_quantizer import quantizer, recipe
+    t0 = time.perf_counter()
+    with stage(QUANTIZE, f"ai-edge-quantizer (recipe.{RECIPES[scheme]})"), \
+            contextlib.redirect_stdout(io.StringIO()):  # it prints a summary of sizes
+        q = quantizer.Quantizer(str(source))
+        q.load_quantization_recipe(getattr(recipe, RECIPES[scheme])())
+        q.quantize().export_model(str(out), overwrite=True)
+    return {"ai_edge_quantizer": _version("ai-edge-quantizer"), "quantize_s": round(time.perf_counter() - t0, 3)}
 
 
 def litert_quantizer(scheme: str) -> Any:
@@ -844,19 +897,39 @@ def dequantized(y: np.ndarray, q: IoQuant) -> np.ndarray:
 
 
 def integer_placement(view: FileView, ops: list[dict[str, Any]], taken: set[int]) -> dict[str, Any]:
-    """Which compute ops of a quantized .tflite ran in integers (an integer input tensor with quantization
-    parameters) and which stayed float, each by where it ran (XNNPACK, or LiteRT's builtin kernels): a quantized
-    cell's integer_ops, float_ops and left_float."""
+    """Which compute ops of a quantized .tflite ran in integers and which stayed float, each by where it ran (XNNPACK,
+    or LiteRT's builtin kernels): a quantized cell's integer_ops, float_ops and left_float. A full-integer file: an
+    op whose input is an integer tensor with quantization parameters. A dynamic-range or weight-only file (no
+    activation in integers): a matrix op with integer weights, taken as they are (its kernel quantizes the input at
+    run time) or widened before it (weight-only); its other ops are float by the format and not counted."""
     tensors = {int(t["index"]): t for t in view.tensors}
+
+    def scaled(i: int) -> bool:
+        t = tensors.get(int(i))
+        return t is not None and np.dtype(t["dtype"]).kind in "iu" and bool(len(t["quantization_parameters"]["scales"])
+                                                                            or t["quantization"][0])
+    made_by = {int(t): o for o in ops for t in o["outputs"]}
+    full = any(scaled(o["inputs"][0]) for o in ops if len(o["inputs"]) and o["op_name"] not in MOVES)
     ints: Counter[str] = Counter()
     left: list[str] = []
     for o in ops:
-        if o["op_name"] in MOVES:
-            continue
         where = "XNNPACK" if o["index"] in taken else "LiteRT builtin"
-        first = tensors.get(int(o["inputs"][0])) if len(o["inputs"]) else None
-        if first is not None and np.dtype(first["dtype"]).kind in "iu" and first["quantization"][0]:
-            ints[f"{o['op_name']} ({where})"] += 1
-        else:
-            left.append(f"{o['op_name']} #{o['index']} ({where})")
+        if full and o["op_name"] not in MOVES:
+            if scaled(o["inputs"][0]):
+                ints[f"{o['op_name']} ({where})"] += 1
+            else:
+                left.append(f"{o['op_name']} #{o['index']} ({where})")
+        elif not full and o["op_name"] in MATRIX_OPS:
+            w = int(o["inputs"][1]) if len(o["inputs"]) > 1 else -1
+            producer = made_by.get(w)
+            if scaled(w):
+                ints[f"{o['op_name']} ({where}, input quantized at run time)"] += 1
+            elif producer is not None and producer["op_name"] == "DEQUANTIZE" and scaled(producer["inputs"][0]):
+                ints[f"{o['op_name']} ({where}, integer weights widened to float)"] += 1
+            else:
+                left.append(f"{o['op_name']} #{o['index']} ({where})")
     return {"integer_ops": dict(ints), "float_ops": len(left), "left_float": left[:32]}
+
+
+# The ops a dynamic-range or weight-only format quantizes: those with weights
+MATRIX_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL", "TRANSPOSE_CONV"})

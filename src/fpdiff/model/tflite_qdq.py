@@ -16,26 +16,39 @@ import numpy as np
 from fpdiff.core.errors import EMULATE, StageError
 
 COMPONENT = "fpdiff's emulation (the .tflite read as a QDQ graph)"
-READER = "2"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
+READER = "3"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
 OPSET = 21
 # TFLite's tensor types fpdiff reads (schema TensorType), as numpy dtypes and ONNX element types
-_NUMPY = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8}
+_NUMPY = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8,
+          17: np.int8}  # INT4: two values a byte, the first in the low nibble, read widened to int8
+INT4 = 17
 _ACTIVATION = {1: ("Relu", None), 2: ("Clip", (-1.0, 1.0)), 3: ("Clip", (0.0, 6.0)), 4: ("Tanh", None)}
 
 
 def is_quantized(path: Path) -> str | None:
-    """The file's quantized format as fpdiff names it (int8: integer activations), or None: float, fp16 weights,
-    or weights alone in integers (dynamic range), which fpdiff does not emulate."""
+    """The file's quantized format as fpdiff names it, or None (float, or fp16 weights): int8 where activations are
+    held in integers; int8-dynamic where an op takes integer weights as they are with a float input (a
+    dynamic-range kernel quantizes it at run time); weights alone in integers, widened to float before each op
+    (weight-only): int4-weight where any is 4-bit, int8 otherwise (as an ONNX file's weight-only QDQ is named)."""
     g = _Reader(Path(path))
-    acts = [t for i, t in enumerate(g.sub.tensors) if i not in g.constants and _scaled(t)]
-    return "int8" if acts else None
+    if any(i not in g.constants and _scaled(t) for i, t in enumerate(g.sub.tensors)):
+        return "int8"
+    if any(len(op.inputs) > 1 and min(op.inputs[:2]) >= 0 and _hybrid(g, [int(i) for i in op.inputs])
+           for op in g.sub.operators if g.op_name(op) in _DYNAMIC_RANGE):
+        return "int8-dynamic"
+    weights = [t for i, t in enumerate(g.sub.tensors) if i in g.constants and _scaled(t)]
+    if not weights:
+        return None
+    return "int4-weight" if any(t.type == INT4 for t in weights) else "int8"
 
 
-def write(path: Path, out: Path) -> list[str]:
+def write(path: Path, out: Path, xnnpack: set[int] | None = None) -> list[str]:
     """The QDQ ONNX graph of the quantized .tflite at `path`, written to `out`; -> the names of the file's tensors
-    that are activation quantizers in it (each a QuantizeLinear output named as the file names the tensor)."""
+    that are activation quantizers in it (each a QuantizeLinear output named as the file names the tensor).
+    `xnnpack`: the indices of the ops XNNPACK runs (a dynamic-range op quantizes its input as its kernel does);
+    None: all of them."""
     import onnx
-    graph = _Reader(Path(path)).graph()
+    graph = _Reader(Path(path), xnnpack).graph()
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
                                    producer_name="fpdiff (from a .tflite)")
     onnx.save(model, str(out))
@@ -60,14 +73,31 @@ def _dims(t: Any) -> list[int]:
 def _scaled(t: Any) -> bool:
     """Whether a tensor is held in integers with a scale."""
     q = t.quantization
-    return q is not None and q.scale is not None and len(q.scale) > 0 and t.type in (3, 7, 9, 2)
+    if q is not None and _blocks(t) is not None:
+        return True
+    return q is not None and q.scale is not None and len(q.scale) > 0 and t.type in (3, 7, 9, 2, INT4)
+
+
+def _blocks(t: Any) -> Any:
+    """A weight's blockwise quantization (ai-edge-quantizer's blocks along the last axis), or None."""
+    q = t.quantization
+    details = getattr(q, "details", None) if q is not None else None
+    return details if details is not None and hasattr(details, "blockSize") else None
+
+
+def _unpacked(data: bytes, count: int) -> np.ndarray:
+    """INT4 values from TFLite's packing (two a byte, the first in the low nibble), sign-extended to int8."""
+    b = np.frombuffer(data, np.uint8)
+    nibbles = np.stack([b & 0x0F, b >> 4], axis=-1).reshape(-1)[:count].astype(np.int8)
+    return np.where(nibbles > 7, nibbles - 16, nibbles).astype(np.int8)
 
 
 class _Reader:
     """One .tflite's first subgraph, turned op by op into ONNX nodes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, xnnpack: set[int] | None = None) -> None:
         from ai_edge_litert import schema_py_generated as schema
+        self.xnnpack = xnnpack
         raw = path.read_bytes()
         self.schema = schema
         self.model = schema.ModelT.InitFromPackedBuf(raw, 0)
@@ -124,6 +154,8 @@ class _Reader:
             return None
         if t.type not in _NUMPY:
             raise StageError(EMULATE, COMPONENT, f"a constant of TFLite type {t.type} is not read")
+        if t.type == INT4:
+            return _unpacked(data, int(np.prod(_dims(t)))).reshape(_dims(t))
         return np.frombuffer(data, _NUMPY[t.type]).reshape(_dims(t))
 
     def constant(self, i: int) -> np.ndarray:
@@ -146,19 +178,27 @@ class _Reader:
         self.nodes.append(onnx.helper.make_node(op, inputs, [out], name=f"{op}_{self._n}", **attrs))
         return out
 
-    def params(self, i: int) -> tuple[str, str, int | None]:
-        """(scale, zero point, axis) initializers of a tensor held in integers."""
+    def params(self, i: int) -> tuple[str, str, dict[str, int]]:
+        """(scale, zero point, QuantizeLinear's axis and block size) of a tensor held in integers."""
         t = self.sub.tensors[i]
         q = t.quantization
+        blocks = _blocks(t)
+        name = self.name(i)
+        if blocks is not None:  # one scale per block of the last axis, in a tensor of its own (float16)
+            if blocks.zeroPoints is not None and blocks.zeroPoints >= 0:
+                raise StageError(EMULATE, COMPONENT, f"{name}: blockwise zero points are not read")
+            scale = self.constant(int(blocks.scales)).astype(np.float32)
+            zero = np.zeros(scale.shape, np.int8)
+            return self.init(scale, name + ":scale"), self.init(zero, name + ":zero"), \
+                {"axis": len(_dims(t)) - 1, "block_size": int(blocks.blockSize)}
         scale = np.asarray(q.scale, np.float32)
         zero = np.asarray(q.zeroPoint if q.zeroPoint is not None else np.zeros_like(scale), np.int64)
         zero = zero.astype(_NUMPY[t.type])
         per_axis = scale.size > 1
         if not per_axis:
             scale, zero = scale.reshape(()), zero.reshape(())
-        name = self.name(i)
         return self.init(scale, name + ":scale"), self.init(zero, name + ":zero"), \
-            (int(q.quantizedDimension) if per_axis else None)
+            ({"axis": int(q.quantizedDimension)} if per_axis else {})
 
     def float(self, i: int) -> str:
         """The float value of tensor `i`: a constant or a computed tensor, dequantized where held in integers."""
@@ -172,9 +212,8 @@ class _Reader:
         else:
             raise StageError(EMULATE, COMPONENT, f"{self.name(i)} is read before any op makes it")
         if _scaled(t):
-            scale, zero, axis = self.params(i)
-            self.floats[i] = self.node("DequantizeLinear", [held, scale, zero], self.name(i) + ":f",
-                                       **({"axis": axis} if axis is not None else {}))
+            scale, zero, where = self.params(i)
+            self.floats[i] = self.node("DequantizeLinear", [held, scale, zero], self.name(i) + ":f", **where)
         elif t.type == 1:  # float16 weights: widened exactly
             self.floats[i] = self.node("Cast", [held], self.name(i) + ":f", to=1)
         else:
@@ -185,17 +224,19 @@ class _Reader:
         """Tensor `i` made from a float `value`: quantized with its own parameters where it is held in integers."""
         t = self.sub.tensors[i]
         if _scaled(t):
-            scale, zero, axis = self.params(i)
-            self.node("QuantizeLinear", [value, scale, zero], self.name(i),
-                      **({"axis": axis} if axis is not None else {}))
+            scale, zero, where = self.params(i)
+            self.node("QuantizeLinear", [value, scale, zero], self.name(i), **where)
         else:
             self.floats[i] = value
 
     # -- ops ------------------------------------------------------------------------------------------------------
 
-    def op(self, op: Any) -> None:
+    def op_name(self, op: Any) -> str:
         code = self.model.operatorCodes[op.opcodeIndex]
-        name = self.codes.get(max(code.builtinCode, code.deprecatedBuiltinCode), str(code.builtinCode))
+        return self.codes.get(max(code.builtinCode, code.deprecatedBuiltinCode), str(code.builtinCode))
+
+    def op(self, op: Any) -> None:
+        name = self.op_name(op)
         how = _OPS.get(name)
         if how is None:
             raise StageError(EMULATE, COMPONENT, f"no emulation of TFLite's {name} (op {self.sub.operators.index(op)})")
@@ -217,6 +258,9 @@ class _Reader:
 
     def shape(self, i: int) -> list[int]:
         return _dims(self.sub.tensors[i])
+
+    def on_xnnpack(self, op: Any) -> bool:
+        return self.xnnpack is None or self.sub.operators.index(op) in self.xnnpack
 
 
 def _nchw(r: _Reader, x: str) -> str:
@@ -249,10 +293,14 @@ def _conv(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     size = r.shape(ins[0])[1:3]
     channels = r.shape(ins[0])[3]
     weight = r.node("Transpose", [w], perm=[3, 0, 1, 2] if depthwise else [0, 3, 1, 2])
-    args = [_nchw(r, r.float(ins[0])), weight]
+    groups = channels if depthwise else channels // r.shape(ins[1])[3]  # CONV_2D groups: input channels / weight's
+    x = r.float(ins[0])
+    if _hybrid(r, ins):  # one range per batch item; per pixel where XNNPACK runs a 1x1 conv as a matrix product
+        pointwise = not depthwise and [kh, kw] == [1, 1] and stride == [1, 1] and groups == 1
+        x = _at_run_time(r, x, [3] if pointwise and r.on_xnnpack(op) else [1, 2, 3])
+    args = [_nchw(r, x), weight]
     if len(ins) > 2 and ins[2] >= 0:
         args.append(r.float(ins[2]))
-    groups = channels if depthwise else channels // r.shape(ins[1])[3]  # CONV_2D groups: input channels / weight's
     y = r.node("Conv", args, strides=stride, dilations=dilation, group=groups,
                pads=_pads(r, o.padding, size, [kh, kw], stride, dilation))
     return _nhwc(r, y)
@@ -269,10 +317,43 @@ def _pool(kind: str) -> Callable[[_Reader, Any, list[int], list[int]], str]:
     return pool
 
 
+def _hybrid(r: _Reader, ins: list[int]) -> bool:
+    """Whether an op takes a float input and integer weights as they are (no DEQUANTIZE between): a dynamic-range
+    kernel, which quantizes its input at run time."""
+    return not _scaled(r.sub.tensors[ins[0]]) and ins[1] in r.constants and _scaled(r.sub.tensors[ins[1]])
+
+
+def _at_run_time(r: _Reader, x: str, axes: list[int], symmetric: bool = False) -> str:
+    """A float input quantized as a dynamic-range kernel quantizes it, int8 with one range per slice over `axes`;
+    -> its dequantized value, which the integer kernel computes with exactly. Asymmetric (XNNPACK's qd8 and TFLite's
+    AsymmetricQuantizeFloats): the range widened to hold 0, scale = range / 255, zero point = -128 - round(min /
+    scale) in [-128, 127]. Symmetric (TFLite's SymmetricQuantizeFloats): scale = max |x| / 127, no zero point.
+    Rounding half to even (a tie TFLite rounds away from zero is a step, within the bound)."""
+    ax = r.init(np.array(axes, np.int64), "axes")
+    zero = r.init(np.float32(0.0), "zero")
+    if symmetric:
+        qmin, qmax = r.init(np.float32(-127.0), "qmin"), r.init(np.float32(127.0), "qmax")
+        span = r.node("Div", [r.node("ReduceMax", [r.node("Abs", [x]), ax], keepdims=1), qmax])
+        zp = zero
+    else:
+        qmin, qmax = r.init(np.float32(-128.0), "qmin"), r.init(np.float32(127.0), "qmax")
+        lo = r.node("Min", [r.node("ReduceMin", [x, ax], keepdims=1), zero])
+        hi = r.node("Max", [r.node("ReduceMax", [x, ax], keepdims=1), zero])
+        span = r.node("Div", [r.node("Sub", [hi, lo]), r.init(np.float32(255.0), "levels")])
+    scale = r.node("Where", [r.node("Equal", [span, zero]), r.init(np.float32(1.0), "one"), span])
+    if not symmetric:
+        zp = r.node("Clip", [r.node("Sub", [qmin, r.node("Round", [r.node("Div", [lo, scale])])]), qmin, qmax])
+    q = r.node("Clip", [r.node("Add", [r.node("Round", [r.node("Div", [x, scale])]), zp]), qmin, qmax])
+    return r.node("Mul", [r.node("Sub", [q, zp]), scale])
+
+
 def _fully_connected(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     w = r.float(ins[1])  # [units, depth]
     depth = r.shape(ins[1])[1]
     x = r.node("Reshape", [r.float(ins[0]), r.init(np.array([-1, depth], np.int64), "shape")])
+    if _hybrid(r, ins):  # one range per row; TFLite's own kernel symmetric unless the op asks otherwise
+        asymmetric = r.on_xnnpack(op) or bool(getattr(op.builtinOptions, "asymmetricQuantizeInputs", False))
+        x = _at_run_time(r, x, [1], symmetric=not asymmetric)
     y = r.node("MatMul", [x, r.node("Transpose", [w], perm=[1, 0])])
     if len(ins) > 2 and ins[2] >= 0:
         y = r.node("Add", [y, r.float(ins[2])])
@@ -341,6 +422,9 @@ def _leaky_relu(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
 
 def _batch_matmul(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     o = op.builtinOptions
+    if _hybrid(r, ins):
+        raise StageError(EMULATE, COMPONENT, "no emulation of TFLite's dynamic-range BATCH_MATMUL (op "
+                         f"{r.sub.operators.index(op)}: its run-time quantization of the input is not read)")
     a, b = r.float(ins[0]), r.float(ins[1])
 
     def last_two(x: str, rank: int) -> str:
@@ -452,6 +536,8 @@ def _quantize(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     return r.float(ins[0])  # float to integers, or integers requantized: the output's own quantizer follows
 
 
+# the ops TFLite computes in integers from a float input and integer weights (dynamic range)
+_DYNAMIC_RANGE = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL"})
 _OPS: dict[str, Callable[[_Reader, Any, list[int], list[int]], str | None]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "FULLY_CONNECTED": _fully_connected,
     "AVERAGE_POOL_2D": _pool("AveragePool"), "MAX_POOL_2D": _pool("MaxPool"),

@@ -134,7 +134,7 @@ def _artifact(text: str) -> tuple[str, str]:
         raise UsageError(f"--artifact {text}: no such file")
     if Path(path).suffix.lower() in (".pte", ".mlpackage", ".mlmodel", ".xml"):
         raise UsageError(f"--artifact {text}: quant reads the user's quantized .onnx (QDQ, QOperator, dynamic or "
-                         f"MatMulNBits) and full-integer .tflite; a quantized {Path(path).suffix} is not read yet "
+                         f"MatMulNBits) and quantized .tflite; a quantized {Path(path).suffix} is not read yet "
                          "(its scales and kernels are not emulated): run it as it is with `fpdiff check --artifact`")
     _file_format(path)
     return backend, path
@@ -158,16 +158,17 @@ def _file_format(path: str) -> prec.Precision:
 
 
 def _tflite_format(path: str) -> str:
-    """A .tflite's quantized format (int8: its activations in integers); a float, fp16 or weights-only file, or one
-    that cannot be read, is one line."""
+    """A .tflite's quantized format (model/tflite_qdq.is_quantized); a float or fp16 file, or one that cannot be
+    read, is one line."""
     from fpdiff.model import tflite_qdq
     try:
         name = tflite_qdq.is_quantized(Path(path))
     except Exception as e:
         raise UsageError(f"{path}: not a .tflite fpdiff can read ({type(e).__name__})") from None
     if name is None:
-        raise UsageError(f"{path} holds no activation in integers (a float, fp16 or dynamic-range file): quant reads "
-                         "a full-integer .tflite; run this one as it is with `fpdiff check --artifact`")
+        raise UsageError(f"{path} holds no integer tensor (a float or fp16 file): quant reads a quantized .tflite "
+                         "(full-integer, dynamic-range or weight-only); run this one as it is with "
+                         "`fpdiff check --artifact`")
     return name
 
 
