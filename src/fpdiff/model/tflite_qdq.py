@@ -558,5 +558,5 @@ _OPS: dict[str, Callable[[_Reader, Any, list[int], list[int]], str | None]] = {
     "SIN": _onnx("Sin"), "COS": _onnx("Cos"), "STRIDED_SLICE": _strided_slice, "SPLIT": _split, "PACK": _pack,
     "GATHER_ND": _gather_nd, "NOT_EQUAL": _not_equal, "CUMSUM": _cumsum, "TILE": _tile, "SQUARE": _square,
     "SHAPE": _shape, "FLOOR": _onnx("Floor"), "CEIL": _onnx("Ceil"), "ERF": _onnx("Erf"),
-    "SLICE": _slice, "QUANTIZE": _quantize, "DEQUANTIZE": _quantize,
+    "SLICE": _slice, "QUANTIZE": _quantize, "DEQUANTIZE": _quantize, "SIGN": _onnx("Sign"),
 }

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import MESSAGE_CHARS, StageError, Unsupported, stage
+from fpdiff.core.errors import MESSAGE_CHARS, StageError, Unsupported, UsageError, stage
 from fpdiff.core.errors import QUANTIZE as QUANTIZING
 from fpdiff.core.quiet import quieted
 from fpdiff.core.task import Task
@@ -28,17 +28,25 @@ QUANTIZERS = {
 QUANTIZE = "onnxruntime.quantization"
 
 
-def qdq_graph(task: Task) -> Path:
-    """The cell's fp32 ONNX graph quantized in the task's format, calibrated on task.calibration(), cached."""
+def qdq_graph(task: Task, exclude: tuple[str, ...] = ()) -> Path:
+    """The cell's fp32 ONNX graph quantized in the task's format, calibrated on task.calibration(), cached;
+    `exclude`: nodes of the pre-processed graph the quantizer leaves float (its nodes_to_exclude)."""
     fp32 = task.at(prec.FP32)
     scheme = task.precision.name
     calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
     pre = preprocessed(task)
+    if exclude:
+        import onnx
+        names = {n.name for n in onnx.load(str(pre), load_external_data=False).graph.node}
+        unknown = [n for n in exclude if n not in names]
+        if unknown:
+            raise UsageError(f"nodes_to_exclude names {len(unknown)} node{'s' * (len(unknown) != 1)} the "
+                             f"pre-processed float graph does not have: {', '.join(unknown[:3])}")
     # the recipe is in the key: a changed option is another quantized model
-    quantized, _ = fp32.cache.get_or_build(*fp32.key("ort-quantized", scheme, QUANTIZERS[scheme],
-                                                     task.calibration_digest()),
-                                           suffix=".onnx",
-                                           build=lambda out: quantize_graph(pre, out, scheme, calibration))
+    parts = ("ort-quantized", scheme, QUANTIZERS[scheme], task.calibration_digest(), *(("exclude", *exclude) if exclude
+                                                                                     else ()))
+    quantized, _ = fp32.cache.get_or_build(*fp32.key(*parts), suffix=".onnx",
+                                           build=lambda out: quantize_graph(pre, out, scheme, calibration, exclude))
     return quantized
 
 
@@ -77,11 +85,14 @@ def float_graph(task: Task, pre: bool = True) -> dict[str, str]:
     return {"float_graph": str(preprocessed(task) if pre else task.at(prec.FP32).onnx_file())}
 
 
-def tool(scheme: str, graph: Path | None = None) -> str:
+def tool(scheme: str, graph: Path | None = None, exclude: tuple[str, ...] = ()) -> str:
     """What quantized a cell, as its report says it, with the nodes it left float where fpdiff asked it to
-    (`graph`: the quantized graph)."""
+    (`graph`: the quantized graph) or the user did (`exclude`)."""
     import onnxruntime
     said = f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
+    if exclude:
+        said += (f", nodes_to_exclude={len(exclude)} node{'s' * (len(exclude) != 1)} ({', '.join(exclude[:4])}"
+                 f"{', ...' if len(exclude) > 4 else ''})")
     left = left_float_nodes(graph)
     if left:
         said += (f", with the {len(left)} Softmax node{'s' * (len(left) != 1)} left float (nodes_to_exclude: "
@@ -164,9 +175,10 @@ def _huge_constants(model: Any) -> list[tuple[str, float]]:
     return out
 
 
-def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
+def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]],
+                   exclude: tuple[str, ...] = ()) -> None:
     """The pre-processed fp32 graph `pre` quantized into `out` by onnxruntime.quantization in the format named
-    (QUANTIZERS); any failure in its code is charged to it."""
+    (QUANTIZERS), `exclude` left float (its nodes_to_exclude); any failure in its code is charged to it."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -191,16 +203,18 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
         if scheme == "int8":
             quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                            calibrate_method=CalibrationMethod.MinMax)
+                            calibrate_method=CalibrationMethod.MinMax, nodes_to_exclude=list(exclude))
         elif scheme == "int8-dynamic":
-            quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8)
+            quantize_dynamic(str(pre), str(out), per_channel=True, weight_type=QuantType.QInt8,
+                             nodes_to_exclude=list(exclude))
         elif scheme == "fp8":
-            def fp8(exclude: list[str]) -> None:
+            def fp8(more: list[str]) -> None:
                 # ActivationSymmetric: e4m3 is symmetric (no zero point); off, the quantizer removes each Relu and
                 # Clip as for uint8, whose zero point clamps, and the fp8 model computes without them (quant-011)
                 quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ,
                                 activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN,
-                                calibrate_method=CalibrationMethod.Distribution, nodes_to_exclude=exclude,
+                                calibrate_method=CalibrationMethod.Distribution,
+                                nodes_to_exclude=[*exclude, *(e for e in more if e not in exclude)],
                                 extra_options={"ActivationSymmetric": True})
             try:
                 fp8([])
@@ -222,7 +236,8 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
                 _note_left_float(out, softmax)
         elif scheme == "int4-weight":
             from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-            q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True)
+            q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True,
+                                     nodes_to_exclude=list(exclude))
             q.process()
             onnx.save(q.model.model, str(out))
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from fpdiff.analyses import MODEL_RUN, Analysis
-from fpdiff.analyses.args import precision_name
+from fpdiff.analyses.args import precision_or_format
 from fpdiff.analyses.plan import page, text
 from fpdiff.analysis.plan import Plan, PlanOptions, plan
 from fpdiff.analysis.plan.torch_models import apply_plan
@@ -12,7 +12,9 @@ from fpdiff.core.errors import UsageError
 
 
 def _arguments(pl: argparse.ArgumentParser) -> None:
-    pl.add_argument("--precision", type=precision_name, default="fp16", help="fp16 or bf16 (default %(default)s)")
+    pl.add_argument("--precision", type=precision_or_format, default="fp16",
+                    help="fp16 or bf16, or a quantized format (int8, int8-dynamic, int4-weight, fp8: the layers the "
+                    "backend's quantizer leaves float) (default %(default)s)")
     pl.add_argument("--backend", default="torch", help="where the plan is verified (default %(default)s)")
     pl.add_argument("--tolerance", type=float, default=None,
                     help="relative L2 vs float64 to meet (default: the precision's check tolerance)")

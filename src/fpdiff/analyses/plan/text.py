@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fpdiff.core.precision import QUANTIZED
 from fpdiff.core.status import Status
 from fpdiff.report import terminal
 
@@ -58,9 +59,14 @@ def render(plan, console: Console | None = None) -> None:
     else:
         ops = [k for k in plan.keep if k.op != "clamp constants"]  # the clamp is a remedy, not an op
         clamp = " (and small constants clamped into its range, below)" if len(ops) < len(plan.keep) else ""
-        console.print(f"[green]verified plan[/]: keep {len(ops)} ops in fp32{clamp} -> error "
-                      f"{_errs(plan, plan.error, v and v.error)}; {plan.low_fraction:.1%} of the flops stay "
-                      f"{plan.precision}", highlight=False)
+        if plan.precision in QUANTIZED:  # the quantizer's own nodes left float, of its quantized layers
+            console.print(f"[green]verified plan[/]: the quantizer leaves {len(ops)} nodes float -> error "
+                          f"{_err(plan.error)}; {round(plan.low_fraction * plan.units)} of its {plan.units} "
+                          f"quantized layers stay {plan.precision}", highlight=False)
+        else:
+            console.print(f"[green]verified plan[/]: keep {len(ops)} ops in fp32{clamp} -> error "
+                          f"{_errs(plan, plan.error, v and v.error)}; {plan.low_fraction:.1%} of the flops stay "
+                          f"{plan.precision}", highlight=False)
         if plan.message:
             console.print(f"[yellow]{escape(plan.message)}[/]", highlight=False)
         t = Table(show_lines=False)

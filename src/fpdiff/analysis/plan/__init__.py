@@ -45,9 +45,12 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
     from fpdiff.sources import load as load_source
     o, shared = options or PlanOptions(), (shared or RunOptions()).ready()
     precision, backend, load, save, progress = o.precision, o.backend, o.load, o.save, shared.progress
+    if str(precision).strip().lower() in prec.QUANTIZED:
+        return _quantized_plan(model, o, shared)
     p = prec.get(precision)
     if p.cast_dtype not in ("float16", "bfloat16"):
-        raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32; --precision {precision} is not one")
+        raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32, or layers of a quantized format in float; "
+                         f"--precision {precision} is neither")
     reg = shared.registry
     cls = reg.cls(backend)  # unknown names fail before any work
     wanted = exports.requested(o.exports, o.export_onnx)  # a bad target or path is refused before any work
@@ -86,6 +89,21 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
         jobs.close()
     if save and result.passed:
         result.save(save)
+    return result
+
+
+def _quantized_plan(model: str, o: PlanOptions, shared: RunOptions) -> Plan:
+    """A quantized format's plan (analysis/plan/quantized.py): the layers its backend's quantizer leaves float."""
+    from fpdiff.analysis.plan.quantized import plan_quantized
+    asked = [what for what, on in (("--load", o.load), ("--export", o.exports or o.export_onnx)) if on]
+    if asked:
+        raise UsageError(f"plan for a quantized format takes no {' or '.join(asked)} yet: its plan is the list of "
+                         "nodes the backend's quantizer leaves float, which the plan prints and saves")
+    if o.device != "cpu":
+        raise UsageError(f"quantized cells run on the CPU here; --device {o.device} is not cpu")
+    result = plan_quantized(model, o.precision, o.backend, o.tolerance, shared)
+    if o.save and result.passed:
+        result.save(o.save)
     return result
 
 

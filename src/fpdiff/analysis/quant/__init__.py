@@ -28,7 +28,7 @@ from fpdiff.runtime import external, jobdata, rundir
 from fpdiff.runtime.task import Job
 from fpdiff.runtime.worker import JobResult
 
-__all__ = ["DEFAULT_SCHEMES", "QuantOptions", "QuantResult", "quant"]
+__all__ = ["DEFAULT_SCHEMES", "QuantOptions", "QuantResult", "QuantSession", "quant"]
 
 DEFAULT_SCHEMES = ("int8", "int8-dynamic", "int4-weight")
 # Calibration inputs drawn when the user gives none: enough for MinMax ranges to settle on a small model, few enough
@@ -105,24 +105,52 @@ def quant(model: str, options: QuantOptions | None = None, shared: RunOptions | 
     mine = getattr(grid.source.ref, "original", None) or grid.source.ref.path  # the user's file, not a conversion
     runs = [(b, prec.quantized(own), mine) for b in o.backends] if own else \
         [(b, p, None) for b in o.backends for p in formats] + [(b, _file_format(path), path) for b, path in given]
-    samples, how = _calibration(grid.source, o, grid.seed) if not own else ([], "nothing: the file is quantized")
-    data = jobdata.of_source(Path(grid.data_path).with_name("quant.pt"), grid.source, calibration=samples)
-    s = grid.settings
     cells = []
-    with external.pool(worker_env()) as pool:
-        truth = None if own else reference(grid, pool, shared.timeout).outputs
+    with QuantSession(grid, o, shared, own) as session:
         for b, p, path in runs:
             shared.step(f"{b} {p.name}", len(cells), len(runs))
-            job = Job(grid.source.ref, data, b, p, "cpu", STATIC, s.plugins, s.flags.get(b, ()), s.cache_dir,
-                      s.seed, 1, artifact=path)
-            cells.append(_cell(b, p, pool.run(job, shared.timeout), truth, grid.source, o.layers))
+            cells.append(session.cell(b, p, artifact=path))
     shared.step("done", len(cells), len(cells))
-    calibration = {"samples": len(samples), "how": how,
-                   "judged_on": "the model's example inputs, which calibration never saw" if not own else
-                   "the model's example inputs, against the file's own emulation (no float source)"}
     modules = [m for b in o.backends for m in reg.cls(b).requires]
-    return QuantResult(grid.source.ref.label, cells, calibration, report_versions(modules),
+    return QuantResult(grid.source.ref.label, cells, session.calibration, report_versions(modules),
                        time.perf_counter() - t0, grid.source.fingerprint)
+
+
+class QuantSession:
+    """One model's quantized cells, run and judged on demand: its calibration inputs, job data, float64 truth and
+    workers made once (quant's cells, and plan's trials of a quantized format). `own`: MODEL is itself quantized in
+    that format (no float source, nothing calibrated)."""
+
+    def __init__(self, grid: Any, o: QuantOptions, shared: RunOptions, own: str | None = None) -> None:
+        self.grid, self.o, self.shared, self.own = grid, o, shared, own
+        samples, how = _calibration(grid.source, o, grid.seed) if not own else ([], "nothing: the file is quantized")
+        self.data = jobdata.of_source(Path(grid.data_path).with_name("quant.pt"), grid.source, calibration=samples)
+        self.calibration = {"samples": len(samples), "how": how,
+                            "judged_on": "the model's example inputs, which calibration never saw" if not own else
+                            "the model's example inputs, against the file's own emulation (no float source)"}
+        self.truth: list[np.ndarray] | None = None
+        self._pool: Any = None
+
+    def __enter__(self) -> QuantSession:
+        self._pool = external.pool(worker_env())
+        pool = self._pool.__enter__()
+        self.run = pool.run
+        if not self.own:
+            self.truth = reference(self.grid, pool, self.shared.timeout).outputs
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._pool.__exit__(*exc)
+
+    def cell(self, backend: str, p: prec.Precision, artifact: str | None = None, flags: tuple[str, ...] = (),
+             layers: bool | None = None) -> Cell:
+        """One cell: `backend` at format `p` (its own quantizer, with the user's flags for it and `flags`), or the
+        file `artifact` as it is; `layers`: every quantized layer's readings too (default: the options')."""
+        s = self.grid.settings
+        job = Job(self.grid.source.ref, self.data, backend, p, "cpu", STATIC, s.plugins,
+                  (*s.flags.get(backend, ()), *flags), s.cache_dir, s.seed, 1, artifact=artifact)
+        return _cell(backend, p, self.run(job, self.shared.timeout), self.truth, self.grid.source,
+                     self.o.layers if layers is None else layers)
 
 
 def _artifact(text: str) -> tuple[str, str]:
