@@ -16,7 +16,7 @@ import numpy as np
 from fpdiff.core.errors import EMULATE, StageError
 
 COMPONENT = "fpdiff's emulation (the .tflite read as a QDQ graph)"
-READER = "3"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
+READER = "4"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
 OPSET = 21
 # TFLite's tensor types fpdiff reads (schema TensorType), as numpy dtypes and ONNX element types
 _NUMPY = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8,
@@ -49,7 +49,9 @@ def write(path: Path, out: Path, xnnpack: set[int] | None = None) -> list[str]:
     None: all of them."""
     import onnx
     graph = _Reader(Path(path), xnnpack).graph()
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET)],
+    domains = sorted({n.domain for n in graph.node if n.domain})  # the emulation's own kernels (RunTimeQuantize)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET),
+                                                         *(onnx.helper.make_opsetid(d, 1) for d in domains)],
                                    producer_name="fpdiff (from a .tflite)")
     onnx.save(model, str(out))
     return [n.output[0] for n in graph.node if n.op_type == "QuantizeLinear"]
@@ -171,11 +173,11 @@ class _Reader:
         self.inits.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
-    def node(self, op: str, inputs: list[str], out: str | None = None, **attrs: Any) -> str:
+    def node(self, op: str, inputs: list[str], out: str | None = None, domain: str = "", **attrs: Any) -> str:
         import onnx
         self._n += 1
         out = out or f"{op}:{self._n}"
-        self.nodes.append(onnx.helper.make_node(op, inputs, [out], name=f"{op}_{self._n}", **attrs))
+        self.nodes.append(onnx.helper.make_node(op, inputs, [out], name=f"{op}_{self._n}", domain=domain, **attrs))
         return out
 
     def params(self, i: int) -> tuple[str, str, dict[str, int]]:
@@ -297,7 +299,8 @@ def _conv(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     x = r.float(ins[0])
     if _hybrid(r, ins):  # one range per batch item; per pixel where XNNPACK runs a 1x1 conv as a matrix product
         pointwise = not depthwise and [kh, kw] == [1, 1] and stride == [1, 1] and groups == 1
-        x = _at_run_time(r, x, [3] if pointwise and r.on_xnnpack(op) else [1, 2, 3])
+        x = _at_run_time(r, x, [3] if pointwise and r.on_xnnpack(op) else [1, 2, 3],
+                         "xnnpack" if r.on_xnnpack(op) else "tflite-asymmetric")
     args = [_nchw(r, x), weight]
     if len(ins) > 2 and ins[2] >= 0:
         args.append(r.float(ins[2]))
@@ -323,28 +326,12 @@ def _hybrid(r: _Reader, ins: list[int]) -> bool:
     return not _scaled(r.sub.tensors[ins[0]]) and ins[1] in r.constants and _scaled(r.sub.tensors[ins[1]])
 
 
-def _at_run_time(r: _Reader, x: str, axes: list[int], symmetric: bool = False) -> str:
-    """A float input quantized as a dynamic-range kernel quantizes it, int8 with one range per slice over `axes`;
-    -> its dequantized value, which the integer kernel computes with exactly. Asymmetric (XNNPACK's qd8 and TFLite's
-    AsymmetricQuantizeFloats): the range widened to hold 0, scale = range / 255, zero point = -128 - round(min /
-    scale) in [-128, 127]. Symmetric (TFLite's SymmetricQuantizeFloats): scale = max |x| / 127, no zero point.
-    Rounding half to even (a tie TFLite rounds away from zero is a step, within the bound)."""
-    ax = r.init(np.array(axes, np.int64), "axes")
-    zero = r.init(np.float32(0.0), "zero")
-    if symmetric:
-        qmin, qmax = r.init(np.float32(-127.0), "qmin"), r.init(np.float32(127.0), "qmax")
-        span = r.node("Div", [r.node("ReduceMax", [r.node("Abs", [x]), ax], keepdims=1), qmax])
-        zp = zero
-    else:
-        qmin, qmax = r.init(np.float32(-128.0), "qmin"), r.init(np.float32(127.0), "qmax")
-        lo = r.node("Min", [r.node("ReduceMin", [x, ax], keepdims=1), zero])
-        hi = r.node("Max", [r.node("ReduceMax", [x, ax], keepdims=1), zero])
-        span = r.node("Div", [r.node("Sub", [hi, lo]), r.init(np.float32(255.0), "levels")])
-    scale = r.node("Where", [r.node("Equal", [span, zero]), r.init(np.float32(1.0), "one"), span])
-    if not symmetric:
-        zp = r.node("Clip", [r.node("Sub", [qmin, r.node("Round", [r.node("Div", [lo, scale])])]), qmin, qmax])
-    q = r.node("Clip", [r.node("Add", [r.node("Round", [r.node("Div", [x, scale])]), zp]), qmin, qmax])
-    return r.node("Mul", [r.node("Sub", [q, zp]), scale])
+def _at_run_time(r: _Reader, x: str, axes: list[int], rule: str) -> str:
+    """A float input quantized to int8 at run time by the kernel that runs the op, one range per slice over `axes`
+    (the emulation's RunTimeQuantize, onnxtools/emulate.py, in the kernel's own arithmetic: `rule`); -> its
+    dequantized value, which the integer kernel computes with exactly."""
+    from fpdiff.onnxtools.emulate import RUN_TIME_DOMAIN
+    return r.node("RunTimeQuantize", [x], domain=RUN_TIME_DOMAIN, axes=axes, rule=rule)
 
 
 def _fully_connected(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
@@ -352,8 +339,9 @@ def _fully_connected(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> st
     depth = r.shape(ins[1])[1]
     x = r.node("Reshape", [r.float(ins[0]), r.init(np.array([-1, depth], np.int64), "shape")])
     if _hybrid(r, ins):  # one range per row; TFLite's own kernel symmetric unless the op asks otherwise
-        asymmetric = r.on_xnnpack(op) or bool(getattr(op.builtinOptions, "asymmetricQuantizeInputs", False))
-        x = _at_run_time(r, x, [1], symmetric=not asymmetric)
+        asymmetric = bool(getattr(op.builtinOptions, "asymmetricQuantizeInputs", False))
+        x = _at_run_time(r, x, [1], "xnnpack" if r.on_xnnpack(op) else
+                         "tflite-asymmetric" if asymmetric else "tflite-symmetric")
     y = r.node("MatMul", [x, r.node("Transpose", [w], perm=[1, 0])])
     if len(ins) > 2 and ins[2] >= 0:
         y = r.node("Add", [y, r.float(ins[2])])

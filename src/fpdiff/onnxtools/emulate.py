@@ -213,7 +213,15 @@ class _Kernels:
                 y = np.matmul(np.asarray(a, dtype=np.float64), w.T)
                 return ((y + np.asarray(bias, dtype=np.float64)) if bias is not None else y,)
 
-        return [QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, MatMulNBits]
+        class RunTimeQuantize(OpRun):
+            op_domain = RUN_TIME_DOMAIN
+
+            def _run(self, x, axes=None, rule=None):
+                return (run_time_quantized(np.asarray(x), tuple(axes), rule.decode() if isinstance(rule, bytes)
+                                           else str(rule)),)
+
+        return [QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, MatMulNBits,
+                RunTimeQuantize]
 
     def compare(self, name: str, ours: np.ndarray, theirs: np.ndarray, elem: int) -> None:
         """How far the backend's quantized values are from the emulation's, fed the same upstream values."""
@@ -248,6 +256,60 @@ class _Kernels:
             deq = (q - (0 if elem == FP8_E4M3FN else z)) * s
             a.err2 += float(np.sum((deq - ref) ** 2))
             a.ref2 += float(np.sum(ref ** 2))
+
+
+# A kernel's own quantization of a float input at run time, as a node of the emulated graph (model/tflite_qdq.py):
+# RunTimeQuantize(x; axes, rule) -> x dequantized as the kernel computes with it. Rules, each in the kernel's own
+# float32 (and, where it uses one, float64) arithmetic, int8, one range per slice over `axes`:
+# - "xnnpack": XNNPACK's qd8 (xnn_f32_qd8_asymmetric_quantization_params): the range widened to hold 0, an inverse
+#   scale 255 / range in float32, the zero point from whichever end errs less, rounded to even, x * inverse scale
+#   rounded to even; the kernel dequantizes with 1 / inverse scale;
+# - "tflite-asymmetric": TFLite's AsymmetricQuantizeFloats: the scale range / 255 and x / scale plus the zero point
+#   in float64, rounded half away from zero; dequantized with the scale in float32 (x * (1 / scale) in float32, as
+#   its portable code reads, lands a step apart on some values: 1.4e-6 from LiteRT on tinycnn_dyn_int4, against
+#   1.2e-7 this way);
+# - "tflite-symmetric": TFLite's SymmetricQuantizeFloats: x * (127 / max |x|) in float32, rounded half away from
+#   zero, clamped to [-127, 127].
+RUN_TIME_DOMAIN = "fpdiff.runtime"
+RUN_TIME_RULES = ("xnnpack", "tflite-asymmetric", "tflite-symmetric")
+
+
+def _round_away(v: np.ndarray) -> np.ndarray:
+    """Round half away from zero (C's round, TfLiteRound)."""
+    return np.sign(v) * np.floor(np.abs(v) + 0.5)
+
+
+def run_time_quantized(x: np.ndarray, axes: tuple[int, ...], rule: str) -> np.ndarray:
+    """`x` quantized to int8 at run time by the rule a kernel uses (RUN_TIME_RULES), one range per slice over
+    `axes`, and dequantized with the scale the kernel multiplies by: what its integer arithmetic computes with."""
+    x32 = np.asarray(x, dtype=np.float32)
+    lo = np.minimum(np.float32(0), x32.min(axis=axes, keepdims=True, initial=np.inf))
+    hi = np.maximum(np.float32(0), x32.max(axis=axes, keepdims=True, initial=-np.inf))
+    if rule == "tflite-symmetric":
+        r = np.maximum(np.abs(lo), hi)
+        inv = np.where(r == 0, np.float32(1), np.float32(127) / np.where(r == 0, 1, r)).astype(np.float32)
+        q = np.clip(_round_away((x32 * inv).astype(np.float32)), -127, 127)
+        scale = np.where(r == 0, 1.0, (r / np.float32(127)).astype(np.float32))
+        return q.astype(np.float64) * scale.astype(np.float64)
+    if rule == "xnnpack":
+        flat = lo == hi
+        inv = np.where(flat, np.float32(1), np.float32(255) / np.where(flat, 1, hi - lo)).astype(np.float32)
+        lo_s, hi_s = (lo * inv).astype(np.float32), (hi * inv).astype(np.float32)
+        zp = np.where((np.float32(-128) + lo_s) + (np.float32(127) + hi_s) > 0, np.float32(-128) - lo_s,
+                      np.float32(127) - hi_s)
+        zp = np.rint(np.clip(zp, -128, 127))
+        q = np.clip(np.rint((x32 * inv).astype(np.float32)) + zp, -128, 127)
+        scale = (np.float32(1) / inv).astype(np.float32)
+    elif rule == "tflite-asymmetric":
+        lo64, hi64 = lo.astype(np.float64), hi.astype(np.float64)
+        flat = lo64 == hi64
+        s64 = np.where(flat, 1.0, (hi64 - lo64) / 255.0)
+        zp = np.where(flat, 0.0, np.clip(np.round(-128.0 - lo64 / s64), -128, 127))
+        q = np.where(flat, 0.0, np.clip(_round_away(zp + x32.astype(np.float64) / s64), -128, 127))
+        scale = s64.astype(np.float32)
+    else:
+        raise ValueError(f"no run-time quantization rule {rule!r} (known: {', '.join(RUN_TIME_RULES)})")
+    return (q - zp).astype(np.float64) * scale.astype(np.float64)
 
 
 def grid_position(q: np.ndarray, elem: int) -> np.ndarray:
