@@ -11,11 +11,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fpdiff.analysis.options import RunOptions
-from fpdiff.analysis.plan.search import KeptOp, Plan, Trial, graph_digest
+from fpdiff.analysis.plan.search import KeptOp, Plan, Trial, Unit, graph_digest
+from fpdiff.analysis.quant import QuantOptions, QuantSession
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
+from fpdiff.judging.grid import make_grid
 
 # The backends whose quantizer takes a list of nodes to leave float, and how a cell asks for it (the backend flag the
 # user would pass to quant): ONNX Runtime's nodes_to_exclude, nodes of its pre-processed float graph by name
@@ -41,8 +43,6 @@ class Layer:
 def plan_quantized(model: str, precision: str, backend: str, tolerance: float | None, shared: RunOptions) -> Plan:
     """The fewest layers to leave float so `model` quantized to `precision` by `backend`'s own quantizer meets the
     tolerance against float64 (the format's own tolerance by default), each trial a quant cell on the backend."""
-    from fpdiff.analysis.quant import QuantOptions, QuantSession
-    from fpdiff.judging.grid import make_grid
     p = prec.quantized(precision)
     if backend not in EXCLUDE_FLAGS:
         raise UsageError(f"plan for a quantized format leaves layers float through the backend's own quantizer; "
@@ -145,7 +145,7 @@ def _neighbours(graph) -> dict[str, list[tuple[str, str]]]:
 
 
 def graph_digest_of(layers: Sequence[Layer]) -> str:
-    from fpdiff.analysis.plan.search import Unit
+    """The layers' nodes as the plan's graph digest (a plan is never applied to another model)."""
     return graph_digest([Unit(n, op) for layer in layers for n, op in zip(layer.nodes, layer.ops)])
 
 
