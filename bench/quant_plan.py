@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in a.modes.split(","):
             planned.search, planned.ranked_layers = ours_search, ours_ranked
             if mode.startswith("sqnr"):
-                with_sqnr_ranking(lambda cell: feeds)
+                with_sqnr_ranking(lambda cell, given=feeds: given)
             if mode == "sqnr-one-by-one":
                 planned.search = one_by_one(a.cap)
             try:
