@@ -536,7 +536,6 @@ class LiteRtBackend(Backend):
         """The cell's fp32 .tflite quantized by ai-edge-quantizer with its own recipe for the format (LiteRT's
         quantizer for dynamic-range and weight-only files), run by LiteRT; emulated from the file itself
         (model/tflite_qdq.py), each dynamic-range op quantizing its input as the kernel that ran it does."""
-        from fpdiff.model import tflite_qdq
         made: dict[str, Any] = {}
         source, _ = self._converted(task.at(prec.FP32), False, made)
 
@@ -544,14 +543,14 @@ class LiteRtBackend(Backend):
             made.update(recipe_quantized(source, scheme, out))
         key = task.key("litert-recipe", _version("litert-torch"), _version("ai-edge-quantizer"), scheme)
         path, hit = task.cache.get_or_build(*key, suffix=".tflite", build=build)
-        graph = self._emulation(task, path, tflite_qdq.READER)
+        graph = self._emulation(task, path)
         tool = (f"ai-edge-quantizer {_version('ai-edge-quantizer')} recipe.{RECIPES[scheme]}() on litert-torch "
                 f"{_version('litert-torch')}'s float32 .tflite")
         info: dict[str, Any] = {"quantized_by": tool, "scheme": SCHEMES[scheme], "cache": "hit" if hit else "miss",
                                 "run_by": "LiteRT CompiledModel on the CPU (XNNPACK)", **made}
         return quantized_cell(path, {"graph": str(graph), "tool": tool, "component": "ai-edge-quantizer"}, info)
 
-    def _emulation(self, task: Task, path: Path, reader: str) -> Path:
+    def _emulation(self, task: Task, path: Path) -> Path:
         """The QDQ graph fpdiff emulates a quantized .tflite by (model/tflite_qdq.py), with the marked copy that
         reads its activation quantizers back beside it; cached by the file's bytes and the LiteRT that placed its
         ops (a dynamic-range op is emulated as the kernel that runs it quantizes)."""
@@ -563,7 +562,7 @@ class LiteRtBackend(Backend):
         def build(out: Path) -> None:
             names = tflite_qdq.write(path, out, delegated(path, None)[0])
             write_marked_file(path, names, task.cache.beside(out, MARKED))
-        key = task.key("litert-tflite-qdq", reader, _version("ai-edge-litert"), digest)
+        key = task.key("litert-tflite-qdq", tflite_qdq.READER, _version("ai-edge-litert"), digest)
         graph, _ = task.cache.get_or_build(*key, suffix=".qdq.onnx", build=build)
         if not graph.with_suffix(MARKED_RECORD).exists():  # a companion lost: made again
             build(graph)
@@ -572,8 +571,7 @@ class LiteRtBackend(Backend):
     def _given(self, task: Task, path: Path) -> Prepared:
         """The user's own quantized .tflite, run as it is: its emulation read from the file itself (its scales, zero
         points and ops, model/tflite_qdq.py), and its activations read back from a copy that also outputs them."""
-        from fpdiff.model import tflite_qdq
-        graph = self._emulation(task, path, tflite_qdq.READER)
+        graph = self._emulation(task, path)
         info: dict[str, Any] = {"quantized_by": f"the file itself ({path.name})",
                                 "scheme": "read from the file: each tensor's scale and zero point (per channel, or "
                                           "per block, where it has them), its ops as TFLite computes them, a "
