@@ -5,7 +5,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ from fpdiff.backends.base import reading_back as read_back_on_first_run
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
 from fpdiff.core.dtypes import mixed_dtype, too_wide
-from fpdiff.core.errors import COMPILE, IMPORT, TORCH_EXPORT, Unsupported, stage
+from fpdiff.core.errors import COMPILE, IMPORT, TORCH_EXPORT, Unsupported, UsageError, stage
 from fpdiff.core.support import Support
 
 # INFERENCE_PRECISION_HINT values by fpdiff precision. The CPU plugin has no f64 inference precision, and no
@@ -177,15 +177,32 @@ def unconverted(text: str) -> dict[str, str]:
     return out
 
 
+IGNORE = "ignored_scope="
+
+
+def ignored(flags: Sequence[str]) -> tuple[str, ...]:
+    """The nodes the user's flags leave float in a cell NNCF quantizes (`ignored_scope=A,B`: nncf.IgnoredScope's
+    names, nodes of the model's fp32 ONNX graph); any other flag is one line."""
+    other = [f for f in flags if not f.startswith(IGNORE)]
+    if other:
+        raise UsageError(f"openvino takes --backend-flag openvino={IGNORE}NODE,NODE (nodes NNCF leaves float in a "
+                         f"quantized cell); got {', '.join(other)}")
+    return tuple(n for f in flags for n in f.removeprefix(IGNORE).split(",") if n)
+
+
 class OpenVinoBackend(Backend):
     name = "openvino"
     kinds = frozenset({TORCH, ONNX})
     independent = True  # its own ONNX frontend and CPU plugin kernels
     requires = ("openvino",)
     extra = "openvino"
+    takes_flags = True  # ignored_scope=NODE,NODE: a quantized cell's nodes NNCF leaves float
 
     def prepare_task(self, task: Task) -> Prepared:
         import openvino as ov
+        if ignored(task.flags):
+            raise UsageError(f"--backend-flag openvino={IGNORE}... leaves nodes of a quantized cell float; this cell "
+                             f"is {task.precision.name}, not quantized")
         p = task.precision
         if p.autocast is not None:
             raise Unsupported(f"OpenVINO has no autocast; its {p.name.removeprefix('amp-')} inference precision "
@@ -254,13 +271,17 @@ class OpenVinoBackend(Backend):
         scheme = task.precision.name
         given = Path(task.given) if task.given else None
         by_nncf = not given and scheme in nncf_graph.NNCF_QUANTIZERS
-        graph = given or (nncf_graph.nncf_graph(task) if by_nncf else quantize.qdq_graph(task))
+        scope = ignored(task.flags)
+        if scope and not by_nncf:
+            raise UsageError(f"--backend-flag openvino={IGNORE}... is NNCF's; OpenVINO's {scheme} cell is not "
+                             "quantized by NNCF")
+        graph = given or (nncf_graph.nncf_graph(task, scope) if by_nncf else quantize.qdq_graph(task))
         with stage(IMPORT, "openvino.convert_model"):
             model = _converted(ov, str(graph))
         with stage(COMPILE, "openvino CPU plugin"):
             compiled = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
         made = f"the file itself ({given.name})" if given else \
-            nncf_graph.tool(scheme) if by_nncf else quantize.tool(scheme, graph)
+            nncf_graph.tool(scheme, scope) if by_nncf else quantize.tool(scheme, graph)
         component = f"the file {graph.name}" if given else nncf_graph.NNCF if by_nncf else quantize.QUANTIZE
         record = {"graph": str(graph), "tool": made, "component": component, **runtime_integers(compiled),
                   **quantize.float_graph(task, pre=not by_nncf)}

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import QUANTIZE, StageError, Unsupported, stage
+from fpdiff.core.errors import QUANTIZE, StageError, Unsupported, UsageError, stage
 from fpdiff.core.quiet import quieted
 from fpdiff.core.task import Task
 
@@ -38,8 +38,9 @@ NNCF = "nncf"
 OLDEST_OPSET = {"int8": 10, "fp8": 10, "int4-weight": 13}
 
 
-def nncf_graph(task: Task) -> Path:
-    """The cell's fp32 ONNX graph quantized by NNCF in the task's format, calibrated on task.calibration(), cached."""
+def nncf_graph(task: Task, ignored: tuple[str, ...] = ()) -> Path:
+    """The cell's fp32 ONNX graph quantized by NNCF in the task's format, calibrated on task.calibration(), cached;
+    `ignored`: nodes of that graph NNCF leaves float (its IgnoredScope's names)."""
     scheme = task.precision.name
     if scheme not in NNCF_QUANTIZERS:
         raise Unsupported(f"NNCF quantizes {', '.join(NNCF_QUANTIZERS)} ahead of time; {scheme} is not one of them",
@@ -47,19 +48,32 @@ def nncf_graph(task: Task) -> Path:
     fp32 = task.at(prec.FP32)
     path = fp32.onnx_file()
     calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
-    quantized, _ = fp32.cache.get_or_build(*fp32.key("nncf-quantized", scheme, task.calibration_digest()),
-                                           suffix=".onnx", build=lambda out: _quantize(path, out, scheme, calibration))
+    if ignored:
+        import onnx
+        names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
+        unknown = [n for n in ignored if n not in names]
+        if unknown:
+            raise UsageError(f"ignored_scope names {len(unknown)} node{'s' * (len(unknown) != 1)} the fp32 graph does "
+                             f"not have: {', '.join(unknown[:3])}")
+    parts = ("nncf-quantized", scheme, task.calibration_digest(), *(("ignored", *ignored) if ignored else ()))
+    quantized, _ = fp32.cache.get_or_build(*fp32.key(*parts), suffix=".onnx",
+                                           build=lambda out: _quantize(path, out, scheme, calibration, ignored))
     return quantized
 
 
-def tool(scheme: str) -> str:
-    """What quantized a cell, as its report says it."""
+def tool(scheme: str, ignored: tuple[str, ...] = ()) -> str:
+    """What quantized a cell, as its report says it, with the nodes the user's ignored scope left float."""
     import nncf
-    return f"{NNCF} {nncf.__version__}: {NNCF_QUANTIZERS[scheme]}, weight transposes folded into constants first"
+    said = f"{NNCF} {nncf.__version__}: {NNCF_QUANTIZERS[scheme]}, weight transposes folded into constants first"
+    if ignored:
+        said += (f", IgnoredScope(names=) {len(ignored)} node{'s' * (len(ignored) != 1)} ({', '.join(ignored[:4])}"
+                 f"{', ...' if len(ignored) > 4 else ''})")
+    return said
 
 
-def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]]) -> None:
-    """`fp32` quantized into `out` by NNCF; any failure in its code is charged to it."""
+def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]],
+              ignored: tuple[str, ...] = ()) -> None:
+    """`fp32` quantized into `out` by NNCF, `ignored` left float; any failure in its code is charged to it."""
     import onnx
     try:
         import nncf
@@ -78,11 +92,14 @@ def _quantize(fp32: Path, out: Path, scheme: str, calibration: list[tuple[Any, .
         if scheme == "int4-weight":
             made = nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=32, ratio=1.0,
                                          all_layers=True, backup_mode=nncf.BackupMode.NONE,
-                                         ignored_scope=nncf.IgnoredScope(types=["Gather"], validate=False))
+                                         ignored_scope=nncf.IgnoredScope(names=list(ignored), types=["Gather"],
+                                                                         validate=False))
         elif scheme == "fp8":
-            made = nncf.quantize(model, data, mode=nncf.QuantizationMode.FP8_E4M3, subset_size=len(calibration))
+            made = nncf.quantize(model, data, mode=nncf.QuantizationMode.FP8_E4M3, subset_size=len(calibration),
+                                 ignored_scope=nncf.IgnoredScope(names=list(ignored)))
         else:
-            made = nncf.quantize(model, data, subset_size=len(calibration))
+            made = nncf.quantize(model, data, subset_size=len(calibration),
+                                 ignored_scope=nncf.IgnoredScope(names=list(ignored)))
     dangling = _dangling(made)
     if dangling:
         raise StageError(QUANTIZE, NNCF, f"the graph NNCF made reads {len(dangling)} tensors nothing in it makes "

@@ -20,9 +20,16 @@ from fpdiff.judging.cell import Cell
 from fpdiff.judging.grid import make_grid
 
 # The backends whose quantizer takes a list of nodes to leave float, and how a cell asks for it (the backend flag the
-# user would pass to quant): ONNX Runtime's nodes_to_exclude, nodes of its pre-processed float graph by name
+# user would pass to quant): ONNX Runtime's nodes_to_exclude (nodes of its pre-processed float graph), NNCF's
+# IgnoredScope names (nodes of the fp32 ONNX graph it quantizes), each by the names its quantized graph keeps
 EXCLUDE_FLAGS: dict[str, Callable[[Sequence[str]], str]] = {
     "ort": lambda nodes: "nodes_to_exclude=" + ",".join(nodes),
+    "openvino": lambda nodes: "ignored_scope=" + ",".join(nodes),
+}
+# How a user applies a plan with the backend's quantizer itself
+APPLY = {
+    "ort": "onnxruntime.quantization's quantize_static(..., nodes_to_exclude={nodes!r})",
+    "openvino": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
 }
 # ops a layer's kernel holds that are no layer of their own: the quantizer's inserted nodes
 _NOT_LAYERS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
@@ -188,8 +195,8 @@ def reproduce(plan: Plan, backend: str) -> str:
     """How a user applies the plan with the backend's own quantizer, and re-verifies it with quant."""
     nodes = [k.node for k in plan.keep]
     flag = EXCLUDE_FLAGS[backend](nodes)
-    return (f"apply: onnxruntime.quantization's quantize_static(..., nodes_to_exclude={nodes!r}); re-verify: fpdiff "
-            f"quant {plan.model} --schemes {plan.precision} --backends {backend} --backend-flag {backend}={flag}")
+    return (f"apply: {APPLY[backend].format(nodes=nodes)}; re-verify: fpdiff quant {plan.model} --schemes "
+            f"{plan.precision} --backends {backend} --backend-flag {backend}={flag}")
 
 
 def _trial(nodes: Sequence[str], cell: Cell, tol: float) -> Trial:
