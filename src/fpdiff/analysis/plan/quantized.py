@@ -91,8 +91,12 @@ def plan_quantized(model: str, precision: str, backend: str, tolerance: float | 
             plan.message = f"{backend} departs from the emulation of its own quantized model: {e}"[:600]
             return _done(plan, t0)
     if found is None:
-        plan.message = (f"no plan: with all {len(layers)} quantized layers the readings rank left float, the error "
-                        f"is still {plan.trials[-1].error:.3g} (tolerance {tol:g})")
+        last = plan.trials[-1]
+        best = min((t for t in plan.trials if t.status == Status.OK), key=lambda t: t.error)
+        plan.message = (f"no plan short of leaving every quantized layer float: the most tried, {len(best.keep)} "
+                        f"nodes float, still errs {best.error:.3g} (tolerance {tol:g})" +
+                        (f"; with all {len(layers)} layers float: {last.status}: {last.reason}" if last.status !=
+                         Status.OK else f"; with all {len(layers)} layers float: {last.error:.3g}"))[:600]
         return _done(plan, t0)
     keep, trial = found
     plan.passed, plan.error = True, trial.error
