@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import QUANTIZE, StageError, Unsupported, UsageError, stage
+from fpdiff.core.errors import QUANTIZE, StageError, Unsupported, stage
 from fpdiff.core.quiet import quieted
 from fpdiff.core.task import Task
+from fpdiff.onnxtools.quantize import known_nodes
 
 # How each format is asked of NNCF (what the report says quantized the cell). int8 and fp8: nncf.quantize with its
 # defaults (the PERFORMANCE preset: symmetric int8 weights per channel, int8 activations per tensor, symmetric, or
@@ -48,13 +49,7 @@ def nncf_graph(task: Task, ignored: tuple[str, ...] = ()) -> Path:
     fp32 = task.at(prec.FP32)
     path = fp32.onnx_file()
     calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
-    if ignored:
-        import onnx
-        names = {n.name for n in onnx.load(str(path), load_external_data=False).graph.node}
-        unknown = [n for n in ignored if n not in names]
-        if unknown:
-            raise UsageError(f"ignored_scope names {len(unknown)} node{'s' * (len(unknown) != 1)} the fp32 graph does "
-                             f"not have: {', '.join(unknown[:3])}")
+    known_nodes(path, ignored, "ignored_scope", "the fp32 graph")
     parts = ("nncf-quantized", scheme, task.calibration_digest(), *(("ignored", *ignored) if ignored else ()))
     quantized, _ = fp32.cache.get_or_build(*fp32.key(*parts), suffix=".onnx",
                                            build=lambda out: _quantize(path, out, scheme, calibration, ignored))

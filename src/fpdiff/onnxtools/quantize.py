@@ -35,19 +35,26 @@ def qdq_graph(task: Task, exclude: tuple[str, ...] = ()) -> Path:
     scheme = task.precision.name
     calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
     pre = preprocessed(task)
-    if exclude:
-        import onnx
-        names = {n.name for n in onnx.load(str(pre), load_external_data=False).graph.node}
-        unknown = [n for n in exclude if n not in names]
-        if unknown:
-            raise UsageError(f"nodes_to_exclude names {len(unknown)} node{'s' * (len(unknown) != 1)} the "
-                             f"pre-processed float graph does not have: {', '.join(unknown[:3])}")
+    known_nodes(pre, exclude, "nodes_to_exclude", "the pre-processed float graph")
     # the recipe is in the key: a changed option is another quantized model
     parts = ("ort-quantized", scheme, QUANTIZERS[scheme], task.calibration_digest(), *(("exclude", *exclude) if exclude
                                                                                      else ()))
     quantized, _ = fp32.cache.get_or_build(*fp32.key(*parts), suffix=".onnx",
                                            build=lambda out: quantize_graph(pre, out, scheme, calibration, exclude))
     return quantized
+
+
+def known_nodes(graph: Path, nodes: tuple[str, ...], option: str, what: str) -> None:
+    """A quantizer's list of nodes to leave float, checked against the graph it quantizes: an unknown name is one
+    line (a quantizer would skip it without a word)."""
+    if not nodes:
+        return
+    import onnx
+    names = {n.name for n in onnx.load(str(graph), load_external_data=False).graph.node}
+    unknown = [n for n in nodes if n not in names]
+    if unknown:
+        raise UsageError(f"{option} names {len(unknown)} node{'s' * (len(unknown) != 1)} {what} does not have: "
+                         f"{', '.join(unknown[:3])}")
 
 
 def preprocessed(task: Task) -> Path:
