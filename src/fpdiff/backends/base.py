@@ -255,6 +255,22 @@ def reading_back(run: Callable[..., list[Any]], graph: Path, record: dict[str, A
     return call
 
 
+def nodes_left_float(flags: Sequence[str], backend: str, option: str, precision: Precision) -> tuple[str, ...]:
+    """The nodes the user's flags have a backend's quantizer leave float (`OPTION=A,B`, the quantizer's own option,
+    nodes of the float graph it quantizes); any other flag, or the option in a cell that is not quantized, is one
+    line."""
+    prefix = f"{option}="
+    other = [f for f in flags if not f.startswith(prefix)]
+    if other:
+        raise UsageError(f"{backend} takes --backend-flag {backend}={prefix}NODE,NODE (a quantized cell's nodes its "
+                         f"quantizer leaves float); got {', '.join(other)}")
+    nodes = tuple(n for f in flags for n in f.removeprefix(prefix).split(",") if n)
+    if nodes and not precision.is_quantized:
+        raise UsageError(f"--backend-flag {backend}={prefix}... leaves nodes of a quantized cell float; this cell is "
+                         f"{precision.name}, not quantized")
+    return nodes
+
+
 def check_declarations(names: dict[str, Any], who: str) -> None:
     """Refuse a value `names` sets that is no declaration: a typo (`all_output = True`) must not be ignored.
     Private names, UPPER_CASE constants and methods (any descriptor) are the class's own."""

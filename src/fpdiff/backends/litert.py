@@ -900,6 +900,7 @@ def integer_placement(view: FileView, ops: list[dict[str, Any]], taken: set[int]
     op whose input is an integer tensor with quantization parameters. A dynamic-range or weight-only file (no
     activation in integers): a matrix op with integer weights, taken as they are (its kernel quantizes the input at
     run time) or widened before it (weight-only); its other ops are float by the format and not counted."""
+    from fpdiff.model.tflite_qdq import WEIGHTED_OPS
     tensors = {int(t["index"]): t for t in view.tensors}
 
     def scaled(i: int) -> bool:
@@ -917,7 +918,7 @@ def integer_placement(view: FileView, ops: list[dict[str, Any]], taken: set[int]
                 ints[f"{o['op_name']} ({where})"] += 1
             else:
                 left.append(f"{o['op_name']} #{o['index']} ({where})")
-        elif not full and o["op_name"] in MATRIX_OPS:
+        elif not full and o["op_name"] in WEIGHTED_OPS:
             w = int(o["inputs"][1]) if len(o["inputs"]) > 1 else -1
             producer = made_by.get(w)
             if scaled(w):
@@ -928,6 +929,3 @@ def integer_placement(view: FileView, ops: list[dict[str, Any]], taken: set[int]
                 left.append(f"{o['op_name']} #{o['index']} ({where})")
     return {"integer_ops": dict(ints), "float_ops": len(left), "left_float": left[:32]}
 
-
-# The ops a dynamic-range or weight-only format quantizes: those with weights
-MATRIX_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL", "TRANSPOSE_CONV"})

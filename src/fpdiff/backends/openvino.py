@@ -5,13 +5,13 @@ import re
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fpdiff.backends.base import ONNX, TORCH, Backend, Prepared, Repro, Task
+from fpdiff.backends.base import ONNX, TORCH, Backend, Prepared, Repro, Task, nodes_left_float
 from fpdiff.backends.base import reading_back as read_back_on_first_run
 from fpdiff.core import precision as prec
 from fpdiff.core.compare import Finding
@@ -177,17 +177,9 @@ def unconverted(text: str) -> dict[str, str]:
     return out
 
 
-IGNORE = "ignored_scope="
-
-
-def ignored(flags: Sequence[str]) -> tuple[str, ...]:
-    """The nodes the user's flags leave float in a cell NNCF quantizes (`ignored_scope=A,B`: nncf.IgnoredScope's
-    names, nodes of the model's fp32 ONNX graph); any other flag is one line."""
-    other = [f for f in flags if not f.startswith(IGNORE)]
-    if other:
-        raise UsageError(f"openvino takes --backend-flag openvino={IGNORE}NODE,NODE (nodes NNCF leaves float in a "
-                         f"quantized cell); got {', '.join(other)}")
-    return tuple(n for f in flags for n in f.removeprefix(IGNORE).split(",") if n)
+def ignored(task: Task) -> tuple[str, ...]:
+    """The nodes the user's flags leave float in a cell NNCF quantizes: nncf.IgnoredScope's names."""
+    return nodes_left_float(task.flags, "openvino", "ignored_scope", task.precision)
 
 
 class OpenVinoBackend(Backend):
@@ -200,9 +192,7 @@ class OpenVinoBackend(Backend):
 
     def prepare_task(self, task: Task) -> Prepared:
         import openvino as ov
-        if ignored(task.flags):
-            raise UsageError(f"--backend-flag openvino={IGNORE}... leaves nodes of a quantized cell float; this cell "
-                             f"is {task.precision.name}, not quantized")
+        ignored(task)  # refused here in one line
         p = task.precision
         if p.autocast is not None:
             raise Unsupported(f"OpenVINO has no autocast; its {p.name.removeprefix('amp-')} inference precision "
@@ -271,9 +261,9 @@ class OpenVinoBackend(Backend):
         scheme = task.precision.name
         given = Path(task.given) if task.given else None
         by_nncf = not given and scheme in nncf_graph.NNCF_QUANTIZERS
-        scope = ignored(task.flags)
+        scope = ignored(task)
         if scope and not by_nncf:
-            raise UsageError(f"--backend-flag openvino={IGNORE}... is NNCF's; OpenVINO's {scheme} cell is not "
+            raise UsageError(f"--backend-flag openvino=ignored_scope=... is NNCF's; OpenVINO's {scheme} cell is not "
                              "quantized by NNCF")
         graph = given or (nncf_graph.nncf_graph(task, scope) if by_nncf else quantize.qdq_graph(task))
         with stage(IMPORT, "openvino.convert_model"):

@@ -4,19 +4,30 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fpdiff.backends import to_numpy as _to_numpy
-from fpdiff.backends.base import NUMPY_INPUTS, ONNX, TORCH, Artifact, Backend, Prepared, Repro, Task, TensorSpec
+from fpdiff.backends.base import (
+    NUMPY_INPUTS,
+    ONNX,
+    TORCH,
+    Artifact,
+    Backend,
+    Prepared,
+    Repro,
+    Task,
+    TensorSpec,
+    nodes_left_float,
+)
 from fpdiff.backends.base import reading_back as read_back_on_first_run
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.dtypes import mixed_dtype
-from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, UsageError, stage
+from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
 from fpdiff.core.support import Support
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
 from fpdiff.onnxtools.marked import marked
@@ -263,17 +274,9 @@ REMEDY = ("ONNX Runtime inserts casts where its kernels for this provider lack {
           "a provider with {want} kernels (CUDA, TensorRT)")
 
 
-EXCLUDE = "nodes_to_exclude="
-
-
-def excluded(flags: Sequence[str]) -> tuple[str, ...]:
-    """The nodes the user's flags leave float in a quantized cell (`nodes_to_exclude=A,B`, as onnxruntime's quantizer
-    names the option, nodes of the pre-processed float graph by name); any other flag is one line."""
-    other = [f for f in flags if not f.startswith(EXCLUDE)]
-    if other:
-        raise UsageError(f"ort takes --backend-flag ort={EXCLUDE}NODE,NODE (a quantized cell's nodes left float); got "
-                         f"{', '.join(other)}")
-    return tuple(n for f in flags for n in f.removeprefix(EXCLUDE).split(",") if n)
+def excluded(task: Task) -> tuple[str, ...]:
+    """The nodes the user's flags leave float in a quantized cell: onnxruntime's nodes_to_exclude."""
+    return nodes_left_float(task.flags, "ort", "nodes_to_exclude", task.precision)
 
 
 class OrtBackend(Backend):
@@ -287,9 +290,7 @@ class OrtBackend(Backend):
     takes_flags = True  # nodes_to_exclude=NODE,NODE: a quantized cell's nodes its quantizer leaves float
 
     def prepare_task(self, task: Task) -> Prepared:
-        if excluded(task.flags):
-            raise UsageError("--backend-flag ort=nodes_to_exclude=... leaves nodes of a quantized cell float; this "
-                             f"cell is {task.precision.name}, not quantized")
+        excluded(task)  # refused here in one line
         path, info = cell_graph(task)
         # the optimized graph goes to this cell's own scratch folder, never beside the cached graph: two runs of the
         # same model at once would write one file while the other reads it (a torn file, a false error)
@@ -355,7 +356,7 @@ class OrtBackend(Backend):
             quantized, tool = Path(task.given), f"the file itself ({Path(task.given).name})"
         else:
             quantized, info = self._quantized(task)
-            tool = quantizing_tool(scheme, quantized, excluded(task.flags))
+            tool = quantizing_tool(scheme, quantized, excluded(task))
         scratch = _scratch()
         optimized = scratch / "optimized.onnx"
         with stage(LOAD, "onnxruntime"):
@@ -373,7 +374,7 @@ class OrtBackend(Backend):
         """The cell's fp32 graph (a torch model's export, checked) quantized in the task's format by ORT's tools."""
         from fpdiff.onnxtools.quantize import qdq_graph
         _, info = cell_graph(task.at(prec.FP32))
-        return qdq_graph(task, excluded(task.flags)), info
+        return qdq_graph(task, excluded(task)), info
 
     def prepare_marked(self, task: Task) -> Prepared:
         """The cell's graph with every float value its nodes produce as an output; ONNX Runtime may fuse otherwise

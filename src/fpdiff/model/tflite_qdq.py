@@ -34,7 +34,7 @@ def is_quantized(path: Path) -> str | None:
     if any(i not in g.constants and _scaled(t) for i, t in enumerate(g.sub.tensors)):
         return "int8"
     if any(len(op.inputs) > 1 and min(op.inputs[:2]) >= 0 and _hybrid(g, [int(i) for i in op.inputs])
-           for op in g.sub.operators if g.op_name(op) in _DYNAMIC_RANGE):
+           for op in g.sub.operators if g.op_name(op) in WEIGHTED_OPS):
         return "int8-dynamic"
     weights = [t for i, t in enumerate(g.sub.tensors) if i in g.constants and _scaled(t)]
     if not weights:
@@ -109,6 +109,7 @@ class _Reader:
         self.nodes: list[Any] = []
         self.inits: list[Any] = []
         self.floats: dict[int, str] = {}  # a tensor's float value, once made
+        self.at = -1  # the index of the op being read
         self.codes = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
         self._n = 0
 
@@ -124,7 +125,8 @@ class _Reader:
                 self.quantize(i, self.name(i) + ":in")
             else:
                 self.floats[i] = self.name(i)
-        for op in self.sub.operators:
+        for at, op in enumerate(self.sub.operators):
+            self.at = at
             self.op(op)
         for i in self.sub.outputs:
             t = self.sub.tensors[i]
@@ -241,7 +243,7 @@ class _Reader:
         name = self.op_name(op)
         how = _OPS.get(name)
         if how is None:
-            raise StageError(EMULATE, COMPONENT, f"no emulation of TFLite's {name} (op {self.sub.operators.index(op)})")
+            raise StageError(EMULATE, COMPONENT, f"no emulation of TFLite's {name} (op {self.at})")
         ins = [int(i) for i in op.inputs]
         outs = [int(i) for i in op.outputs]
         y = how(self, op, ins, outs)
@@ -261,8 +263,9 @@ class _Reader:
     def shape(self, i: int) -> list[int]:
         return _dims(self.sub.tensors[i])
 
-    def on_xnnpack(self, op: Any) -> bool:
-        return self.xnnpack is None or self.sub.operators.index(op) in self.xnnpack
+    def on_xnnpack(self) -> bool:
+        """Whether XNNPACK runs the op being read."""
+        return self.xnnpack is None or self.at in self.xnnpack
 
 
 def _nchw(r: _Reader, x: str) -> str:
@@ -299,8 +302,8 @@ def _conv(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     x = r.float(ins[0])
     if _hybrid(r, ins):  # one range per batch item; per pixel where XNNPACK runs a 1x1 conv as a matrix product
         pointwise = not depthwise and [kh, kw] == [1, 1] and stride == [1, 1] and groups == 1
-        x = _at_run_time(r, x, [3] if pointwise and r.on_xnnpack(op) else [1, 2, 3],
-                         "xnnpack" if r.on_xnnpack(op) else "tflite-asymmetric")
+        on = r.on_xnnpack()
+        x = _at_run_time(r, x, [3] if pointwise and on else [1, 2, 3], "xnnpack" if on else "tflite-asymmetric")
     args = [_nchw(r, x), weight]
     if len(ins) > 2 and ins[2] >= 0:
         args.append(r.float(ins[2]))
@@ -340,7 +343,7 @@ def _fully_connected(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> st
     x = r.node("Reshape", [r.float(ins[0]), r.init(np.array([-1, depth], np.int64), "shape")])
     if _hybrid(r, ins):  # one range per row; TFLite's own kernel symmetric unless the op asks otherwise
         asymmetric = bool(getattr(op.builtinOptions, "asymmetricQuantizeInputs", False))
-        x = _at_run_time(r, x, [1], "xnnpack" if r.on_xnnpack(op) else
+        x = _at_run_time(r, x, [1], "xnnpack" if r.on_xnnpack() else
                          "tflite-asymmetric" if asymmetric else "tflite-symmetric")
     y = r.node("MatMul", [x, r.node("Transpose", [w], perm=[1, 0])])
     if len(ins) > 2 and ins[2] >= 0:
@@ -412,7 +415,7 @@ def _batch_matmul(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     o = op.builtinOptions
     if _hybrid(r, ins):
         raise StageError(EMULATE, COMPONENT, "no emulation of TFLite's dynamic-range BATCH_MATMUL (op "
-                         f"{r.sub.operators.index(op)}: its run-time quantization of the input is not read)")
+                         f"{r.at}: its run-time quantization of the input is not read)")
     a, b = r.float(ins[0]), r.float(ins[1])
 
     def last_two(x: str, rank: int) -> str:
@@ -524,8 +527,9 @@ def _quantize(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
     return r.float(ins[0])  # float to integers, or integers requantized: the output's own quantizer follows
 
 
-# the ops TFLite computes in integers from a float input and integer weights (dynamic range)
-_DYNAMIC_RANGE = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL"})
+# the ops with weights: what a dynamic-range or weight-only file quantizes (a dynamic-range kernel computes them in
+# integers from a float input and integer weights)
+WEIGHTED_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL", "TRANSPOSE_CONV"})
 _OPS: dict[str, Callable[[_Reader, Any, list[int], list[int]], str | None]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "FULLY_CONNECTED": _fully_connected,
     "AVERAGE_POOL_2D": _pool("AveragePool"), "MAX_POOL_2D": _pool("MaxPool"),
