@@ -259,16 +259,26 @@ def nodes_left_float(flags: Sequence[str], backend: str, option: str, precision:
     """The nodes the user's flags have a backend's quantizer leave float (`OPTION=A,B`, the quantizer's own option,
     nodes of the float graph it quantizes); any other flag, or the option in a cell that is not quantized, is one
     line."""
-    prefix = f"{option}="
-    other = [f for f in flags if not f.startswith(prefix)]
+    return quantizer_nodes(flags, backend, (option,), precision)[option]
+
+
+def quantizer_nodes(flags: Sequence[str], backend: str, options: Sequence[str], precision: Precision
+                    ) -> dict[str, tuple[str, ...]]:
+    """The node lists the user's flags hand a backend's quantizer (`OPTION=A,B` for each of its `options`, nodes of
+    the float graph it quantizes), by option; any other flag, or one in a cell that is not quantized, is one line."""
+    prefixes = tuple(f"{o}=" for o in options)
+    other = [f for f in flags if not f.startswith(prefixes)]
     if other:
-        raise UsageError(f"{backend} takes --backend-flag {backend}={prefix}NODE,NODE (a quantized cell's nodes its "
-                         f"quantizer leaves float); got {', '.join(other)}")
-    nodes = tuple(n for f in flags for n in f.removeprefix(prefix).split(",") if n)
-    if nodes and not precision.is_quantized:
-        raise UsageError(f"--backend-flag {backend}={prefix}... leaves nodes of a quantized cell float; this cell is "
-                         f"{precision.name}, not quantized")
-    return nodes
+        said = " or ".join(f"{backend}={p}NODE,NODE" for p in prefixes)
+        raise UsageError(f"{backend} takes --backend-flag {said} (a quantized cell's nodes for its quantizer); "
+                         f"got {', '.join(other)}")
+    out = {o: tuple(n for f in flags if f.startswith(f"{o}=") for n in f.removeprefix(f"{o}=").split(",") if n)
+           for o in options}
+    given = [o for o, nodes in out.items() if nodes]
+    if given and not precision.is_quantized:
+        raise UsageError(f"--backend-flag {backend}={given[0]}=... names nodes of a quantized cell for its "
+                         f"quantizer; this cell is {precision.name}, not quantized")
+    return out
 
 
 def check_declarations(names: dict[str, Any], who: str) -> None:

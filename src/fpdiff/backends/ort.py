@@ -21,13 +21,13 @@ from fpdiff.backends.base import (
     Repro,
     Task,
     TensorSpec,
-    nodes_left_float,
+    quantizer_nodes,
 )
 from fpdiff.backends.base import reading_back as read_back_on_first_run
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
 from fpdiff.core.dtypes import mixed_dtype
-from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, stage
+from fpdiff.core.errors import LOAD, ONNX_EXPORT, StageError, Unsupported, UsageError, stage
 from fpdiff.core.support import Support
 from fpdiff.onnxtools.graph import DATA_MOVEMENT, ort_session, value_types
 from fpdiff.onnxtools.marked import marked
@@ -276,7 +276,21 @@ REMEDY = ("ONNX Runtime inserts casts where its kernels for this provider lack {
 
 def excluded(task: Task) -> tuple[str, ...]:
     """The nodes the user's flags leave float in a quantized cell: onnxruntime's nodes_to_exclude."""
-    return nodes_left_float(task.flags, "ort", "nodes_to_exclude", task.precision)
+    return quantizer_nodes(task.flags, "ort", NODE_FLAGS, task.precision)["nodes_to_exclude"]
+
+
+def at_8_bits(task: Task) -> tuple[str, ...]:
+    """The MatMul nodes the user's flags have an int4-weight cell quantize at 8 bits: a second MatMulNBitsQuantizer
+    pass (bits=8) over those alone, the mixed scheme onnxruntime's tools make."""
+    nodes = quantizer_nodes(task.flags, "ort", NODE_FLAGS, task.precision)["nodes_at_8_bits"]
+    if nodes and task.precision.name != "int4-weight":
+        raise UsageError(f"--backend-flag ort=nodes_at_8_bits=... sets MatMulNBits' bits in an int4-weight cell; this "
+                         f"cell is {task.precision.name}")
+    return nodes
+
+
+# the node lists an ORT quantized cell takes from the user's flags
+NODE_FLAGS = ("nodes_to_exclude", "nodes_at_8_bits")
 
 
 class OrtBackend(Backend):
@@ -287,10 +301,12 @@ class OrtBackend(Backend):
     requires = ("onnxruntime",)
     extra = "ort"
     artifacts = (".onnx",)
-    takes_flags = True  # nodes_to_exclude=NODE,NODE: a quantized cell's nodes its quantizer leaves float
+    # nodes_to_exclude=NODE,NODE: a quantized cell's nodes its quantizer leaves float; nodes_at_8_bits=NODE,NODE: an
+    # int4-weight cell's MatMuls quantized at 8 bits
+    takes_flags = True
 
     def prepare_task(self, task: Task) -> Prepared:
-        excluded(task)  # refused here in one line
+        excluded(task), at_8_bits(task)  # refused here in one line
         path, info = cell_graph(task)
         # the optimized graph goes to this cell's own scratch folder, never beside the cached graph: two runs of the
         # same model at once would write one file while the other reads it (a torn file, a false error)
@@ -356,7 +372,7 @@ class OrtBackend(Backend):
             quantized, tool = Path(task.given), f"the file itself ({Path(task.given).name})"
         else:
             quantized, info = self._quantized(task)
-            tool = quantizing_tool(scheme, quantized, excluded(task))
+            tool = quantizing_tool(scheme, quantized, excluded(task), at_8_bits(task))
         scratch = _scratch()
         optimized = scratch / "optimized.onnx"
         with stage(LOAD, "onnxruntime"):
@@ -374,7 +390,7 @@ class OrtBackend(Backend):
         """The cell's fp32 graph (a torch model's export, checked) quantized in the task's format by ORT's tools."""
         from fpdiff.onnxtools.quantize import qdq_graph
         _, info = cell_graph(task.at(prec.FP32))
-        return qdq_graph(task, excluded(task)), info
+        return qdq_graph(task, excluded(task), at_8_bits(task)), info
 
     def prepare_marked(self, task: Task) -> Prepared:
         """The cell's graph with every float value its nodes produce as an output; ONNX Runtime may fuse otherwise

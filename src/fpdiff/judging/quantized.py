@@ -35,6 +35,7 @@ from fpdiff.core.precision import FP32, Precision
 from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
 from fpdiff.onnxtools.emulate import Activation, Emulation, Local
+from fpdiff.onnxtools.weights import REWRITE_FLOOR
 
 DEPART_SHARE = 1.5
 LOCAL_STEPS = 1.0
@@ -209,6 +210,24 @@ def tail_limit(local: Emulation) -> tuple[float, str]:
 
 
 REMOVABLE = ("Relu", "Clip")  # activations a quantizer may fold into the QuantizeLinear after them
+
+
+def rewritten(apart: float, weights_cost: float, first: str | None, node: str | None, tool: str
+              ) -> Finding | None:
+    """A weight-only quantizer whose graph computes something other than the float graph with its own rounded
+    weights (both in float64, onnxtools/weights.py `rewrite`): the difference is its rewrite, not the format (NNCF
+    3.4's compress_weights on ONNX passes a MatMul's bias into MatMulNBits and keeps the Add after it, so the bias
+    is added twice, findings/quant-015). None: the graph is the float graph with its weights rounded."""
+    if apart <= REWRITE_FLOOR:
+        return None
+    where = f", first at {first} (made by {node})" if first else ""
+    return Finding("quantizer-rewrite", f"{tool}'s graph computes something other than the float model with its "
+                   f"own rounded weights: {apart:.3g} apart (relative L2, both in float64{where}), while rounding "
+                   f"the weights alone costs {weights_cost:.3g}", op=node.split(" ")[0] if node else None,
+                   remedy="the quantizer changed the model beyond rounding its weights: compare its graph with the "
+                   "float graph at that node, and report it to the quantizer's project")
+
+
 
 
 def dropped_activations(p: Precision, float_ops: dict[str, int], quantized_ops: dict[str, int],

@@ -86,7 +86,7 @@ def _q_range(elem: int) -> tuple[float, float]:
     return _RANGES[elem]
 
 
-def _along(v: np.ndarray, axis: int, ndim: int, block: int = 0, shape: tuple = ()) -> np.ndarray:
+def along(v: np.ndarray, axis: int, ndim: int, block: int = 0, shape: tuple = ()) -> np.ndarray:
     """A per-axis (or blocked) scale or zero point shaped to broadcast against a tensor of `ndim` dims."""
     v = np.asarray(v, dtype=np.float64)
     if v.ndim == 0 or ndim == 0:
@@ -146,8 +146,8 @@ class _Kernels:
 
             def _run(self, x, scale, zero=None, axis=1, saturate=1, block_size=0, output_dtype=0, precision=0):
                 elem = k.elem_of.get(self.onnx_node.output[0]) or _zero_elem(zero, output_dtype)
-                s = _along(scale, axis, x.ndim, block_size, x.shape)
-                z = _along(zero if zero is not None else 0, axis, x.ndim, block_size, x.shape)
+                s = along(scale, axis, x.ndim, block_size, x.shape)
+                z = along(zero if zero is not None else 0, axis, x.ndim, block_size, x.shape)
                 if self.onnx_node.input[0] in k.bypass:  # left in float: its DequantizeLinear gives x back
                     return (_float_kept(x, s, z, elem),)
                 q = quantize(x, s, z, elem, k.via)
@@ -167,8 +167,8 @@ class _Kernels:
 
             def _run(self, q, scale, zero=None, axis=1, block_size=0, output_dtype=0):
                 q = _wide(q)
-                s = _along(scale, axis, q.ndim, block_size, q.shape)
-                z = _along(_wide(zero) if zero is not None else 0, axis, q.ndim, block_size, q.shape)
+                s = along(scale, axis, q.ndim, block_size, q.shape)
+                z = along(_wide(zero) if zero is not None else 0, axis, q.ndim, block_size, q.shape)
                 if self.onnx_node.input[0] in k.constants and np.any((s == 0) & (q != z)):
                     k.zeroed.append(self.onnx_node.input[0])
                 with np.errstate(invalid="ignore", over="ignore"):  # a scale of inf: the model's, said apart
@@ -199,7 +199,7 @@ class _Kernels:
                      kernel_shape=None, pads=None, strides=None):
                 from onnx.reference.ops.op_conv import _conv_implementation
                 x = _wide(x) - (_wide(x_zero) if x_zero is not None else 0)
-                wz = _along(_wide(w_zero), 0, 4) if w_zero is not None else 0
+                wz = along(_wide(w_zero), 0, 4) if w_zero is not None else 0
                 w = _wide(w) - wz
                 return (_conv_implementation(x, w, None, auto_pad, dilations, group or 1, kernel_shape or
                                              w.shape[2:], pads, strides),)
@@ -340,18 +340,21 @@ def _wide(v: Any) -> np.ndarray:
 
 def unpack_nbits(b: np.ndarray, scales: np.ndarray, zero_points: np.ndarray | None, k: int, n: int, bits: int,
                  block: int) -> np.ndarray:
-    """MatMulNBits' packed weight as float64 [N, K]: each byte holds two 4-bit values, low nibble first; a block of
-    `block` values along K shares one scale and one zero point (8 when none is given: symmetric)."""
-    if bits != 4:
+    """MatMulNBits' packed weight as float64 [N, K]: 4 bits: each byte holds two values, low nibble first; 8 bits: one
+    a byte. A block of `block` values along K shares one scale and one zero point (2^(bits-1) when none is given:
+    symmetric); uint8 zero points are packed as the weights are."""
+    if bits not in (4, 8):
         raise NotImplementedError(f"MatMulNBits with {bits} bits")
     blocks = -(-k // block)
     raw = np.asarray(b, dtype=np.uint8).reshape(n, blocks, -1)
-    q = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(n, blocks, -1)[:, :, :block].astype(np.float64)
+    q = (np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(n, blocks, -1) if bits == 4 else raw)[:, :, :block]
+    q = q.astype(np.float64)
     if zero_points is None:
-        z = np.full((n, blocks), 8.0)
+        z = np.full((n, blocks), float(2 ** (bits - 1)))
     elif np.asarray(zero_points).dtype == np.uint8:
         zp = np.asarray(zero_points, dtype=np.uint8).reshape(n, -1)
-        z = np.stack([zp & 0x0F, zp >> 4], axis=-1).reshape(n, -1)[:, :blocks].astype(np.float64)
+        z = (np.stack([zp & 0x0F, zp >> 4], axis=-1).reshape(n, -1) if bits == 4 else zp)[:, :blocks]
+        z = z.astype(np.float64)
     else:
         z = np.asarray(zero_points, dtype=np.float64).reshape(n, blocks)
     s = np.asarray(scales, dtype=np.float64).reshape(n, blocks)
@@ -415,16 +418,27 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
     wide = wide_graph(m)
     ev = evaluator(wide, new_ops=ops)
     if forced:
-        values = ev.run(None, _wide_feeds(feeds), intermediate=True)
+        values = ev.run(None, wide_feeds(feeds), intermediate=True)
         outs = [values[o.name] for o in wide.graph.output]
         _reached(wide, ev, values, kernels, forced)
         tail = tail32(m, values, feeds, set(forced))
     else:
-        outs, tail = ev.run(None, _wide_feeds(feeds)), None
+        outs, tail = ev.run(None, wide_feeds(feeds)), None
     return Emulation([np.asarray(o, dtype=np.float64) if np.asarray(o).dtype.kind == "f" else np.asarray(o)
                       for o in outs], output_steps(m), list(kernels.activations.values()),
                      list(dict.fromkeys(kernels.zero_scales)), quantizer_count(m), kernels.local, tail,
                      list(dict.fromkeys(kernels.zeroed)))
+
+
+def emulated_values(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every tensor of the quantized graph's exact float64 emulation, by name (emulate's arithmetic, kept whole)."""
+    from fpdiff.onnxtools.evaluator import evaluator
+    from fpdiff.onnxtools.graph import float64_ops
+    m = with_domains(model)
+    kernels = _Kernels(_constants(m), quantized_outputs(m))
+    ours = {c.__name__ for c in kernels.ops()}
+    ev = evaluator(wide_graph(m), new_ops=[o for o in float64_ops() if o.__name__ not in ours] + kernels.ops())
+    return {k: np.asarray(v) for k, v in ev.run(None, wide_feeds(feeds), intermediate=True).items()}
 
 
 def _reached(m: onnx.ModelProto, ev: Any, values: dict[str, Any], kernels: _Kernels,
@@ -448,8 +462,8 @@ def _reached(m: onnx.ModelProto, ev: Any, values: dict[str, Any], kernels: _Kern
         zero = values.get(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         elem = kernels.elem_of.get(node.output[0]) or _zero_elem(zero, attrs.get("output_dtype", 0))
         axis, block = attrs.get("axis", 1), attrs.get("block_size", 0)
-        s = _along(values[node.input[1]], axis, np.ndim(x), block, np.shape(x))
-        z = _along(zero if zero is not None else 0, axis, np.ndim(x), block, np.shape(x))
+        s = along(values[node.input[1]], axis, np.ndim(x), block, np.shape(x))
+        z = along(zero if zero is not None else 0, axis, np.ndim(x), block, np.shape(x))
         local.beyond = beyond(grid_position(_wide(theirs), elem), np.asarray(x, dtype=np.float64),
                               np.broadcast_to(bound, np.shape(x)), _positions(s, z, elem, kernels.via))
 
@@ -504,7 +518,7 @@ def _constants(m: onnx.ModelProto) -> set[str]:
                                                     for o in n.output}
 
 
-def _wide_feeds(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def wide_feeds(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The inputs as the float64 evaluation takes them: float ones widened, the others as they are."""
     return {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in feeds.items()}
 
@@ -519,7 +533,7 @@ def float_values(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarra
     wanted = [n for n in names if n in made]
     if not wanted:
         return {}
-    outs = evaluator(wide_graph(m), new_ops=float64_ops()).run(wanted, _wide_feeds(feeds))
+    outs = evaluator(wide_graph(m), new_ops=float64_ops()).run(wanted, wide_feeds(feeds))
     return {n: np.asarray(v) for n, v in zip(wanted, outs) if np.asarray(v).dtype.kind == "f"}
 
 

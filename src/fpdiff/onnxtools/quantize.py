@@ -28,29 +28,46 @@ QUANTIZERS = {
 QUANTIZE = "onnxruntime.quantization"
 
 
-def qdq_graph(task: Task, exclude: tuple[str, ...] = ()) -> Path:
+def qdq_graph(task: Task, exclude: tuple[str, ...] = (), at8: tuple[str, ...] = ()) -> Path:
     """The cell's fp32 ONNX graph quantized in the task's format, calibrated on task.calibration(), cached;
-    `exclude`: nodes of the pre-processed graph the quantizer leaves float (its nodes_to_exclude)."""
+    `exclude`: nodes of the pre-processed graph the quantizer leaves float (its nodes_to_exclude); `at8`: MatMul
+    nodes an int4-weight cell quantizes at 8 bits instead."""
     fp32 = task.at(prec.FP32)
     scheme = task.precision.name
     calibration = [tuple(t.numpy() for t in c) for c in task.calibration()]
     pre = preprocessed(task)
-    known_nodes(pre, exclude, "nodes_to_exclude", "the pre-processed float graph")
+    known_nodes(pre, exclude, "nodes_to_exclude", "the pre-processed float graph", dynamic=scheme == "int8-dynamic")
+    known_nodes(pre, at8, "nodes_at_8_bits", "the pre-processed float graph")
+    both = sorted(set(exclude) & set(at8))
+    if both:
+        raise UsageError(f"nodes_to_exclude and nodes_at_8_bits both name {', '.join(both[:3])}: a node is left "
+                         "float or quantized at 8 bits, not both")
     # the recipe is in the key: a changed option is another quantized model
-    parts = ("ort-quantized", scheme, QUANTIZERS[scheme], task.calibration_digest(), *(("exclude", *exclude) if exclude
-                                                                                     else ()))
-    quantized, _ = fp32.cache.get_or_build(*fp32.key(*parts), suffix=".onnx",
-                                           build=lambda out: quantize_graph(pre, out, scheme, calibration, exclude))
+    parts = ("ort-quantized", scheme, QUANTIZERS[scheme], task.calibration_digest(),
+             *(("exclude", *exclude) if exclude else ()), *(("at8", *at8) if at8 else ()))
+    quantized, _ = fp32.cache.get_or_build(*fp32.key(*parts), suffix=".onnx", build=lambda out: quantize_graph(
+        pre, out, scheme, calibration, exclude, at8))
     return quantized
 
 
-def known_nodes(graph: Path, nodes: tuple[str, ...], option: str, what: str) -> None:
+def known_nodes(graph: Path, nodes: tuple[str, ...], option: str, what: str, dynamic: bool = False) -> None:
     """A quantizer's list of nodes to leave float, checked against the graph it quantizes: an unknown name is one
-    line (a quantizer would skip it without a word)."""
+    line (a quantizer would skip it without a word). `dynamic`: onnxruntime's quantize_dynamic, which replaces each
+    Gemm G by a MatMul named G_MatMul (and an Add) before it reads nodes_to_exclude, so G_MatMul is the name that
+    leaves that layer float and G itself is skipped without a word."""
     if not nodes:
         return
     import onnx
-    names = {n.name for n in onnx.load(str(graph), load_external_data=False).graph.node}
+    graph_nodes = onnx.load(str(graph), load_external_data=False).graph.node
+    names = {n.name for n in graph_nodes}
+    if dynamic:
+        gemms = {n.name for n in graph_nodes if n.op_type == "Gemm"}
+        named = [n for n in nodes if n in gemms]
+        if named:
+            raise UsageError(f"{option} names Gemm node{'s' * (len(named) != 1)} {', '.join(named[:3])}: "
+                             "quantize_dynamic replaces each Gemm by a MatMul named after it before it reads "
+                             f"{option}, so name {', '.join(g + '_MatMul' for g in named[:3])}")
+        names |= {g + "_MatMul" for g in gemms}
     unknown = [n for n in nodes if n not in names]
     if unknown:
         raise UsageError(f"{option} names {len(unknown)} node{'s' * (len(unknown) != 1)} {what} does not have: "
@@ -92,14 +109,17 @@ def float_graph(task: Task, pre: bool = True) -> dict[str, str]:
     return {"float_graph": str(preprocessed(task) if pre else task.at(prec.FP32).onnx_file())}
 
 
-def tool(scheme: str, graph: Path | None = None, exclude: tuple[str, ...] = ()) -> str:
+def tool(scheme: str, graph: Path | None = None, exclude: tuple[str, ...] = (), at8: tuple[str, ...] = ()) -> str:
     """What quantized a cell, as its report says it, with the nodes it left float where fpdiff asked it to
-    (`graph`: the quantized graph) or the user did (`exclude`)."""
+    (`graph`: the quantized graph) or the user did (`exclude`), and those the user had it quantize at 8 bits."""
     import onnxruntime
     said = f"{QUANTIZE} {onnxruntime.__version__}: {QUANTIZERS[scheme]}"
-    if exclude:
-        said += (f", nodes_to_exclude={len(exclude)} node{'s' * (len(exclude) != 1)} ({', '.join(exclude[:4])}"
-                 f"{', ...' if len(exclude) > 4 else ''})")
+    for option, nodes in (("nodes_to_exclude", exclude), ("nodes_at_8_bits", at8)):
+        if nodes:
+            said += (f", {option}={len(nodes)} node{'s' * (len(nodes) != 1)} ({', '.join(nodes[:4])}"
+                     f"{', ...' if len(nodes) > 4 else ''})")
+    if at8:
+        said += " then MatMulNBitsQuantizer(bits=8, block_size=32, is_symmetric=True) on those alone"
     left = left_float_nodes(graph)
     if left:
         said += (f", with the {len(left)} Softmax node{'s' * (len(left) != 1)} left float (nodes_to_exclude: "
@@ -183,7 +203,7 @@ def _huge_constants(model: Any) -> list[tuple[str, float]]:
 
 
 def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[Any, ...]],
-                   exclude: tuple[str, ...] = ()) -> None:
+                   exclude: tuple[str, ...] = (), at8: tuple[str, ...] = ()) -> None:
     """The pre-processed fp32 graph `pre` quantized into `out` by onnxruntime.quantization in the format named
     (QUANTIZERS), `exclude` left float (its nodes_to_exclude); any failure in its code is charged to it."""
     import onnx
@@ -244,9 +264,15 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
         elif scheme == "int4-weight":
             from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
             q = MatMulNBitsQuantizer(onnx.load(str(pre)), block_size=32, is_symmetric=True,
-                                     nodes_to_exclude=list(exclude))
+                                     nodes_to_exclude=[*exclude, *at8])
             q.process()
-            onnx.save(q.model.model, str(out))
+            made = q.model.model
+            if at8:  # its second pass quantizes every MatMul it is not told to exclude: all but these
+                others = [n.name for n in made.graph.node if n.name not in at8]
+                q = MatMulNBitsQuantizer(made, bits=8, block_size=32, is_symmetric=True, nodes_to_exclude=others)
+                q.process()
+                made = q.model.model
+            onnx.save(made, str(out))
         else:
             raise Unsupported(f"onnxruntime.quantization has no {scheme} path in fpdiff")
     asked = _required_inputs(onnx.load(str(out), load_external_data=False)) - set(names)

@@ -24,7 +24,7 @@ def run(needed: set[str]):
     return search(LAYERS, evaluate), log
 
 
-@pytest.mark.parametrize("needed", [{"t0"}, {"t3"}, {"t1", "t6"}, {"t2", "t9", "t13"}, {"t19"}])
+@pytest.mark.parametrize("needed", [{"t0"}, {"t3"}, {"t1", "t6"}, {"t2", "t9", "t13"}, {"t18"}])
 def test_the_search_finds_exactly_the_needed_layers_in_few_evaluations(needed):
     (keep, trial), log = run(needed)
     assert {x.tensor for x in keep} == needed and trial.passed
@@ -33,7 +33,7 @@ def test_the_search_finds_exactly_the_needed_layers_in_few_evaluations(needed):
 
 def test_the_search_says_so_when_even_every_layer_fails():
     found, log = run({"t0", "nowhere"})
-    assert found is None and len(log[-1]) == len(LAYERS)
+    assert found is None and len(log[-1]) == len(LAYERS) - 1  # every layer float is the float model: never tried
 
 
 @pytest.mark.slow

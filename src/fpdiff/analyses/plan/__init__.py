@@ -26,13 +26,16 @@ def _arguments(pl: argparse.ArgumentParser) -> None:
                     "coreml (.mlpackage), executorch (.pte, XNNPACK), litert (says why it cannot)")
     pl.add_argument("--export-onnx", metavar="PATH", help="the same as --export onnx=PATH")
     pl.add_argument("--no-speed", action="store_true", help="do not time the planned model")
+    pl.add_argument("--backup", choices=("float", "int8"), default="float",
+                    help="a quantized format's plan: what its layers become, float or int8 (8-bit weights in an "
+                    "int4-weight model on ort) (default %(default)s)")
 
 
 def _options(args: argparse.Namespace) -> PlanOptions:
     # the plan is saved after it is shown (_save), so a path it cannot write loses nothing
     return PlanOptions(precision=args.precision, backend=args.backend, tolerance=args.tolerance, device=args.device,
                        load=args.load, exports=args.export, export_onnx=args.export_onnx,
-                       measure_speed=not args.no_speed)
+                       measure_speed=not args.no_speed, backup=args.backup)
 
 
 def _save(args: argparse.Namespace, console, result: Plan) -> None:

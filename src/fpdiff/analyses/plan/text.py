@@ -60,7 +60,8 @@ def render(plan, console: Console | None = None) -> None:
         ops = [k for k in plan.keep if k.op != "clamp constants"]  # the clamp is a remedy, not an op
         clamp = " (and small constants clamped into its range, below)" if len(ops) < len(plan.keep) else ""
         if plan.precision in QUANTIZED:  # the quantizer's own nodes left float, of its quantized layers
-            console.print(f"[green]verified plan[/]: the quantizer leaves {len(ops)} nodes float -> error "
+            made = "float" if plan.backup in ("", "float") else f"at {plan.backup}"
+            console.print(f"[green]verified plan[/]: the quantizer leaves {len(ops)} nodes {made} -> error "
                           f"{_err(plan.error)}; {round(plan.low_fraction * plan.units)} of its {plan.units} "
                           f"quantized layers stay {plan.precision}", highlight=False)
         else:

@@ -24,7 +24,8 @@ class PlanOptions:
     """plan's own options (what every analysis shares is RunOptions). `tolerance`: relative L2 against float64 to
     meet (None: the precision's check tolerance). `load`: re-verify a saved plan instead of searching. `save`: write
     the verified plan there. `exports`: {target: path}, or TARGET=PATH strings, each file verified (exports.py);
-    `export_onnx` is `onnx`'s path. `measure_speed`: time the planned model."""
+    `export_onnx` is `onnx`'s path. `measure_speed`: time the planned model. `backup`: what a quantized format's
+    plan makes of its layers: float, or int8 (8-bit weights in an int4-weight model, where the quantizer offers it)."""
     precision: str = "fp16"
     backend: str = "torch"
     tolerance: float | None = None
@@ -34,6 +35,7 @@ class PlanOptions:
     exports: Mapping[str, str] | Iterable[str] | None = None
     export_onnx: str | None = None
     measure_speed: bool = True
+    backup: str = "float"  # a quantized plan's layers: left float, or (int4-weight) quantized at 8 bits
 
 
 @rundir.scoped
@@ -47,6 +49,9 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
     precision, backend, load, save, progress = o.precision, o.backend, o.load, o.save, shared.progress
     if str(precision).strip().lower() in prec.QUANTIZED:
         return _quantized_plan(model, o, shared)
+    if o.backup != "float":
+        raise UsageError(f"--backup {o.backup} is for a quantized format's plan; at {precision} the plan keeps ops "
+                         "in fp32")
     p = prec.get(precision)
     if p.cast_dtype not in ("float16", "bfloat16"):
         raise UsageError(f"plan keeps ops of an fp16 or bf16 model in fp32, or layers of a quantized format in float; "
@@ -101,7 +106,7 @@ def _quantized_plan(model: str, o: PlanOptions, shared: RunOptions) -> Plan:
                          "nodes the backend's quantizer leaves float, which the plan prints and saves")
     if o.device != "cpu":
         raise UsageError(f"quantized cells run on the CPU here; --device {o.device} is not cpu")
-    result = plan_quantized(model, o.precision, o.backend, o.tolerance, shared)
+    result = plan_quantized(model, o.precision, o.backend, o.tolerance, shared, o.backup)
     if o.save and result.passed:
         result.save(o.save)
     return result

@@ -18,6 +18,7 @@ from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
 from fpdiff.judging.grid import make_grid
+from fpdiff.onnxtools.nncf_graph import NNCF_QUANTIZERS
 
 # The backends whose quantizer takes a list of nodes to leave float, and how a cell asks for it (the backend flag the
 # user would pass to quant): ONNX Runtime's nodes_to_exclude (nodes of its pre-processed float graph), NNCF's
@@ -26,10 +27,28 @@ EXCLUDE_FLAGS: dict[str, Callable[[Sequence[str]], str]] = {
     "ort": lambda nodes: "nodes_to_exclude=" + ",".join(nodes),
     "openvino": lambda nodes: "ignored_scope=" + ",".join(nodes),
 }
-# How a user applies a plan with the backend's quantizer itself
+# the mixed schemes a backend's quantizer makes: the backup a plan's layers take there, and how a cell asks for it
+BACKUP_FLAGS: dict[tuple[str, str, str], Callable[[Sequence[str]], str]] = {
+    ("ort", "int4-weight", "int8"): lambda nodes: "nodes_at_8_bits=" + ",".join(nodes),
+}
+BACKUPS = ("float", "int8")
+# the formats whose cells the backend's flag reaches: OpenVINO's int8-dynamic cell is ONNX Runtime's dynamic graph
+EXCLUDES_IN = {"openvino": tuple(NNCF_QUANTIZERS)}
+EXCLUDES_WHY = {"openvino": "NNCF does not make int8-dynamic; OpenVINO runs ONNX Runtime's dynamic graph"}
+# How a user applies a plan with the backend's quantizer itself, by format (the call fpdiff's cell makes)
 APPLY = {
-    "ort": "onnxruntime.quantization's quantize_static(..., nodes_to_exclude={nodes!r})",
-    "openvino": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
+    "ort": {"int8": "onnxruntime.quantization's quantize_static(..., nodes_to_exclude={nodes!r})",
+            "fp8": "onnxruntime.quantization's quantize_static(..., nodes_to_exclude={nodes!r})",
+            "int8-dynamic": "onnxruntime.quantization's quantize_dynamic(..., nodes_to_exclude={nodes!r})",
+            "int4-weight": "onnxruntime.quantization's MatMulNBitsQuantizer(..., nodes_to_exclude={nodes!r})"},
+    "openvino": {"int8": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
+                 "fp8": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
+                 "int4-weight": "nncf.compress_weights(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))"},
+}
+APPLY_BACKUP = {
+    ("ort", "int4-weight", "int8"): "onnxruntime.quantization's MatMulNBitsQuantizer(..., bits=4, nodes_to_exclude="
+                                    "{nodes!r}), then MatMulNBitsQuantizer(..., bits=8, nodes_to_exclude=every node "
+                                    "but those) on its output",
 }
 # ops a layer's kernel holds that are no layer of their own: the quantizer's inserted nodes
 _NOT_LAYERS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
@@ -47,9 +66,11 @@ class Layer:
     why: str
 
 
-def plan_quantized(model: str, precision: str, backend: str, tolerance: float | None, shared: RunOptions) -> Plan:
-    """The fewest layers to leave float so `model` quantized to `precision` by `backend`'s own quantizer meets the
-    tolerance against float64 (the format's own tolerance by default), each trial a quant cell on the backend."""
+def plan_quantized(model: str, precision: str, backend: str, tolerance: float | None, shared: RunOptions,
+                   backup: str = "float") -> Plan:
+    """The fewest layers to leave float (`backup`: or to quantize at 8 bits in an int4-weight model) so `model`
+    quantized to `precision` by `backend`'s own quantizer meets the tolerance against float64 (the format's own
+    tolerance by default), each trial a quant cell on the backend."""
     p = prec.quantized(precision)
     if backend not in EXCLUDE_FLAGS:
         raise UsageError(f"plan for a quantized format leaves layers float through the backend's own quantizer; "
@@ -57,10 +78,14 @@ def plan_quantized(model: str, precision: str, backend: str, tolerance: float | 
     reg = shared.registry
     if not reg.cls(backend).implements("prepare_quantized"):
         raise UsageError(f"{backend} has no quantization path in fpdiff")
+    if p.name not in EXCLUDES_IN.get(backend, prec.QUANTIZED):
+        raise UsageError(f"{backend}'s {p.name} cell is not made by a quantizer that leaves layers float here "
+                         f"({EXCLUDES_WHY[backend]}); plan it with --backend ort")
+    flag = _backup_flag(backend, p, backup)
     t0 = time.perf_counter()
     grid = make_grid(model, reg, shared.grid(backends=(backend,), precisions=(prec.FP64,)))
     tol = tolerance if tolerance is not None else grid.source.tolerance.get(p.name, p.tolerance)
-    plan = Plan(grid.source.ref.label, p.name, backend, tol, graph="")
+    plan = Plan(grid.source.ref.label, p.name, backend, tol, graph="", backup=backup)
     with QuantSession(grid, QuantOptions(schemes=(p.name,), backends=(backend,), layers=True), shared) as session:
         pure = session.cell(backend, p, layers=True)
         plan.evaluations = 1
@@ -69,15 +94,20 @@ def plan_quantized(model: str, precision: str, backend: str, tolerance: float | 
         if pure.status not in _JUDGED:
             plan.message = f"the pure {p.name} cell is {pure.status}: {pure.reason}"[:600]
             return _done(plan, t0)
-        layers = ranked_layers(pure)
+        layers = ranked_layers(pure) if _static(p) else ranked_weights(pure, session)
         plan.units, plan.graph = len(layers), graph_digest_of(layers)
+        if not layers and not plan.trials[0].passed:
+            plan.message = (f"no plan: the quantized graph has no layer {backend}'s quantizer can leave float "
+                            f"(no quantized {'activation' if _static(p) else 'weight'} fpdiff matched to the float "
+                            "graph)")
+            return _done(plan, t0)
         if plan.trials[0].passed:
             plan.passed, plan.error = True, plan.pure_error
             return _done(plan, t0)
 
         def evaluate(keep: Sequence[Layer]) -> Trial:
             nodes = sorted({n for layer in keep for n in layer.nodes})
-            cell = session.cell(backend, p, flags=(EXCLUDE_FLAGS[backend](nodes),), layers=False)
+            cell = session.cell(backend, p, flags=(flag(nodes),), layers=False)
             plan.evaluations += 1
             trial = _trial(nodes, cell, tol)
             plan.trials.append(trial)
@@ -91,18 +121,18 @@ def plan_quantized(model: str, precision: str, backend: str, tolerance: float | 
             plan.message = f"{backend} departs from the emulation of its own quantized model: {e}"[:600]
             return _done(plan, t0)
     if found is None:
-        last = plan.trials[-1]
-        best = min((t for t in plan.trials if t.status == Status.OK), key=lambda t: t.error)
-        plan.message = (f"no plan short of leaving every quantized layer float: the most tried, {len(best.keep)} "
-                        f"nodes float, still errs {best.error:.3g} (tolerance {tol:g})" +
-                        (f"; with all {len(layers)} layers float: {last.status}: {last.reason}" if last.status !=
-                         Status.OK else f"; with all {len(layers)} layers float: {last.error:.3g}"))[:600]
+        tried = [t for t in plan.trials[1:] if t.status == Status.OK]
+        most = max(tried, key=lambda t: len(t.keep), default=None)
+        plan.message = ("no plan short of leaving every quantized layer float" + (
+            f": with {len(most.keep)} nodes float (all but one of its {len(layers)} layers) it still errs "
+            f"{most.error:.3g} (tolerance {tol:g})" if most is not None else
+            f": it has {len(layers)} quantized layer{'s' * (len(layers) != 1)}"))[:600]
         return _done(plan, t0)
     keep, trial = found
     plan.passed, plan.error = True, trial.error
     plan.keep = [KeptOp(n, op, why=[layer.why]) for layer in keep for n, op in zip(layer.nodes, layer.ops)]
     plan.low_fraction = 1 - len(keep) / max(len(layers), 1)  # here: the share of quantized layers kept quantized
-    plan.message = reproduce(plan, backend)
+    plan.message = reproduce(plan, backend, flag)
     return _done(plan, t0)
 
 
@@ -135,6 +165,35 @@ def ranked_layers(cell: Cell) -> list[Layer]:
     return out
 
 
+def _static(p: prec.Precision) -> bool:
+    """A format whose activations are quantized with calibrated scales: its layers are its quantized activations
+    (else its quantized weights)."""
+    return p.scheme is not None and "calibrated" in p.scheme.activation_granularity
+
+
+def ranked_weights(cell: Cell, session: QuantSession) -> list[Layer]:
+    """A weight-quantized cell's layers (int8-dynamic, int4-weight): each weight its quantizer stored in integers,
+    as the float graph's nodes that compute with it, most costly first: what that weight alone, dequantized as the
+    quantized graph holds it, costs at the outputs (the float graph in float64). The activations a dynamic-range
+    kernel quantizes at run time follow one rule everywhere and are left to the verification."""
+    import onnx
+
+    from fpdiff.onnxtools.weights import quantized_weights, weight_costs
+    if not cell.info.get("float_graph"):
+        return []
+    float_graph = onnx.load(str(cell.info["float_graph"]))
+    weights = quantized_weights(onnx.load(str(cell.info["quantized_graph"])), float_graph)
+    cost = weight_costs(float_graph, session.feeds(float_graph), weights)
+    out, seen = [], set()
+    for w in sorted(weights, key=lambda w: -cost[w.weight]):
+        near = [(op, n) for n, op in zip(w.nodes, w.ops) if n not in seen]
+        if near:
+            seen.update(n for _, n in near)
+            out.append(Layer(w.weight, tuple(n for _, n in near), tuple(op for op, _ in near),
+                             f"its weight {w.weight} quantized alone costs {cost[w.weight]:.3g} at the outputs"))
+    return out
+
+
 def _neighbours(graph) -> dict[str, list[tuple[str, str]]]:
     """For each tensor a QuantizeLinear quantizes, the (op, name) of the named nodes that make it or read its
     dequantized value, the quantizer's own nodes left out."""
@@ -164,16 +223,17 @@ def search(layers: Sequence[Layer], evaluate: Callable[[Sequence[Layer]], Trial]
            ) -> tuple[list[Layer], Trial] | None:
     """The fewest layers, in rank order, whose leaving float passes: prefixes doubled until one passes, bisected
     down to the shortest that does, then each of its layers dropped where the rest passes without it (last ranked
-    first). None: even every layer float fails."""
+    first). Every layer float is the float model, never a plan: None when all but the last still fail."""
+    top = len(layers) - 1  # the longest prefix that still quantizes something
     lo, k = 0, 1  # the longest prefix known to fail, the prefix tried
     passing: tuple[int, Trial] | None = None
     while passing is None:
-        k = min(k, len(layers))
+        k = min(k, top)
+        if k <= lo:
+            return None
         t = evaluate(layers[:k])
         if t.passed:
             passing = (k, t)
-        elif k == len(layers):
-            return None
         else:
             lo, k = k, 2 * k
     hi, best = passing
@@ -195,11 +255,27 @@ def search(layers: Sequence[Layer], evaluate: Callable[[Sequence[Layer]], Trial]
     return keep, best
 
 
-def reproduce(plan: Plan, backend: str) -> str:
+def _backup_flag(backend: str, p: prec.Precision, backup: str) -> Callable[[Sequence[str]], str]:
+    """The backend flag a trial takes for its layers: left float, or at the backup format where the backend's
+    quantizer makes that mix; one line where it does not."""
+    if backup not in BACKUPS:
+        raise UsageError(f"--backup is float or int8, not {backup!r}")
+    if backup == "float":
+        return EXCLUDE_FLAGS[backend]
+    mixed = BACKUP_FLAGS.get((backend, p.name, backup))
+    if mixed is None:
+        offered = ", ".join(f"{f} with {b} on {be}" for be, f, b in BACKUP_FLAGS)
+        raise UsageError(f"--backup {backup}: {backend}'s quantizer is not driven to mix {p.name} with {backup} here "
+                         f"(mixes: {offered}; NNCF picks its own int8 layers by its ratio, not by name)")
+    return mixed
+
+
+def reproduce(plan: Plan, backend: str, flag_of: Callable[[Sequence[str]], str]) -> str:
     """How a user applies the plan with the backend's own quantizer, and re-verifies it with quant."""
     nodes = [k.node for k in plan.keep]
-    flag = EXCLUDE_FLAGS[backend](nodes)
-    return (f"apply: {APPLY[backend].format(nodes=nodes)}; re-verify: fpdiff quant {plan.model} --schemes "
+    flag = flag_of(nodes)
+    how = APPLY_BACKUP.get((backend, plan.precision, plan.backup)) or APPLY[backend][plan.precision]
+    return (f"apply: {how.format(nodes=nodes)}; re-verify: fpdiff quant {plan.model} --schemes "
             f"{plan.precision} --backends {backend} --backend-flag {backend}={flag}")
 
 

@@ -170,6 +170,7 @@ class Plan(Result):
     exports: list[Export] = field(default_factory=list)  # one per --export target, in the order asked
     verification: Verification | None = None  # None: the plan's backend computes the precision; its trials verify
     message: str = ""
+    backup: str = ""  # a quantized format's plan: what its layers become (float, int8)
 
     @property
     def kept(self) -> set[str]:

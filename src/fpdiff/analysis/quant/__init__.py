@@ -142,6 +142,10 @@ class QuantSession:
     def __exit__(self, *exc: Any) -> None:
         self._pool.__exit__(*exc)
 
+    def feeds(self, graph: Any) -> dict[str, np.ndarray]:
+        """The model's example inputs as `graph` takes them (by name, else by position)."""
+        return _feeds(graph, self.grid.source)
+
     def cell(self, backend: str, p: prec.Precision, artifact: str | None = None, flags: tuple[str, ...] = (),
              layers: bool | None = None) -> Cell:
         """One cell: `backend` at format `p` (its own quantizer, with the user's flags for it and `flags`), or the
@@ -250,6 +254,10 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
         tool = str(q.get("component") or "the quantizer")
         quantized.quantizers_own(cell, quantized.dropped_activations(
             p, _op_counts(onnx.load(q["float_graph"], load_external_data=False)), _op_counts(graph), tool), tool)
+    if p.scheme is not None and p.scheme.activations == "float" and q.get("float_graph") and \
+            cell.status not in NOT_JUDGED:  # a weight-only graph must be the float graph with its weights rounded
+        quantized.quantizers_own(cell, _rewritten(graph, q, feeds, emu.outputs), str(q.get("component") or
+                                                                                      "the quantizer"))
     upstream, recovered = {}, None
     if reference:
         upstream = upstream_activations(graph, list(reference))
@@ -275,6 +283,20 @@ def _cell(backend: str, p: prec.Precision, r: JobResult, truth: list[np.ndarray]
 def _op_counts(m: Any) -> dict[str, int]:
     """How many nodes of each op type a graph holds (its top level)."""
     return dict(Counter(n.op_type for n in m.graph.node))
+
+
+def _rewritten(graph: Any, q: dict, feeds: dict[str, np.ndarray], emulated: list[np.ndarray]) -> Any:
+    """The quantizer-rewrite finding where a weight-only graph computes more than its rounded weights; the check
+    failing to run costs this reading only."""
+    import onnx
+
+    from fpdiff.onnxtools.weights import rewrite
+    try:
+        r = rewrite(graph, onnx.load(q["float_graph"]), feeds, emulated)
+    except Exception:  # noqa: BLE001 - the cell's own verdict stands; this only explains it
+        return None
+    tool = str(q.get("component") or "the quantizer")
+    return None if r is None else quantized.rewritten(r.apart, r.weights_cost, r.first, r.node, tool)
 
 
 def _double_rounding(graph: Any, feeds: dict[str, np.ndarray], forced: dict, local: Any) -> list:
