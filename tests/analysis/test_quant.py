@@ -3,6 +3,8 @@ exact emulation of the quantized model; models built for it (a layer whose chann
 calibration set that misses the judged range, a planted kernel bug) and bad input, one line each."""
 import json
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -229,6 +231,7 @@ def test_nncf_weight_only_and_fp8_on_openvino_and_ort_dropping_a_relu_before_an_
     assert int4.metrics["departure"] < 0.5 * int4.metrics["quantization_loss"]
     # the CPU plugin quantizes a compressed FullyConnected's activations itself: said, since the file keeps them float
     assert any(f.kind == "runtime-quantizes-activations" for f in int4.findings)
+    assert not any(f.kind == "quantizer-rewrite" for f in int4.findings)  # its Gemm's bias moved, not doubled
     assert fp8.status == Status.PASS and fp8.metrics["departure"] < 0.5 * fp8.metrics["quantization_loss"]
     assert not any(f.kind == "runtime-quantizes-activations" for f in fp8.findings)
     # the same NNCF fp8 file on ONNX Runtime: its ReluQuantRewrite removes the Relus (findings/quant-005)
@@ -242,6 +245,22 @@ def test_nncf_weight_only_and_fp8_on_openvino_and_ort_dropping_a_relu_before_an_
         assert changed and "disabling ReluQuantRewrite alone takes the change away" in changed[0]
     else:  # a release with the fix
         assert c.status == Status.PASS and not changed
+
+
+def test_a_weight_only_graph_that_computes_more_than_its_rounded_weights_is_the_quantizers_rewrite():
+    """NNCF's int4 compression of tinyformer's MatMul + Add layers adds each bias twice (findings/quant-015): the
+    graph against the float graph with its own rounded weights says so and where it starts (a Gemm's bias, which
+    MatMulNBits takes in its place, is right: tinycnn's, below)."""
+    pytest.importorskip("nncf", reason="NNCF is not installed (pip install 'fpdiff[openvino]')")
+    r = fpdiff.quant("example:tinyformer", schemes=["int4-weight"], backends=["openvino"])
+    cells = _by(r)
+    said = [f.message for f in cells["openvino", "int4-weight"].findings if f.kind == "quantizer-rewrite"]
+    if _repro_fails("quant-015"):
+        assert said and "first at val_3 (made by MatMulNBits" in said[0], said
+        apart, cost = (float(x) for x in re.findall(r"([0-9.e-]+) apart .* costs ([0-9.e-]+)", said[0])[0])
+        assert apart > 2 * cost > 0
+    else:  # a release with the fix
+        assert not said
 
 
 def _repro_fails(finding: str) -> bool:

@@ -16,8 +16,9 @@ from onnx import numpy_helper
 from fpdiff.onnxtools.emulate import along, unpack_nbits
 
 # the suffixes quantizers give a weight's integer copy: onnxruntime's dynamic and QDQ quantizers and NNCF
-# ("W_quantized"), onnxruntime's MatMulNBitsQuantizer ("W_Q4", "W_Q8"; "W_DQ_Q4" in its QDQ form)
-_SUFFIXES = ("_quantized", "_DQ_Q4", "_Q4", "_Q8", "_Q2")
+# ("W_quantized"; "W_Transposed_quantized" where quantize_dynamic made a Gemm's weight a MatMul's, transposed),
+# onnxruntime's MatMulNBitsQuantizer ("W_Q4", "W_Q8"; "W_DQ_Q4" in its QDQ form)
+_SUFFIXES = ("_Transposed_quantized", "_quantized", "_DQ_Q4", "_Q4", "_Q8", "_Q2")
 # ops a weight passes through on its way to the node that computes with it (torch.onnx writes Transpose(W))
 _PASS = frozenset({"Transpose", "Cast", "Identity"})
 
@@ -76,8 +77,14 @@ def folded(m: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _names(stored: str) -> list[str]:
-    """The float names a quantizer's integer copy of a weight may have come from."""
+    """The float names a quantizer's integer copy of a weight may have come from (the copy's own first)."""
     return [stored, *(stored[:-len(s)] for s in _SUFFIXES if stored.endswith(s) and len(stored) > len(s))]
+
+
+def _scale_of(stored: str, inits: dict[str, onnx.TensorProto]) -> np.ndarray | None:
+    """The scale onnxruntime's dynamic quantizer stored beside an integer weight (W_scale, W_Transposed_scale)."""
+    base = stored.removesuffix("_quantized")
+    return numpy_helper.to_array(inits[base + "_scale"]) if base + "_scale" in inits else None
 
 
 def _readers(m: onnx.ModelProto) -> dict[str, list[onnx.NodeProto]]:
@@ -111,8 +118,7 @@ def _dequantized(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> tu
         return node.input[1], w.T  # [K, N], as the MatMul it replaced reads it
     if node.op_type in ("MatMulInteger", "ConvInteger") and value(1) is not None:
         stored = node.input[1]
-        scale = next((numpy_helper.to_array(inits[c + "_scale"]) for c in _names(stored)[1:] if c + "_scale" in
-                      inits), None)
+        scale = _scale_of(stored, inits)
         if scale is None:
             return None
         q, zero = value(1).astype(np.float64), value(3)

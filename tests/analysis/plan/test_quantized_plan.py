@@ -87,3 +87,50 @@ def test_a_quantized_plan_refuses_what_it_cannot_do_yet_in_one_line():
         fpdiff.plan(spec, precision="int8", backend="iree")
     with pytest.raises(UsageError, match="takes no --export yet"):
         fpdiff.plan(spec, precision="int8", backend="ort", exports=["onnx=x.onnx"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backup", ["float", "int8"])
+def test_a_weight_only_plan_finds_the_outlier_layer_and_quant_reproduces_it(backup):
+    """quant_plan_weights: one MatMul's int4 blocks hold a weight of 24 standard deviations. The plan ranks its
+    weight first (what it alone costs, in float64) and leaves it float, or quantizes it at 8 bits with ORT's second
+    MatMulNBits pass; quant re-verifies either with the flag the plan prints."""
+    spec = str(SPECS / "quant_plan_weights.py")
+    plan = fpdiff.plan(spec, precision="int4-weight", backend="ort", tolerance=0.25, backup=backup)
+    assert plan.passed and plan.pure_error > 0.25 > plan.error and plan.evaluations == 2, plan.trials
+    assert plan.kept == {"node_linear_1"} and "costs 0.3" in plan.keep[0].why[0], plan.keep
+    option = "nodes_to_exclude" if backup == "float" else "nodes_at_8_bits"
+    value = plan.message.split("--backend-flag ort=", 1)[1].strip()
+    assert value == f"{option}=node_linear_1" and plan.backup == backup
+    again = fpdiff.quant(spec, schemes=["int4-weight"], backends=["ort"], backend_flags={"ort": (value,)})
+    (cell,) = again.cells
+    assert abs(cell.metrics["rel_l2"] - plan.error) < 1e-9 and f"{option}=1 node" in cell.info["quantized_by"]
+
+
+@pytest.mark.slow
+def test_a_weight_only_plan_on_openvino_leaves_the_layer_out_of_nncfs_compression():
+    pytest.importorskip("nncf", reason="NNCF is not installed (pip install 'fpdiff[openvino]')")
+    plan = fpdiff.plan(str(SPECS / "quant_plan_weights.py"), precision="int4-weight", backend="openvino",
+                       tolerance=0.25)
+    assert plan.passed and plan.kept == {"node_linear_1"} and "nncf.compress_weights(" in plan.message, plan
+
+
+@pytest.mark.slow
+def test_a_dynamic_plan_names_a_gemm_as_quantize_dynamic_renames_it():
+    """tinyformer's linear layers are Gemms in ORT's pre-processed graph; quantize_dynamic reads nodes_to_exclude
+    after renaming each to G_MatMul, so the plan names them so (a Gemm's own name would leave nothing float)."""
+    plan = fpdiff.plan("example:tinyformer", precision="int8-dynamic", backend="ort", tolerance=0.002)
+    assert plan.passed and plan.error < 0.002 < plan.pure_error, plan.trials
+    assert plan.keep and all(k.node.endswith("_MatMul") for k in plan.keep) and "quantize_dynamic(" in plan.message
+
+
+def test_a_backup_the_backend_does_not_mix_is_refused_in_one_line():
+    spec = str(SPECS / "quant_plan_weights.py")
+    with pytest.raises(UsageError, match="not driven to mix int4-weight with int8"):
+        fpdiff.plan(spec, precision="int4-weight", backend="openvino", backup="int8")
+    with pytest.raises(UsageError, match="not driven to mix int8 with int8"):
+        fpdiff.plan(spec, precision="int8", backend="ort", backup="int8")
+    with pytest.raises(UsageError, match="--backup int8 is for a quantized format"):
+        fpdiff.plan(spec, precision="fp16", backend="ort", backup="int8")
+    with pytest.raises(UsageError, match="NNCF does not make int8-dynamic"):
+        fpdiff.plan(spec, precision="int8-dynamic", backend="openvino")
