@@ -2,7 +2,6 @@
 exact emulation of the quantized model; models built for it (a layer whose channels need their own scales, a
 calibration set that misses the judged range, a planted kernel bug) and bad input, one line each."""
 import json
-
 import re
 
 import numpy as np

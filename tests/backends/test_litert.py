@@ -314,6 +314,8 @@ def test_weight_only_int4_is_per_channel_and_its_cost_is_the_formats_not_the_bac
     assert c.metrics["departure"] < 1e-5 < 1e-2 < c.metrics["quantization_loss"], c.metrics
     assert "no blocks" in c.info["scheme"] and "weight_only_wi4_afp32" in c.info["quantized_by"]
     assert all("widened to float" in k for k in c.info["integer_ops"]) and c.info["integer_ops"], c.info
+    # the weight-only file is the float file with its weights rounded and nothing else (both read by fpdiff)
+    assert not any(f.kind == "quantizer-rewrite" for f in c.findings), c.findings
 
 
 def test_a_planted_weight_bug_in_a_dynamic_range_file_is_a_mismatch_at_the_output(quantized):
@@ -391,3 +393,35 @@ def test_a_files_own_quantize_op_is_read_back_as_litert_computed_it(kws_int8):
     assert c.status != Status.MISMATCH and c.info["read_back"] is True, c.reason
     assert c.metrics["kernels"] >= 10 and c.metrics["kernel_steps"] <= 1
     assert "0 inputs quantized" in c.info["io"]  # the file takes float: LiteRT quantizes it
+
+
+@pytest.mark.parametrize("backup", ["float", "int8"])
+def test_a_weight_only_plan_scopes_ai_edge_quantizers_recipe_by_op_and_quant_reproduces_it(backup):
+    """quant_plan_weights on LiteRT: the plan ranks the outlier layer's weight first and scopes it out of the int4
+    recipe (no_quantize), or to 8 bits (a weight-only 8-bit rule), by its op's output tensor name; quant
+    re-verifies it with the flag the plan prints, on the same float file (its op names are the plan's)."""
+    from conftest import SPECS
+    spec = str(SPECS / "quant_plan_weights.py")
+    with routed():
+        plan = fpdiff.plan(spec, precision="int4-weight", backend="litert", tolerance=0.25, backup=backup)
+        assert plan.passed and plan.pure_error > 0.25 > plan.error and plan.evaluations == 2, plan.trials
+        (kept,) = plan.keep
+        assert kept.node.endswith("Linear_1;1") and kept.op == "FULLY_CONNECTED", kept
+        value = plan.message.split("--backend-flag litert=", 1)[1].strip()
+        assert value == ("no_quantize=" if backup == "float" else "nodes_at_8_bits=") + kept.node
+        again = fpdiff.quant(spec, schemes=["int4-weight"], backends=["litert"], backend_flags={"litert": (value,)})
+    (cell,) = again.cells
+    assert abs(cell.metrics["rel_l2"] - plan.error) < 1e-9, (cell.reason, plan.error)
+    assert ("no_quantize rules for 1 op" if backup == "float" else "weight-only 8-bit rules for 1 op") in \
+        cell.info["quantized_by"]
+
+
+def test_recipe_scopes_refuse_what_the_recipe_would_skip_in_one_line():
+    from conftest import SPECS
+    spec = str(SPECS / "quant_plan_weights.py")
+    with routed():
+        r = fpdiff.quant(spec, schemes=["int4-weight", "int8"], backends=["litert"],
+                         backend_flags={"litert": ("no_quantize=nope",)})
+    cells = {c.precision: c for c in r.cells}
+    assert "no output of: nope" in cells["int4-weight"].reason
+    assert "is litert-torch's PT2EQuantizer" in cells["int8"].reason

@@ -64,11 +64,12 @@ _REFUSED = re.compile(r"failed to delegate (\w+) node #(\d+)")
 def fp16_meaning(flags: Sequence[str]) -> str | None:
     """What the user's flags say fp16 means: `fp16=xnnpack` or `fp16=weights`, the last one given; None: not said
     (fpdiff's own conversion then takes XNNPACK's force-fp16, a user's file runs as it is)."""
-    unknown = [f for f in flags if not f.startswith("fp16=")]
+    unknown = [f for f in flags if not f.startswith(("fp16=", *(f"{o}=" for o in SCOPE_FLAGS)))]
     given = [f.removeprefix("fp16=") for f in flags if f.startswith("fp16=")]
     bad = [g for g in given if g not in MEANINGS]
     if unknown or bad:
-        raise UsageError(f"litert takes --backend-flag litert=fp16={'|'.join(MEANINGS)}; got "
+        raise UsageError(f"litert takes --backend-flag litert=fp16={'|'.join(MEANINGS)} (or, in a quantized cell, "
+                         f"{' or '.join(f'litert={o}=OP,OP' for o in SCOPE_FLAGS)}); got "
                          f"{', '.join(unknown + [f'fp16={b}' for b in bad])}")
     return given[-1] if given else None
 
@@ -129,6 +130,28 @@ def convert(module: Any, inputs: tuple[Any, ...], weights16: bool, out: Path) ->
             raise Unsupported(f"litert-torch has no lowering for {op}", op=op) from e
         model.export(str(out))
     return {"litert_torch": litert_torch.__version__, "convert_s": round(time.perf_counter() - t0, 3)}
+
+
+# ai-edge-quantizer recipe scopes a dynamic-range or weight-only cell takes from the user's flags, each a list of ops
+# by their output tensor's name (the scope its recipes match): left float (its no_quantize algorithm), or, in an
+# int4-weight cell, quantized with 8-bit weights
+SCOPE_FLAGS = ("no_quantize", "nodes_at_8_bits")
+
+
+def recipe_scopes(task: Task) -> dict[str, tuple[str, ...]]:
+    """The recipe scopes the user's flags give a quantized cell ({flag: op output names}); one line where the cell
+    takes none."""
+    from fpdiff.backends.base import quantizer_nodes
+    scopes = quantizer_nodes([f for f in task.flags if not f.startswith("fp16=")], "litert", SCOPE_FLAGS,
+                             task.precision)
+    scheme = task.precision.name
+    if any(scopes.values()) and scheme not in RECIPES:
+        raise UsageError(f"--backend-flag litert={next(k for k, v in scopes.items() if v)}=... scopes "
+                         f"ai-edge-quantizer's recipe; LiteRT's {scheme} cell is litert-torch's PT2EQuantizer")
+    if scopes["nodes_at_8_bits"] and scheme != "int4-weight":
+        raise UsageError(f"--backend-flag litert=nodes_at_8_bits=... sets 8-bit weights in an int4-weight cell; this "
+                         f"cell is {scheme}")
+    return scopes
 
 
 @contextlib.contextmanager
@@ -450,6 +473,7 @@ class LiteRtBackend(Backend):
         return f"runs .tflite files here (--artifact litert=PATH); converting a torch model: {NEEDS_ENV}"
     def prepare_task(self, task: Task) -> Prepared:
         meaning = fp16_meaning(task.flags) or XNNPACK
+        recipe_scopes(task)  # a float cell takes none: one line
         p = task.precision
         _check_precision(p)
         if not task.is_torch:
@@ -488,8 +512,12 @@ class LiteRtBackend(Backend):
                 module, inputs = widened(program, owner.inputs())
             made.update(convert(module, inputs, weights16, out))
         form = "fp16-weights" if weights16 else "fp32"
-        return task.cache.get_or_build(*owner.key("litert", _version("litert-torch"), form), suffix=".tflite",
-                                       build=build)
+        key = owner.key("litert", _version("litert-torch"), form)
+        scoped = " ".join(owner.flags)
+        if scoped:  # recipe scopes do not change the float conversion: the scoped cells share the pure cell's file,
+            # whose op names the scopes were read from
+            key = tuple(" ".join(f for f in owner.flags if f.startswith("fp16=")) if k == scoped else k for k in key)
+        return task.cache.get_or_build(*key, suffix=".tflite", build=build)
 
     def prepare_quantized(self, task: Task) -> Prepared:
         """The cell's fp32 program quantized as LiteRT's torch users quantize it (litert-torch's PT2EQuantizer,
@@ -500,6 +528,7 @@ class LiteRtBackend(Backend):
         scheme = task.precision.name
         if scheme not in QUANTIZERS and scheme not in RECIPES:
             raise _no_scheme(scheme)
+        recipe_scopes(task)  # refused here in one line where the cell takes none
         if not task.is_torch and not task.given:
             raise Unsupported("fpdiff quantizes torch programs for LiteRT (litert-torch's PT2EQuantizer); this model "
                               "is ONNX", dtype=scheme)
@@ -537,23 +566,28 @@ class LiteRtBackend(Backend):
         quantizer for dynamic-range and weight-only files), run by LiteRT; emulated from the file itself
         (model/tflite_qdq.py), each dynamic-range op quantizing its input as the kernel that ran it does."""
         made: dict[str, Any] = {}
+        scopes = recipe_scopes(task)
         source, _ = self._converted(task.at(prec.FP32), False, made)
+        known_scopes(source, scopes)
 
         def build(out: Path) -> None:
-            made.update(recipe_quantized(source, scheme, out))
-        key = task.key("litert-recipe", _version("litert-torch"), _version("ai-edge-quantizer"), scheme)
+            made.update(recipe_quantized(source, scheme, out, scopes))
+        asked = [x for k, v in scopes.items() if v for x in (k, *v)]
+        key = task.key("litert-recipe", _version("litert-torch"), _version("ai-edge-quantizer"), scheme, *asked)
         path, hit = task.cache.get_or_build(*key, suffix=".tflite", build=build)
         graph = self._emulation(task, path)
         tool = (f"ai-edge-quantizer {_version('ai-edge-quantizer')} recipe.{RECIPES[scheme]}() on litert-torch "
-                f"{_version('litert-torch')}'s float32 .tflite")
+                f"{_version('litert-torch')}'s float32 .tflite" + _scopes_said(scopes))
         info: dict[str, Any] = {"quantized_by": tool, "scheme": SCHEMES[scheme], "cache": "hit" if hit else "miss",
                                 "run_by": "LiteRT CompiledModel on the CPU (XNNPACK)", **made}
-        return quantized_cell(path, {"graph": str(graph), "tool": tool, "component": "ai-edge-quantizer"}, info)
+        return quantized_cell(path, {"graph": str(graph), "tool": tool, "component": "ai-edge-quantizer",
+                                     "float_graph": str(self._emulation(task, source, float_file=True))}, info)
 
-    def _emulation(self, task: Task, path: Path) -> Path:
+    def _emulation(self, task: Task, path: Path, float_file: bool = False) -> Path:
         """The QDQ graph fpdiff emulates a quantized .tflite by (model/tflite_qdq.py), with the marked copy that
         reads its activation quantizers back beside it; cached by the file's bytes and the LiteRT that placed its
-        ops (a dynamic-range op is emulated as the kernel that runs it quantizes)."""
+        ops (a dynamic-range op is emulated as the kernel that runs it quantizes). `float_file`: the float .tflite
+        a recipe quantized, read the same way (its weights beside the quantized file's, by op), no marked copy."""
         import hashlib
 
         from fpdiff.model import tflite_qdq
@@ -561,10 +595,11 @@ class LiteRtBackend(Backend):
 
         def build(out: Path) -> None:
             names = tflite_qdq.write(path, out, delegated(path, None)[0])
-            write_marked_file(path, names, task.cache.beside(out, MARKED))
+            if not float_file:
+                write_marked_file(path, names, task.cache.beside(out, MARKED))
         key = task.key("litert-tflite-qdq", tflite_qdq.READER, _version("ai-edge-litert"), digest)
         graph, _ = task.cache.get_or_build(*key, suffix=".qdq.onnx", build=build)
-        if not graph.with_suffix(MARKED_RECORD).exists():  # a companion lost: made again
+        if not float_file and not graph.with_suffix(MARKED_RECORD).exists():  # a companion lost: made again
             build(graph)
         return graph
 
@@ -676,9 +711,11 @@ def _no_scheme(scheme: str) -> Exception:
                        dtype=scheme)
 
 
-def recipe_quantized(source: Path, scheme: str, out: Path) -> dict[str, Any]:
-    """A float32 .tflite quantized by ai-edge-quantizer with its recipe for `scheme`, written to `out`; -> how it
-    went. A failure here is the quantizer's."""
+def recipe_quantized(source: Path, scheme: str, out: Path, scopes: dict[str, tuple[str, ...]] | None = None
+                     ) -> dict[str, Any]:
+    """A float32 .tflite quantized by ai-edge-quantizer with its recipe for `scheme`, written to `out`, the ops
+    `scopes` names left float or at 8 bits by rules added after it (a later rule wins); -> how it went. A failure
+    here is the quantizer's."""
     import io
 
     from ai_edge_quantizer import quantizer, recipe
@@ -687,8 +724,48 @@ def recipe_quantized(source: Path, scheme: str, out: Path) -> dict[str, Any]:
             contextlib.redirect_stdout(io.StringIO()):  # it prints a summary of sizes
         q = quantizer.Quantizer(str(source))
         q.load_quantization_recipe(getattr(recipe, RECIPES[scheme])())
+        for name in (scopes or {}).get("no_quantize", ()):
+            q.update_quantization_recipe(regex=scope_regex(name), operation_name="*", algorithm_key="no_quantize")
+        for name in (scopes or {}).get("nodes_at_8_bits", ()):
+            q.add_weight_only_config(regex=scope_regex(name), operation_name="*", num_bits=8)
         q.quantize().export_model(str(out), overwrite=True)
     return {"ai_edge_quantizer": _version("ai-edge-quantizer"), "quantize_s": round(time.perf_counter() - t0, 3)}
+
+
+def scope_regex(name: str) -> str:
+    """ai-edge-quantizer's scope for one op: its output tensor names joined by ';' with a ';' after the last, so the
+    op whose first output is `name` is `^name;`."""
+    return "^" + re.escape(name) + ";"
+
+
+def known_scopes(source: Path, scopes: dict[str, tuple[str, ...]]) -> None:
+    """Recipe scopes checked against the ops of the float .tflite: a name no op outputs is one line (a regex that
+    matches nothing leaves the recipe as it was, without a word)."""
+    asked = [n for names in scopes.values() for n in names]
+    if not asked:
+        return
+    both = sorted(set(scopes.get("no_quantize", ())) & set(scopes.get("nodes_at_8_bits", ())))
+    if both:
+        raise UsageError(f"no_quantize and nodes_at_8_bits both name {', '.join(both[:3])}: an op is left float or "
+                         "quantized at 8 bits, not both")
+    view = read_file(source)
+    names = {int(t["index"]): t["name"] for t in view.tensors}
+    outputs = {names.get(int(op["outputs"][0])) for op in view.ops if len(op["outputs"])}
+    unknown = [n for n in asked if n not in outputs]
+    if unknown:
+        raise UsageError(f"the recipe scopes name {len(unknown)} op{'s' * (len(unknown) != 1)} the float .tflite has "
+                         f"no output of: {', '.join(unknown[:3])}")
+
+
+def _scopes_said(scopes: dict[str, tuple[str, ...]]) -> str:
+    """The user's recipe scopes as the cell's "quantized by" says them."""
+    said = ""
+    for flag, rule in (("no_quantize", "no_quantize"), ("nodes_at_8_bits", "weight-only 8-bit")):
+        names = scopes.get(flag, ())
+        if names:
+            said += (f", then {rule} rules for {len(names)} op{'s' * (len(names) != 1)} ({', '.join(names[:3])}"
+                     f"{', ...' if len(names) > 3 else ''})")
+    return said
 
 
 def litert_quantizer(scheme: str) -> Any:

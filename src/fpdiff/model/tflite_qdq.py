@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from fpdiff.core.errors import EMULATE, StageError
+from fpdiff.onnxtools.weights import TFLITE_WEIGHTS
 
 COMPONENT = "fpdiff's emulation (the .tflite read as a QDQ graph)"
-READER = "4"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
+READER = "6"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
 OPSET = 21
 # TFLite's tensor types fpdiff reads (schema TensorType), as numpy dtypes and ONNX element types
 _NUMPY = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8,
@@ -47,12 +48,16 @@ def write(path: Path, out: Path, xnnpack: set[int] | None = None) -> list[str]:
     that are activation quantizers in it (each a QuantizeLinear output named as the file names the tensor).
     `xnnpack`: the indices of the ops XNNPACK runs (a dynamic-range op quantizes its input as its kernel does);
     None: all of them."""
+    import json
+
     import onnx
-    graph = _Reader(Path(path), xnnpack).graph()
+    reader = _Reader(Path(path), xnnpack)
+    graph = reader.graph()
     domains = sorted({n.domain for n in graph.node if n.domain})  # the emulation's own kernels (RunTimeQuantize)
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", OPSET),
                                                          *(onnx.helper.make_opsetid(d, 1) for d in domains)],
                                    producer_name="fpdiff (from a .tflite)")
+    onnx.helper.set_model_props(model, {WEIGHTS_KEY: json.dumps(reader.weights)})
     onnx.save(model, str(out))
     return [n.output[0] for n in graph.node if n.op_type == "QuantizeLinear"]
 
@@ -110,6 +115,9 @@ class _Reader:
         self.inits: list[Any] = []
         self.floats: dict[int, str] = {}  # a tensor's float value, once made
         self.at = -1  # the index of the op being read
+        # each weighted op by its output tensor's name in the file (its scope in ai-edge-quantizer's recipes): the
+        # op type and the graph's name of its weight's float value (a constant, or its DequantizeLinear's output)
+        self.weights: dict[str, list[str]] = {}
         self.codes = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
         self._n = 0
 
@@ -247,6 +255,9 @@ class _Reader:
         ins = [int(i) for i in op.inputs]
         outs = [int(i) for i in op.outputs]
         y = how(self, op, ins, outs)
+        if name in WEIGHTED_OPS and len(ins) > 1 and ins[1] in self.floats:  # a constant, or a DEQUANTIZE of one
+            raw = self.sub.tensors[outs[0]].name
+            self.weights[raw.decode() if isinstance(raw, bytes) else str(raw)] = [name, self.floats[ins[1]]]
         if y is None:  # the op wrote its own outputs
             return
         opts = op.builtinOptions
@@ -529,6 +540,8 @@ def _quantize(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
 
 # the ops with weights: what a dynamic-range or weight-only file quantizes (a dynamic-range kernel computes them in
 # integers from a float input and integer weights)
+# the graph's metadata key under which write() records its weighted ops (_Reader.weights, as JSON)
+WEIGHTS_KEY = TFLITE_WEIGHTS
 WEIGHTED_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL", "TRANSPOSE_CONV"})
 _OPS: dict[str, Callable[[_Reader, Any, list[int], list[int]], str | None]] = {
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "FULLY_CONNECTED": _fully_connected,

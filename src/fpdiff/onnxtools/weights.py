@@ -15,6 +15,8 @@ from onnx import numpy_helper
 
 from fpdiff.onnxtools.emulate import along, unpack_nbits
 
+TFLITE_WEIGHTS = "fpdiff.tflite_weights"  # model/tflite_qdq.py's WEIGHTS_KEY: its graphs' weighted ops
+
 # the suffixes quantizers give a weight's integer copy: onnxruntime's dynamic and QDQ quantizers and NNCF
 # ("W_quantized"; "W_Transposed_quantized" where quantize_dynamic made a Gemm's weight a MatMul's, transposed),
 # onnxruntime's MatMulNBitsQuantizer ("W_Q4", "W_Q8"; "W_DQ_Q4" in its QDQ form)
@@ -36,6 +38,9 @@ class QuantizedWeight:
 def quantized_weights(quantized: onnx.ModelProto, float_graph: onnx.ModelProto) -> list[QuantizedWeight]:
     """The quantized graph's integer weights matched to the float graph's, in the quantized graph's order; a weight
     the float graph has under no known name, or in another shape, is left out."""
+    mine, theirs = _tflite_weights(quantized), _tflite_weights(float_graph)
+    if mine is not None and theirs is not None:
+        return _paired_by_op(quantized, float_graph, mine, theirs)
     float_graph = folded(float_graph)
     inits = {t.name: t for t in quantized.graph.initializer}
     floats = {t.name: t for t in float_graph.graph.initializer}
@@ -60,6 +65,32 @@ def quantized_weights(quantized: onnx.ModelProto, float_graph: onnx.ModelProto) 
     return out
 
 
+def _tflite_weights(m: onnx.ModelProto) -> dict[str, list[str]] | None:
+    """A graph read from a .tflite (model/tflite_qdq.py): its weighted ops by output tensor name, each with its op
+    type and the graph's name of its weight's float value; None for any other graph."""
+    import json
+    props = {p.key: p.value for p in m.metadata_props}
+    return json.loads(props[TFLITE_WEIGHTS]) if TFLITE_WEIGHTS in props else None
+
+
+def _paired_by_op(quantized: onnx.ModelProto, float_graph: onnx.ModelProto, mine: dict[str, list[str]],
+                  theirs: dict[str, list[str]]) -> list[QuantizedWeight]:
+    """Two graphs read from .tflite files, their weights paired by the op that computes with them (its output
+    tensor's name, which ai-edge-quantizer keeps and its recipes scope by): the quantized weight's dequantized
+    values, the float weight's constant, the op's output name as the node."""
+    inits = {t.name: t for t in quantized.graph.initializer}
+    made_by = {n.output[0]: n for n in quantized.graph.node}
+    floats = {t.name: t for t in float_graph.graph.initializer}
+    out = []
+    for scope, (op, value) in mine.items():
+        node, float_value = made_by.get(value), (theirs.get(scope) or [None, None])[1]
+        found = _dequantized(node, inits) if node is not None else None
+        if found is None or float_value not in floats or tuple(floats[float_value].dims) != found[1].shape:
+            continue
+        out.append(QuantizedWeight(float_value, (scope,), (op,), found[1]))
+    return out
+
+
 def _as_quantizer_names(quantized: str, computing: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The float nodes by the names the quantizer's node lists take: onnxruntime's quantize_dynamic replaces a Gemm
     G by a MatMul G_MatMul before it reads its lists (its integer node is G_MatMul_quant), so G_MatMul it is."""
@@ -69,8 +100,11 @@ def _as_quantizer_names(quantized: str, computing: list[tuple[str, str]]) -> lis
 
 def folded(m: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of the float graph with each Transpose of a weight folded into the weight (exact): the weight as NNCF
-    names it, and as a value the evaluation can be handed."""
+    names it, and as a value the evaluation can be handed. A graph read from a .tflite is left as it is: its weights
+    are paired by op, under the names it has."""
     from fpdiff.onnxtools.nncf_graph import folded_transposes
+    if _tflite_weights(m) is not None:
+        return m
     copy = onnx.ModelProto()
     copy.CopyFrom(m)
     return folded_transposes(copy)

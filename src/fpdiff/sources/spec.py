@@ -41,8 +41,10 @@ def quiet_imports() -> contextlib.AbstractContextManager[None]:
 
 
 def module_name(path: Path) -> str:
-    """The name a spec file is imported under (one per file, whatever the working folder)."""
-    return f"fpdiff_spec_{digest(str(path.resolve()))}"
+    """The name a spec file is imported under: one per file name and content, wherever the file or a copy of it is
+    read from, so the names a conversion writes (a .tflite's tensor names carry the module's) are the same in every
+    run and every cache."""
+    return f"fpdiff_spec_{digest(path.name, path.read_bytes())}"
 
 
 def import_spec(path: Path):

@@ -26,15 +26,19 @@ from fpdiff.onnxtools.nncf_graph import NNCF_QUANTIZERS
 EXCLUDE_FLAGS: dict[str, Callable[[Sequence[str]], str]] = {
     "ort": lambda nodes: "nodes_to_exclude=" + ",".join(nodes),
     "openvino": lambda nodes: "ignored_scope=" + ",".join(nodes),
+    "litert": lambda nodes: "no_quantize=" + ",".join(nodes),
 }
 # the mixed schemes a backend's quantizer makes: the backup a plan's layers take there, and how a cell asks for it
 BACKUP_FLAGS: dict[tuple[str, str, str], Callable[[Sequence[str]], str]] = {
     ("ort", "int4-weight", "int8"): lambda nodes: "nodes_at_8_bits=" + ",".join(nodes),
+    ("litert", "int4-weight", "int8"): lambda nodes: "nodes_at_8_bits=" + ",".join(nodes),
 }
 BACKUPS = ("float", "int8")
 # the formats whose cells the backend's flag reaches: OpenVINO's int8-dynamic cell is ONNX Runtime's dynamic graph
-EXCLUDES_IN = {"openvino": tuple(NNCF_QUANTIZERS)}
-EXCLUDES_WHY = {"openvino": "NNCF does not make int8-dynamic; OpenVINO runs ONNX Runtime's dynamic graph"}
+EXCLUDES_IN = {"openvino": tuple(NNCF_QUANTIZERS), "litert": ("int8-dynamic", "int4-weight")}
+EXCLUDES_WHY = {"openvino": "NNCF does not make int8-dynamic; OpenVINO runs ONNX Runtime's dynamic graph",
+                "litert": "its int8 is litert-torch's PT2EQuantizer, whose module filters fpdiff does not drive yet; "
+                          "ai-edge-quantizer's recipes make its int8-dynamic and int4-weight"}
 # How a user applies a plan with the backend's quantizer itself, by format (the call fpdiff's cell makes)
 APPLY = {
     "ort": {"int8": "onnxruntime.quantization's quantize_static(..., nodes_to_exclude={nodes!r})",
@@ -44,11 +48,19 @@ APPLY = {
     "openvino": {"int8": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
                  "fp8": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
                  "int4-weight": "nncf.compress_weights(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))"},
+    "litert": {f: "ai-edge-quantizer's Quantizer: load_quantization_recipe(recipe." + r + "()), then for each op in "
+               "{nodes!r} update_quantization_recipe(regex='^' + re.escape(op) + ';', operation_name='*', "
+               "algorithm_key='no_quantize')" for f, r in (("int8-dynamic", "dynamic_wi8_afp32"),
+                                                           ("int4-weight", "weight_only_wi4_afp32"))},
 }
 APPLY_BACKUP = {
     ("ort", "int4-weight", "int8"): "onnxruntime.quantization's MatMulNBitsQuantizer(..., bits=4, nodes_to_exclude="
                                     "{nodes!r}), then MatMulNBitsQuantizer(..., bits=8, nodes_to_exclude=every node "
                                     "but those) on its output",
+    ("litert", "int4-weight", "int8"): "ai-edge-quantizer's Quantizer: load_quantization_recipe(recipe."
+                                       "weight_only_wi4_afp32()), then for each op in {nodes!r} "
+                                       "add_weight_only_config(regex='^' + re.escape(op) + ';', operation_name='*', "
+                                       "num_bits=8)",
 }
 # ops a layer's kernel holds that are no layer of their own: the quantizer's inserted nodes
 _NOT_LAYERS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
@@ -80,7 +92,7 @@ def plan_quantized(model: str, precision: str, backend: str, tolerance: float | 
         raise UsageError(f"{backend} has no quantization path in fpdiff")
     if p.name not in EXCLUDES_IN.get(backend, prec.QUANTIZED):
         raise UsageError(f"{backend}'s {p.name} cell is not made by a quantizer that leaves layers float here "
-                         f"({EXCLUDES_WHY[backend]}); plan it with --backend ort")
+                         f"({EXCLUDES_WHY[backend]})")
     flag = _backup_flag(backend, p, backup)
     t0 = time.perf_counter()
     grid = make_grid(model, reg, shared.grid(backends=(backend,), precisions=(prec.FP64,)))
