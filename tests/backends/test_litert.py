@@ -425,3 +425,20 @@ def test_recipe_scopes_refuse_what_the_recipe_would_skip_in_one_line():
     cells = {c.precision: c for c in r.cells}
     assert "no output of: nope" in cells["int4-weight"].reason
     assert "is litert-torch's PT2EQuantizer" in cells["int8"].reason
+
+
+def test_a_litert_plan_exports_the_tflite_with_ai_edge_quantizers_own_recipe(tmp_path):
+    import json
+
+    from conftest import SPECS
+    out = tmp_path / "model.tflite"
+    with routed():
+        plan = fpdiff.plan(str(SPECS / "quant_plan_weights.py"), precision="int4-weight", backend="litert",
+                           tolerance=0.25, exports={"litert": str(out)})
+    (e,) = plan.exports
+    assert e.written and e.verified and abs(e.error - plan.error) < 1e-9, e
+    recipe = json.loads(out.with_suffix(".recipe.json").read_text())
+    (kept,) = plan.kept
+    rule = recipe[-1]  # the plan's rule comes after the recipe's own, and wins
+    assert rule["algorithm_key"] == "no_quantize" and rule["regex"].startswith("^") and rule["regex"].endswith(";")
+    assert recipe[0]["regex"] == ".*" and recipe[0]["op_config"]["weight_tensor_config"]["num_bits"] == 4

@@ -132,6 +132,7 @@ def convert(module: Any, inputs: tuple[Any, ...], weights16: bool, out: Path) ->
     return {"litert_torch": litert_torch.__version__, "convert_s": round(time.perf_counter() - t0, 3)}
 
 
+RECIPE_JSON = ".recipe.json"  # beside a recipe's .tflite: the recipe itself, as ai-edge-quantizer writes it
 # ai-edge-quantizer recipe scopes a dynamic-range or weight-only cell takes from the user's flags, each a list of ops
 # by their output tensor's name (the scope its recipes match): left float (its no_quantize algorithm), or, in an
 # int4-weight cell, quantized with 8-bit weights
@@ -575,6 +576,8 @@ class LiteRtBackend(Backend):
         asked = [x for k, v in scopes.items() if v for x in (k, *v)]
         key = task.key("litert-recipe", _version("litert-torch"), _version("ai-edge-quantizer"), scheme, *asked)
         path, hit = task.cache.get_or_build(*key, suffix=".tflite", build=build)
+        if not path.with_suffix(RECIPE_JSON).exists():  # a companion lost: made again
+            build(path)
         graph = self._emulation(task, path)
         tool = (f"ai-edge-quantizer {_version('ai-edge-quantizer')} recipe.{RECIPES[scheme]}() on litert-torch "
                 f"{_version('litert-torch')}'s float32 .tflite" + _scopes_said(scopes))
@@ -729,6 +732,8 @@ def recipe_quantized(source: Path, scheme: str, out: Path, scopes: dict[str, tup
         for name in (scopes or {}).get("nodes_at_8_bits", ()):
             q.add_weight_only_config(regex=scope_regex(name), operation_name="*", num_bits=8)
         q.quantize().export_model(str(out), overwrite=True)
+        # the recipe as ai-edge-quantizer's load_quantization_recipe reads it back: what a plan exports beside the file
+        write_whole(out.with_suffix(RECIPE_JSON), json.dumps(q.get_quantization_recipe(), indent=1, default=str))
     return {"ai_edge_quantizer": _version("ai-edge-quantizer"), "quantize_s": round(time.perf_counter() - t0, 3)}
 
 

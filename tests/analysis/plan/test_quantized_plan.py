@@ -85,8 +85,10 @@ def test_a_quantized_plan_refuses_what_it_cannot_do_yet_in_one_line():
     spec = str(SPECS / "quant_plan_ranges.py")
     with pytest.raises(UsageError, match="iree's is not driven that way here"):
         fpdiff.plan(spec, precision="int8", backend="iree")
-    with pytest.raises(UsageError, match="takes no --export yet"):
-        fpdiff.plan(spec, precision="int8", backend="ort", exports=["onnx=x.onnx"])
+    with pytest.raises(UsageError, match="on ort exports onnx .* not coreml"):
+        fpdiff.plan(spec, precision="int8", backend="ort", exports=["coreml=x.mlpackage"])
+    with pytest.raises(UsageError, match="the file is a .onnx"):
+        fpdiff.plan(spec, precision="int8", backend="ort", exports=["onnx=x.tflite"])
 
 
 @pytest.mark.slow
@@ -134,3 +136,24 @@ def test_a_backup_the_backend_does_not_mix_is_refused_in_one_line():
         fpdiff.plan(spec, precision="fp16", backend="ort", backup="int8")
     with pytest.raises(UsageError, match="NNCF does not make int8-dynamic"):
         fpdiff.plan(spec, precision="int8-dynamic", backend="openvino")
+
+
+@pytest.mark.slow
+def test_a_quantized_plan_exports_the_file_its_quantizer_made_and_a_saved_plan_reverifies(tmp_path):
+    """The export is the quantized .onnx the plan's last trial ran, the quantizer's settings beside it, judged again
+    as the user's file; the saved plan, loaded, hands its nodes to the quantizer again in one evaluation."""
+    import json
+    spec = str(SPECS / "quant_plan_weights.py")
+    out, saved = tmp_path / "model.onnx", tmp_path / "plan.json"
+    plan = fpdiff.plan(spec, precision="int4-weight", backend="ort", tolerance=0.25, backup="int8",
+                       exports={"onnx": str(out)}, save=str(saved))
+    (e,) = plan.exports
+    assert e.written and e.verified and abs(e.error - plan.error) < 1e-9, e
+    settings = json.loads(out.with_suffix(".quantizer.json").read_text())
+    assert settings["flag"] == "nodes_at_8_bits=node_linear_1" and "bits=8" in settings["apply"]
+    again = fpdiff.plan(spec, precision="int4-weight", backend="ort", tolerance=0.25, backup="int8",
+                        load=str(saved))
+    assert again.passed and again.evaluations == 1 and again.kept == plan.kept
+    assert abs(again.error - plan.error) < 1e-9
+    with pytest.raises(UsageError, match="the saved plan is for int4-weight on ort with --backup int8"):
+        fpdiff.plan(spec, precision="int4-weight", backend="ort", tolerance=0.25, load=str(saved))

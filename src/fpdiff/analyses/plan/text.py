@@ -29,6 +29,11 @@ def _errs(plan, err, real) -> str:
     return f"{_err(err)} on {plan.backend}{there}"
 
 
+def plan_precision_is_float(e) -> bool:
+    """An export of an fp16/bf16 plan (its dtypes are read back); a quantized plan's file is judged as a whole."""
+    return not any(r.precision in QUANTIZED for r in e.runs)
+
+
 def render(plan, console: Console | None = None) -> None:
     console = console or Console()
     console.print(f"[bold]fpdiff plan {plan.model} --precision {plan.precision} --backend {plan.backend}[/] "
@@ -40,6 +45,8 @@ def render(plan, console: Console | None = None) -> None:
     pure = "[green]passes[/]" if _within(plan.pure_error, plan.tolerance) and (
         v is None or v.pure_error is None or _within(v.pure_error, plan.tolerance)) else "[red]fails[/]"
     line = f"pure {plan.precision}: {_errs(plan, plan.pure_error, v and v.pure_error)} {pure}"
+    if plan.precision in QUANTIZED and plan.pure_error is None and plan.trials and plan.trials[0].keep:
+        line = f"a saved plan re-verified: its {len(plan.kept)} nodes handed to the quantizer again"
     if plan.pure_status != Status.OK:
         line = f"pure {plan.precision}: [red]{plan.pure_status}: {escape(plan.pure_reason[:200])}[/]"
     if plan.fp32_error is not None:
@@ -115,8 +122,9 @@ def _plan_export(e, tolerance: float, console: Console) -> None:
             + (f"error {_err(r.error)} {'<=' if r.passed else '>'} {tolerance:g}" if r.error is not None
                else escape((r.reason or "did not run")[:300]))
             + (f" (ran {_dtype_counts(r.op_dtypes)})" if r.op_dtypes else "") for r in e.runs]
-    console.print(f"export {e.target} {escape(e.path)}: written, {ok}{' ' + '; '.join(runs) if runs else ''}; "
-                  f"ops read back: {_dtype_counts(e.op_dtypes)}", highlight=False)
+    read = f"; ops read back: {_dtype_counts(e.op_dtypes)}" if e.op_dtypes or plan_precision_is_float(e) else ""
+    console.print(f"export {e.target} {escape(e.path)}: written, {ok}{' ' + '; '.join(runs) if runs else ''}{read}",
+                  highlight=False)
     if e.check:
         console.print(f"  check: {escape(e.check)}", highlight=False)
     if not e.verified and e.reason:

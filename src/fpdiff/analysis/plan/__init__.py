@@ -100,13 +100,13 @@ def plan(model: str, options: PlanOptions | None = None, shared: RunOptions | No
 def _quantized_plan(model: str, o: PlanOptions, shared: RunOptions) -> Plan:
     """A quantized format's plan (analysis/plan/quantized.py): the layers its backend's quantizer leaves float."""
     from fpdiff.analysis.plan.quantized import plan_quantized
-    asked = [what for what, on in (("--load", o.load), ("--export", o.exports or o.export_onnx)) if on]
-    if asked:
-        raise UsageError(f"plan for a quantized format takes no {' or '.join(asked)} yet: its plan is the list of "
-                         "nodes the backend's quantizer leaves float, which the plan prints and saves")
     if o.device != "cpu":
         raise UsageError(f"quantized cells run on the CPU here; --device {o.device} is not cpu")
-    result = plan_quantized(model, o.precision, o.backend, o.tolerance, shared, o.backup)
+    wanted = dict(o.exports) if isinstance(o.exports, Mapping) else exports.parse(o.exports or ())
+    if o.export_onnx:
+        wanted.setdefault("onnx", o.export_onnx)
+    loaded = Plan.load(o.load) if o.load else None
+    result = plan_quantized(model, o.precision, o.backend, o.tolerance, shared, o.backup, wanted, loaded)
     if o.save and result.passed:
         result.save(o.save)
     return result

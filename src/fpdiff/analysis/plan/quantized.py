@@ -7,10 +7,11 @@ judged as quant judges one (a backend that departs from its emulation is a misma
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fpdiff.analysis.options import RunOptions
+from fpdiff.analysis.plan import quantized_export
 from fpdiff.analysis.plan.search import KeptOp, Plan, Trial, Unit, graph_digest
 from fpdiff.analysis.quant import QuantOptions, QuantSession
 from fpdiff.core import precision as prec
@@ -79,10 +80,11 @@ class Layer:
 
 
 def plan_quantized(model: str, precision: str, backend: str, tolerance: float | None, shared: RunOptions,
-                   backup: str = "float") -> Plan:
+                   backup: str = "float", exports: Mapping[str, str] | None = None, load: Plan | None = None) -> Plan:
     """The fewest layers to leave float (`backup`: or to quantize at 8 bits in an int4-weight model) so `model`
     quantized to `precision` by `backend`'s own quantizer meets the tolerance against float64 (the format's own
-    tolerance by default), each trial a quant cell on the backend."""
+    tolerance by default), each trial a quant cell on the backend. `load`: a saved plan re-verified instead of
+    searched; `exports`: {target: path}, the verified plan's quantized file and settings written and judged again."""
     p = prec.quantized(precision)
     if backend not in EXCLUDE_FLAGS:
         raise UsageError(f"plan for a quantized format leaves layers float through the backend's own quantizer; "
@@ -94,44 +96,85 @@ def plan_quantized(model: str, precision: str, backend: str, tolerance: float | 
         raise UsageError(f"{backend}'s {p.name} cell is not made by a quantizer that leaves layers float here "
                          f"({EXCLUDES_WHY[backend]})")
     flag = _backup_flag(backend, p, backup)
+    wanted = quantized_export.requested(backend, exports or {})
+    if load is not None and (load.precision, load.backend, load.backup or "float") != (p.name, backend, backup):
+        raise UsageError(f"the saved plan is for {load.precision} on {load.backend} with --backup "
+                         f"{load.backup or 'float'}, not {p.name} on {backend} with --backup {backup}")
     t0 = time.perf_counter()
     grid = make_grid(model, reg, shared.grid(backends=(backend,), precisions=(prec.FP64,)))
     tol = tolerance if tolerance is not None else grid.source.tolerance.get(p.name, p.tolerance)
     plan = Plan(grid.source.ref.label, p.name, backend, tol, graph="", backup=backup)
-    with QuantSession(grid, QuantOptions(schemes=(p.name,), backends=(backend,), layers=True), shared) as session:
-        pure = session.cell(backend, p, layers=True)
-        plan.evaluations = 1
-        plan.pure_error, plan.pure_status, plan.pure_reason = _error(pure), _status(pure), pure.reason
-        plan.trials.append(_trial([], pure, tol))
-        if pure.status not in _JUDGED:
-            plan.message = f"the pure {p.name} cell is {pure.status}: {pure.reason}"[:600]
-            return _done(plan, t0)
-        layers = ranked_layers(pure) if _static(p) else ranked_weights(pure, session)
-        plan.units, plan.graph = len(layers), graph_digest_of(layers)
-        if not layers and not plan.trials[0].passed:
-            plan.message = (f"no plan: the quantized graph has no layer {backend}'s quantizer can leave float "
-                            f"(no quantized {'activation' if _static(p) else 'weight'} fpdiff matched to the float "
-                            "graph)")
-            return _done(plan, t0)
-        if plan.trials[0].passed:
-            plan.passed, plan.error = True, plan.pure_error
-            return _done(plan, t0)
+    with QuantSession(grid, QuantOptions(schemes=(p.name,), backends=(backend,), layers=load is None),
+                      shared) as session:
+        cells: dict[frozenset[str], Cell] = {}
 
-        def evaluate(keep: Sequence[Layer]) -> Trial:
-            nodes = sorted({n for layer in keep for n in layer.nodes})
-            cell = session.cell(backend, p, flags=(flag(nodes),), layers=False)
+        def evaluate_nodes(nodes: Sequence[str]) -> Trial:
+            cell = session.cell(backend, p, flags=(flag(nodes),) if nodes else (), layers=False)
+            cells[frozenset(nodes)] = cell
             plan.evaluations += 1
             trial = _trial(nodes, cell, tol)
             plan.trials.append(trial)
-            shared.step(f"{len(keep)} layers float", plan.evaluations, None)
+            shared.step(f"{len(nodes)} nodes {'float' if backup == 'float' else 'at ' + backup}", plan.evaluations,
+                        None)
             if cell.status == Status.MISMATCH:  # the backend departs: a plan cannot make it right
                 raise _Departs(cell.reason)
             return trial
         try:
-            found = search(layers, evaluate)
+            if load is not None:
+                _reverified(plan, load, evaluate_nodes, flag)
+            else:
+                _searched(plan, session, p, backend, flag, evaluate_nodes)
         except _Departs as e:
+            plan.passed, plan.error = False, None
             plan.message = f"{backend} departs from the emulation of its own quantized model: {e}"[:600]
             return _done(plan, t0)
+        if wanted and plan.passed:
+            final = cells.get(frozenset(plan.kept)) or session.cell(backend, p, flags=(
+                (flag(sorted(plan.kept)),) if plan.kept else ()), layers=False)
+            settings = {"backend": backend, "format": p.name, "backup": backup, "quantized_by":
+                        final.info.get("quantized_by"), "flag": flag(sorted(plan.kept)) if plan.kept else None,
+                        "apply": plan.message.split("; re-verify:")[0].removeprefix("apply: ") if plan.kept else
+                        "the quantizer's own call, nothing left out", "tolerance": tol, "error": plan.error}
+            plan.exports = quantized_export.write_all(plan, final, wanted, settings,
+                                                      lambda path: session.cell(backend, p, artifact=path))
+    return _done(plan, t0)
+
+
+def _reverified(plan: Plan, load: Plan, evaluate: Callable[[Sequence[str]], Trial],
+                flag: Callable[[Sequence[str]], str]) -> None:
+    """A saved plan run again: its nodes handed to the quantizer, the cell judged against the tolerance."""
+    nodes = sorted(load.kept)
+    trial = evaluate(nodes)
+    plan.keep, plan.units, plan.graph = list(load.keep), load.units, load.graph
+    plan.passed, plan.error = trial.passed, trial.error
+    plan.low_fraction = load.low_fraction
+    plan.message = (reproduce(plan, plan.backend, flag) if trial.passed else
+                    f"the saved plan no longer meets the tolerance: {trial.status}"
+                    f"{f': {trial.reason}' if trial.reason else f', error {trial.error:.3g}'}")[:900]
+
+
+def _searched(plan: Plan, session: QuantSession, p: prec.Precision, backend: str,
+              flag: Callable[[Sequence[str]], str], evaluate_nodes: Callable[[Sequence[str]], Trial]) -> None:
+    """The search: the pure cell, its layers ranked, then the fewest whose leaving float (or at the backup) passes."""
+    pure = session.cell(backend, p, layers=True)
+    plan.evaluations = 1
+    tol = plan.tolerance
+    plan.pure_error, plan.pure_status, plan.pure_reason = _error(pure), _status(pure), pure.reason
+    plan.trials.append(_trial([], pure, tol))
+    if pure.status not in _JUDGED:
+        plan.message = f"the pure {p.name} cell is {pure.status}: {pure.reason}"[:600]
+        return
+    layers = ranked_layers(pure) if _static(p) else ranked_weights(pure, session)
+    plan.units, plan.graph = len(layers), graph_digest_of(layers)
+    if plan.trials[0].passed:
+        plan.passed, plan.error = True, plan.pure_error
+        return
+    if not layers:
+        plan.message = (f"no plan: the quantized graph has no layer {backend}'s quantizer can leave float "
+                        f"(no quantized {'activation' if _static(p) else 'weight'} fpdiff matched to the float "
+                        "graph)")
+        return
+    found = search(layers, lambda keep: evaluate_nodes(sorted({n for layer in keep for n in layer.nodes})))
     if found is None:
         tried = [t for t in plan.trials[1:] if t.status == Status.OK]
         most = max(tried, key=lambda t: len(t.keep), default=None)
@@ -139,13 +182,12 @@ def plan_quantized(model: str, precision: str, backend: str, tolerance: float | 
             f": with {len(most.keep)} nodes float (all but one of its {len(layers)} layers) it still errs "
             f"{most.error:.3g} (tolerance {tol:g})" if most is not None else
             f": it has {len(layers)} quantized layer{'s' * (len(layers) != 1)}"))[:600]
-        return _done(plan, t0)
+        return
     keep, trial = found
     plan.passed, plan.error = True, trial.error
     plan.keep = [KeptOp(n, op, why=[layer.why]) for layer in keep for n, op in zip(layer.nodes, layer.ops)]
     plan.low_fraction = 1 - len(keep) / max(len(layers), 1)  # here: the share of quantized layers kept quantized
     plan.message = reproduce(plan, backend, flag)
-    return _done(plan, t0)
 
 
 class _Departs(Exception):
