@@ -1,6 +1,8 @@
-"""fpdiff plan at a quantized format on ONNX Runtime, beside leaving layers float in the order of ONNX Runtime's own
-quantization debugger (qdq_loss_debug: SQNR of each activation, float model against the QDQ model, worst first), the
-way its users pick nodes_to_exclude by hand, side by side in one run.
+"""fpdiff plan at a quantized format, beside leaving layers float in the order users pick them by hand, side by side
+in one run: for int8 on ONNX Runtime, its own quantization debugger's order (qdq_loss_debug: SQNR of each activation,
+float model against the QDQ model, worst first); for weight formats (int4-weight, int8-dynamic) on any backend whose
+quantizer fpdiff drives, the order of each weight's own rounding error (relative L2 of the rounded weight against
+the float one, worst first), which needs no run of the model.
 
 Every row's trials are real (ONNX Runtime's quantizer with nodes_to_exclude, its runtime, the cell judged against
 float64 on inputs calibration never saw, as `fpdiff quant` judges one); the same layers (an activation and the nodes
@@ -9,9 +11,12 @@ around it) in every mode. Modes:
   prefixes doubled, bisected, then pruned);
 - sqnr-search: the same search over the layers ranked by ORT's SQNR instead (the ranking alone compared);
 - sqnr-one-by-one: layers left float one more at a time in ORT's SQNR order until the model passes (the hand
-  workflow), at most --cap evaluations.
+  workflow), at most --cap evaluations;
+- weight-search, weight-one-by-one: the same two over the weights ranked by their own rounding error.
 
     python bench/quant_plan.py [--models gemma2,qwen2,t5,mobilenet_v2,minilm] [--tolerance 0.05] [--json OUT]
+    python bench/quant_plan.py --precision int4-weight --backend ort --backup int8 \
+        --modes fpdiff,weight-search,weight-one-by-one
 """
 from __future__ import annotations
 
@@ -61,6 +66,31 @@ def with_sqnr_ranking(feeds_of) -> None:
     planned.ranked_layers = ranked
 
 
+def weight_error(cell) -> dict[str, float]:
+    """Each quantized weight's own rounding error: relative L2 of its dequantized values against the float ones."""
+    import onnx
+    from onnx import numpy_helper
+
+    from fpdiff.onnxtools.weights import folded, quantized_weights
+    float_graph = onnx.load(cell.info["float_graph"])
+    floats = {t.name: numpy_helper.to_array(t) for t in folded(float_graph).graph.initializer}
+    out = {}
+    for w in quantized_weights(onnx.load(cell.info["quantized_graph"]), float_graph):
+        exact = floats[w.weight].astype(np.float64)
+        out[w.weight] = float(np.linalg.norm(w.values - exact) / (np.linalg.norm(exact) or 1.0))
+    return out
+
+
+def with_weight_ranking() -> None:
+    """plan's weight layers ranked by each weight's own rounding error instead (worst first)."""
+    ours = planned.ranked_weights
+
+    def ranked(cell, session):
+        err = weight_error(cell)
+        return sorted(ours(cell, session), key=lambda x: -err.get(x.tensor, 0.0))
+    planned.ranked_weights = ranked
+
+
 def one_by_one(cap: int):
     """The search replaced by the hand workflow: one more layer float each evaluation, in rank order."""
     def search(layers, evaluate):
@@ -73,11 +103,11 @@ def one_by_one(cap: int):
     return search
 
 
-def run(spec: str, tolerance: float) -> dict:
+def run(spec: str, tolerance: float, precision: str = "int8", backend: str = "ort", backup: str = "float") -> dict:
     import fpdiff
     t0 = time.perf_counter()
     # no compile cache: every mode quantizes, exports and compiles what it tries itself (modes share keep-sets)
-    p = fpdiff.plan(spec, precision="int8", backend="ort", tolerance=tolerance, cache_dir=False)
+    p = fpdiff.plan(spec, precision=precision, backend=backend, tolerance=tolerance, backup=backup, cache_dir=False)
     return {"passed": p.passed, "pure": p.pure_error, "error": p.error, "layers": p.units,
             "kept_layers": round((1 - p.low_fraction) * p.units) if p.passed else None, "nodes": len(p.keep),
             "evaluations": p.evaluations, "seconds": round(time.perf_counter() - t0, 1), "message": p.message[:200]}
@@ -89,32 +119,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--cap", type=int, default=40)
     ap.add_argument("--modes", default="fpdiff,sqnr-search,sqnr-one-by-one")
+    ap.add_argument("--precision", default="int8")
+    ap.add_argument("--backend", default="ort")
+    ap.add_argument("--backup", default="float")
+    ap.add_argument("--backend-python", action="append", default=[], metavar="NAME=PYTHON")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
+    if a.backend_python:
+        from fpdiff.backends import routes
+        routes.configure(python=dict(x.split("=", 1) for x in a.backend_python))
     from fpdiff.sources import load
     rows = []
     ours_search = planned.search
-    ours_ranked = planned.ranked_layers
+    ours_ranked, ours_weights = planned.ranked_layers, planned.ranked_weights
     for name in a.models.split(","):
         spec = name if name.endswith(".py") else str(SPECS / f"{name}.py")
         src = load(spec)
         feeds = {n: np.asarray(x.float() if x.is_floating_point() else x) for n, x in
                  zip(src.input_names, src.inputs)}
         for mode in a.modes.split(","):
-            planned.search, planned.ranked_layers = ours_search, ours_ranked
+            planned.search, planned.ranked_layers, planned.ranked_weights = ours_search, ours_ranked, ours_weights
             if mode.startswith("sqnr"):
                 with_sqnr_ranking(lambda cell, given=feeds: given)
-            if mode == "sqnr-one-by-one":
+            if mode.startswith("weight"):
+                with_weight_ranking()
+            if mode.endswith("one-by-one"):
                 planned.search = one_by_one(a.cap)
             try:
-                row = {"model": name, "mode": mode, **run(spec, a.tolerance)}
+                row = {"model": name, "mode": mode, **run(spec, a.tolerance, a.precision, a.backend, a.backup)}
             except Exception as e:  # one model's failure is its row
                 row = {"model": name, "mode": mode, "error": f"{type(e).__name__}: {str(e)[:200]}"}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    planned.search, planned.ranked_layers = ours_search, ours_ranked
+    planned.search, planned.ranked_layers, planned.ranked_weights = ours_search, ours_ranked, ours_weights
     if a.json:
-        Path(a.json).write_text(json.dumps({"tolerance": a.tolerance, "rows": rows}, indent=1))
+        Path(a.json).write_text(json.dumps({"tolerance": a.tolerance, "precision": a.precision, "backend": a.backend,
+                                            "backup": a.backup, "rows": rows}, indent=1))
     print("| model | mode | pure | plan error | layers left float / quantized | nodes | evaluations | seconds |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:

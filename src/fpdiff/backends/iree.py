@@ -38,6 +38,7 @@ from fpdiff.core.errors import (
     Crashed,
     StageError,
     Unsupported,
+    UsageError,
     died_by,
     exit_text,
     plain,
@@ -66,8 +67,24 @@ def tool(name: str) -> str:
     return found
 
 
+# the flag a quantized cell hands ONNX Runtime's quantizer (the graph IREE compiles), never the compiler
+EXCLUDE = "nodes_to_exclude="
+
+
+def excluded(task: Task) -> tuple[str, ...]:
+    """The nodes the user's flags have onnxruntime's quantizer leave float in the QDQ graph IREE compiles; one line
+    in a cell that is not quantized."""
+    nodes = tuple(n for f in task.flags if f.startswith(EXCLUDE) for n in f.removeprefix(EXCLUDE).split(",") if n)
+    if nodes and not task.precision.is_quantized:
+        raise UsageError(f"--backend-flag iree={EXCLUDE}... leaves nodes of a quantized cell float; this cell is "
+                         f"{task.precision.name}, not quantized")
+    return nodes
+
+
 def compile_flags(device: str, precision: Precision, user_flags: tuple[str, ...]) -> list[str]:
-    """Target flags, plus fp64 kept as fp64 unless the user's own flags say otherwise (IREE demotes by default)."""
+    """Target flags, plus fp64 kept as fp64 unless the user's own flags say otherwise (IREE demotes by default);
+    a quantized cell's nodes_to_exclude is its quantizer's, not the compiler's."""
+    user_flags = tuple(f for f in user_flags if not f.startswith(EXCLUDE))
     if device.startswith("cuda"):
         flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={CUDA_TARGET}"]
     else:
@@ -499,6 +516,7 @@ class IreeBackend(Backend):
     extra = "iree"
 
     def prepare_task(self, task: Task) -> Prepared:
+        excluded(task)  # refused here in one line
         flags = compile_flags(task.device, task.precision, task.flags)
         made: dict = {}
         # "import-v3" in the key: modules compiled before roll and squeeze were kept whole have no decomposition record
@@ -559,7 +577,7 @@ class IreeBackend(Backend):
         from fpdiff.onnxtools.quantize import QUANTIZE, float_graph, qdq_graph
         from fpdiff.onnxtools.quantize import tool as quantizing_tool
         given = Path(task.given) if task.given else None
-        graph = given or qdq_graph(task)
+        graph = given or qdq_graph(task, excluded(task))
         flags = compile_flags(task.device, prec.FP32, task.flags)
         with tempfile.TemporaryDirectory(prefix="fpdiff-iree-q-") as tmp:
             mlir, out, phases = Path(tmp) / "model.mlir", Path(tmp) / "model.vmfb", Path(tmp) / "phases"
@@ -573,7 +591,8 @@ class IreeBackend(Backend):
                                            build=build)[0]
             names = [n for f in sorted(phases.glob("*.executable-sources.mlir"))
                      for n in _DISPATCH.findall(f.read_text())]
-        made = f"the file itself ({given.name})" if given else quantizing_tool(task.precision.name, graph)
+        made = f"the file itself ({given.name})" if given else \
+            quantizing_tool(task.precision.name, graph, excluded(task))
         integer = [n for n in names if _INTEGER_DISPATCH.search(n)]  # a dispatch that reads int8 or int4 operands
         record = {"graph": str(graph), "tool": made, "component": f"the file {graph.name}" if given else QUANTIZE,
                   "integer_ops": {"integer dispatches": len(integer)} if integer else {},

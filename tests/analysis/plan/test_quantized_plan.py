@@ -83,8 +83,8 @@ def test_ort_takes_nodes_to_exclude_only_and_only_in_a_quantized_cell():
 
 def test_a_quantized_plan_refuses_what_it_cannot_do_yet_in_one_line():
     spec = str(SPECS / "quant_plan_ranges.py")
-    with pytest.raises(UsageError, match="iree's is not driven that way here"):
-        fpdiff.plan(spec, precision="int8", backend="iree")
+    with pytest.raises(UsageError, match="executorch's is not driven that way here"):
+        fpdiff.plan(spec, precision="int8", backend="executorch")
     with pytest.raises(UsageError, match="on ort exports onnx .* not coreml"):
         fpdiff.plan(spec, precision="int8", backend="ort", exports=["coreml=x.mlpackage"])
     with pytest.raises(UsageError, match="the file is a .onnx"):
@@ -157,3 +157,18 @@ def test_a_quantized_plan_exports_the_file_its_quantizer_made_and_a_saved_plan_r
     assert abs(again.error - plan.error) < 1e-9
     with pytest.raises(UsageError, match="the saved plan is for int4-weight on ort with --backup int8"):
         fpdiff.plan(spec, precision="int4-weight", backend="ort", tolerance=0.25, load=str(saved))
+
+
+@pytest.mark.slow
+def test_a_plan_on_iree_hands_nodes_to_exclude_to_the_quantizer_whose_graph_it_compiles():
+    pytest.importorskip("iree.compiler", reason="IREE is not installed (pip install 'fpdiff[iree]')")
+    spec = str(SPECS / "quant_plan_ranges.py")
+    plan = fpdiff.plan(spec, precision="int8", backend="iree")
+    assert plan.passed and sorted(plan.kept) == ["node_linear", "node_linear_1"], plan.trials
+    value = plan.message.split("--backend-flag iree=", 1)[1].strip()
+    again = fpdiff.quant(spec, schemes=["int8"], backends=["iree"], backend_flags={"iree": (value,)})
+    (cell,) = again.cells
+    assert abs(cell.metrics["rel_l2"] - plan.error) < 1e-9 and "nodes_to_exclude=2 nodes" in cell.info["quantized_by"]
+    c = fpdiff.check(spec, backends=["iree"], precisions=["fp32"], backend_flags={"iree": ("nodes_to_exclude=x",)})
+    cell = next(x for x in c.cells if x.backend == "iree")
+    assert cell.status == Status.ERROR and "not quantized" in cell.reason, cell.reason

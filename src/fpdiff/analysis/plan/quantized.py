@@ -28,6 +28,7 @@ EXCLUDE_FLAGS: dict[str, Callable[[Sequence[str]], str]] = {
     "ort": lambda nodes: "nodes_to_exclude=" + ",".join(nodes),
     "openvino": lambda nodes: "ignored_scope=" + ",".join(nodes),
     "litert": lambda nodes: "no_quantize=" + ",".join(nodes),
+    "iree": lambda nodes: "nodes_to_exclude=" + ",".join(nodes),  # ONNX Runtime's quantizer makes IREE's graph
 }
 # the mixed schemes a backend's quantizer makes: the backup a plan's layers take there, and how a cell asks for it
 BACKUP_FLAGS: dict[tuple[str, str, str], Callable[[Sequence[str]], str]] = {
@@ -46,6 +47,9 @@ APPLY = {
             "fp8": "onnxruntime.quantization's quantize_static(..., nodes_to_exclude={nodes!r})",
             "int8-dynamic": "onnxruntime.quantization's quantize_dynamic(..., nodes_to_exclude={nodes!r})",
             "int4-weight": "onnxruntime.quantization's MatMulNBitsQuantizer(..., nodes_to_exclude={nodes!r})"},
+    "iree": {f: "onnxruntime.quantization's " + call + "(..., nodes_to_exclude={nodes!r}), the graph IREE compiles"
+             for f, call in (("int8", "quantize_static"), ("fp8", "quantize_static"),
+                             ("int8-dynamic", "quantize_dynamic"), ("int4-weight", "MatMulNBitsQuantizer"))},
     "openvino": {"int8": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
                  "fp8": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
                  "int4-weight": "nncf.compress_weights(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))"},

@@ -21,6 +21,7 @@ TARGETS: dict[str, dict[str, tuple[str, str]]] = {
     "ort": {"onnx": ("quantized_graph", ".onnx")},
     "openvino": {"onnx": ("quantized_graph", ".onnx")},  # NNCF's quantized ONNX, which OpenVINO converts and runs
     "litert": {"litert": ("tflite", ".tflite")},
+    "iree": {"onnx": ("quantized_graph", ".onnx")},  # the QDQ graph it compiles
 }
 # the settings file written beside the quantized file
 SETTINGS = ".quantizer.json"
