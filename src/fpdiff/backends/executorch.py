@@ -8,7 +8,7 @@ import contextlib
 import io
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +52,10 @@ def placement(edge: Any) -> dict[str, Any]:
 def partitioner(flags: tuple[str, ...]) -> str:
     """The partitioner a cell lowers with: `partitioner=NAME` (the last one given), XNNPACK by default."""
     given = [f.removeprefix("partitioner=") for f in flags if f.startswith("partitioner=")]
-    unknown = [f for f in flags if not f.startswith("partitioner=")]
+    unknown = [f for f in flags if not f.startswith(("partitioner=", "float_modules="))]
     if unknown:
-        raise UsageError(f"executorch takes --backend-flag executorch=partitioner={'|'.join(PARTITIONERS)}; got "
-                         f"{', '.join(unknown)}")
+        raise UsageError(f"executorch takes --backend-flag executorch=partitioner={'|'.join(PARTITIONERS)} (or, in a "
+                         f"quantized cell, executorch=float_modules=MODULE,MODULE); got {', '.join(unknown)}")
     name = given[-1] if given else "xnnpack"
     if name not in PARTITIONERS:
         raise UsageError(f"executorch partitioner {name!r}: known {', '.join(PARTITIONERS)}")
@@ -128,6 +128,9 @@ class ExecuTorchBackend(Backend):
 
     def prepare_task(self, task: Task) -> Prepared:
         how = partitioner(task.flags)
+        if any(f.startswith("float_modules=") for f in task.flags):
+            raise UsageError(f"--backend-flag executorch=float_modules=... is the quantizer's module filter; this "
+                             f"cell is {task.precision.name}, not quantized")
         p = task.precision
         if p.cast_dtype not in ("float32", "float16", "bfloat16") and not task.is_program:
             raise Unsupported(f"ExecuTorch runs a program in fp32, fp16 or bf16; {p.name} does not exist there",
@@ -190,15 +193,18 @@ class ExecuTorchBackend(Backend):
                               "ExecuTorch's quantizer make the cell", dtype=scheme)
         from fpdiff.model import pt2e
         made: dict[str, Any] = {}
+        modules = pt2e.quantizer_modules(task.flags, "executorch")
 
         def build(out: Path) -> None:
             fp32 = task.at(prec.FP32)
-            program = pt2e.quantize(self.export(fp32), xnnpack_quantizer(scheme), task.calibration(),
+            program = self.export(fp32)
+            pt2e.known_modules(program, modules, "executorch")
+            program = pt2e.quantize(program, xnnpack_quantizer(scheme, modules), task.calibration(),
                                     tuple(fp32.inputs()))
             pt2e.qdq_graph(program, task.cache.beside(out, ".qdq.onnx"), rows=xnnpack_rows(program))
             made.update(write_quantized_pte(program, out))
             write_whole(task.cache.beside(out, ".placement.json"), json.dumps(made))
-        key = task.key("executorch-quantized", scheme, task.calibration_digest())
+        key = task.key("executorch-quantized", "modules-v1", scheme, task.calibration_digest())
         pte, _ = task.cache.get_or_build(*key, suffix=".pte", build=build)
         graph, record = pte.with_suffix(".qdq.onnx"), pte.with_suffix(".placement.json")
         if not graph.exists() or not record.exists():  # a cached .pte whose companions were lost: made again
@@ -206,9 +212,12 @@ class ExecuTorchBackend(Backend):
         placed = json.loads(record.read_text())
         with stage(LOAD, "executorch runtime"):
             method = load_method(pte)
-        tool = quantizing_tool(scheme)
+        tool = quantizing_tool(scheme) + modules_said(modules, "set_filter_function")
+        from fpdiff.onnxtools.quantize import float_graph
+        # the fp32 program's ONNX graph names its tensors as the quantized program's does (both from its fx nodes):
+        # the float model's own value of each quantized activation, for its drift and the plan's ranking
         quantized = {"graph": str(graph), "tool": tool, "component": "ExecuTorch's XNNPACKQuantizer (PT2E)",
-                     **placed["integers"]}
+                     **placed["integers"], **float_graph(task, pre=False)}
         info = {"quantized_by": tool, "scheme": SCHEMES[scheme], "run_by": "ExecuTorch runtime, XNNPACK delegate",
                 "ops_by_runner": placed["ops"], "pte_bytes": pte.stat().st_size}
         return Prepared(_runner(method), info=info, artifact=pte, quantized=quantized)
@@ -256,13 +265,27 @@ SCHEMES = {
 }
 
 
-def xnnpack_quantizer(scheme: str) -> Any:
-    """ExecuTorch's XNNPACKQuantizer set for a format, as its documentation sets it."""
+def xnnpack_quantizer(scheme: str, float_modules: Sequence[str] = ()) -> Any:
+    """ExecuTorch's XNNPACKQuantizer set for a format, as its documentation sets it; `float_modules` left float by its
+    filter function (it quantizes only the nodes the filter keeps; its set_module_name takes no None yet)."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
+        get_module_name_filter,
         get_symmetric_quantization_config,
     )
-    return XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**QUANTIZERS[scheme]))
+    q = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(**QUANTIZERS[scheme]))
+    if float_modules:
+        inside = [get_module_name_filter(name) for name in float_modules]
+        q.set_filter_function(lambda n: not any(f(n) for f in inside))
+    return q
+
+
+def modules_said(modules: Sequence[str], call: str) -> str:
+    """The modules a PT2E quantizer's module filter left float, as a cell's "quantized by" says them."""
+    if not modules:
+        return ""
+    return (f", {call} leaving {len(modules)} module{'s' * (len(modules) != 1)} float ({', '.join(modules[:4])}"
+            f"{', ...' if len(modules) > 4 else ''})")
 
 
 def xnnpack_rows(program: Any) -> list[int]:

@@ -7,14 +7,16 @@ import torch
 
 from fpdiff.backends.base import TORCH_INPUTS, Backend, Prepared, Repro, Task
 from fpdiff.backends.torch_eager import computed_dtype, device_runner
-from fpdiff.core.errors import Unsupported
+from fpdiff.core.errors import Unsupported, UsageError
 from fpdiff.model.graph import to_device
 
 
 class InductorBackend(Backend):
     name = "inductor"
+    takes_flags = True  # float_modules=MODULE,MODULE: a quantized cell's modules X86InductorQuantizer leaves float
 
     def prepare_task(self, task: Task) -> Prepared:
+        _flags(task)  # refused here in one line
         if not task.is_torch:
             raise Unsupported("torch.compile runs torch models; this model is ONNX")
         torch._dynamo.reset()  # no guards or graphs carried over from another cell
@@ -52,9 +54,12 @@ class InductorBackend(Backend):
         from fpdiff.core.errors import COMPILE, stage
         from fpdiff.model import pt2e
         fp32 = task.at(prec.FP32)
-        program = pt2e.quantize(self.export(fp32), x86_quantizer(scheme), task.calibration(), tuple(fp32.inputs()))
-        graph, _ = task.cache.get_or_build(*task.key("inductor-x86-qdq", scheme, task.calibration_digest()),
-                                           suffix=".onnx", build=lambda out: pt2e.qdq_graph(program, out))
+        modules = _flags(task)
+        program = self.export(fp32)
+        pt2e.known_modules(program, modules, "inductor")
+        program = pt2e.quantize(program, x86_quantizer(scheme, modules), task.calibration(), tuple(fp32.inputs()))
+        key = task.key("inductor-x86-qdq", "modules-v1", scheme, task.calibration_digest())
+        graph, _ = task.cache.get_or_build(*key, suffix=".onnx", build=lambda out: pt2e.qdq_graph(program, out))
         torch._dynamo.reset()
         counters.clear()
         module = program.module()
@@ -62,9 +67,12 @@ class InductorBackend(Backend):
                 torch._inductor.config.patch(freezing=True):
             compiled = torch.compile(module, backend="inductor", dynamic=False)
             compiled(*fp32.inputs())  # compile now: a compile failure is the compiler's, and run time excludes it
-        tool = f"torchao PT2E with X86InductorQuantizer({X86_QUANTIZERS[scheme]})"
+        from fpdiff.backends.executorch import modules_said
+        tool = f"torchao PT2E with X86InductorQuantizer({X86_QUANTIZERS[scheme]})" + modules_said(
+            modules, "set_module_name_qconfig(name, None)")
+        from fpdiff.onnxtools.quantize import float_graph
         record = {"graph": str(graph), "tool": tool, "component": "torchao's X86InductorQuantizer (PT2E)",
-                  **fused(counters["inductor"], program)}
+                  **fused(counters["inductor"], program), **float_graph(task, pre=False)}  # as ExecuTorch's
 
         def run(*inputs: torch.Tensor) -> Any:
             with torch.no_grad():
@@ -93,14 +101,33 @@ X86_SCHEMES = {
 }
 
 
-def x86_quantizer(scheme: str) -> Any:
-    """torchao's X86InductorQuantizer set for a format, as its documentation sets it."""
+def x86_quantizer(scheme: str, float_modules: tuple[str, ...] = ()) -> Any:
+    """torchao's X86InductorQuantizer set for a format, as its documentation sets it; `float_modules` left float by
+    its module filter (set_module_name_qconfig(name, None))."""
     from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
         X86InductorQuantizer,
         get_default_x86_inductor_quantization_config,
     )
     config = get_default_x86_inductor_quantization_config(is_dynamic=scheme == "int8-dynamic")
-    return X86InductorQuantizer().set_global(config)
+    q = X86InductorQuantizer().set_global(config)
+    for name in float_modules:
+        q.set_module_name_qconfig(name, None)
+    return q
+
+
+def _flags(task: Task) -> tuple[str, ...]:
+    """The modules the user's flags have X86InductorQuantizer leave float; any other flag, or the filter in a cell
+    that is not quantized, is one line."""
+    from fpdiff.model.pt2e import FLOAT_MODULES, quantizer_modules
+    other = [f for f in task.flags if not f.startswith(FLOAT_MODULES)]
+    if other:
+        raise UsageError(f"inductor takes --backend-flag inductor={FLOAT_MODULES}MODULE,MODULE (a quantized cell's "
+                         f"modules its quantizer leaves float); got {', '.join(other)}")
+    modules = quantizer_modules(task.flags, "inductor")
+    if modules and not task.precision.is_quantized:
+        raise UsageError(f"--backend-flag inductor={FLOAT_MODULES}... is the quantizer's module filter; this cell is "
+                         f"{task.precision.name}, not quantized")
+    return modules
 
 
 def fused(counts: Any, program: Any) -> dict[str, Any]:

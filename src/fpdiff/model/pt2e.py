@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from fpdiff.core.errors import EMULATE, QUANTIZE, StageError, stage
+from fpdiff.core.errors import EMULATE, QUANTIZE, StageError, UsageError, stage
 
 EMULATION_EXPORT = "fpdiff's emulation (torch.onnx of the quantized program)"
 
@@ -46,6 +46,7 @@ def qdq_graph(program: torch.export.ExportedProgram, out: Path, rows: Sequence[i
         if rows and left:
             raise RuntimeError(f"{len(left)} of the program's {len(rows)} dynamic quantizers were not translated")
         exported.save(str(out))
+    _record_modules(program, out)
 
 
 def marked_module(program: torch.export.ExportedProgram) -> tuple[torch.fx.GraphModule, dict]:
@@ -168,3 +169,52 @@ def _translations(rows: list[int]) -> dict[Any, Any]:
     return {qd.choose_qparams.tensor: choose_qparams, qd.quantize_per_tensor.default: quantize,
             qd.quantize_per_tensor.tensor: quantize_at_run_time,
             qd.dequantize_per_tensor.tensor: dequantize_at_run_time}
+
+
+# the graph's metadata key under which qdq_graph records the module each program node came from ({fx node: path})
+MODULES_KEY = "fpdiff.pt2e_modules"
+
+
+def module_paths(program: Any) -> dict[str, str]:
+    """Each program node's innermost module (its nn_module_stack's last path, the name a PT2E quantizer's module
+    filter takes); nodes of the root module, and the quantizer's own, are left out."""
+    out = {}
+    for n in program.graph.nodes:
+        stack = n.meta.get("nn_module_stack") or {}
+        path = next(reversed(stack.values()))[0] if stack else ""
+        if path:
+            out[n.name] = path
+    return out
+
+
+def _record_modules(program: Any, out: Path) -> None:
+    """The QDQ graph's record of which module each program node came from (module_paths), in its metadata."""
+    import json
+
+    import onnx
+    m = onnx.load(str(out), load_external_data=False)
+    onnx.helper.set_model_props(m, {**{p.key: p.value for p in m.metadata_props},
+                                    MODULES_KEY: json.dumps(module_paths(program))})
+    onnx.save(m, str(out))
+
+
+def quantizer_modules(flags: Sequence[str], backend: str) -> tuple[str, ...]:
+    """The modules the user's flags have a PT2E quantizer leave float (`float_modules=A,B`: its module filter,
+    set_module_name(name, None) or set_module_name_qconfig(name, None))."""
+    return tuple(n for f in flags if f.startswith(FLOAT_MODULES) for n in f.removeprefix(FLOAT_MODULES).split(",")
+                 if n)
+
+
+FLOAT_MODULES = "float_modules="
+
+
+def known_modules(program: Any, modules: Sequence[str], backend: str) -> None:
+    """A module filter's names checked against the program's modules: an unknown one is one line (the quantizer
+    would match nothing without a word)."""
+    if not modules:
+        return
+    paths = set(module_paths(program).values())
+    unknown = [m for m in modules if m not in paths and not any(p.startswith(m + ".") for p in paths)]
+    if unknown:
+        raise UsageError(f"--backend-flag {backend}={FLOAT_MODULES}... names {len(unknown)} module"
+                         f"{'s' * (len(unknown) != 1)} the program has no op in: {', '.join(unknown[:3])}")

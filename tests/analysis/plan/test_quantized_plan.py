@@ -83,8 +83,10 @@ def test_ort_takes_nodes_to_exclude_only_and_only_in_a_quantized_cell():
 
 def test_a_quantized_plan_refuses_what_it_cannot_do_yet_in_one_line():
     spec = str(SPECS / "quant_plan_ranges.py")
-    with pytest.raises(UsageError, match="executorch's is not driven that way here"):
-        fpdiff.plan(spec, precision="int8", backend="executorch")
+    with pytest.raises(UsageError, match="coreml's is not driven that way here"):
+        fpdiff.plan(spec, precision="int8", backend="coreml")
+    with pytest.raises(UsageError, match="no float graph to rank its weights"):
+        fpdiff.plan(spec, precision="int8-dynamic", backend="executorch")
     with pytest.raises(UsageError, match="on ort exports onnx .* not coreml"):
         fpdiff.plan(spec, precision="int8", backend="ort", exports=["coreml=x.mlpackage"])
     with pytest.raises(UsageError, match="the file is a .onnx"):
@@ -172,3 +174,23 @@ def test_a_plan_on_iree_hands_nodes_to_exclude_to_the_quantizer_whose_graph_it_c
     c = fpdiff.check(spec, backends=["iree"], precisions=["fp32"], backend_flags={"iree": ("nodes_to_exclude=x",)})
     cell = next(x for x in c.cells if x.backend == "iree")
     assert cell.status == Status.ERROR and "not quantized" in cell.reason, cell.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["executorch", "inductor"])
+def test_a_pt2e_plan_leaves_modules_float_through_the_quantizers_filter_and_quant_reproduces_it(backend):
+    """PT2E quantizers leave float by module: the plan's layers are the modules the ranked activations' nodes came
+    from (a functional ReLU by the module that feeds it), handed to XNNPACKQuantizer's filter function or
+    X86InductorQuantizer's set_module_name_qconfig(name, None); quant re-verifies with the printed flag."""
+    pytest.importorskip("executorch" if backend == "executorch" else "torchao")
+    spec = str(SPECS / "quant_plan_ranges.py")
+    plan = fpdiff.plan(spec, precision="int8", backend=backend)
+    assert plan.passed and plan.error < 0.05 < plan.pure_error, plan.trials
+    assert all(k.op == "module" for k in plan.keep) and plan.kept <= {"fc1", "fc2", "fc3", "fc4"}, plan.keep
+    assert len(plan.kept) < 4 and plan.evaluations <= 6
+    value = plan.message.split(f"--backend-flag {backend}=", 1)[1].strip()
+    again = fpdiff.quant(spec, schemes=["int8"], backends=[backend], backend_flags={backend: (value,)})
+    (cell,) = again.cells
+    assert abs(cell.metrics["rel_l2"] - plan.error) < 1e-9 and "float (fc" in cell.info["quantized_by"], cell.info
+    bad = fpdiff.quant(spec, schemes=["int8"], backends=[backend], backend_flags={backend: ("float_modules=nope",)})
+    assert bad.cells[0].status == Status.ERROR and "has no op in: nope" in bad.cells[0].reason

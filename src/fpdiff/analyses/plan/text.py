@@ -68,7 +68,8 @@ def render(plan, console: Console | None = None) -> None:
         clamp = " (and small constants clamped into its range, below)" if len(ops) < len(plan.keep) else ""
         if plan.precision in QUANTIZED:  # the quantizer's own nodes left float, of its quantized layers
             made = "float" if plan.backup in ("", "float") else f"at {plan.backup}"
-            console.print(f"[green]verified plan[/]: the quantizer leaves {len(ops)} nodes {made} -> error "
+            what = "modules" if all(k.op == "module" for k in ops) else "nodes"
+            console.print(f"[green]verified plan[/]: the quantizer leaves {len(ops)} {what} {made} -> error "
                           f"{_err(plan.error)}; {round(plan.low_fraction * plan.units)} of its {plan.units} "
                           f"quantized layers stay {plan.precision}", highlight=False)
         else:

@@ -29,7 +29,11 @@ EXCLUDE_FLAGS: dict[str, Callable[[Sequence[str]], str]] = {
     "openvino": lambda nodes: "ignored_scope=" + ",".join(nodes),
     "litert": lambda nodes: "no_quantize=" + ",".join(nodes),
     "iree": lambda nodes: "nodes_to_exclude=" + ",".join(nodes),  # ONNX Runtime's quantizer makes IREE's graph
+    # PT2E quantizers leave modules float by their module filter: a layer is the modules its nodes came from
+    "executorch": lambda modules: "float_modules=" + ",".join(modules),
+    "inductor": lambda modules: "float_modules=" + ",".join(modules),
 }
+PT2E = frozenset({"executorch", "inductor"})
 # the mixed schemes a backend's quantizer makes: the backup a plan's layers take there, and how a cell asks for it
 BACKUP_FLAGS: dict[tuple[str, str, str], Callable[[Sequence[str]], str]] = {
     ("ort", "int4-weight", "int8"): lambda nodes: "nodes_at_8_bits=" + ",".join(nodes),
@@ -37,10 +41,13 @@ BACKUP_FLAGS: dict[tuple[str, str, str], Callable[[Sequence[str]], str]] = {
 }
 BACKUPS = ("float", "int8")
 # the formats whose cells the backend's flag reaches: OpenVINO's int8-dynamic cell is ONNX Runtime's dynamic graph
-EXCLUDES_IN = {"openvino": tuple(NNCF_QUANTIZERS), "litert": ("int8-dynamic", "int4-weight")}
+EXCLUDES_IN = {"openvino": tuple(NNCF_QUANTIZERS), "litert": ("int8-dynamic", "int4-weight"),
+               "executorch": ("int8",), "inductor": ("int8",)}
 EXCLUDES_WHY = {"openvino": "NNCF does not make int8-dynamic; OpenVINO runs ONNX Runtime's dynamic graph",
                 "litert": "its int8 is litert-torch's PT2EQuantizer, whose module filters fpdiff does not drive yet; "
-                          "ai-edge-quantizer's recipes make its int8-dynamic and int4-weight"}
+                          "ai-edge-quantizer's recipes make its int8-dynamic and int4-weight",
+                "executorch": "a PT2E int8-dynamic program has no float graph to rank its weights by here",
+                "inductor": "a PT2E int8-dynamic program has no float graph to rank its weights by here"}
 # How a user applies a plan with the backend's quantizer itself, by format (the call fpdiff's cell makes)
 APPLY = {
     "ort": {"int8": "onnxruntime.quantization's quantize_static(..., nodes_to_exclude={nodes!r})",
@@ -50,6 +57,11 @@ APPLY = {
     "iree": {f: "onnxruntime.quantization's " + call + "(..., nodes_to_exclude={nodes!r}), the graph IREE compiles"
              for f, call in (("int8", "quantize_static"), ("fp8", "quantize_static"),
                              ("int8-dynamic", "quantize_dynamic"), ("int4-weight", "MatMulNBitsQuantizer"))},
+    "executorch": {"int8": "XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)), "
+                           "then set_filter_function(lambda n: not any(get_module_name_filter(name)(n) for name in "
+                           "{nodes!r})), before prepare_pt2e"},
+    "inductor": {"int8": "X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config()), then "
+                         "set_module_name_qconfig(name, None) for each name in {nodes!r}, before prepare_pt2e"},
     "openvino": {"int8": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
                  "fp8": "nncf.quantize(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))",
                  "int4-weight": "nncf.compress_weights(..., ignored_scope=nncf.IgnoredScope(names={nodes!r}))"},
@@ -169,6 +181,8 @@ def _searched(plan: Plan, session: QuantSession, p: prec.Precision, backend: str
         plan.message = f"the pure {p.name} cell is {pure.status}: {pure.reason}"[:600]
         return
     layers = ranked_layers(pure) if _static(p) else ranked_weights(pure, session)
+    if backend in PT2E:
+        layers = by_module(layers, str(pure.info["quantized_graph"]))
     plan.units, plan.graph = len(layers), graph_digest_of(layers)
     if plan.trials[0].passed:
         plan.passed, plan.error = True, plan.pure_error
@@ -221,6 +235,43 @@ def ranked_layers(cell: Cell) -> list[Layer]:
                 f"reads or makes {r['tensor']}")
         out.append(Layer(r["tensor"], tuple(n for _, n in near), tuple(op for op, _ in near), said))
     return out
+
+
+def by_module(layers: Sequence[Layer], graph_path: str) -> list[Layer]:
+    """The layers as a PT2E quantizer's module filter takes them: each the modules its nodes came from (the QDQ
+    graph's record, model/pt2e.py), a node of the model's root module (a functional ReLU) by the modules of the
+    nodes that feed it (the quantizer annotates it with them: leaving them float leaves it float), in rank order, a
+    module in its best-ranked layer only."""
+    import json
+
+    import onnx
+
+    from fpdiff.model.pt2e import MODULES_KEY
+    m = onnx.load(graph_path, load_external_data=False)
+    paths = json.loads({p.key: p.value for p in m.metadata_props}.get(MODULES_KEY, "{}"))
+    nodes = {n.name: n for n in m.graph.node}
+    made_by = {o: n for n in m.graph.node for o in n.output}
+
+    def module_of(name: str, depth: int = 0) -> list[str]:
+        n = nodes.get(name)
+        if n is None or depth > _UPSTREAM:
+            return []
+        fx = next((p.value.split(" ", 1)[0].lstrip("%") for p in n.metadata_props if p.key == "pkg.torch.onnx.fx_node"),
+                  "")
+        if paths.get(fx):
+            return [paths[fx]]
+        return [x for i in n.input if i in made_by for x in module_of(made_by[i].name, depth + 1)]
+    out, seen = [], set()
+    for layer in layers:
+        modules = [x for x in dict.fromkeys(p for n in layer.nodes for p in module_of(n)) if x not in seen]
+        if modules:
+            seen.update(modules)
+            out.append(Layer(layer.tensor, tuple(modules), ("module",) * len(modules), layer.why))
+    return out
+
+
+# how far up from a root-module node (a functional op) its feeding modules are looked for
+_UPSTREAM = 3
 
 
 def _static(p: prec.Precision) -> bool:
