@@ -442,3 +442,14 @@ def test_a_litert_plan_exports_the_tflite_with_ai_edge_quantizers_own_recipe(tmp
     rule = recipe[-1]  # the plan's rule comes after the recipe's own, and wins
     assert rule["algorithm_key"] == "no_quantize" and rule["regex"].startswith("^") and rule["regex"].endswith(";")
     assert recipe[0]["regex"] == ".*" and recipe[0]["op_config"]["weight_tensor_config"]["num_bits"] == 4
+
+
+def test_a_weight_only_file_with_a_quantized_embedding_table_is_its_rounded_weights_and_nothing_else():
+    """ai-edge-quantizer's weight-only recipe quantizes an embedding table too: paired with the float file's by
+    tensor name, the file is the float file with every quantized constant rounded (no quantizer-rewrite)."""
+    from conftest import SPECS
+    with routed():
+        r = fpdiff.quant(str(SPECS / "tinybert.py"), schemes=["int4-weight"], backends=["litert"])
+    (c,) = r.cells
+    assert c.status in (Status.PASS, Status.QUANTIZATION_LOSS), c.reason
+    assert not any(f.kind == "quantizer-rewrite" for f in c.findings), [f.message for f in c.findings]

@@ -100,3 +100,18 @@ def test_a_gemm_in_a_dynamic_cells_node_list_is_refused_with_the_name_that_works
     known_nodes(path, ("fc1",), "nodes_to_exclude", "the graph")  # quantize_static reads the Gemm's own name
     with pytest.raises(UsageError, match="does not have: fc1_MatMul"):
         known_nodes(path, ("fc1_MatMul",), "nodes_to_exclude", "the graph")
+
+
+def test_a_graph_with_a_quantized_weight_matched_to_nothing_gets_no_rewrite_verdict():
+    """Rounding only the weights it could match, the float graph would differ from the quantized one by the rest's
+    rounding alone: no verdict then (a LiteRT file's quantized embedding table, before its tables were paired)."""
+    m = float_graph()
+    q, x = nbits(m, 4), feeds(m)
+    for t in q.graph.initializer:
+        if t.name == "W2_Q4":
+            t.name = "table_Q4"
+    for n in q.graph.node:
+        if "W2_Q4" in n.input:
+            n.input[1] = "table_Q4"
+    assert len(quantized_weights(q, m)) == 1
+    assert rewrite(q, m, x, emulate(q, x).outputs) is None

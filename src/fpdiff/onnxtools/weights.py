@@ -35,12 +35,15 @@ class QuantizedWeight:
     values: np.ndarray
 
 
-def quantized_weights(quantized: onnx.ModelProto, float_graph: onnx.ModelProto) -> list[QuantizedWeight]:
+def quantized_weights(quantized: onnx.ModelProto, float_graph: onnx.ModelProto, every: bool = False
+                      ) -> list[QuantizedWeight]:
     """The quantized graph's integer weights matched to the float graph's, in the quantized graph's order; a weight
-    the float graph has under no known name, or in another shape, is left out."""
+    the float graph has under no known name, or in another shape, is left out. `every`: a .tflite's other quantized
+    constants too (an embedding table), paired by tensor name, each named by its tensor (not an op's scope)."""
     mine, theirs = _tflite_weights(quantized), _tflite_weights(float_graph)
     if mine is not None and theirs is not None:
-        return _paired_by_op(quantized, float_graph, mine, theirs)
+        paired = _paired_by_op(quantized, float_graph, mine, theirs)
+        return paired + (_paired_by_tensor(quantized, float_graph, {w.weight for w in paired}) if every else [])
     float_graph = folded(float_graph)
     inits = {t.name: t for t in quantized.graph.initializer}
     floats = {t.name: t for t in float_graph.graph.initializer}
@@ -89,6 +92,32 @@ def _paired_by_op(quantized: onnx.ModelProto, float_graph: onnx.ModelProto, mine
             continue
         out.append(QuantizedWeight(float_value, (scope,), (op,), found[1]))
     return out
+
+
+def _paired_by_tensor(quantized: onnx.ModelProto, float_graph: onnx.ModelProto, taken: set[str]
+                      ) -> list[QuantizedWeight]:
+    """A .tflite's quantized constants no weighted op reads, paired with the float file's constant of the same
+    tensor name (the reader names a constant NAME#INDEX:cN; the index and N differ between the two files)."""
+    inits = {t.name: t for t in quantized.graph.initializer}
+    by_name: dict[str, list[onnx.TensorProto]] = {}
+    for t in float_graph.graph.initializer:
+        by_name.setdefault(t.name.split("#")[0], []).append(t)
+    out = []
+    for node in quantized.graph.node:
+        found = _dequantized(node, inits)
+        if found is None:
+            continue
+        same = [t for t in by_name.get(found[0].split("#")[0], []) if tuple(t.dims) == found[1].shape]
+        if len(same) == 1 and same[0].name not in taken:
+            taken.add(same[0].name)
+            out.append(QuantizedWeight(same[0].name, (found[0].split("#")[0],), (node.op_type,), found[1]))
+    return out
+
+
+def quantized_constants(quantized: onnx.ModelProto) -> int:
+    """How many constants the graph holds quantized (each one an integer weight some node dequantizes)."""
+    inits = {t.name: t for t in quantized.graph.initializer}
+    return sum(_dequantized(n, inits) is not None for n in quantized.graph.node)
 
 
 def _as_quantizer_names(quantized: str, computing: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -196,12 +225,13 @@ class Rewrite:
 def rewrite(quantized: onnx.ModelProto, float_graph: onnx.ModelProto, feeds: dict[str, np.ndarray],
             emulated: Sequence[np.ndarray]) -> Rewrite | None:
     """Whether a weight-only quantizer's graph computes the float graph with its weights rounded and nothing else
-    (`emulated`: the quantized graph's exact float64 outputs); None where no weight was matched."""
+    (`emulated`: the quantized graph's exact float64 outputs); None where a quantized weight was not matched to its
+    float one (the float graph with only some weights rounded would differ for that alone)."""
     from fpdiff.onnxtools.emulate import wide_feeds, wide_graph
     from fpdiff.onnxtools.evaluator import evaluator
     from fpdiff.onnxtools.graph import float64_ops
-    weights = quantized_weights(quantized, float_graph)
-    if not weights:
+    weights = quantized_weights(quantized, float_graph, every=True)
+    if not weights or len(weights) < quantized_constants(quantized):
         return None
     ev = evaluator(wide_graph(folded(float_graph)), new_ops=float64_ops())
     wide = wide_feeds(feeds)
