@@ -194,3 +194,9 @@ def test_a_pt2e_plan_leaves_modules_float_through_the_quantizers_filter_and_quan
     assert abs(cell.metrics["rel_l2"] - plan.error) < 1e-9 and "float (fc" in cell.info["quantized_by"], cell.info
     bad = fpdiff.quant(spec, schemes=["int8"], backends=[backend], backend_flags={backend: ("float_modules=nope",)})
     assert bad.cells[0].status == Status.ERROR and "has no op in: nope" in bad.cells[0].reason
+
+
+def test_at_a_backup_format_every_layer_may_be_taken():
+    keep, trial = search(LAYERS, lambda keep: Trial([x.tensor for x in keep], 0.0, len(keep) == 20), whole=True)
+    assert len(keep) == 20 and trial.passed
+    assert search(LAYERS, lambda keep: Trial([x.tensor for x in keep], 1.0, len(keep) == 20)) is None

@@ -192,12 +192,16 @@ def _searched(plan: Plan, session: QuantSession, p: prec.Precision, backend: str
                         f"(no quantized {'activation' if _static(p) else 'weight'} fpdiff matched to the float "
                         "graph)")
         return
-    found = search(layers, lambda keep: evaluate_nodes(sorted({n for layer in keep for n in layer.nodes})))
+    found = search(layers, lambda keep: evaluate_nodes(sorted({n for layer in keep for n in layer.nodes})),
+                   whole=plan.backup not in ("", "float"))
     if found is None:
         tried = [t for t in plan.trials[1:] if t.status == Status.OK]
         most = max(tried, key=lambda t: len(t.keep), default=None)
-        plan.message = ("no plan short of leaving every quantized layer float" + (
-            f": with {len(most.keep)} nodes float (all but one of its {len(layers)} layers) it still errs "
+        every = plan.backup not in ("", "float")
+        plan.message = (("no plan even with every layer at " + plan.backup if every else
+                         "no plan short of leaving every quantized layer float") + (
+            f": with {len(most.keep)} nodes {'at ' + plan.backup if every else 'float'} (the most tried, of "
+            f"{len(layers)} layers) it still errs "
             f"{most.error:.3g} (tolerance {tol:g})" if most is not None else
             f": it has {len(layers)} quantized layer{'s' * (len(layers) != 1)}"))[:600]
         return
@@ -328,12 +332,13 @@ def graph_digest_of(layers: Sequence[Layer]) -> str:
     return graph_digest([Unit(n, op) for layer in layers for n, op in zip(layer.nodes, layer.ops)])
 
 
-def search(layers: Sequence[Layer], evaluate: Callable[[Sequence[Layer]], Trial]
+def search(layers: Sequence[Layer], evaluate: Callable[[Sequence[Layer]], Trial], whole: bool = False
            ) -> tuple[list[Layer], Trial] | None:
     """The fewest layers, in rank order, whose leaving float passes: prefixes doubled until one passes, bisected
     down to the shortest that does, then each of its layers dropped where the rest passes without it (last ranked
-    first). Every layer float is the float model, never a plan: None when all but the last still fail."""
-    top = len(layers) - 1  # the longest prefix that still quantizes something
+    first). Every layer float is the float model, never a plan: None when all but the last still fail. `whole`:
+    every layer may be taken (at a backup format, all of them is still a quantized model)."""
+    top = len(layers) if whole else len(layers) - 1  # the longest prefix that still quantizes something
     lo, k = 0, 1  # the longest prefix known to fail, the prefix tried
     passing: tuple[int, Trial] | None = None
     while passing is None:
