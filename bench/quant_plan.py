@@ -93,7 +93,7 @@ def with_weight_ranking() -> None:
 
 def one_by_one(cap: int):
     """The search replaced by the hand workflow: one more layer float each evaluation, in rank order."""
-    def search(layers, evaluate):
+    def search(layers, evaluate, whole: bool = False):
         t: Trial | None = None
         for k in range(1, min(len(layers), cap) + 1):
             t = evaluate(layers[:k])

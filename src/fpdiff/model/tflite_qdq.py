@@ -17,7 +17,7 @@ from fpdiff.core.errors import EMULATE, StageError
 from fpdiff.onnxtools.weights import TFLITE_WEIGHTS
 
 COMPONENT = "fpdiff's emulation (the .tflite read as a QDQ graph)"
-READER = "6"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
+READER = "7"  # in the cache key of a graph read from a file: a change in how a file is read makes it again
 OPSET = 21
 # TFLite's tensor types fpdiff reads (schema TensorType), as numpy dtypes and ONNX element types
 _NUMPY = {0: np.float32, 1: np.float16, 2: np.int32, 3: np.uint8, 4: np.int64, 6: np.bool_, 7: np.int16, 9: np.int8,
@@ -255,9 +255,10 @@ class _Reader:
         ins = [int(i) for i in op.inputs]
         outs = [int(i) for i in op.outputs]
         y = how(self, op, ins, outs)
-        if name in WEIGHTED_OPS and len(ins) > 1 and ins[1] in self.floats:  # a constant, or a DEQUANTIZE of one
+        at = TABLE_INPUT.get(name, 1 if name in WEIGHTED_OPS else None)
+        if at is not None and len(ins) > at and ins[at] in self.floats:  # a constant, or a DEQUANTIZE of one
             raw = self.sub.tensors[outs[0]].name
-            self.weights[raw.decode() if isinstance(raw, bytes) else str(raw)] = [name, self.floats[ins[1]]]
+            self.weights[raw.decode() if isinstance(raw, bytes) else str(raw)] = [name, self.floats[ins[at]]]
         if y is None:  # the op wrote its own outputs
             return
         opts = op.builtinOptions
@@ -540,6 +541,8 @@ def _quantize(r: _Reader, op: Any, ins: list[int], outs: list[int]) -> str:
 
 # the ops with weights: what a dynamic-range or weight-only file quantizes (a dynamic-range kernel computes them in
 # integers from a float input and integer weights)
+# ops that read a table a quantizer may store in integers (an embedding), by the input that holds it
+TABLE_INPUT = {"GATHER": 0, "EMBEDDING_LOOKUP": 1}
 # the graph's metadata key under which write() records its weighted ops (_Reader.weights, as JSON)
 WEIGHTS_KEY = TFLITE_WEIGHTS
 WEIGHTED_OPS = frozenset({"FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "BATCH_MATMUL", "TRANSPOSE_CONV"})
