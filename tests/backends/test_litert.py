@@ -453,3 +453,9 @@ def test_a_weight_only_file_with_a_quantized_embedding_table_is_its_rounded_weig
     (c,) = r.cells
     assert c.status in (Status.PASS, Status.QUANTIZATION_LOSS), c.reason
     assert not any(f.kind == "quantizer-rewrite" for f in c.findings), [f.message for f in c.findings]
+    # the table is a layer a plan can scope (the op that reads it), beside the fully connected layers
+    import onnx
+
+    from fpdiff.onnxtools.weights import quantized_weights
+    ops = {w.ops[0] for w in quantized_weights(onnx.load(c.info["quantized_graph"]), onnx.load(c.info["float_graph"]))}
+    assert "FULLY_CONNECTED" in ops and ops & {"GATHER", "EMBEDDING_LOOKUP"}, ops
