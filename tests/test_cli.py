@@ -198,8 +198,8 @@ def test_backend_flags_bad_input_is_one_line():
     assert_usage_error(["check", "example:tinycnn", "--backend-flag", "torch=--fast"], "backend torch takes no flags")
     assert_usage_error(["check", "example:tinycnn", "--backend-flag", "=x"], "--backend-flag wants NAME=FLAG")
     assert_usage_error(["check", "example:tinycnn", "--backend-flag", "tensorrt=x"], "unknown backend 'tensorrt'")
-    assert_usage_error(["locate", "example:tinycnn", "--backend-flag", "inductor=x"], "backend inductor takes no flags")
-    assert_usage_error(["plan", "example:tinycnn", "--backend-flag", "inductor=x"], "inductor takes no")
+    assert_usage_error(["locate", "example:tinycnn", "--backend-flag", "onnxref=x"], "backend onnxref takes no flags")
+    assert_usage_error(["plan", "example:tinycnn", "--backend-flag", "onnxref=x"], "onnxref takes no")
     assert_usage_error(["ranges", "example:tinycnn", "--backend-flag", "iree=x"], "unrecognized arguments")
 
 
