@@ -142,8 +142,10 @@ def test_a_missing_converter_is_one_line():
 def test_fp16_flags_are_named_and_anything_else_is_refused():
     assert fp16_meaning(()) is None
     assert fp16_meaning(("fp16=weights", "fp16=xnnpack")) == "xnnpack"
-    with pytest.raises(UsageError, match=r"litert=fp16=xnnpack\|weights; got fp16=fast"):
+    with pytest.raises(UsageError, match=r"litert=fp16=xnnpack\|weights \(or, in a quantized cell, "
+                                         r"litert=no_quantize=OP,OP or litert=nodes_at_8_bits=OP,OP\); got fp16=fast"):
         fp16_meaning(("fp16=fast",))
+    assert fp16_meaning(("no_quantize=a", "fp16=weights")) == "weights"  # a recipe scope is the quantizer's
     with pytest.raises(UsageError, match="got threads=2"):
         fp16_meaning(("threads=2",))
 
