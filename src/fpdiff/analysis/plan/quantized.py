@@ -161,6 +161,8 @@ def _reverified(plan: Plan, load: Plan, evaluate: Callable[[Sequence[str]], Tria
     """A saved plan run again: its nodes handed to the quantizer, the cell judged against the tolerance."""
     nodes = sorted(load.kept)
     trial = evaluate(nodes)
+    if not nodes:  # an empty plan: its one cell is the pure one
+        plan.pure_error, plan.pure_status, plan.pure_reason = trial.error, trial.status, trial.reason
     plan.keep, plan.units, plan.graph = list(load.keep), load.units, load.graph
     plan.passed, plan.error = trial.passed, trial.error
     plan.low_fraction = load.low_fraction
