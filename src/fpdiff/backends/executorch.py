@@ -128,9 +128,7 @@ class ExecuTorchBackend(Backend):
 
     def prepare_task(self, task: Task) -> Prepared:
         how = partitioner(task.flags)
-        if any(f.startswith("float_modules=") for f in task.flags):
-            raise UsageError(f"--backend-flag executorch=float_modules=... is the quantizer's module filter; this "
-                             f"cell is {task.precision.name}, not quantized")
+        float_modules(task.flags, task.precision)  # refused here in one line
         p = task.precision
         if p.cast_dtype not in ("float32", "float16", "bfloat16") and not task.is_program:
             raise Unsupported(f"ExecuTorch runs a program in fp32, fp16 or bf16; {p.name} does not exist there",
@@ -193,7 +191,7 @@ class ExecuTorchBackend(Backend):
                               "ExecuTorch's quantizer make the cell", dtype=scheme)
         from fpdiff.model import pt2e
         made: dict[str, Any] = {}
-        modules = pt2e.quantizer_modules(task.flags, "executorch")
+        modules = float_modules(task.flags, task.precision)
 
         def build(out: Path) -> None:
             fp32 = task.at(prec.FP32)
@@ -278,6 +276,14 @@ def xnnpack_quantizer(scheme: str, float_modules: Sequence[str] = ()) -> Any:
         inside = [get_module_name_filter(name) for name in float_modules]
         q.set_filter_function(lambda n: not any(f(n) for f in inside))
     return q
+
+
+def float_modules(flags: Sequence[str], precision: Any) -> tuple[str, ...]:
+    """The modules the user's flags have XNNPACKQuantizer leave float (`float_modules=A,B`), the partitioner flag set
+    aside; one line in a cell that is not quantized."""
+    from fpdiff.backends.base import quantizer_nodes
+    mine = [f for f in flags if f.startswith("float_modules=")]
+    return quantizer_nodes(mine, "executorch", ("float_modules",), precision)["float_modules"]
 
 
 def modules_said(modules: Sequence[str], call: str) -> str:

@@ -7,7 +7,7 @@ import torch
 
 from fpdiff.backends.base import TORCH_INPUTS, Backend, Prepared, Repro, Task
 from fpdiff.backends.torch_eager import computed_dtype, device_runner
-from fpdiff.core.errors import Unsupported, UsageError
+from fpdiff.core.errors import Unsupported
 from fpdiff.model.graph import to_device
 
 
@@ -116,18 +116,10 @@ def x86_quantizer(scheme: str, float_modules: tuple[str, ...] = ()) -> Any:
 
 
 def _flags(task: Task) -> tuple[str, ...]:
-    """The modules the user's flags have X86InductorQuantizer leave float; any other flag, or the filter in a cell
-    that is not quantized, is one line."""
-    from fpdiff.model.pt2e import FLOAT_MODULES, quantizer_modules
-    other = [f for f in task.flags if not f.startswith(FLOAT_MODULES)]
-    if other:
-        raise UsageError(f"inductor takes --backend-flag inductor={FLOAT_MODULES}MODULE,MODULE (a quantized cell's "
-                         f"modules its quantizer leaves float); got {', '.join(other)}")
-    modules = quantizer_modules(task.flags, "inductor")
-    if modules and not task.precision.is_quantized:
-        raise UsageError(f"--backend-flag inductor={FLOAT_MODULES}... is the quantizer's module filter; this cell is "
-                         f"{task.precision.name}, not quantized")
-    return modules
+    """The modules the user's flags have X86InductorQuantizer leave float (its only flag); any other flag, or the
+    filter in a cell that is not quantized, is one line."""
+    from fpdiff.backends.base import quantizer_nodes
+    return quantizer_nodes(task.flags, "inductor", ("float_modules",), task.precision)["float_modules"]
 
 
 def fused(counts: Any, program: Any) -> dict[str, Any]:

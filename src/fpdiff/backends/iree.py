@@ -38,7 +38,6 @@ from fpdiff.core.errors import (
     Crashed,
     StageError,
     Unsupported,
-    UsageError,
     died_by,
     exit_text,
     plain,
@@ -74,11 +73,9 @@ EXCLUDE = "nodes_to_exclude="
 def excluded(task: Task) -> tuple[str, ...]:
     """The nodes the user's flags have onnxruntime's quantizer leave float in the QDQ graph IREE compiles; one line
     in a cell that is not quantized."""
-    nodes = tuple(n for f in task.flags if f.startswith(EXCLUDE) for n in f.removeprefix(EXCLUDE).split(",") if n)
-    if nodes and not task.precision.is_quantized:
-        raise UsageError(f"--backend-flag iree={EXCLUDE}... leaves nodes of a quantized cell float; this cell is "
-                         f"{task.precision.name}, not quantized")
-    return nodes
+    from fpdiff.backends.base import quantizer_nodes
+    mine = [f for f in task.flags if f.startswith(EXCLUDE)]
+    return quantizer_nodes(mine, "iree", ("nodes_to_exclude",), task.precision)["nodes_to_exclude"]
 
 
 def compile_flags(device: str, precision: Precision, user_flags: tuple[str, ...]) -> list[str]:

@@ -35,7 +35,7 @@ from fpdiff.core.precision import FP32, Precision
 from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
 from fpdiff.onnxtools.emulate import Activation, Emulation, Local
-from fpdiff.onnxtools.weights import REWRITE_FLOOR
+from fpdiff.onnxtools.weights import REWRITE_FLOOR, rel_l2  # noqa: F401 - rel_l2 is this module's too
 
 DEPART_SHARE = 1.5
 LOCAL_STEPS = 1.0
@@ -43,15 +43,6 @@ FLOOR = FP32.tolerance
 COARSE_LEVELS = 16  # an activation using fewer levels than this on values that vary: its scale is too coarse
 COARSE_VALUES = 64  # ... over at least this many values (a scalar's one level is no finding)
 SHOWN = 5  # calibration findings shown per cell, the worst first
-
-
-def rel_l2(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
-    """Relative L2 of `got` against `want` over every float output together (compare.rel_l2's scaling)."""
-    pairs = [(np.ravel(np.asarray(g, np.float64)), np.ravel(np.asarray(w, np.float64))) for g, w in zip(got, want)
-             if np.asarray(w).dtype.kind == "f"]
-    if not pairs or len(got) != len(want):
-        return float("inf") if len(got) != len(want) else 0.0
-    return compare.rel_l2(np.concatenate([w for _, w in pairs]), np.concatenate([g for g, _ in pairs]))
 
 
 def steps(got: Sequence[np.ndarray], emu: Emulation) -> tuple[float | None, float | None]:

@@ -198,13 +198,6 @@ def _record_modules(program: Any, out: Path) -> None:
     onnx.save(m, str(out))
 
 
-def quantizer_modules(flags: Sequence[str], backend: str) -> tuple[str, ...]:
-    """The modules the user's flags have a PT2E quantizer leave float (`float_modules=A,B`: its module filter,
-    set_module_name(name, None) or set_module_name_qconfig(name, None))."""
-    return tuple(n for f in flags if f.startswith(FLOAT_MODULES) for n in f.removeprefix(FLOAT_MODULES).split(",")
-                 if n)
-
-
 FLOAT_MODULES = "float_modules="
 
 

@@ -409,14 +409,10 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
     of activation tensors, by name (float_values), each quantized activation measured against them (drift).
     `bypass`: activation tensors left in float (their QuantizeLinear and DequantizeLinear give the value back).
     `fp8_via`: a what-if of fp8's rounding (quantize's `via`), never the judge's own emulation."""
-    from fpdiff.onnxtools.evaluator import evaluator
-    from fpdiff.onnxtools.graph import float64_ops
     m = with_domains(onnx.load(str(model)) if isinstance(model, (str, Path)) else model)
     kernels = _Kernels(_constants(m), quantized_outputs(m), forced, reference, frozenset(bypass), fp8_via)
-    ours = {c.__name__ for c in kernels.ops()}
-    ops = [o for o in float64_ops() if o.__name__ not in ours] + kernels.ops()
     wide = wide_graph(m)
-    ev = evaluator(wide, new_ops=ops)
+    ev = _evaluator(wide, kernels)
     if forced:
         values = ev.run(None, wide_feeds(feeds), intermediate=True)
         outs = [values[o.name] for o in wide.graph.output]
@@ -432,13 +428,17 @@ def emulate(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
 
 def emulated_values(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every tensor of the quantized graph's exact float64 emulation, by name (emulate's arithmetic, kept whole)."""
+    m = with_domains(model)
+    ev = _evaluator(wide_graph(m), _Kernels(_constants(m), quantized_outputs(m)))
+    return {k: np.asarray(v) for k, v in ev.run(None, wide_feeds(feeds), intermediate=True).items()}
+
+
+def _evaluator(wide: onnx.ModelProto, kernels: _Kernels) -> Any:
+    """The reference evaluator of a widened quantized graph: float64 kernels, the emulation's for quantized ops."""
     from fpdiff.onnxtools.evaluator import evaluator
     from fpdiff.onnxtools.graph import float64_ops
-    m = with_domains(model)
-    kernels = _Kernels(_constants(m), quantized_outputs(m))
     ours = {c.__name__ for c in kernels.ops()}
-    ev = evaluator(wide_graph(m), new_ops=[o for o in float64_ops() if o.__name__ not in ours] + kernels.ops())
-    return {k: np.asarray(v) for k, v in ev.run(None, wide_feeds(feeds), intermediate=True).items()}
+    return evaluator(wide, new_ops=[o for o in float64_ops() if o.__name__ not in ours] + kernels.ops())
 
 
 def _reached(m: onnx.ModelProto, ev: Any, values: dict[str, Any], kernels: _Kernels,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -201,14 +202,20 @@ def weight_costs(float_graph: onnx.ModelProto, feeds: dict[str, np.ndarray], wei
                  ) -> dict[str, float]:
     """What each weight quantized alone costs at the outputs: the float graph in float64 with that one weight
     dequantized, against the float graph as it is (relative L2 over every float output)."""
+    ev, wide, base = _float_run(float_graph, feeds)
+    return {w.weight: rel_l2([np.asarray(o) for o in ev.run(None, {**wide, w.weight: w.values})], base)
+            for w in weights}
+
+
+def _float_run(float_graph: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[Any, dict, list[np.ndarray]]:
+    """The float graph's float64 evaluator (weights handed in as feeds replace its initializers), its widened
+    inputs, and its own outputs."""
     from fpdiff.onnxtools.emulate import wide_feeds, wide_graph
     from fpdiff.onnxtools.evaluator import evaluator
     from fpdiff.onnxtools.graph import float64_ops
     ev = evaluator(wide_graph(folded(float_graph)), new_ops=float64_ops())
     wide = wide_feeds(feeds)
-    base = [np.asarray(o) for o in ev.run(None, wide)]
-    return {w.weight: rel_l2([np.asarray(o) for o in ev.run(None, {**wide, w.weight: w.values})], base)
-            for w in weights}
+    return ev, wide, [np.asarray(o) for o in ev.run(None, wide)]
 
 
 @dataclass(frozen=True)
@@ -227,15 +234,10 @@ def rewrite(quantized: onnx.ModelProto, float_graph: onnx.ModelProto, feeds: dic
     """Whether a weight-only quantizer's graph computes the float graph with its weights rounded and nothing else
     (`emulated`: the quantized graph's exact float64 outputs); None where a quantized weight was not matched to its
     float one (the float graph with only some weights rounded would differ for that alone)."""
-    from fpdiff.onnxtools.emulate import wide_feeds, wide_graph
-    from fpdiff.onnxtools.evaluator import evaluator
-    from fpdiff.onnxtools.graph import float64_ops
     weights = quantized_weights(quantized, float_graph, every=True)
     if not weights or len(weights) < quantized_constants(quantized):
         return None
-    ev = evaluator(wide_graph(folded(float_graph)), new_ops=float64_ops())
-    wide = wide_feeds(feeds)
-    base = [np.asarray(o) for o in ev.run(None, wide)]
+    ev, wide, base = _float_run(float_graph, feeds)
     rounded = ev.run(None, {**wide, **{w.weight: w.values for w in weights}}, intermediate=True)
     outs = [np.asarray(rounded[o.name]) for o in float_graph.graph.output]
     apart = rel_l2(emulated, outs)
@@ -251,12 +253,13 @@ REWRITE_FLOOR = 1e-9
 
 
 def rel_l2(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> float:
-    """Relative L2 of `got` against `want` over every float tensor together."""
+    """Relative L2 of `got` against `want` over every float output together (compare.rel_l2's scaling); inf where
+    they are not the same outputs."""
     from fpdiff.core import compare
     pairs = [(np.ravel(np.asarray(g, np.float64)), np.ravel(np.asarray(w, np.float64))) for g, w in zip(got, want)
              if np.asarray(w).dtype.kind == "f"]
-    if not pairs:
-        return 0.0
+    if not pairs or len(got) != len(want):
+        return float("inf") if len(got) != len(want) else 0.0
     return compare.rel_l2(np.concatenate([w for _, w in pairs]), np.concatenate([g for g, _ in pairs]))
 
 
