@@ -180,7 +180,9 @@ class _Kernels:
             def _run(self, x):
                 x = np.asarray(x, dtype=np.float64)
                 lo, hi = min(0.0, float(x.min(initial=0.0))), max(0.0, float(x.max(initial=0.0)))
-                scale = (hi - lo) / 255.0 or 1.0
+                # the scale is a float32 output: the codes are computed with that float32 value (the spec's
+                # y_scale), not the real quotient (ONNX's test_dynamicquantizelinear: a code a step apart otherwise)
+                scale = float(np.float32((hi - lo) / 255.0)) or 1.0
                 zero = float(np.clip(np.round(-lo / scale), 0, 255))
                 return (np.clip(np.round(x / scale) + zero, 0, 255), np.float64(scale), np.float64(zero))
 
@@ -204,6 +206,27 @@ class _Kernels:
                 return (_conv_implementation(x, w, None, auto_pad, dilations, group or 1, kernel_shape or
                                              w.shape[2:], pads, strides),)
 
+        class QLinearMatMul(OpRun):
+            op_domain = ""
+
+            def _run(self, a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero):
+                acc = np.matmul(_wide(a) - _wide(a_zero), _wide(b) - _column(b_zero, np.ndim(b)))
+                real = acc * np.asarray(a_scale, np.float64) * _column(b_scale, np.ndim(b))
+                return (quantize(real, np.asarray(y_scale, np.float64), _wide(y_zero), _elem(y_zero)),)
+
+        class QLinearConv(OpRun):
+            op_domain = ""
+
+            def _run(self, x, x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero, B=None, auto_pad=None,
+                     dilations=None, group=None, kernel_shape=None, pads=None, strides=None):
+                from onnx.reference.ops.op_conv import _conv_implementation
+                wz = along(_wide(w_zero), 0, np.ndim(w))
+                acc = _conv_implementation(_wide(x) - _wide(x_zero), _wide(w) - wz, None, auto_pad, dilations,
+                                           group or 1, kernel_shape or np.shape(w)[2:], pads, strides)
+                acc = acc + (along(_wide(B), 1, acc.ndim) if B is not None else 0)
+                real = acc * np.asarray(x_scale, np.float64) * along(w_scale, 1, acc.ndim)
+                return (quantize(real, np.asarray(y_scale, np.float64), _wide(y_zero), _elem(y_zero)),)
+
         class MatMulNBits(OpRun):
             op_domain = "com.microsoft"
 
@@ -220,8 +243,8 @@ class _Kernels:
                 return (run_time_quantized(np.asarray(x), tuple(axes), rule.decode() if isinstance(rule, bytes)
                                            else str(rule)),)
 
-        return [QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, MatMulNBits,
-                RunTimeQuantize]
+        return [QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, ConvInteger, QLinearMatMul,
+                QLinearConv, MatMulNBits, RunTimeQuantize]
 
     def compare(self, name: str, ours: np.ndarray, theirs: np.ndarray, elem: int) -> None:
         """How far the backend's quantized values are from the emulation's, fed the same upstream values."""
@@ -331,6 +354,17 @@ def _zero_elem(zero: Any, output_dtype: int) -> int:
     if zero is not None:
         return onnx.helper.np_dtype_to_tensor_dtype(np.asarray(zero).dtype)
     return onnx.TensorProto.UINT8
+
+
+def _elem(zero: Any) -> int:
+    """The quantized type a QLinear op's output has: its zero point's."""
+    return onnx.helper.np_dtype_to_tensor_dtype(np.asarray(zero).dtype)
+
+
+def _column(v: Any, ndim: int) -> np.ndarray:
+    """QLinearMatMul's b scale or zero point: a scalar, or one per column of b (its last axis)."""
+    v = _wide(v)
+    return v if v.ndim == 0 or v.ndim == ndim else along(v, -1, ndim)
 
 
 def _wide(v: Any) -> np.ndarray:
@@ -692,8 +726,20 @@ def marked_quantizers(m: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     names = [n.output[0] for n in m.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in constants
              and n.output[0] not in present and kinds.get(n.output[0]) in QUANTIZED_TYPES]
     for name in names:
-        out.graph.output.append(onnx.helper.make_tensor_value_info(name, kinds[name], None))
+        wide = _READABLE.get(kinds[name])
+        if wide is None:
+            out.graph.output.append(onnx.helper.make_tensor_value_info(name, kinds[name], None))
+            continue
+        # 4-bit values: no runtime hands them to numpy as they are (ONNX Runtime has no numpy type for Int4x2,
+        # OpenVINO returns them packed two to a byte), so the same codes are read through a Cast to 8 bits
+        out.graph.node.append(onnx.helper.make_node("Cast", [name], [name + WIDE_SUFFIX], to=wide))
+        out.graph.output.append(onnx.helper.make_tensor_value_info(name + WIDE_SUFFIX, wide, None))
     return out, names
+
+
+# the 4-bit quantized types a read-back reads through a Cast to the 8-bit type holding the same codes
+_READABLE = {onnx.TensorProto.INT4: onnx.TensorProto.INT8, onnx.TensorProto.UINT4: onnx.TensorProto.UINT8}
+WIDE_SUFFIX = "__fpdiff_8bit"
 
 
 def read_back(m: onnx.ModelProto, outs: Sequence[Any], run_marked: Any) -> dict[str, np.ndarray] | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpdiff.analysis.ops.batch import PROGRAM_SIZE, run_batch
-from fpdiff.analysis.ops.case import CATALOGS, Case, OpsCell
+from fpdiff.analysis.ops.case import CATALOGS, Case, OpsCell, matches
 from fpdiff.analysis.ops.result import OpsResult, Previous, previous_run
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig
 from fpdiff.analysis.options import RunOptions
@@ -81,9 +81,11 @@ def ops(options: OpsOptions | None = None, shared: RunOptions | None = None) -> 
     distribute.check_address(o.ray)
     prior = previous_run(o.resume, o.backends, o.precisions, shared.seed) if o.resume else None
     names = variant_mod.select(["default"] if o.variants is None else o.variants)
-    cases, skipped = catalog.select(list(o.catalogs), patterns, o.samples, shared.seed)
-    cases = variant_mod.expand(cases, names, shared.seed, skipped) + variant_mod.extra_cases(
-        names, patterns, shared.seed, list(o.catalogs))
+    extras = variant_mod.extra_cases(names, None, shared.seed, list(o.catalogs))  # their ops are patterns' too
+    cases, skipped = catalog.select(list(o.catalogs), patterns, o.samples, shared.seed,
+                                    also=sorted({c.op for c in extras}))
+    cases = variant_mod.expand(cases, names, shared.seed, skipped) + [
+        c for c in extras if patterns is None or matches(c.op, patterns)]
     if not cases:
         raise UsageError("no case to run: every selected op was skipped (" +
                          "; ".join(sorted({s['reason'] for s in skipped})[:3]) + ")")

@@ -91,6 +91,8 @@ def why_alone(case: Case, reg, config: SweepConfig) -> str | None:
     count. Each of these would change what is tested, so it is not batched."""
     if case.integer_valued:
         return "integer-valued outputs are judged by flips"
+    if isinstance(case.payload, OnnxSample) and case.payload.quantized:
+        return "a quantized graph is judged against its own emulation"
     if callable(getattr(case.payload, "write", None)):
         return "the payload writes its own model"
     kind = _kind(case)

@@ -57,6 +57,9 @@ class OnnxSample:
     model: Any  # onnx.ModelProto
     inputs: dict = field(default_factory=dict)  # input name -> np.ndarray
     expected: list | None = None  # the catalog's expected outputs (np.ndarray each): a second opinion on the judge
+    # a quantized case (analysis/ops/quantized.py): judged against its exact float64 emulation, at its own format
+    quantized: bool = False
+    float_model: Any = None  # its float twin (onnx.ModelProto): the float64 truth of the format's cost; None: none
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from fpdiff.analysis.ops.case import CATALOGS, ONNX_CATALOG, TORCH_CATALOG, Case, matches
@@ -28,14 +29,15 @@ def op_names(catalog: str) -> list[str]:
 
 
 def select(catalogs: list[str], patterns: list[str] | None, samples: int | None = 2,
-           seed: int = 0) -> tuple[list[Case], list[dict]]:
+           seed: int = 0, also: Sequence[str] = ()) -> tuple[list[Case], list[dict]]:
     """The cases of `catalogs` whose op matches a pattern (None: every op), in (catalog, op, case) order, and the
-    ops left out with their reason. A pattern that matches no op of these catalogs is a UsageError."""
+    ops left out with their reason. A pattern that matches no op of these catalogs (nor of `also`: the ops of the
+    selected variants' own cases) is a UsageError."""
     if not catalogs:
         raise UsageError(f"no catalog given; the catalogs: {', '.join(CATALOGS)}")
     modules = {c: _module(c) for c in dict.fromkeys(catalogs)}
     if patterns is not None:
-        _check_patterns(list(modules), patterns)
+        _check_patterns(list(modules), patterns, also)
     out: list[Case] = []
     skipped: list[dict] = []
     for mod in modules.values():
@@ -52,8 +54,8 @@ def _natural(text: str) -> list:
     return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text)]
 
 
-def _check_patterns(catalogs: list[str], patterns: list[str]) -> None:
-    names = [n for c in catalogs for n in op_names(c)]
+def _check_patterns(catalogs: list[str], patterns: list[str], also: Sequence[str] = ()) -> None:
+    names = [n for c in catalogs for n in op_names(c)] + list(also)
     for p in patterns:
         if not p.strip():
             raise UsageError("an empty op pattern selects nothing; give a name or a glob such as '*avg_pool*'")

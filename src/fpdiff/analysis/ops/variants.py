@@ -88,6 +88,16 @@ class NotMade(Exception):
 # shared helpers
 
 
+def _quantized(seed: int) -> list[Case]:
+    from fpdiff.analysis.ops.quantized_cases import quantized_cases
+    return quantized_cases(seed)
+
+
+def _qdq(case: Case, seed: int) -> list[Case]:
+    from fpdiff.analysis.ops.quantized_cases import qdq_case
+    return qdq_case(case, seed) if case.catalog == ONNX_CATALOG else []
+
+
 def _rng(seed: int, *keys: str) -> np.random.Generator:
     """A generator stable across runs and machines for (seed, keys): derived cases are the same every sweep."""
     return np.random.default_rng([seed, zlib.crc32(":".join(keys).encode())])
@@ -1669,6 +1679,17 @@ VARIANTS: dict[str, Variant] = dict([
     _v("deep-samples", "one more sample of an op whose kept sample is trivial (a scalar or a short vector), the one "
        "with the most dims: the first sample of many ops never reaches a kernel's axis and tiling code",
        _deep, per_op=True),
+    _v("quantized", "ONNX's quantized ops judged against their exact float64 emulation, at their own format: "
+       "QuantizeLinear/DequantizeLinear in int8, uint8, int16, uint16, int4, uint4 and float8 e4m3fn at exact ties, "
+       "saturation and zero points at both ends of the range, per axis on every axis and blocked with a ragged last "
+       "block; QLinearMatMul and QLinearConv (per tensor, per column and per channel, groups, depthwise) with "
+       "requantization multipliers of 8 and 2e-6; MatMulInteger and ConvInteger after DynamicQuantizeLinear; ONNX "
+       "Runtime's MatMulNBits at 4 and 8 bits: a kernel that rounds another way, reads a scale along the wrong axis "
+       "or loses a small multiplier's bits lands steps from the emulation", extra=_quantized),
+    _v("qdq", "each ONNX catalog op quantized as ONNX Runtime's users quantize a model (quantize_static: QDQ, uint8 "
+       "activations, int8 weights per channel, MinMax calibrated on the case's own inputs), judged against the "
+       "quantized graph's exact emulation and the float op's float64: the QDQ patterns backends fuse into integer "
+       "kernels, op by op", _qdq, per_op=True),
     _v("seed3-conv", "SEEDS #3's 1-D conv (NHC input, CHF filter, NHF output, exact values): a lowering that "
        "ignores the implicit transpose between input and filter gives [[3, 4], [0, 0]]", extra=_seed3),
 ])
