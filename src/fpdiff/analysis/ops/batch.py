@@ -27,9 +27,10 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from fpdiff.analysis.ops import verdict
+from fpdiff.analysis.ops import quantized, verdict
 from fpdiff.analysis.ops.case import ONNX_CATALOG, TORCH_CATALOG, Case, OnnxSample, OpsCell, TorchSample
-from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, ops_cell, run_case, safe_name
+from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, ops_cell, safe_name
+from fpdiff.analysis.ops.sweep import run_case as run_float_case
 from fpdiff.backends import registry
 from fpdiff.core import compare
 from fpdiff.core import precision as prec
@@ -79,6 +80,14 @@ class Doubt:
     whole: set[Pair] = field(default_factory=set)
 
 
+def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutcome, list]:
+    """One case run alone: a quantized graph judged against its own emulation at its own format
+    (analysis/ops/quantized.py), any other as check's one-op model at every precision (sweep.run_case)."""
+    if quantized.is_quantized(case):
+        return quantized.run_case(case, config, reg, work)
+    return run_float_case(case, config, reg, work)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # which cases share a program
 
@@ -91,7 +100,7 @@ def why_alone(case: Case, reg, config: SweepConfig) -> str | None:
     count. Each of these would change what is tested, so it is not batched."""
     if case.integer_valued:
         return "integer-valued outputs are judged by flips"
-    if isinstance(case.payload, OnnxSample) and case.payload.quantized:
+    if quantized.is_quantized(case):
         return "a quantized graph is judged against its own emulation"
     if callable(getattr(case.payload, "write", None)):
         return "the payload writes its own model"

@@ -68,9 +68,6 @@ class CaseOutcome:
 def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutcome, list[tuple]]:
     """One case checked on every backend that takes its kind, at every precision; and the repros its failing cells
     want (verdict.write_repros)."""
-    from fpdiff.analysis.ops import quantized
-    if quantized.is_quantized(case):  # judged against its own emulation, at its own format
-        return quantized.run_case(case, config, reg, work)
     t0 = time.perf_counter()
     outcome = CaseOutcome(case.case_id)
     env = worker_env()
