@@ -12,7 +12,8 @@ Rules: "rel-l2" (relative L2 vs float64 above the limit), "max-norm" (the worst 
 |expected| above the limit: an error confined to few elements, as check's verdict rule names it), "flips"
 (integer-valued outputs: more elements differing from the float64 expectation than the limit), "raises" (the backend
 raises), "crash" (the backend's process dies: the script runs it in a child process, so a signal or an exit mid-run
-is the answer, not the script's death)."""
+is the answer, not the script's death), "steps" (a quantized graph's outputs: the worst element's distance from the
+expectation, the graph's exact emulation, in quantization steps of its output, meta.json's `step`)."""
 from __future__ import annotations
 
 import json
@@ -29,8 +30,8 @@ from fpdiff.core import precision as prec
 from fpdiff.core.errors import NoRepro
 from fpdiff.sources.program import op_modules
 
-REL_L2, MAX_NORM, FLIPS, RAISES, CRASH = "rel-l2", "max-norm", "flips", "raises", "crash"
-RULES = (REL_L2, MAX_NORM, FLIPS, RAISES, CRASH)
+REL_L2, MAX_NORM, FLIPS, RAISES, CRASH, STEPS = "rel-l2", "max-norm", "flips", "raises", "crash", "steps"
+RULES = (REL_L2, MAX_NORM, FLIPS, RAISES, CRASH, STEPS)
 NOT_REPRODUCED, REPRODUCED, RAISED_INSTEAD, BROKEN = 0, 1, 2, 3
 SHOWN = 5  # differing elements printed: enough to see a pattern (a sign, an offset), short enough for a report
 
@@ -190,12 +191,12 @@ base = meta.get("baseline") or {}
 if base:
     print(f"{meta['baseline_label']} at the same precision: " + ", ".join(f"{k} {v:.3e}" if isinstance(v, float)
                                                                        else f"{k} {v}" for k, v in base.items()))
-value = {"flips": flips, "max-norm": worst}.get(meta["rule"], rel)
+value = {"flips": flips, "max-norm": worst, "steps": max_abs / meta.get("step", 1.0)}.get(meta["rule"], rel)
 print(f"rule {meta['rule']}: {value:.6g} against limit {meta['limit']:.3e}")
 sys.exit(1 if value > meta["limit"] else 0)
 '''
 
-_TAILS = {REL_L2: _COMPARE, MAX_NORM: _COMPARE, FLIPS: _COMPARE, RAISES: _RAISES, CRASH: _CRASH}
+_TAILS = {REL_L2: _COMPARE, MAX_NORM: _COMPARE, FLIPS: _COMPARE, RAISES: _RAISES, CRASH: _CRASH, STEPS: _COMPARE}
 
 
 def as_numpy(t: Any) -> np.ndarray:

@@ -68,15 +68,69 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         outcome.skipped = str(e)
         outcome.duration_s = time.perf_counter() - t0
         return outcome, []
-    outcome.cells = [OpsCell.judged(case, c, info=_kept(c.info)) for c in cells]
+    outcome.cells = [OpsCell.judged(case, c, info={**_kept(c.info), "expected_from": EXPECTED_FROM})
+                     for c in cells]
     for c in outcome.cells:
         c.support = None  # the runtime's support record is read for float kernels; the integer ones are in info
         if c.status in REPRO_STATUSES and config.repro_dir:
-            c.repro = {"path": None, "retriggers": None,
-                       "error": "quantized cells have no standalone repro yet: the case's graph and inputs are in "
-                                "the run folder, and `fpdiff quant` judges them again"}
+            c.repro = write_repro(c, s, reg, Path(config.repro_dir))
     outcome.duration_s = time.perf_counter() - t0
     return outcome, []
+
+
+EXPECTED_FROM = ("the quantized graph's exact float64 emulation (every QuantizeLinear, DequantizeLinear, integer "
+                 "matmul and convolution computed in float64 with the graph's own scales, zero points, rounding "
+                 "half to even and saturation): what the spec says the graph computes on these inputs")
+
+
+def write_repro(cell: OpsCell, s: OnnxSample, reg, root: Path) -> dict:
+    """The failing cell's standalone bundle: the quantized graph as the backend got it, its inputs, the emulation as
+    the expectation, and a script using the backend's own API that exits 1 while the verdict re-triggers (a
+    mismatch: outputs more than LOCAL_STEPS steps from the emulation, where the output has a step; else the
+    judge's own relative-L2 line); its REPORT.md beside. A bundle that cannot be written says why."""
+    from fpdiff.analysis import repro as bundle
+    from fpdiff.analysis.ops import repro as ops_repro
+    from fpdiff.analysis.ops import verdict
+    from fpdiff.core.versions import report_versions
+    from fpdiff.judging import quantized as judge
+    from fpdiff.onnxtools.emulate import emulate
+    out = root / ops_repro.signature(cell) / verdict._name(cell)
+    try:
+        inits = {t.name for t in s.model.graph.initializer}
+        inputs = [s.inputs[i.name] for i in s.model.graph.input if i.name not in inits]
+        emu = emulate(s.model, s.inputs)
+        rule, limit, extra = _rule(cell, emu, judge)
+        versions = report_versions(["onnx", *reg.cls(cell.backend).requires])
+        meta = {"op": cell.op, "catalog": cell.catalog, "case": cell.case, "variant": cell.variant,
+                "shape_variant": cell.shape_variant, "status": str(cell.status), "description": cell.description,
+                "expected_from": EXPECTED_FROM, "observed_error": cell.reason if rule in (bundle.RAISES,
+                                                                                          bundle.CRASH) else None,
+                **extra}
+        script = bundle.write(out, bundle.Bundle(
+            title=ops_repro.title(cell), tool="ops", backend=reg.create(cell.backend),
+            precision=prec.quantized(cell.precision), device="cpu", program=s.model, inputs=inputs,
+            expected=list(emu.outputs), observed=None, rule=rule, limit=limit, baseline=None,
+            baseline_label="the exact emulation", flags=(), versions=versions, extra=meta))
+        (out / "REPORT.md").write_text(ops_repro.upstream_report(cell, out, versions))
+    except Exception as e:  # noqa: BLE001 - the verdict stands without its repro; the report says why
+        return {"path": None, "retriggers": None, "error": f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"}
+    return {"path": str(script), "retriggers": None, "rule": rule, "limit": limit}
+
+
+def _rule(cell: OpsCell, emu, judge) -> tuple[str, float, dict]:
+    """The bundle's rule with the verdict's own limit: a failure raises or crashes; a mismatch is steps from the
+    emulation where every output has one step, else the output-level line (DEPART_SHARE x the format's cost, at
+    least FLOOR)."""
+    from fpdiff.analysis import repro as bundle
+    if cell.status == Status.CRASH:
+        return bundle.CRASH, 0.0, {}
+    if cell.status != Status.MISMATCH:
+        return bundle.RAISES, 0.0, {}
+    steps = {x for x in emu.steps}
+    if len(steps) == 1 and None not in steps:
+        return bundle.STEPS, judge.LOCAL_STEPS, {"step": float(steps.pop())}
+    loss = float((cell.metrics or {}).get("quantization_loss") or 0.0)
+    return bundle.REL_L2, max(judge.DEPART_SHARE * loss, judge.FLOOR), {}
 
 
 def _kept(info: dict) -> dict:
