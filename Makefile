@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint docs docs-build hero support bench clean ipex-env litert-env
+.PHONY: install demo test test-fast lint docs docs-build hero support support-quantized bench clean ipex-env litert-env
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,6 +46,14 @@ docs: install
 
 docs-build: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# the quantized rows (support/quantized/): ONNX's quantized ops and every ONNX op wrapped in QDQ by ONNX Runtime's
+# quantizer, judged against their exact emulation at their own format (docs/ops.md, "Quantized ops")
+QUANT_SWEEP := --catalog onnx --variants quantized,qdq --variants-only --backends ort,openvino,iree
+support-quantized: install
+	$(BIN)/fpdiff ops $(QUANT_SWEEP) --no-repro --no-store -q --json support/quantized/sweep.json || test $$? = 1
+	$(BIN)/fpdiff publish support/quantized/sweep.json --out support/quantized --findings findings \
+		--title "Quantized op support on this stack: ONNX Runtime, OpenVINO, IREE (CPU)"
 
 # the README's image: the docs build draws it anew each time (docs/hooks/build.py); this writes the repository's copy
 hero: install

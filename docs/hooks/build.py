@@ -1,5 +1,6 @@
 """What the documentation build makes itself, so the site shows this code and this install, not a copy made once:
-the op support page (from support/support.json, the published sweep: `make support` makes it again), a page for
+the op support page (from support/support.json, the published sweep: `make support` makes it again) and the
+quantized one (support/quantized/support.json: `make support-quantized`), a page for
 each triaged report in findings/ (its REPORT.md, ANALYSIS.md and minimal repro.py) that the support page's rows
 link to, and the hero image: a live `fpdiff check example:tinycnn`, its terminal grid drawn as SVG text."""
 from __future__ import annotations
@@ -12,8 +13,19 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "support" / "support.json"
+QUANTIZED = ROOT / "support" / "quantized" / "support.json"
 FINDINGS = ROOT / "findings"
 SUPPORT_PAGE, FINDINGS_PAGE, HERO = "support.md", "findings/index.md", "img/hero.svg"
+QUANTIZED_PAGE = "quantized-support.md"
+# each support page: its published data, its title and words, and the make target that makes it again
+PAGES = {
+    SUPPORT_PAGE: (SUPPORT, "Op support", "support", "Which ops each backend computes at each precision on this "
+                   "stack, in the runtime's own word, and how far from float64"),
+    QUANTIZED_PAGE: (QUANTIZED, "Quantized op support", "support/quantized", "Which of ONNX's quantized ops (and "
+                     "which ONNX ops wrapped in QDQ by ONNX Runtime's quantizer) each backend runs at each quantized "
+                     "format, in integer kernels or dequantized to float, and whether it computes what the graph's "
+                     "exact float64 emulation computes, in quantization steps"),
+}
 PLACEHOLDER = "<!-- fpdiff-support-page -->"
 HERO_MODEL = "example:tinycnn"
 HERO_WIDTH = 112  # characters: the grid and its findings on one line each where they fit
@@ -22,7 +34,8 @@ HERO_WIDTH = 112  # characters: the grid and its findings on one line each where
 def on_files(files: Files, config) -> Files:
     """The generated pages and the hero image, each replacing a file of the same path if there is one."""
     published.cache_clear()  # a build of `make docs` after support/ changed reads it anew
-    pages = {SUPPORT_PAGE: support_markdown(), FINDINGS_PAGE: findings_index()}
+    pages = {uri: support_markdown(uri) for uri in PAGES if PAGES[uri][0].is_file()}
+    pages[FINDINGS_PAGE] = findings_index()
     pages.update({f"findings/{d.name}.md": finding_page(d) for d in finding_folders()})
     pages[HERO] = hero_svg()
     for uri, content in pages.items():
@@ -34,11 +47,11 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_content(html: str, page, config, files) -> str:
-    """The support page's tables, as fpdiff publish draws them, with its rows linking the findings pages."""
-    if page.file.src_uri != SUPPORT_PAGE:
+    """A support page's tables, as fpdiff publish draws them, with its rows linking the findings pages."""
+    if page.file.src_uri not in PAGES:
         return html
     from fpdiff.report import findings, support_page
-    tables = published()
+    tables = published(page.file.src_uri)
     for t in tables:
         findings.link(t.entries, findings.load(FINDINGS, "../findings/{folder}/"))
     wide = "<style>.md-grid{max-width:none}</style>"  # the tables want the window's width, not a text column's
@@ -46,25 +59,26 @@ def on_page_content(html: str, page, config, files) -> str:
 
 
 @functools.cache
-def published() -> list:
-    """The published tables (support/support.json), read once a build."""
+def published(uri: str = SUPPORT_PAGE) -> list:
+    """A page's published tables (its support.json), read once a build."""
     from fpdiff.report import support_page
-    return support_page.load_any(SUPPORT)
+    return support_page.load_any(PAGES[uri][0])
 
 
-def support_markdown() -> str:
-    """The support page's words; its tables come in at PLACEHOLDER (on_page_content)."""
-    tables = published()
+def support_markdown(uri: str = SUPPORT_PAGE) -> str:
+    """A support page's words; its tables come in at PLACEHOLDER (on_page_content)."""
+    _, title, folder, what = PAGES[uri]
+    tables = published(uri)
     made = next((t.command for t in tables if t.command), None)
-    lines = ["---", "hide:", "  - toc", "---", "", "# Op support", "",
-             "Which ops each backend computes at each precision on this stack, in the runtime's own word, and how far "
-             "from float64: the published op sweep (`fpdiff ops`, then `fpdiff publish`; see "
+    target = "support" if folder == "support" else "support-quantized"
+    lines = ["---", "hide:", "  - toc", "---", "", f"# {title}", "",
+             f"{what}: the published op sweep (`fpdiff ops`, then `fpdiff publish`; see "
              "[Published support tables](support-tables.md)). Search the rows below by op, backend, precision, "
              "status, sample or reason; a link in a row's *finding* column opens the triaged report "
              "([all findings](findings/index.md)). The same page stands alone in the repository as "
-             "`support/index.html`, with `support/SUPPORT.md` beside it.", ""]
+             f"`{folder}/index.html`, with `{folder}/SUPPORT.md` beside it.", ""]
     if made:
-        lines += [f"Made with `{made}`; `make support` makes it again from the code of the day.", ""]
+        lines += [f"Made with `{made}`; `make {target}` makes it again from the code of the day.", ""]
     return "\n".join(lines + [PLACEHOLDER, ""])
 
 

@@ -3,7 +3,9 @@ the QDQ graph an ONNX backend is handed for a quantized cell (ONNX Runtime itsel
 QDQ graphs), cached by model, format and calibration."""
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -226,7 +228,7 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
         def get_next(self) -> dict | None:
             return next(self.feeds, None)
 
-    with stage(QUANTIZING, QUANTIZE), quieted():  # its advice and INFO lines
+    with stage(QUANTIZING, QUANTIZE), quieted(), _runtime_errors_only():  # its advice, INFO and C++ warnings
         if scheme == "int8":
             quantize_static(str(pre), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
@@ -280,6 +282,18 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
         raise StageError(QUANTIZING, QUANTIZE, f"the quantized graph asks for {len(asked)} inputs the model does "
                          f"not have ({', '.join(sorted(asked)[:4])}, ...): the quantizer dropped initializers "
                          "the graph also lists as inputs")
+
+
+@contextlib.contextmanager
+def _runtime_errors_only() -> Iterator[None]:
+    """ONNX Runtime's own log at errors while its calibration sessions run: each warns on stderr of every
+    initializer it removes, hundreds of lines a sweep that quantizes its cases; its default (warnings) after."""
+    import onnxruntime as ort
+    ort.set_default_logger_severity(3)
+    try:
+        yield
+    finally:
+        ort.set_default_logger_severity(2)
 
 
 def _required_inputs(m: Any) -> set[str]:

@@ -3,8 +3,6 @@ each case's own spec), 4-bit values are read back, and a quantized case is judge
 backends, catching IREE's unscaled per-channel QLinearConv bias (findings/ops-021)."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import onnx
 import pytest

@@ -29,6 +29,9 @@ def _arguments(o: argparse.ArgumentParser) -> None:
     o.add_argument("--variants", type=csv, default=None, metavar="NAME,...",
                    help="variant generators, or default, all, sample (the catalogs' own samples only); "
                    "--list-variants says what each finds")
+    o.add_argument("--variants-only", action="store_true",
+                   help="run the variants' cases only, not the catalogs' own samples they derive from (the quantized "
+                   "vocabulary alone: --catalog onnx --variants quantized,qdq --variants-only)")
     grid(o, DEFAULT_BACKENDS, DEFAULT_PRECISIONS)
     o.add_argument("--samples", type=int, default=1, help="catalog samples per op (default %(default)s)")
     o.add_argument("--per-program", type=int, default=PROGRAM_SIZE, metavar="N",
@@ -43,7 +46,8 @@ def _arguments(o: argparse.ArgumentParser) -> None:
 def _options(args: argparse.Namespace) -> OpsOptions:
     return OpsOptions(catalogs=args.catalog, patterns=args.ops, variants=args.variants, backends=args.backends,
                       precisions=args.precisions, samples=args.samples, time_budget=args.time, ray=args.ray,
-                      repro_dir=repro_dir(args), resume=args.resume, program_size=args.per_program)
+                      repro_dir=repro_dir(args), resume=args.resume, program_size=args.per_program,
+                      variants_only=args.variants_only)
 
 
 def _list_variants(args: argparse.Namespace, console) -> int | None:

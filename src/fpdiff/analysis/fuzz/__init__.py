@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fpdiff.analysis.fuzz.campaign import BatchAnswer, Found, FuzzConfig, GraphRecord, run_batch
-from fpdiff.analysis.fuzz.graph import FORMS, ONNX, TORCH
+from fpdiff.analysis.fuzz.graph import ALL_FORMS, FORMS, written_as
 from fpdiff.analysis.fuzz.result import LOST, UNRUN, FuzzResult
 from fpdiff.analysis.ops import OP_TIMEOUT, sweep_config
 from fpdiff.analysis.options import RunOptions
@@ -120,9 +120,9 @@ def _forms(reg, backends: Sequence[str], forms: Sequence[str] | None) -> tuple[s
     kinds = {k for b in backends for k in reg.cls(b).kinds}
     asked = tuple(forms) if forms else FORMS
     for f in asked:
-        if f not in FORMS:
-            raise UsageError(f"unknown graph form {f!r}; the forms: {', '.join(FORMS)}")
-    usable = tuple(f for f in asked if (f == TORCH and TORCH in kinds) or (f == ONNX and ONNX in kinds))
+        if f not in ALL_FORMS:
+            raise UsageError(f"unknown graph form {f!r}; the forms: {', '.join(ALL_FORMS)}")
+    usable = tuple(f for f in asked if written_as(f) in kinds)
     if not usable:
         raise UsageError(f"no backend of {', '.join(backends)} takes {' or '.join(asked)} graphs")
     return usable

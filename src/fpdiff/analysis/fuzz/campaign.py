@@ -15,8 +15,9 @@ from fpdiff.analysis.fuzz import dedup, oracle
 from fpdiff.analysis.fuzz.graph import FORMS, Sample
 from fpdiff.analysis.ops import repro as ops_repro
 from fpdiff.analysis.ops import verdict as ops_verdict
+from fpdiff.analysis.ops.batch import run_case
 from fpdiff.analysis.ops.case import OpsCell
-from fpdiff.analysis.ops.sweep import SweepConfig, run_case
+from fpdiff.analysis.ops.sweep import SweepConfig
 from fpdiff.backends import registry
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status

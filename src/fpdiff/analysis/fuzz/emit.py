@@ -228,14 +228,15 @@ class OnnxBuilder:
         return self.ranks[name]
 
 
-def to_onnx(sample: Sample):
-    """The sample's graph as an ONNX ModelProto at OPSET, inputs named and dynamic dims as dim_params. An input's
-    layout has no meaning in ONNX (a graph's inputs are dense arrays), so it is left out."""
+def to_onnx(sample: Sample, float_type: int | None = None):
+    """The sample's graph as an ONNX ModelProto at OPSET, inputs named and dynamic dims as dim_params, its floats
+    float64 (`float_type`: another ONNX element type, float32 for a graph a quantizer takes). An input's layout has no
+    meaning in ONNX (a graph's inputs are dense arrays), so it is left out."""
     from onnx import helper
     g = sample.graph
     types = value_types(g)
     names = input_names(g)
-    b = OnnxBuilder()
+    b = OnnxBuilder(float_type)
     value_names = list(names)
     for name, t in zip(names, types):
         b.ranks[name] = t.rank

@@ -11,7 +11,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, FORMS, INT64, Graph, Input, Node, Sample, TensorType, attrs_of
+from fpdiff.analysis.fuzz.graph import (
+    ALL_FORMS,
+    BOOL,
+    FLOAT,
+    FORMS,
+    INT64,
+    Graph,
+    Input,
+    Node,
+    Sample,
+    TensorType,
+    attrs_of,
+    written_as,
+)
 from fpdiff.analysis.fuzz.vocab import ANY, NONZERO, POSITIVE, UNIT, VOCAB, OpDef
 from fpdiff.analysis.fuzz.vocab_index import DISTINCT, INDEX, MASK, UNIQUE
 from fpdiff.analysis.fuzz.vocab_nn import ATTN_MASK
@@ -134,7 +147,7 @@ def generate(seed: int, *, ops: list[str] | None = None, min_ops: int = 2, max_o
     # the form has a generator of its own: the same seed gives the same graph in either form (over ops both forms
     # have: a cast region is a torch program's only)
     form = form or random.Random(f"form:{seed}").choice(sorted(forms))
-    allowed = [n for n in allowed if form in VOCAB[n].forms]  # a cast region is written only as a torch program
+    allowed = [n for n in allowed if written_as(form) in VOCAB[n].forms]  # a cast region: a torch program only
     if not allowed:
         return Discard(NO_GRAPH, seed)
     graph = _build(rnd, allowed, rnd.randint(min_ops, max_ops), min_ops, max_ops)
@@ -146,9 +159,9 @@ def generate(seed: int, *, ops: list[str] | None = None, min_ops: int = 2, max_o
 def _check_options(min_ops: int, max_ops: int, form: str | None, forms: tuple) -> None:
     if not 1 <= min_ops <= max_ops:
         raise UsageError(f"fuzz graph sizes need 1 <= min_ops <= max_ops, got {min_ops}..{max_ops}")
-    bad = [f for f in ((form,) if form else tuple(forms)) if f not in FORMS]
+    bad = [f for f in ((form,) if form else tuple(forms)) if f not in ALL_FORMS]
     if bad or not (form or forms):
-        raise UsageError(f"unknown fuzz graph form {bad[0] if bad else '(none)'}; known: {', '.join(FORMS)}")
+        raise UsageError(f"unknown fuzz graph form {bad[0] if bad else '(none)'}; known: {', '.join(ALL_FORMS)}")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -18,7 +18,16 @@ DTYPES = (FLOAT, INT64, BOOL)
 NP_DTYPES = {FLOAT: np.float64, INT64: np.int64, BOOL: np.bool_}  # a value's float64-judge array type
 LAYOUTS = (CONTIGUOUS, CHANNELS_LAST, TRANSPOSED)
 TORCH, ONNX = "torch", "onnx"  # the forms a graph is written in: a torch program (every backend's route), an ONNX graph
-FORMS = (TORCH, ONNX)
+FORMS = (TORCH, ONNX)  # the forms a campaign writes unless told
+# the ONNX graph quantized as ONNX Runtime's users quantize a model (QDQ, calibrated on the graph's own inputs) and
+# judged against its exact emulation at its own format (analysis/ops/quantized.py): asked for by name
+QDQ = "qdq"
+ALL_FORMS = (*FORMS, QDQ)
+
+
+def written_as(form: str) -> str:
+    """The form whose ops and writer a graph of `form` uses: a QDQ graph is an ONNX graph, quantized."""
+    return ONNX if form == QDQ else form
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpdiff.analysis.fuzz.graph import ONNX, Sample
+from fpdiff.analysis.fuzz.graph import ONNX, QDQ, Sample
 from fpdiff.analysis.fuzz.minimize import MAGNITUDE_RANGES
-from fpdiff.analysis.ops.case import Case, OpsCell
-from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, run_case
+from fpdiff.analysis.ops.batch import run_case
+from fpdiff.analysis.ops.case import Case, OnnxSample, OpsCell
+from fpdiff.analysis.ops.quantized import NOTHING_QUANTIZED
+from fpdiff.analysis.ops.quantized_cases import ORT_QUANTIZER
+from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig
 from fpdiff.analysis.ops.verdict import wrong_only_in_mixes
 from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
@@ -80,8 +83,36 @@ def case_of(sample: Sample, description: str = "") -> Case:
     it: the same test as the torch form's case (emit.integer_valued)."""
     from fpdiff.analysis.fuzz.emit import integer_valued
     g = sample.graph
+    payload = quantized_payload(sample) if sample.form == QDQ else GraphPayload(sample)
     return Case(FUZZ_CATALOG, ">".join(g.ops()), sample.id, variant=variant_of(sample), description=description,
-                integer_valued=integer_valued(g), payload=GraphPayload(sample))
+                integer_valued=integer_valued(g) and sample.form != QDQ, payload=payload)
+
+
+def quantized_payload(sample: Sample) -> OnnxSample:
+    """A QDQ graph's payload: its ONNX graph quantized by ONNX Runtime's quantizer as its users run it (QDQ, uint8
+    activations, int8 weights per channel, MinMax) calibrated on the graph's own inputs, the ONNX graph its float
+    twin; the op sweep judges it against the quantized graph's exact emulation (analysis/ops/quantized.py). A graph
+    the quantizer refuses or leaves float is judged as it is, and its cells say the quantizer made nothing."""
+    import tempfile
+
+    import numpy as np
+    import onnx
+
+    from fpdiff.analysis.fuzz import emit
+    from fpdiff.analysis.fuzz.graph import FLOAT
+    from fpdiff.onnxtools.quantize import quantize_graph
+    model = emit.to_onnx(sample, onnx.TensorProto.FLOAT)  # the float32 model a quantizer's user has
+    feeds = {n: np.asarray(v, np.float32 if x.type.dtype == FLOAT else emit.NP_DTYPES[x.type.dtype])
+             for n, x, v in zip(emit.input_names(sample.graph), sample.graph.inputs, sample.values)}
+    with tempfile.TemporaryDirectory(prefix="fpdiff-fuzz-qdq-") as tmp:
+        path, out = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
+        onnx.save(model, str(path))
+        try:
+            quantize_graph(path, out, "int8", [tuple(feeds.values())])
+            quantized = onnx.load(str(out))
+        except Exception:  # noqa: BLE001 - the quantizer's refusal: the float graph, which quantizes nothing
+            quantized = model
+    return OnnxSample(quantized, feeds, float_model=model, quantized=True, quantized_by=ORT_QUANTIZER)
 
 
 def variant_of(sample: Sample) -> str:
@@ -109,6 +140,9 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
     otherwise it passed."""
     v = GraphVerdict(sample_id, PASS, duration_s=outcome.duration_s,
                      statuses={cell_key(c): str(c.status) for c in outcome.cells})
+    if outcome.skipped == NOTHING_QUANTIZED:  # a QDQ graph the quantizer left float: no quantized graph to test
+        v.outcome, v.discard = DISCARDED, NOTHING_QUANTIZED
+        return v
     if outcome.skipped:
         v.outcome, v.discard = DISCARDED, f"{NO_REFERENCE}: {outcome.skipped}"
         return v

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpdiff.analysis.ops.batch import PROGRAM_SIZE, run_batch
-from fpdiff.analysis.ops.case import CATALOGS, Case, OpsCell, matches
+from fpdiff.analysis.ops.case import CATALOGS, SAMPLE, Case, OpsCell, matches
 from fpdiff.analysis.ops.result import OpsResult, Previous, previous_run
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig
 from fpdiff.analysis.options import RunOptions
@@ -64,6 +64,7 @@ class OpsOptions:
     # every failing cell rerun alone: batch.py); 1 runs every case as its own one-op model
     program_size: int = PROGRAM_SIZE
     resume: str | None = None  # a cut run's JSON report: what it judged is kept, the rest is run
+    variants_only: bool = False  # the variants' cases alone, not the catalog samples they derive from
 
 
 @rundir.scoped
@@ -86,6 +87,12 @@ def ops(options: OpsOptions | None = None, shared: RunOptions | None = None) -> 
                                     also=sorted({c.op for c in extras}))
     cases = variant_mod.expand(cases, names, shared.seed, skipped) + [
         c for c in extras if patterns is None or matches(c.op, patterns)]
+    if o.variants_only:
+        if not names:
+            raise UsageError("--variants-only runs the variants' cases, and no variant is selected")
+        cases = [c for c in cases if c.variant != SAMPLE]
+        if not cases:
+            raise UsageError(f"--variants-only: {', '.join(names)} make no case of the selected ops")
     if not cases:
         raise UsageError("no case to run: every selected op was skipped (" +
                          "; ".join(sorted({s['reason'] for s in skipped})[:3]) + ")")

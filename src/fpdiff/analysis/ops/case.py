@@ -60,6 +60,7 @@ class OnnxSample:
     # a quantized case (analysis/ops/quantized.py): judged against its exact float64 emulation, at its own format
     quantized: bool = False
     float_model: Any = None  # its float twin (onnx.ModelProto): the float64 truth of the format's cost; None: none
+    quantized_by: str = ""  # the quantizer that made the graph ("": the case's own): the culprit of its errors
 
 
 @dataclass

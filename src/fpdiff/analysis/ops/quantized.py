@@ -15,11 +15,13 @@ from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, safe_name
 from fpdiff.analysis.options import RunOptions
 from fpdiff.analysis.quant import QuantOptions, QuantSession
 from fpdiff.core import precision as prec
-from fpdiff.core.errors import ReferenceFailed, UsageError
+from fpdiff.core.errors import QUANTIZE, ReferenceFailed, UsageError
 from fpdiff.core.status import Status
 from fpdiff.core.task import ONNX
 from fpdiff.judging.grid import make_grid
 
+# a case whose graph holds no quantized tensor (a quantizer left every op float): nothing quantized to judge
+NOTHING_QUANTIZED = "the quantizer left every op of this graph float: nothing quantized to judge"
 # statuses that get a standalone repro (the sweep's own rule): the backend computed something wrong, or failed
 REPRO_STATUSES = (Status.MISMATCH, Status.ERROR, Status.CRASH)
 
@@ -48,6 +50,9 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         outcome.skipped = f"no backend of {', '.join(config.backends)} runs quantized ONNX graphs"
         return outcome, []
     s: OnnxSample = case.payload
+    if file_format(s.model) is None:
+        outcome.skipped = NOTHING_QUANTIZED
+        return outcome, []
     folder = work / safe_name(case.case_id)
     folder.mkdir(parents=True, exist_ok=True)
     graph, inputs = folder / "quantized.onnx", folder / "inputs.npz"
@@ -57,7 +62,7 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     if s.float_model is not None:
         source = folder / "float.onnx"
         onnx.save(s.float_model, str(source))
-    p = prec.quantized(file_format(s.model) or "int8")
+    p = prec.quantized(file_format(s.model))
     try:
         grid = make_grid(str(source), reg, config.grid(backends, (prec.FP64.name,), str(inputs)))
         shared = RunOptions(timeout=config.timeout, seed=config.seed).ready()
@@ -71,6 +76,8 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     outcome.cells = [OpsCell.judged(case, c, info={**_kept(c.info), "expected_from": EXPECTED_FROM})
                      for c in cells]
     for c in outcome.cells:
+        if c.stage == QUANTIZE and s.quantized_by:  # the graph the quantizer made is wrong: the quantizer's error
+            c.component = s.quantized_by
         c.support = None  # the runtime's support record is read for float kernels; the integer ones are in info
         if c.status in REPRO_STATUSES and config.repro_dir:
             c.repro = write_repro(c, s, reg, Path(config.repro_dir))

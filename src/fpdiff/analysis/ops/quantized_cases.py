@@ -362,4 +362,9 @@ def qdq_case(case: Case, seed: int) -> list[Case]:
         return []
     return [Case(ONNX_CATALOG, case.op, f"{case.case_id}~{QDQ}", QDQ,
                  f"{case.description} | {QDQ}: onnxruntime quantize_static (QDQ, uint8/int8, per channel, MinMax on "
-                 "its own inputs)", False, OnnxSample(model, dict(s.inputs), float_model=s.model, quantized=True))]
+                 "its own inputs)", False, OnnxSample(model, dict(s.inputs), float_model=s.model, quantized=True,
+                                                      quantized_by=ORT_QUANTIZER))]
+
+
+# the quantizer of the qdq variant and the fuzzer's qdq form: what their quantized graphs' own errors are pinned on
+ORT_QUANTIZER = "onnxruntime.quantization"
