@@ -194,13 +194,15 @@ def not_run(table: str, raw: dict, entries: list[Entry]) -> list[Entry]:
     from fpdiff.analysis.ops.catalog import op_names
     seen = {(e.catalog, e.op) for e in entries}
     why: dict[tuple[str, str], str] = {}
+    selection = raw.get("selection") or {}
+    if selection.get("variants_only"):  # the variants' own ops were the selection, not the catalogs': none is a gap
+        return []
     for s in raw.get("skipped") or []:
         if isinstance(s, dict):
             why.setdefault((str(s.get("catalog")), str(s.get("op"))), f"left out: {s.get('reason') or 'no reason'}")
     for u in raw.get("unrun_cases") or []:
         if isinstance(u, dict):
             why.setdefault((str(u.get("catalog")), str(u.get("op"))), "not started: the --time budget ran out first")
-    selection = raw.get("selection") or {}
     patterns = selection.get("patterns")
     late = ("not started: the --time budget ran out first" if raw.get("unrun") else
             "no case of it was judged")

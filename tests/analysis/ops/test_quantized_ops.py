@@ -109,3 +109,29 @@ def test_quantized_sweep_judges_against_the_emulation(tmp_path):
     ort_cells = [c for (_, b), c in cells.items() if b == "ort"]
     assert len(ort_cells) == 12 and all(c.status in ("pass", "quantization-loss") for c in ort_cells)
     assert all(c.metrics["kernel_steps"] == 0.0 for c in ort_cells)
+
+
+def test_support_of_a_quantized_cell_is_its_kernels_word():
+    from fpdiff.analysis.ops.case import OpsCell
+    from fpdiff.analysis.ops.quantized import support_of
+    from fpdiff.core.compare import Finding
+    case = quantized_cases(0)[0]
+
+    def cell(status, findings=(), info=None, reason=""):
+        return OpsCell.of(case, "ort", "int8", "static", status, findings=list(findings), info=info or {},
+                          reason=reason)
+    assert support_of(cell("pass", info={"integer_ops": {"QLinearConv": 1}})) == (
+        "native", "ran in integer kernels: QLinearConv 1")
+    state, said = support_of(cell("quantization-loss", [Finding("left-float", "2 compute nodes ran in float")]))
+    assert state == "other-dtype" and "2 compute nodes" in said
+    assert support_of(cell("unsupported", reason="no translation for QLinearMatMul"))[0] == "not-implemented"
+    assert support_of(cell("error", reason="it broke")) == (None, "")
+
+
+def test_variants_only_needs_a_variant_and_leaves_no_catalog_gap():
+    from fpdiff.core.errors import UsageError
+    from fpdiff.report.support_page import not_run
+    with pytest.raises(UsageError, match="variants-only"):
+        ops(OpsOptions(catalogs=("onnx",), patterns=["Relu"], variants=[], variants_only=True, backends=("ort",)))
+    assert not_run("t", {"selection": {"catalogs": ["onnx"], "patterns": None, "variants_only": True}}, []) == []
+    assert not_run("t", {"selection": {"catalogs": ["onnx"], "patterns": ["Relu"]}}, [])  # a plain sweep's gap

@@ -108,7 +108,8 @@ def ops(options: OpsOptions | None = None, shared: RunOptions | None = None) -> 
     outcomes.sort(key=lambda x: order[x.case_id])
     result = _result(cases, outcomes, skipped, shared.registry, config, o.catalogs, time.perf_counter() - t0)
     result.selection = {"backends": list(o.backends), "precisions": list(o.precisions), "seed": shared.seed,
-                        "catalogs": list(o.catalogs), "patterns": patterns, "variants": names, "samples": o.samples}
+                        "catalogs": list(o.catalogs), "patterns": patterns, "variants": names, "samples": o.samples,
+                        "variants_only": o.variants_only}
     result.resumed = len(kept)
     result.programs = _programs(outcomes)
     return result

@@ -78,7 +78,7 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     for c in outcome.cells:
         if c.stage == QUANTIZE and s.quantized_by:  # the graph the quantizer made is wrong: the quantizer's error
             c.component = s.quantized_by
-        c.support = None  # the runtime's support record is read for float kernels; the integer ones are in info
+        c.support, c.support_detail = support_of(c)
         if c.status in REPRO_STATUSES and config.repro_dir:
             c.repro = write_repro(c, s, reg, Path(config.repro_dir))
     outcome.duration_s = time.perf_counter() - t0
@@ -138,6 +138,24 @@ def _rule(cell: OpsCell, emu, judge) -> tuple[str, float, dict]:
         return bundle.STEPS, judge.LOCAL_STEPS, {"step": float(steps.pop())}
     loss = float((cell.metrics or {}).get("quantization_loss") or 0.0)
     return bundle.REL_L2, max(judge.DEPART_SHARE * loss, judge.FLOOR), {}
+
+
+def support_of(cell: OpsCell) -> tuple[str | None, str]:
+    """A quantized cell's support in the runtime's word: not-implemented where it refused the graph; other-dtype
+    where it ran quantized compute nodes in float (dequantized: the left-float finding, read from its runtime's
+    graph); native where it ran them in integer kernels; None where it failed before saying."""
+    from fpdiff.analysis.ops.support import RAN
+    from fpdiff.core.support import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE
+    if cell.status == Status.UNSUPPORTED:
+        return NOT_IMPLEMENTED, " ".join(cell.reason.split())[:300]
+    if str(cell.status) not in RAN | {Status.QUANTIZATION_LOSS.value}:
+        return None, ""
+    left = next((f for f in cell.findings if getattr(f, "kind", "") == "left-float"), None)
+    if left is not None:
+        return OTHER_DTYPE, f"left-float: {' '.join(left.message.split())[:280]}"
+    ops = cell.info.get("integer_ops") or {}
+    said = ", ".join(f"{k} {v}" for k, v in ops.items()) if isinstance(ops, dict) else str(ops)
+    return NATIVE, f"ran in integer kernels{': ' + said if said else ''}"
 
 
 def _kept(info: dict) -> dict:
