@@ -135,3 +135,37 @@ def test_variants_only_needs_a_variant_and_leaves_no_catalog_gap():
         ops(OpsOptions(catalogs=("onnx",), patterns=["Relu"], variants=[], variants_only=True, backends=("ort",)))
     assert not_run("t", {"selection": {"catalogs": ["onnx"], "patterns": None, "variants_only": True}}, []) == []
     assert not_run("t", {"selection": {"catalogs": ["onnx"], "patterns": ["Relu"]}}, [])  # a plain sweep's gap
+
+
+def test_a_layers_weights_become_parameters_of_the_one_op_model():
+    """The quantize variant holds every float tensor but the first as the model's parameters (what quantizers
+    quantize as weights); the model computes what the plain one-op model computes."""
+    import torch
+
+    from fpdiff.analysis.ops.case import Case, TorchSample
+    from fpdiff.analysis.ops.torch_catalog import OneOp, case_tensors, input_names
+    x, w, b = (torch.randn(1, 3, 5, 5, dtype=torch.float64), torch.randn(4, 3, 3, 3, dtype=torch.float64),
+               torch.randn(4, dtype=torch.float64))
+    plain = TorchSample("torch.nn.functional.conv2d", (x, w, b), {"padding": 1})
+    case = Case("torch", "nn.functional.conv2d", "nn.functional.conv2d#0", payload=plain)
+    made = variants.VARIANTS["quantize"].apply(case)
+    assert len(made) == 1 and made[0].variant == "quantize"
+    held = made[0].payload
+    assert held.params == (1, 2) and input_names(held) == ["input"]
+    assert [t.shape for t in case_tensors(held)] == [x.shape]
+    m = OneOp(held)
+    assert [p.shape for p in m.parameters()] == [w.shape, b.shape]
+    assert torch.equal(m.call(x), OneOp(plain).call(x, w, b))
+
+
+@pytest.mark.slow
+def test_the_quantize_variant_quantizes_a_layer_with_the_backends_own_quantizer(tmp_path):
+    """conv2d with its weight and bias as parameters, quantized by ExecuTorch's XNNPACKQuantizer (PT2E) and run by
+    its XNNPACK delegate: judged by quant's three readings, within the emulation, in integer kernels."""
+    r = ops(OpsOptions(catalogs=("torch",), patterns=["nn.functional.conv2d"], variants=["quantize"],
+                       variants_only=True, backends=("executorch",), repro_dir=None),
+            RunOptions(timeout=300, cache_dir=str(tmp_path / "cache")))
+    (cell,) = r.cells
+    assert cell.variant == "quantize" and cell.precision == "int8"
+    assert cell.status in ("pass", "quantization-loss"), cell.reason
+    assert cell.support == "native" and cell.metrics["departure"] < 1e-5

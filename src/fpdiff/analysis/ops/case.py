@@ -46,6 +46,9 @@ class TorchSample:
     kwargs: dict = field(default_factory=dict)
     layout: str = "contiguous"  # CONTIGUOUS, CHANNELS_LAST or TRANSPOSED: how float inputs of rank >= 2 reach the op
     dynamic: tuple = ()  # per tensor leaf, the dims exported as dynamic (a tuple of ints each); () all static
+    # tensor leaves (their indices among the tensor leaves) held as the model's parameters, not inputs: a layer's
+    # weights, as a quantizer sees them (quantizers quantize a layer's constant weights, not its inputs)
+    params: tuple = ()
 
 
 CONTIGUOUS, CHANNELS_LAST, TRANSPOSED = "contiguous", "channels-last", "transposed"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from fpdiff.analysis.ops.case import Case, OnnxSample, OpsCell
+from fpdiff.analysis.ops.quantized_cases import BY_BACKEND
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig, safe_name
 from fpdiff.analysis.options import RunOptions
 from fpdiff.analysis.quant import QuantOptions, QuantSession
@@ -26,9 +27,19 @@ NOTHING_QUANTIZED = "the quantizer left every op of this graph float: nothing qu
 REPRO_STATUSES = (Status.MISMATCH, Status.ERROR, Status.CRASH)
 
 
+# the format a backend's own quantizer makes of a one-op case: static int8, what every quantizer here makes
+FORMAT = "int8"
+
+
 def is_quantized(case: Case) -> bool:
-    """Whether the case is judged against its emulation (a quantized variant's case)."""
-    return isinstance(case.payload, OnnxSample) and case.payload.quantized
+    """Whether the case is judged against its emulation (a quantized graph, or a case each backend quantizes)."""
+    return (isinstance(case.payload, OnnxSample) and case.payload.quantized) or case.variant == BY_BACKEND
+
+
+def quantizes(reg, backend: str, kind: str) -> bool:
+    """A backend that quantizes a model of this kind with its own quantizer."""
+    cls = reg.cls(backend)
+    return kind in cls.kinds and cls.implements("prepare_quantized")
 
 
 def runs_quantized(reg, backend: str) -> bool:
@@ -45,6 +56,8 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     from fpdiff.onnxtools.emulate import file_format
     t0 = time.perf_counter()
     outcome = CaseOutcome(case.case_id)
+    if case.variant == BY_BACKEND:
+        return _by_backend(case, config, reg, work, outcome, t0)
     backends = [b for b in config.backends if runs_quantized(reg, b)]
     if not backends:
         outcome.skipped = f"no backend of {', '.join(config.backends)} runs quantized ONNX graphs"
@@ -81,6 +94,34 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         c.support, c.support_detail = support_of(c)
         if c.status in REPRO_STATUSES and config.repro_dir:
             c.repro = write_repro(c, s, reg, Path(config.repro_dir))
+    outcome.duration_s = time.perf_counter() - t0
+    return outcome, []
+
+
+def _by_backend(case: Case, config: SweepConfig, reg, work: Path, outcome: CaseOutcome,
+                t0: float) -> tuple[CaseOutcome, list]:
+    """The float one-op case quantized by each backend's own quantizer at static int8, calibrated on inputs drawn
+    like the case's (quant's calibration), and judged by quant's three readings: the case's float64, the quantized
+    graph's exact emulation, the backend. A failing cell's repro is quant's to make again (`fpdiff quant`)."""
+    from fpdiff.analysis.ops.catalog import write_case
+    model, inputs = write_case(case, work / safe_name(case.case_id))
+    kind = "torch" if model.endswith(".py") else ONNX
+    backends = [b for b in config.backends if quantizes(reg, b, kind)]
+    if not backends:
+        outcome.skipped = f"no backend of {', '.join(config.backends)} quantizes {kind} models"
+        return outcome, []
+    try:
+        grid = make_grid(model, reg, config.grid(backends, (prec.FP64.name,), inputs))
+        shared = RunOptions(timeout=config.timeout, seed=config.seed).ready()
+        with QuantSession(grid, QuantOptions(backends=tuple(backends)), shared) as session:
+            cells = [session.cell(b, prec.quantized(FORMAT)) for b in backends]
+    except (UsageError, ReferenceFailed) as e:
+        outcome.skipped = str(e)
+        outcome.duration_s = time.perf_counter() - t0
+        return outcome, []
+    outcome.cells = [OpsCell.judged(case, c, info=_kept(c.info)) for c in cells]
+    for c in outcome.cells:
+        c.support, c.support_detail = support_of(c)
     outcome.duration_s = time.perf_counter() - t0
     return outcome, []
 

@@ -18,7 +18,9 @@ import numpy as np
 
 from fpdiff.analysis.ops.case import ONNX_CATALOG, Case, OnnxSample
 
-QUANTIZED, QDQ = "quantized", "qdq"  # the two variants
+QUANTIZED, QDQ = "quantized", "qdq"  # the variants of quantized graphs
+# the variant whose cases each backend quantizes with its own quantizer (analysis/ops/quantized.py)
+BY_BACKEND = "quantize"
 OPSET = 21  # int4, uint4 and blocked quantization need 21
 MS_DOMAIN = "com.microsoft"
 # a scale that is a power of two: x / scale is exact in float32 and float64 alike, so a tie the case places at

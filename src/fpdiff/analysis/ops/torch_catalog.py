@@ -369,13 +369,20 @@ class OneOp(torch.nn.Module):
         super().__init__()
         self.fn = resolve(payload.fn)
         leaves, self.tree = pytree.tree_flatten((tuple(payload.args), dict(payload.kwargs)))
-        self.tensor_at = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        tensors = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        held = [tensors[k] for k in payload.params]
+        self.tensor_at = [i for i in tensors if i not in held]
         self.constants = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+        self.weights = torch.nn.ParameterList(torch.nn.Parameter(leaves[i].clone(), requires_grad=False)
+                                              for i in held)
+        self.held_at = held
         self.layout = payload.layout
 
     def call(self, *tensors: torch.Tensor):
         """The op on the inputs, each float input reaching it in this case's memory layout."""
         leaves = list(self.constants)
+        for i, w in zip(self.held_at, self.weights):
+            leaves[i] = w
         for i, t in zip(self.tensor_at, tensors):
             leaves[i] = self._arrange(t)
         args, kwargs = pytree.tree_unflatten(leaves, self.tree)
@@ -405,8 +412,8 @@ def case_inputs(path: str | Path) -> tuple[torch.Tensor, ...]:
 
 
 def case_tensors(payload: TorchSample) -> tuple[torch.Tensor, ...]:
-    """case_inputs of a payload in memory."""
-    tensors = _tensor_leaves(payload)
+    """case_inputs of a payload in memory (its parameters are the model's, not inputs)."""
+    tensors = [t for k, t in enumerate(_tensor_leaves(payload)) if k not in payload.params]
     if payload.layout == TRANSPOSED:
         tensors = [t.transpose(-1, -2).contiguous() if t.is_floating_point() and t.dim() >= 2 else t
                    for t in tensors]
@@ -601,10 +608,13 @@ def input_names(payload: TorchSample) -> list[str]:
     """Python names for the model's inputs, from where each tensor sits in the call: input, arg1, weight, ..."""
     paths = pytree.tree_flatten_with_path((tuple(payload.args), dict(payload.kwargs)))[0]
     names: list[str] = []
+    tensor = -1
     for path, leaf in paths:
         if not isinstance(leaf, torch.Tensor):
             continue
-        names.append(_unique(_name_of(path), names))
+        tensor += 1
+        if tensor not in payload.params:
+            names.append(_unique(_name_of(path), names))
     return names
 
 
@@ -672,7 +682,8 @@ def write_case(case: Case, folder: Path) -> tuple[str, None]:
     names = input_names(payload)
     dims = declare_dims(payload, names) if payload.dynamic else {}
     torch.save({"fn": payload.fn, "args": tuple(payload.args), "kwargs": dict(payload.kwargs),
-                "layout": payload.layout, "dynamic": tuple(payload.dynamic), "dims": dims}, pt)
+                "layout": payload.layout, "dynamic": tuple(payload.dynamic), "dims": dims,
+                "params": tuple(payload.params)}, pt)
     text = _SPEC.format(op=case.op, case_id=case.case_id, variant=case.variant, layout=payload.layout,
                         description=case.description, pt=pt.name,
                         sha=hashlib.sha256(pt.read_bytes()).hexdigest(), names=names, args=", ".join(names))

@@ -98,6 +98,21 @@ def _qdq(case: Case, seed: int) -> list[Case]:
     return qdq_case(case, seed) if case.catalog == ONNX_CATALOG else []
 
 
+def _by_backend(case: Case, seed: int) -> list[Case]:
+    """The catalog case as it is, to be quantized by each backend (analysis/ops/quantized.py)."""
+    del seed
+    if case.variant != SAMPLE:
+        return []
+    from fpdiff.analysis.ops.quantized_cases import BY_BACKEND
+    payload = case.payload
+    if isinstance(payload, TorchSample):  # every float tensor but the first is the layer's weight: a parameter
+        floats = [k for k, t in enumerate(_tensor_leaves(payload)) if _is_float(t)]
+        payload = dataclasses.replace(payload, params=tuple(floats[1:]))
+    return [dataclasses.replace(case, case_id=f"{case.case_id}~{BY_BACKEND}", variant=BY_BACKEND, payload=payload,
+                                description=f"{case.description} | {BY_BACKEND}: each backend's own quantizer, int8"
+                                f"{', weights as parameters' if getattr(payload, 'params', ()) else ''}")]
+
+
 def _rng(seed: int, *keys: str) -> np.random.Generator:
     """A generator stable across runs and machines for (seed, keys): derived cases are the same every sweep."""
     return np.random.default_rng([seed, zlib.crc32(":".join(keys).encode())])
@@ -1693,6 +1708,11 @@ VARIANTS: dict[str, Variant] = dict([
        "activations, int8 weights per channel, MinMax calibrated on the case's own inputs), judged against the "
        "quantized graph's exact emulation and the float op's float64: the QDQ patterns backends fuse into integer "
        "kernels, op by op", _qdq, per_op=True),
+    _v("quantize", "each op's first sample quantized by each backend's own quantizer at static int8, as quant does a "
+       "model (PT2E's XNNPACKQuantizer for ExecuTorch, X86InductorQuantizer for inductor, ai-edge-quantizer for "
+       "LiteRT, ONNX Runtime's quantize_static for ort and iree, NNCF for openvino), calibrated on inputs drawn like "
+       "the sample's, judged by quant's three readings (float64, the quantized graph's exact emulation, the backend): "
+       "the op as each quantizer wraps it and each backend's integer kernel for it", _by_backend, per_op=True),
     _v("seed3-conv", "SEEDS #3's 1-D conv (NHC input, CHF filter, NHF output, exact values): a lowering that "
        "ignores the implicit transpose between input and filter gives [[3, 4], [0, 0]]", extra=_seed3),
 ])
