@@ -288,10 +288,14 @@ def quantize_graph(pre: Path, out: Path, scheme: str, calibration: list[tuple[An
 def _runtime_errors_only() -> Iterator[None]:
     """ONNX Runtime's own log at errors while its calibration sessions run: each warns on stderr of every
     initializer it removes, hundreds of lines a sweep that quantizes its cases; its default (warnings) after."""
+    import warnings
+
     import onnxruntime as ort
     ort.set_default_logger_severity(3)
     try:
-        yield
+        with warnings.catch_warnings():  # numpy's on an infinite range: the judge names the scale it makes
+            warnings.simplefilter("ignore", RuntimeWarning)
+            yield
     finally:
         ort.set_default_logger_severity(2)
 

@@ -19,7 +19,7 @@ from fpdiff.analysis.ops.batch import run_case
 from fpdiff.analysis.ops.case import OpsCell
 from fpdiff.analysis.ops.sweep import SweepConfig
 from fpdiff.backends import registry
-from fpdiff.core.errors import UsageError
+from fpdiff.core.errors import QUANTIZE, UsageError
 from fpdiff.core.status import Status
 from fpdiff.judging.run import worker_env
 from fpdiff.runtime import external, rundir
@@ -233,7 +233,9 @@ def _signature(f: OpsCell, ops: list[str], variant: str) -> str:
     """The semantic signature: backend (or the exporter the failure is pinned on), precision, verdict class,
     the minimized op sequence, the variant that matters. Safe as a folder name."""
     import re
-    parts = (f.backend, f.precision, oracle.status_class(f), ">".join(ops), variant)
+    # a quantizer's error is one bug whichever backend would have run its graph: named by the quantizer
+    who = ops_repro.culprit(f) if f.stage == QUANTIZE else f.backend
+    parts = (who, f.precision, oracle.status_class(f), ">".join(ops), variant)
     return "__".join(re.sub(r"[^A-Za-z0-9.+>:-]", "_", p).replace(">", "-").replace(":", "-") for p in parts)
 
 

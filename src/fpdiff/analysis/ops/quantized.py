@@ -5,6 +5,7 @@ where the case has one (what the format costs). The cell's precision is the grap
 int4-weight, fp8): the float precisions change nothing in a graph whose numbers are its quantized types."""
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -88,7 +89,11 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         return outcome, []
     outcome.cells = [OpsCell.judged(case, c, info={**_kept(c.info), "expected_from": EXPECTED_FROM})
                      for c in cells]
+    moves: dict | None = None
     for c in outcome.cells:
+        if c.status == Status.MISMATCH:
+            moves = _moves(s) if moves is None else moves
+            _conditioned(c, moves)
         if c.stage == QUANTIZE and s.quantized_by:  # the graph the quantizer made is wrong: the quantizer's error
             c.component = s.quantized_by
         c.support, c.support_detail = support_of(c)
@@ -124,6 +129,53 @@ def _by_backend(case: Case, config: SweepConfig, reg, work: Path, outcome: CaseO
         c.support, c.support_detail = support_of(c)
     outcome.duration_s = time.perf_counter() - t0
     return outcome, []
+
+
+# Perturbations of the float inputs by one float32 rounding each (relative 2^-24, signs drawn), and how far the
+# emulation's quantized values move under them: a graph whose quantized values move under one rounding of its inputs
+# as far as the backend departs (a sin of a huge reciprocal between two quantizers) says nothing of the backend, as
+# check's conditioning rule says of float graphs
+PERTURBATIONS = 3
+MOVES_AS_FAR = 0.5  # moved steps at least this share of the departure's: the departure is within the graph's noise
+
+
+def _moves(s: OnnxSample) -> dict[str, float]:
+    """Per quantized tensor (a QuantizeLinear's input, as Local names it) and per output ("" for the outputs, in
+    their steps or relative L2), the largest move of the emulation under PERTURBATIONS one-rounding perturbations."""
+    from fpdiff.judging.quantized import rel_l2
+    from fpdiff.onnxtools.emulate import emulated_values, grid_position, quantized_outputs
+    rng = np.random.default_rng(0)
+    kinds = quantized_outputs(s.model)
+    quantizers = {n.output[0]: n.input[0] for n in s.model.graph.node if n.op_type == "QuantizeLinear"}
+    outputs = [o.name for o in s.model.graph.output]
+    base = emulated_values(s.model, s.inputs)
+    moved: dict[str, float] = {}
+    for _ in range(PERTURBATIONS):
+        feeds = {k: (v * (1 + rng.choice([-1.0, 1.0], np.shape(v)) * 2.0 ** -24)).astype(v.dtype)
+                 if np.asarray(v).dtype.kind == "f" else v for k, v in s.inputs.items()}
+        other = emulated_values(s.model, feeds)
+        for q, x in quantizers.items():
+            if q in base and q in other and np.shape(base[q]) == np.shape(other[q]):
+                d = np.abs(grid_position(other[q], kinds.get(q, 0)) - grid_position(base[q], kinds.get(q, 0)))
+                moved[x] = max(moved.get(x, 0.0), float(np.nan_to_num(d, nan=np.inf).max(initial=0.0)))
+        moved[""] = max(moved.get("", 0.0), rel_l2([other[o] for o in outputs], [base[o] for o in outputs]))
+    return moved
+
+
+def _conditioned(cell: OpsCell, moves: dict[str, float]) -> None:
+    """A mismatch whose departure the graph's own emulation reaches under one rounding of its inputs is
+    ill-conditioned, never the backend's: its kernel's steps (read back), else its output departure."""
+    m = cell.metrics or {}
+    at = re.search(r"kernel that makes (\S+) departs", cell.reason or "")
+    if at and at.group(1) in moves:
+        departed, moved, unit = float(m.get("kernel_steps") or 0.0), moves[at.group(1)], "steps"
+    else:
+        departed, moved, unit = float(m.get("departure") or 0.0), moves.get("", 0.0), "relative L2"
+    if departed > 0 and moved >= MOVES_AS_FAR * departed:
+        cell.status = Status.ILL_CONDITIONED
+        cell.reason = (f"ill-conditioned: the quantized graph's own emulation moves by {moved:.3g} {unit} under one "
+                       f"float32 rounding of its inputs, as far as the backend departs ({departed:.3g}); as judged: "
+                       f"{cell.reason}")
 
 
 EXPECTED_FROM = ("the quantized graph's exact float64 emulation (every QuantizeLinear, DequantizeLinear, integer "

@@ -185,8 +185,8 @@ def signature(cell: OpsCell) -> str:
 
 def culprit(cell: OpsCell) -> str:
     """Whose bug it is: the exporter that failed on the way to the backend, else the backend."""
-    from fpdiff.core.errors import ONNX_EXPORT, TORCH_EXPORT
-    if cell.status == Status.ERROR and cell.stage in (ONNX_EXPORT, TORCH_EXPORT) and cell.component:
+    from fpdiff.core.errors import ONNX_EXPORT, QUANTIZE, TORCH_EXPORT
+    if cell.status == Status.ERROR and cell.stage in (ONNX_EXPORT, TORCH_EXPORT, QUANTIZE) and cell.component:
         return str(cell.component).split()[0]
     return cell.backend
 
