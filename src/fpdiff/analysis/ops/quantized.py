@@ -81,8 +81,11 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         grid = make_grid(str(source), reg, config.grid(backends, (prec.FP64.name,), str(inputs)))
         shared = RunOptions(timeout=config.timeout, seed=config.seed).ready()
         own = None if s.float_model is not None else p.name
+        cells, observed = [], {}
         with QuantSession(grid, QuantOptions(backends=tuple(backends)), shared, own) as session:
-            cells = [session.cell(b, p, artifact=str(graph)) for b in backends]
+            for b in backends:
+                cells.append(session.cell(b, p, artifact=str(graph)))
+                observed[b] = list(session.last.outputs) if session.last.status == Status.OK else None
     except (UsageError, ReferenceFailed) as e:
         outcome.skipped = str(e)
         outcome.duration_s = time.perf_counter() - t0
@@ -98,7 +101,7 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
             c.component = s.quantized_by
         c.support, c.support_detail = support_of(c)
         if c.status in REPRO_STATUSES and config.repro_dir:
-            c.repro = write_repro(c, s, reg, Path(config.repro_dir))
+            c.repro = write_repro(c, s, reg, Path(config.repro_dir), observed.get(c.backend))
     outcome.duration_s = time.perf_counter() - t0
     return outcome, []
 
@@ -183,7 +186,7 @@ EXPECTED_FROM = ("the quantized graph's exact float64 emulation (every QuantizeL
                  "half to even and saturation): what the spec says the graph computes on these inputs")
 
 
-def write_repro(cell: OpsCell, s: OnnxSample, reg, root: Path) -> dict:
+def write_repro(cell: OpsCell, s: OnnxSample, reg, root: Path, observed: list | None = None) -> dict:
     """The failing cell's standalone bundle: the quantized graph as the backend got it, its inputs, the emulation as
     the expectation, and a script using the backend's own API that exits 1 while the verdict re-triggers (a
     mismatch: outputs more than LOCAL_STEPS steps from the emulation, where the output has a step; else the
@@ -203,13 +206,14 @@ def write_repro(cell: OpsCell, s: OnnxSample, reg, root: Path) -> dict:
         versions = report_versions(["onnx", *reg.cls(cell.backend).requires])
         meta = {"op": cell.op, "catalog": cell.catalog, "case": cell.case, "variant": cell.variant,
                 "shape_variant": cell.shape_variant, "status": str(cell.status), "description": cell.description,
-                "expected_from": EXPECTED_FROM, "observed_error": cell.reason if rule in (bundle.RAISES,
+                "expected_from": EXPECTED_FROM, "artifact": "quantized ONNX graph (`segment.onnx`)",
+                "observed_error": cell.reason if rule in (bundle.RAISES,
                                                                                           bundle.CRASH) else None,
                 **extra}
         script = bundle.write(out, bundle.Bundle(
             title=ops_repro.title(cell), tool="ops", backend=reg.create(cell.backend),
             precision=prec.quantized(cell.precision), device="cpu", program=s.model, inputs=inputs,
-            expected=list(emu.outputs), observed=None, rule=rule, limit=limit, baseline=None,
+            expected=list(emu.outputs), observed=observed, rule=rule, limit=limit, baseline=None,
             baseline_label="the exact emulation", flags=(), versions=versions, extra=meta))
         (out / "REPORT.md").write_text(ops_repro.upstream_report(cell, out, versions))
     except Exception as e:  # noqa: BLE001 - the verdict stands without its repro; the report says why

@@ -283,5 +283,7 @@ def _backend_part(script: str) -> str:
 
 
 def _artifact_words(meta: dict) -> str:
+    if meta.get("artifact"):  # the bundle says what it holds (a quantized graph, not a one-op export)
+        return str(meta["artifact"])
     graph = "ONNX graph (`segment.onnx`)" if "segment.onnx" in meta["files"] else "exported program (`segment.pt2`)"
     return f"one-op {graph}"

@@ -129,6 +129,7 @@ class QuantSession:
                             "judged_on": "the model's example inputs, which calibration never saw" if not own else
                             "the model's example inputs, against the file's own emulation (no float source)"}
         self.truth: list[np.ndarray] | None = None
+        self.last: JobResult | None = None  # the last cell's job: its outputs, for a caller that writes a repro
         self._pool: Any = None
 
     def __enter__(self) -> QuantSession:
@@ -153,8 +154,8 @@ class QuantSession:
         s = self.grid.settings
         job = Job(self.grid.source.ref, self.data, backend, p, "cpu", STATIC, s.plugins,
                   (*s.flags.get(backend, ()), *flags), s.cache_dir, s.seed, 1, artifact=artifact)
-        return _cell(backend, p, self.run(job, self.shared.timeout), self.truth, self.grid.source,
-                     self.o.layers if layers is None else layers)
+        self.last = self.run(job, self.shared.timeout)
+        return _cell(backend, p, self.last, self.truth, self.grid.source, self.o.layers if layers is None else layers)
 
 
 def _artifact(text: str) -> tuple[str, str]:
