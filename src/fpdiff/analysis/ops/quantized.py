@@ -19,7 +19,7 @@ from fpdiff.analysis.quant import QuantOptions, QuantSession
 from fpdiff.core import precision as prec
 from fpdiff.core.errors import QUANTIZE, ReferenceFailed, UsageError
 from fpdiff.core.status import Status
-from fpdiff.core.task import ONNX
+from fpdiff.core.task import ONNX, TORCH
 from fpdiff.judging.grid import make_grid
 
 # a case whose graph holds no quantized tensor (a quantizer left every op float): nothing quantized to judge
@@ -43,15 +43,10 @@ def quantizes(reg, backend: str, kind: str) -> bool:
     return kind in cls.kinds and cls.implements("prepare_quantized")
 
 
-def runs_quantized(reg, backend: str) -> bool:
-    """A backend that runs a quantized ONNX graph as it is: it takes ONNX models and has a quantized path."""
-    cls = reg.cls(backend)
-    return ONNX in cls.kinds and cls.implements("prepare_quantized")
-
-
 def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutcome, list]:
-    """The case on every backend of the sweep that runs quantized ONNX graphs, each cell judged against the graph's
-    emulation; and the repros its failing cells want (none yet: quantized cells say so on their repro entry)."""
+    """The case on every backend of the sweep that runs quantized ONNX graphs (one that takes ONNX and quantizes),
+    each cell judged against the graph's emulation, its failing cells' repros written (the returned requests, the
+    float sweep's way of asking for them, stay empty)."""
     import onnx
 
     from fpdiff.onnxtools.emulate import file_format
@@ -59,7 +54,7 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     outcome = CaseOutcome(case.case_id)
     if case.variant == BY_BACKEND:
         return _by_backend(case, config, reg, work, outcome, t0)
-    backends = [b for b in config.backends if runs_quantized(reg, b)]
+    backends = [b for b in config.backends if quantizes(reg, b, ONNX)]
     if not backends:
         outcome.skipped = f"no backend of {', '.join(config.backends)} runs quantized ONNX graphs"
         return outcome, []
@@ -113,7 +108,7 @@ def _by_backend(case: Case, config: SweepConfig, reg, work: Path, outcome: CaseO
     graph's exact emulation, the backend. A failing cell's repro is quant's to make again (`fpdiff quant`)."""
     from fpdiff.analysis.ops.catalog import write_case
     model, inputs = write_case(case, work / safe_name(case.case_id))
-    kind = "torch" if model.endswith(".py") else ONNX
+    kind = TORCH if model.endswith(".py") else ONNX
     backends = [b for b in config.backends if quantizes(reg, b, kind)]
     if not backends:
         outcome.skipped = f"no backend of {', '.join(config.backends)} quantizes {kind} models"
@@ -197,7 +192,7 @@ def write_repro(cell: OpsCell, s: OnnxSample, reg, root: Path, observed: list | 
     from fpdiff.core.versions import report_versions
     from fpdiff.judging import quantized as judge
     from fpdiff.onnxtools.emulate import emulate
-    out = root / ops_repro.signature(cell) / verdict._name(cell)
+    out = root / ops_repro.signature(cell) / verdict.repro_name(cell)
     try:
         inits = {t.name for t in s.model.graph.initializer}
         inputs = [s.inputs[i.name] for i in s.model.graph.input if i.name not in inits]

@@ -109,7 +109,7 @@ def repro_request(case: Case, grid: Grid, key: CellKey, cell: OpsCell, baseline:
     by write_repros. `baseline`: the metrics of the reference implementation at the cell's precision."""
     from fpdiff.analysis.ops import repro
     rule, limit = repro_rule(cell, baseline, key.precision)
-    return (root / repro.signature(cell) / _name(cell), grid.job(key), cell,
+    return (root / repro.signature(cell) / repro_name(cell), grid.job(key), cell,
             repro.Claim(ref.outputs, r.outputs if r.status == Status.OK else None, baseline, rule, limit,
                         _versions(grid, cell.backend, r)))
 
@@ -205,7 +205,8 @@ def _num(v, default: float = 0.0) -> float:
         return default
 
 
-def _name(cell: OpsCell) -> str:
+def repro_name(cell: OpsCell) -> str:
+    """A failing cell's bundle folder: its case, backend, precision and shape variant."""
     return f"{cell.case}-{cell.backend}-{cell.precision}-{cell.shape_variant}".replace("/", "_")[:150]
 
 
