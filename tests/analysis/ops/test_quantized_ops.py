@@ -3,6 +3,8 @@ each case's own spec), 4-bit values are read back, and a quantized case is judge
 backends, catching IREE's unscaled per-channel QLinearConv bias (findings/ops-021)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import pytest
@@ -155,7 +157,14 @@ def test_a_layers_weights_become_parameters_of_the_one_op_model():
     assert [t.shape for t in case_tensors(held)] == [x.shape]
     m = OneOp(held)
     assert [p.shape for p in m.parameters()] == [w.shape, b.shape]
+    assert isinstance(m.layer, torch.nn.Conv2d)  # a quantizer finds a layer by its module
     assert torch.equal(m.call(x), OneOp(plain).call(x, w, b))
+    lin = TorchSample("torch.nn.functional.linear", (torch.randn(3, 5, dtype=torch.float64),
+                                                     torch.randn(4, 5, dtype=torch.float64)), {}, params=(1,))
+    assert isinstance(OneOp(lin).layer, torch.nn.Linear)
+    assert torch.equal(OneOp(lin).call(lin.args[0]), OneOp(dataclasses.replace(lin, params=())).call(*lin.args))
+    add = TorchSample("torch.add", (x, x.clone()), {}, params=(1,))
+    assert OneOp(add).layer is None and torch.equal(OneOp(add).call(x), 2 * x)  # another op: its functional form
 
 
 @pytest.mark.slow
@@ -169,3 +178,14 @@ def test_the_quantize_variant_quantizes_a_layer_with_the_backends_own_quantizer(
     assert cell.variant == "quantize" and cell.precision == "int8"
     assert cell.status in ("pass", "quantization-loss"), cell.reason
     assert cell.support == "native" and cell.metrics["departure"] < 1e-5
+
+
+@pytest.mark.slow
+def test_inductors_quantizer_finds_a_one_op_layer(tmp_path):
+    """X86InductorQuantizer finds conv and linear by the nn module they came from: the quantize variant's layer
+    modules make it quantize conv2d (it quantized none when the one-op model called F.conv2d)."""
+    r = ops(OpsOptions(catalogs=("torch",), patterns=["nn.functional.conv2d"], variants=["quantize"],
+                       variants_only=True, backends=("inductor",), repro_dir=None),
+            RunOptions(timeout=300, cache_dir=str(tmp_path / "cache")))
+    (cell,) = r.cells
+    assert cell.status in ("pass", "quantization-loss"), cell.reason

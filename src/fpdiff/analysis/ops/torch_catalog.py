@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -373,13 +374,16 @@ class OneOp(torch.nn.Module):
         held = [tensors[k] for k in payload.params]
         self.tensor_at = [i for i in tensors if i not in held]
         self.constants = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+        self.layer = layer_module(self.fn, payload) if held else None  # a quantizer's view of a conv or linear
         self.weights = torch.nn.ParameterList(torch.nn.Parameter(leaves[i].clone(), requires_grad=False)
-                                              for i in held)
+                                              for i in ([] if self.layer is not None else held))
         self.held_at = held
         self.layout = payload.layout
 
     def call(self, *tensors: torch.Tensor):
         """The op on the inputs, each float input reaching it in this case's memory layout."""
+        if self.layer is not None:
+            return self.layer(self._arrange(tensors[0]))
         leaves = list(self.constants)
         for i, w in zip(self.held_at, self.weights):
             leaves[i] = w
@@ -397,6 +401,42 @@ class OneOp(torch.nn.Module):
         if self.layout == TRANSPOSED and t.dim() >= 2:  # came in transposed-contiguous: the op gets a strided view
             return t.transpose(-1, -2)
         return t
+
+
+# F.conv2d's and F.linear's optional arguments after (input, weight), in their positional order
+_CONV_ARGS, _LINEAR_ARGS = ("bias", "stride", "padding", "dilation", "groups"), ("bias",)
+
+
+def layer_module(fn: Callable, payload: TorchSample) -> torch.nn.Module | None:
+    """F.conv2d or F.linear whose weight (and bias) are the sample's parameters as the nn.Conv2d or nn.Linear that
+    computes the same: a quantizer finds a layer by the module it came from (X86InductorQuantizer, under a
+    non-strict export, reads nn_module_stack), and leaves a functional call float. None: another op, or a sample
+    whose parameters are not exactly its weight and bias."""
+    names = _CONV_ARGS if fn is F.conv2d else _LINEAR_ARGS if fn is F.linear else None
+    args = tuple(payload.args)
+    if names is None or len(args) < 2 or len(args) > 2 + len(names) or set(payload.kwargs) - set(names):
+        return None
+    given = {**dict(zip(names, args[2:])), **payload.kwargs}
+    w, b = args[1], given.get("bias")
+    tensors = [x for x in (args[0], w, b) if isinstance(x, torch.Tensor)]
+    if not isinstance(w, torch.Tensor) or len(_tensor_leaves(payload)) != len(tensors) or \
+            tuple(payload.params) != tuple(range(1, len(tensors))):
+        return None
+    if fn is F.linear:
+        if w.dim() != 2:
+            return None
+        layer: torch.nn.Module = torch.nn.Linear(w.shape[1], w.shape[0], bias=b is not None, dtype=w.dtype)
+    else:
+        if w.dim() != 4 or args[0].dim() != 4:
+            return None
+        groups = int(given.get("groups", 1))
+        layer = torch.nn.Conv2d(w.shape[1] * groups, w.shape[0], tuple(w.shape[2:]), stride=given.get("stride", 1),
+                                padding=given.get("padding", 0), dilation=given.get("dilation", 1), groups=groups,
+                                bias=b is not None, dtype=w.dtype)
+    layer.weight = torch.nn.Parameter(w.clone(), requires_grad=False)
+    if b is not None:
+        layer.bias = torch.nn.Parameter(b.clone(), requires_grad=False)
+    return layer
 
 
 def load_payload(path: str | Path) -> TorchSample:
