@@ -693,7 +693,9 @@ def _md(x: object) -> str:
 def markdown(tables: list[Table], upgrades: list[tuple[Table, Table, dict]], title: str) -> str:
     """SUPPORT.md: per table its stack, command and count matrix, then per backend its gaps; then the upgrades."""
     out = [f"# {_md(title)}", "", "Rows are op x variant x backend x precision; support is the runtime's own word, "
-           "status check's verdict against float64 (a row stands for its worst case); a failure of the exporter on the "
+           "status check's verdict against float64 (at a quantized format, quant's verdict against the quantized "
+           "graph's exact float64 emulation and the float model's float64; a row stands for its worst case); a "
+           "failure of the exporter on the "
            "way to a backend (`error of torch.onnx at onnx export`) is the exporter's, counted apart from the "
            f"backend's own. The page: [{INDEX}]({INDEX}).", ""]
     for t in tables:
