@@ -270,3 +270,16 @@ def test_read_back_keeps_a_backends_values_only_where_its_marked_run_is_the_cell
     assert set(values) == {"xq", "yq"} and values["xq"].dtype == np.uint8
     # a marked program whose outputs are not the cell's: its values are another program's, nothing is read
     assert read_back(m, [out + 1], lambda marked: _ort(marked, {"x": x}, optimized=True)) is None
+
+
+def test_a_scalar_read_back_as_one_element_is_the_same_value():
+    """LiteRT hands a 0-d quantized tensor back with shape (1,): the same value, compared squeezed (it was read as
+    every value away, a false mismatch); a real shape difference still is."""
+    import numpy as np
+
+    from fpdiff.onnxtools.emulate import _Kernels
+    k = _Kernels(set(), {})
+    k.compare("x", np.array(5.0), np.array([5.0]), 3)
+    k.compare("y", np.zeros((2, 3)), np.zeros((3, 2)), 3)
+    assert (k.local[0].steps, k.local[0].off) == (0.0, 0)
+    assert k.local[1].steps == float("inf")

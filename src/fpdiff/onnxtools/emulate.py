@@ -247,7 +247,11 @@ class _Kernels:
                 QLinearConv, MatMulNBits, RunTimeQuantize]
 
     def compare(self, name: str, ours: np.ndarray, theirs: np.ndarray, elem: int) -> None:
-        """How far the backend's quantized values are from the emulation's, fed the same upstream values."""
+        """How far the backend's quantized values are from the emulation's, fed the same upstream values. A scalar
+        a runtime hands back as one element (LiteRT gives a 0-d tensor shape (1,)) is the same value: shapes that
+        differ only in dims of size 1 are compared squeezed; any other difference is every value away."""
+        if ours.shape != theirs.shape and np.squeeze(ours).shape == np.squeeze(np.asarray(theirs)).shape:
+            ours, theirs = np.squeeze(ours), np.squeeze(np.asarray(theirs))
         if ours.shape != theirs.shape:
             self.local.append(Local(name, int(ours.size), int(ours.size), float("inf")))
             return
