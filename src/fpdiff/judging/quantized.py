@@ -40,6 +40,7 @@ from fpdiff.onnxtools.weights import REWRITE_FLOOR, rel_l2  # noqa: F401 - rel_l
 DEPART_SHARE = 1.5
 LOCAL_STEPS = 1.0
 FLOOR = FP32.tolerance
+LEFT_FLOAT = "left-float"  # the finding of compute nodes the backend ran in float, not in the format
 COARSE_LEVELS = 16  # an activation using fewer levels than this on values that vary: its scale is too coarse
 COARSE_VALUES = 64  # ... over at least this many values (a scalar's one level is no finding)
 SHOWN = 5  # calibration findings shown per cell, the worst first
@@ -369,7 +370,7 @@ def left_float(record: dict) -> list[Finding]:
         return []
     ints = record.get("integer_ops") or {}
     shown = ", ".join(record.get("left_float") or [])
-    return [Finding("left-float", f"{n} compute node{'s' * (n != 1)} ran in float, not in the format "
+    return [Finding(LEFT_FLOAT, f"{n} compute node{'s' * (n != 1)} ran in float, not in the format "
                     f"({sum(ints.values())} in integers: {', '.join(f'{k} {v}' for k, v in ints.items()) or 'none'})"
                     f": {shown}", remedy="a node the quantizer left unquantized, or one whose quantized pattern "
                     "the runtime did not fuse into an integer kernel: its numbers are the float model's there")]

@@ -15,7 +15,7 @@ from fpdiff.analysis.fuzz.minimize import MAGNITUDE_RANGES
 from fpdiff.analysis.ops.batch import run_case
 from fpdiff.analysis.ops.case import Case, OnnxSample, OpsCell
 from fpdiff.analysis.ops.quantized import NOTHING_QUANTIZED
-from fpdiff.analysis.ops.quantized_cases import ORT_QUANTIZER
+from fpdiff.analysis.ops.quantized_cases import ORT_QUANTIZER, ort_quantized
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig
 from fpdiff.analysis.ops.verdict import wrong_only_in_mixes
 from fpdiff.core.status import Status
@@ -93,25 +93,17 @@ def quantized_payload(sample: Sample) -> OnnxSample:
     activations, int8 weights per channel, MinMax) calibrated on the graph's own inputs, the ONNX graph its float
     twin; the op sweep judges it against the quantized graph's exact emulation (analysis/ops/quantized.py). A graph
     the quantizer refuses or leaves float is judged as it is, and its cells say the quantizer made nothing."""
-    import tempfile
-
     import numpy as np
     import onnx
 
     from fpdiff.analysis.fuzz import emit
     from fpdiff.analysis.fuzz.graph import FLOAT
-    from fpdiff.onnxtools.quantize import quantize_graph
     model = emit.to_onnx(sample, onnx.TensorProto.FLOAT)  # the float32 model a quantizer's user has
     feeds = {n: np.asarray(v, np.float32 if x.type.dtype == FLOAT else emit.NP_DTYPES[x.type.dtype])
              for n, x, v in zip(emit.input_names(sample.graph), sample.graph.inputs, sample.values)}
-    with tempfile.TemporaryDirectory(prefix="fpdiff-fuzz-qdq-") as tmp:
-        path, out = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
-        onnx.save(model, str(path))
-        try:
-            quantize_graph(path, out, "int8", [tuple(feeds.values())])
-            quantized = onnx.load(str(out))
-        except Exception:  # noqa: BLE001 - the quantizer's refusal: the float graph, which quantizes nothing
-            quantized = model
+    quantized = ort_quantized(model, feeds)
+    if quantized is None:  # refused or left float: the float graph, which the judge discards as nothing quantized
+        quantized = model
     return OnnxSample(quantized, feeds, float_model=model, quantized=True, quantized_by=ORT_QUANTIZER)
 
 

@@ -59,7 +59,8 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
         outcome.skipped = f"no backend of {', '.join(config.backends)} runs quantized ONNX graphs"
         return outcome, []
     s: OnnxSample = case.payload
-    if file_format(s.model) is None:
+    made_as = file_format(s.model)
+    if made_as is None:
         outcome.skipped = NOTHING_QUANTIZED
         return outcome, []
     folder = work / safe_name(case.case_id)
@@ -71,7 +72,7 @@ def run_case(case: Case, config: SweepConfig, reg, work: Path) -> tuple[CaseOutc
     if s.float_model is not None:
         source = folder / "float.onnx"
         onnx.save(s.float_model, str(source))
-    p = prec.quantized(file_format(s.model))
+    p = prec.quantized(made_as)
     try:
         grid = make_grid(str(source), reg, config.grid(backends, (prec.FP64.name,), str(inputs)))
         shared = RunOptions(timeout=config.timeout, seed=config.seed).ready()
@@ -238,11 +239,12 @@ def support_of(cell: OpsCell) -> tuple[str | None, str]:
     graph); native where it ran them in integer kernels; None where it failed before saying."""
     from fpdiff.analysis.ops.support import RAN
     from fpdiff.core.support import NATIVE, NOT_IMPLEMENTED, OTHER_DTYPE
+    from fpdiff.judging.quantized import LEFT_FLOAT
     if cell.status == Status.UNSUPPORTED:
         return NOT_IMPLEMENTED, " ".join(cell.reason.split())[:300]
     if str(cell.status) not in RAN | {Status.QUANTIZATION_LOSS.value}:
         return None, ""
-    left = next((f for f in cell.findings if getattr(f, "kind", "") == "left-float"), None)
+    left = next((f for f in cell.findings if getattr(f, "kind", "") == LEFT_FLOAT), None)
     if left is not None:
         return OTHER_DTYPE, f"left-float: {' '.join(left.message.split())[:280]}"
     ops = cell.info.get("integer_ops") or {}

@@ -344,23 +344,12 @@ def qdq_case(case: Case, seed: int) -> list[Case]:
     activations and int8 weights, MinMax) calibrated on the case's own inputs; its float graph is the twin. An op
     the quantizer leaves float makes no case."""
     del seed
-    import onnx
-
-    from fpdiff.onnxtools.emulate import quantizer_count
-    from fpdiff.onnxtools.quantize import quantize_graph
     s: OnnxSample = case.payload
     if not isinstance(s, OnnxSample) or s.quantized or s.model.functions or \
             any(a.dtype.kind != "f" for a in s.inputs.values()):
         return []
-    with tempfile.TemporaryDirectory(prefix="fpdiff-qdq-") as tmp:
-        src, dst = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
-        onnx.save(s.model, str(src))
-        try:
-            quantize_graph(src, dst, "int8", [tuple(s.inputs.values())])
-            model = onnx.load(str(dst))
-        except Exception:  # noqa: BLE001 - the quantizer refuses this graph: no case, as for an op it leaves float
-            return []
-    if not quantizer_count(model) or not any(n.op_type == "QuantizeLinear" for n in model.graph.node):
+    model = ort_quantized(s.model, s.inputs)
+    if model is None or not any(n.op_type == "QuantizeLinear" for n in model.graph.node):
         return []
     return [Case(ONNX_CATALOG, case.op, f"{case.case_id}~{QDQ}", QDQ,
                  f"{case.description} | {QDQ}: onnxruntime quantize_static (QDQ, uint8/int8, per channel, MinMax on "
@@ -370,3 +359,21 @@ def qdq_case(case: Case, seed: int) -> list[Case]:
 
 # the quantizer of the qdq variant and the fuzzer's qdq form: what their quantized graphs' own errors are pinned on
 ORT_QUANTIZER = "onnxruntime.quantization"
+
+
+def ort_quantized(model: Any, feeds: dict[str, np.ndarray]) -> Any:
+    """`model` quantized by ONNX Runtime's quantizer as quant's int8 cells are (onnxtools/quantize.py), calibrated
+    on `feeds` alone; None where the quantizer refuses it or quantizes nothing."""
+    import onnx
+
+    from fpdiff.onnxtools.emulate import quantizer_count
+    from fpdiff.onnxtools.quantize import quantize_graph
+    with tempfile.TemporaryDirectory(prefix="fpdiff-qdq-") as tmp:
+        src, dst = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
+        onnx.save(model, str(src))
+        try:
+            quantize_graph(src, dst, "int8", [tuple(feeds.values())])
+            made = onnx.load(str(dst))
+        except Exception:  # noqa: BLE001 - the quantizer's refusal: the caller says what it makes of none
+            return None
+    return made if quantizer_count(made) else None
