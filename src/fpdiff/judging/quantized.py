@@ -58,6 +58,10 @@ def steps(got: Sequence[np.ndarray], emu: Emulation) -> tuple[float | None, floa
     return worst, (far / total if total else None)
 
 
+# what an unsupported cell says when its quantizer left every layer float (the fuzzer discards a graph so left)
+QUANTIZED_NONE = "quantized none of this model's layers"
+
+
 def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emulation, got: Sequence[np.ndarray],
           tool: str = "the quantizer", local: Emulation | None = None, output_ops: Sequence[str | None] = ()
           ) -> Cell:
@@ -70,7 +74,7 @@ def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emu
     can decide. `output_ops`: the op making each output, for a float tail's departure on a bounded op."""
     if not emu.quantizers:
         cell.status, cell.reason = Status.UNSUPPORTED, (
-            f"{tool} quantized none of this model's layers in {p.name}: the graph it made holds no quantized tensor")
+            f"{tool} {QUANTIZED_NONE} in {p.name}: the graph it made holds no quantized tensor")
         return cell
     if not _finite_where(emu.outputs, truth):
         zeros = f": a scale of 0 or inf for {', '.join(emu.zero_scales[:8])}" if emu.zero_scales else ""

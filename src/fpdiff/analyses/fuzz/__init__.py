@@ -26,9 +26,11 @@ def _arguments(f: argparse.ArgumentParser) -> None:
     f.add_argument("--ops", type=csv, default=None, metavar="PATTERN[,PATTERN...]",
                    help="case-insensitive globs over the vocabulary's ops and their catalog names ('*softmax*')")
     f.add_argument("--max-ops", type=int, default=6, help="ops per graph at most (default %(default)s)")
-    f.add_argument("--forms", type=csv, default=None, metavar="torch,onnx,qdq",
+    f.add_argument("--forms", type=csv, default=None, metavar="torch,onnx,qdq,quantize",
                    help="graph forms: torch programs (every backend), ONNX graphs (ONNX backends), qdq (the ONNX graph "
-                   "quantized by ONNX Runtime's quantizer, judged against its exact emulation); default torch,onnx")
+                   "quantized by ONNX Runtime's quantizer), quantize (the torch program quantized by each backend's "
+                   "own quantizer at int8); the quantized forms judged against their exact emulation; default "
+                   "torch,onnx")
     sweep(f, "no new graph starts after this long (90s, 10m, 2h); found failures are still minimized",
           "fpdiff-out/fuzz")
 

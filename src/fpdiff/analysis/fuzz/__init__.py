@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fpdiff.analysis.fuzz.campaign import BatchAnswer, Found, FuzzConfig, GraphRecord, run_batch
-from fpdiff.analysis.fuzz.graph import ALL_FORMS, FORMS, written_as
+from fpdiff.analysis.fuzz.graph import ALL_FORMS, FORMS, QUANTIZED_FORMS, written_as
 from fpdiff.analysis.fuzz.result import LOST, UNRUN, FuzzResult
 from fpdiff.analysis.ops import OP_TIMEOUT, sweep_config
+from fpdiff.analysis.ops.quantized import quantizes
 from fpdiff.analysis.options import RunOptions
 from fpdiff.backends import registry
 from fpdiff.core.errors import UsageError
@@ -116,13 +117,15 @@ def _check_sizes(graphs, time_budget, min_ops, max_ops, batch, minimize_budget) 
 
 def _forms(reg, backends: Sequence[str], forms: Sequence[str] | None) -> tuple[str, ...]:
     """The graph forms to write: torch programs reach every backend (the ONNX ones through export), ONNX graphs
-    only the backends that take ONNX; a form no chosen backend takes is left out."""
+    only the backends that take ONNX; a quantized form only backends that quantize its kind; a form no chosen
+    backend takes is left out."""
     kinds = {k for b in backends for k in reg.cls(b).kinds}
     asked = tuple(forms) if forms else FORMS
     for f in asked:
         if f not in ALL_FORMS:
             raise UsageError(f"unknown graph form {f!r}; the forms: {', '.join(ALL_FORMS)}")
-    usable = tuple(f for f in asked if written_as(f) in kinds)
+    usable = tuple(f for f in asked if written_as(f) in kinds and (f not in QUANTIZED_FORMS or any(
+        quantizes(reg, b, written_as(f)) for b in backends)))
     if not usable:
         raise UsageError(f"no backend of {', '.join(backends)} takes {' or '.join(asked)} graphs")
     return usable

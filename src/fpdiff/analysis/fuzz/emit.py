@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, INT64, NP_DTYPES, Graph, Sample, TensorType
+from fpdiff.analysis.fuzz.graph import BOOL, FLOAT, INT64, NP_DTYPES, QUANTIZE, Graph, Sample, TensorType
 from fpdiff.analysis.fuzz.vocab import VOCAB
 from fpdiff.analysis.ops.case import CONTIGUOUS, SAMPLE, TORCH_CATALOG, Case, TorchSample
 from fpdiff.analysis.ops.torch_catalog import write_case
@@ -160,9 +160,18 @@ def torch_case(sample: Sample) -> Case:
     value_types(g)  # a graph that does not type is a usage error here, not a traceback in a worker
     payload = TorchSample(fn=RUN_GRAPH, args=_tensors(sample, torch.float64),
                           kwargs={"graph": json.dumps(g.as_dict(), sort_keys=True)}, layout=layout_of(g),
-                          dynamic=tuple(tuple(x.dynamic) for x in g.inputs))
+                          dynamic=tuple(tuple(x.dynamic) for x in g.inputs), params=held_as_weights(sample))
     return Case(TORCH_CATALOG, "fuzz:" + "+".join(g.ops()), sample.id, SAMPLE, describe(g), integer_valued(g),
                 payload)
+
+
+def held_as_weights(sample: Sample) -> tuple[int, ...]:
+    """The inputs a quantize graph holds as the program's parameters: every float input but the first, as the op
+    sweep's quantize variant holds a layer's weights (a quantizer quantizes a weight per channel, ahead of time, and
+    an activation per tensor from calibration); none in the other forms."""
+    if sample.form != QUANTIZE:
+        return ()
+    return tuple(k for k, x in enumerate(sample.graph.inputs) if x.type.dtype == FLOAT)[1:]
 
 
 def write_torch(sample: Sample, folder: str | Path) -> str:

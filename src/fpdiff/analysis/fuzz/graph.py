@@ -22,12 +22,18 @@ FORMS = (TORCH, ONNX)  # the forms a campaign writes unless told
 # the ONNX graph quantized as ONNX Runtime's users quantize a model (QDQ, calibrated on the graph's own inputs) and
 # judged against its exact emulation at its own format (analysis/ops/quantized.py): asked for by name
 QDQ = "qdq"
-ALL_FORMS = (*FORMS, QDQ)
+# the torch program quantized by each backend's own quantizer at static int8 (PT2E's on ExecuTorch, inductor and
+# LiteRT; ONNX Runtime's and NNCF's on the exported graph), calibrated on inputs drawn like the graph's and judged
+# by quant's three readings (analysis/ops/quantized.py, the op sweep's `quantize` variant): asked for by name
+QUANTIZE = "quantize"
+ALL_FORMS = (*FORMS, QDQ, QUANTIZE)
+QUANTIZED_FORMS = (QDQ, QUANTIZE)  # the forms judged against a quantized graph's emulation
 
 
 def written_as(form: str) -> str:
-    """The form whose ops and writer a graph of `form` uses: a QDQ graph is an ONNX graph, quantized."""
-    return ONNX if form == QDQ else form
+    """The form whose ops and writer a graph of `form` uses: a QDQ graph is an ONNX graph, quantized; a quantize
+    graph is a torch program each backend quantizes."""
+    return {QDQ: ONNX, QUANTIZE: TORCH}.get(form, form)
 
 
 @dataclass(frozen=True)

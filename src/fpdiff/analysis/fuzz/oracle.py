@@ -10,12 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpdiff.analysis.fuzz.graph import ONNX, QDQ, Sample
+from fpdiff.analysis.fuzz.graph import ONNX, QDQ, QUANTIZE, QUANTIZED_FORMS, Sample
 from fpdiff.analysis.fuzz.minimize import MAGNITUDE_RANGES
 from fpdiff.analysis.ops.batch import run_case
 from fpdiff.analysis.ops.case import Case, OnnxSample, OpsCell
 from fpdiff.analysis.ops.quantized import NOTHING_QUANTIZED
-from fpdiff.analysis.ops.quantized_cases import ORT_QUANTIZER, ort_quantized
+from fpdiff.analysis.ops.quantized_cases import BY_BACKEND, ORT_QUANTIZER, ort_quantized
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig
 from fpdiff.analysis.ops.verdict import wrong_only_in_mixes
 from fpdiff.core.status import Status
@@ -80,12 +80,14 @@ class GraphVerdict:
 def case_of(sample: Sample, description: str = "") -> Case:
     """The sample as an ops Case: its op sequence for a name, its id for a case id; integer-valued when its output
     holds integers by construction (round, floor, sign, then only ops that move values), so ops' flip rule judges
-    it: the same test as the torch form's case (emit.integer_valued)."""
+    it: the same test as the torch form's case (emit.integer_valued). A quantize graph is the op sweep's `quantize`
+    variant: each backend quantizes the torch program with its own quantizer (analysis/ops/quantized.py)."""
     from fpdiff.analysis.fuzz.emit import integer_valued
     g = sample.graph
     payload = quantized_payload(sample) if sample.form == QDQ else GraphPayload(sample)
-    return Case(FUZZ_CATALOG, ">".join(g.ops()), sample.id, variant=variant_of(sample), description=description,
-                integer_valued=integer_valued(g) and sample.form != QDQ, payload=payload)
+    variant = BY_BACKEND if sample.form == QUANTIZE else variant_of(sample)
+    return Case(FUZZ_CATALOG, ">".join(g.ops()), sample.id, variant=variant, description=description,
+                integer_valued=integer_valued(g) and sample.form not in QUANTIZED_FORMS, payload=payload)
 
 
 def quantized_payload(sample: Sample) -> OnnxSample:
@@ -132,7 +134,7 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
     otherwise it passed."""
     v = GraphVerdict(sample_id, PASS, duration_s=outcome.duration_s,
                      statuses={cell_key(c): str(c.status) for c in outcome.cells})
-    if outcome.skipped == NOTHING_QUANTIZED:  # a QDQ graph the quantizer left float: no quantized graph to test
+    if outcome.skipped == NOTHING_QUANTIZED or quantized_none(outcome.cells):  # left float: nothing quantized to test
         v.outcome, v.discard = DISCARDED, NOTHING_QUANTIZED
         return v
     if outcome.skipped:
@@ -152,6 +154,12 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
     elif any(c.status == Status.UNJUDGED for c in outcome.cells):
         v.outcome, v.discard = DISCARDED, UNJUDGED
     return v
+
+
+def quantized_none(cells: list[OpsCell]) -> bool:
+    """Every backend's own quantizer left the graph float (a quantize graph of ops no quantizer annotates)."""
+    from fpdiff.judging.quantized import QUANTIZED_NONE
+    return bool(cells) and all(c.status == Status.UNSUPPORTED and QUANTIZED_NONE in (c.reason or "") for c in cells)
 
 
 # what torch.export and dynamo say when a dim declared dynamic is one the program fixes (two dims broadcast
