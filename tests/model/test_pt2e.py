@@ -53,3 +53,27 @@ def test_rows_for_quantizers_the_program_lacks_are_the_emulations_error(tmp_path
     from fpdiff.core.errors import StageError
     with pytest.raises(StageError, match="2 of the program's 3 dynamic quantizers"):
         _emulated(tmp_path, torch.randn(4, 16), rows=[1, 1, 1])
+
+
+class Sine(torch.nn.Module):
+    """No op a PT2E quantizer annotates: the program it makes is the float one."""
+    def forward(self, x):
+        return torch.cos(torch.sin(x))
+
+
+def test_a_program_the_quantizer_left_wholly_float_is_unsupported_before_any_lowering():
+    pytest.importorskip("executorch", reason="executorch is not installed")
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+
+    from fpdiff.core.errors import QUANTIZED_NONE, Unsupported
+    x = torch.randn(2, 3)
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    with pytest.raises(Unsupported, match=QUANTIZED_NONE) as e:
+        pt2e.quantize(torch.export.export(Sine(), (x,)), quantizer, [(x,)], (x,))
+    assert e.value.stage == "quantize"
+    linear = torch.nn.Linear(3, 4).eval()
+    quantized = pt2e.quantize(torch.export.export(linear, (x,)), quantizer, [(x,)], (x,))
+    assert any("quantize" in str(n.target) for n in quantized.graph.nodes)

@@ -58,6 +58,12 @@ class NoRepro(FpdiffError):
     exit_code = 1
 
 
+# what a quantized cell says when its quantizer left every layer float: the format is not on this model at all (the
+# judge's word for a quantized graph with no quantizer, a PT2E backend's for a program with no quantize op; the
+# fuzzer discards a graph every quantizer left so)
+QUANTIZED_NONE = "quantized none of this model's layers"
+
+
 class Unsupported(Exception):
     """A declared refusal: no kernel for an op in a dtype, a precision or device that does not exist there, an op a
     compiler says it cannot lower. Anything else that goes wrong is a StageError."""

@@ -30,7 +30,7 @@ import numpy as np
 
 from fpdiff.core import compare
 from fpdiff.core.compare import Finding
-from fpdiff.core.errors import QUANTIZE
+from fpdiff.core.errors import QUANTIZE, QUANTIZED_NONE
 from fpdiff.core.precision import FP32, Precision
 from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
@@ -56,10 +56,6 @@ def steps(got: Sequence[np.ndarray], emu: Emulation) -> tuple[float | None, floa
         worst = max(worst or 0.0, float(d.max(initial=0.0)))
         far, total = far + int(np.count_nonzero(d >= 1 - 1e-6)), total + d.size
     return worst, (far / total if total else None)
-
-
-# what an unsupported cell says when its quantizer left every layer float (the fuzzer discards a graph so left)
-QUANTIZED_NONE = "quantized none of this model's layers"
 
 
 def judge(cell: Cell, p: Precision, truth: Sequence[np.ndarray] | None, emu: Emulation, got: Sequence[np.ndarray],

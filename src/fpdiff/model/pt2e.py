@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from fpdiff.core.errors import EMULATE, QUANTIZE, StageError, UsageError, stage
+from fpdiff.core.errors import EMULATE, QUANTIZE, QUANTIZED_NONE, StageError, Unsupported, UsageError, stage
 
 EMULATION_EXPORT = "fpdiff's emulation (torch.onnx of the quantized program)"
 
@@ -23,13 +23,19 @@ def quantize(program: torch.export.ExportedProgram, quantizer: Any, calibration:
     """`program` prepared with `quantizer`, calibrated on `calibration` (never the judged inputs), converted, and
     exported again at `inputs`: the quantized program a PT2E backend lowers. `fold`: convert_pt2e's fold_quantize
     (stores weights as int8; litert-torch's converter takes them unfolded, as its own tests convert). A failure here
-    is the quantizer's (its annotation and transforms run inside prepare_pt2e), named by the quantizer's class."""
+    is the quantizer's (its annotation and transforms run inside prepare_pt2e), named by the quantizer's class; a
+    program it left wholly float is unsupported (the format is not on this model), before any lowering."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     with stage(QUANTIZE, f"{type(quantizer).__name__} (PT2E prepare_pt2e, convert_pt2e)"), torch.no_grad():
         prepared = prepare_pt2e(program.module(), quantizer)
         for sample in calibration:
             prepared(*sample)
         converted = convert_pt2e(prepared, fold_quantize=fold)
+        if not any("quantize" in str(n.target) for n in converted.graph.nodes if n.op == "call_function"):
+            # said before the backend lowers a float program as if quantized (a converter error that is not the
+            # format's: litert-torch's PT2EQuantizer annotates no conv_transpose2d, findings/quant-018)
+            raise Unsupported(f"{type(quantizer).__name__} (PT2E) {QUANTIZED_NONE}: the program it made holds no "
+                              "quantize op")
         return torch.export.export(converted, tuple(inputs))
 
 

@@ -16,8 +16,7 @@ from fpdiff.analysis.ops.case import OpsCell
 from fpdiff.analysis.ops.quantized_cases import BY_BACKEND
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig
 from fpdiff.backends import registry
-from fpdiff.core.errors import UsageError
-from fpdiff.judging.quantized import QUANTIZED_NONE
+from fpdiff.core.errors import QUANTIZED_NONE, UsageError
 
 
 def _conv(weight: float, padding: int, stride: int) -> Sample:

@@ -158,7 +158,7 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
 
 def quantized_none(cells: list[OpsCell]) -> bool:
     """Every backend's own quantizer left the graph float (a quantize graph of ops no quantizer annotates)."""
-    from fpdiff.judging.quantized import QUANTIZED_NONE
+    from fpdiff.core.errors import QUANTIZED_NONE
     return bool(cells) and all(c.status == Status.UNSUPPORTED and QUANTIZED_NONE in (c.reason or "") for c in cells)
 
 
