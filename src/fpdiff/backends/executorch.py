@@ -312,7 +312,10 @@ def quantizing_tool(scheme: str) -> str:
 
 def write_quantized_pte(program: Any, out: Path) -> dict[str, Any]:
     """A quantized program lowered with XNNPACK's partitioner into `out`; -> where its ops run and which compute
-    ops XNNPACK ran in integers (torch_ops.integer_placement)."""
+    ops XNNPACK ran in integers (torch_ops.integer_placement). The quantized kernels' out variants are registered
+    first, as ExecuTorch's quantization docs have a user import them: a quantize op XNNPACK does not take (a conv
+    whose weight is an activation, quantized per channel) runs on those kernels."""
+    import executorch.kernels.quantized  # noqa: F401
     return write_pte(program, "xnnpack", out,
                      read=lambda edge: {**placement(edge), "integers": integer_placement(_lowered_graphs(edge))})
 

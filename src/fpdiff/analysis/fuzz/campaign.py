@@ -239,13 +239,27 @@ def _signature(f: OpsCell, ops: list[str], variant: str) -> str:
     return "__".join(re.sub(r"[^A-Za-z0-9.+>:-]", "_", p).replace(">", "-").replace(":", "-") for p in parts)
 
 
+# why a finding has the minimized graph and no standalone bundle: a graph each backend quantizes is remade by the
+# backend's own quantizer in fpdiff's worker, and the bundle of that quantized program is not written yet
+NO_BUNDLE = ("no standalone bundle for a graph each backend's quantizer makes: graph.npz is the minimized graph "
+             "(fuzz.graph.Sample.from_bytes), judged again by fuzz.oracle.judge")
+
+
+def _graph_only(small: Sample, cell: OpsCell, root: Path) -> dict:
+    """The minimized graph saved where its bundle would be, and why there is no bundle."""
+    folder = root / ops_repro.signature(cell) / ops_verdict.repro_name(cell)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "graph.npz").write_bytes(small.to_bytes())
+    return {"path": None, "retriggers": None, "graph": str(folder / "graph.npz"), "error": NO_BUNDLE}
+
+
 def _repro(small: Sample, f: OpsCell, variant: str, config: FuzzConfig, reg, work: Path
            ) -> tuple[_Judged | None, dict | None, str | None]:
     """The minimized graph judged once more on the failing cell with its repro written and rechecked, and the
     ready-to-file report beside it; (None, why, None) when the minimized graph no longer fails there."""
     root = config.sweep.repro_dir
     narrow = dataclasses.replace(oracle.narrowed(config.sweep, f.backend, f.precision), repro_dir=root)
-    case = dataclasses.replace(oracle.case_of(small), variant=variant)
+    case = oracle.case_of(small, shown=variant)
     outcome, requests = run_case(case, narrow, reg, work)
     cells = [c for c in outcome.cells if oracle.status_class(c) == oracle.status_class(f)]
     if not cells:
@@ -259,6 +273,8 @@ def _repro(small: Sample, f: OpsCell, variant: str, config: FuzzConfig, reg, wor
     ops_verdict.write_repros(mine, Path(root))
     if config.sweep.recheck:
         ops_verdict.recheck_repros([cell])
+    if not mine and not (cell.repro and cell.repro.get("path")):  # no bundle: the graph itself, to judge again
+        return judged, _graph_only(small, cell, Path(root)), None
     report = None
     if cell.repro and cell.repro.get("path"):
         from fpdiff.core.versions import report_versions

@@ -77,15 +77,16 @@ class GraphVerdict:
     duration_s: float = 0.0
 
 
-def case_of(sample: Sample, description: str = "") -> Case:
+def case_of(sample: Sample, description: str = "", shown: str | None = None) -> Case:
     """The sample as an ops Case: its op sequence for a name, its id for a case id; integer-valued when its output
     holds integers by construction (round, floor, sign, then only ops that move values), so ops' flip rule judges
     it: the same test as the torch form's case (emit.integer_valued). A quantize graph is the op sweep's `quantize`
-    variant: each backend quantizes the torch program with its own quantizer (analysis/ops/quantized.py)."""
+    variant: each backend quantizes the torch program with its own quantizer (analysis/ops/quantized.py), whatever
+    variant `shown` names (a minimized graph's)."""
     from fpdiff.analysis.fuzz.emit import integer_valued
     g = sample.graph
     payload = quantized_payload(sample) if sample.form == QDQ else GraphPayload(sample)
-    variant = BY_BACKEND if sample.form == QUANTIZE else variant_of(sample)
+    variant = BY_BACKEND if sample.form == QUANTIZE else shown or variant_of(sample)
     return Case(FUZZ_CATALOG, ">".join(g.ops()), sample.id, variant=variant, description=description,
                 integer_valued=integer_valued(g) and sample.form not in QUANTIZED_FORMS, payload=payload)
 

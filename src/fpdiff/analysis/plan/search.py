@@ -158,6 +158,7 @@ class Plan(Result):
     units: int = 0
     low_fraction: float = 0.0  # share of the model's flops left at the low precision
     evaluations: int = 0  # end-to-end runs of mixed models (pure and all-fp32 included)
+    screened: int = 0  # a quantized plan's trials run on its exact float64 emulation before any on the backend
     analyses: list[str] = field(default_factory=list)  # evidence passes run before the search
     seconds: float = 0.0
     pure_error: float | None = None
