@@ -87,7 +87,8 @@ def fpdiff_plan(spec: str, tolerance: float) -> dict:
     p = fpdiff.plan(spec, precision="int8", backend="openvino", tolerance=tolerance)
     return {"mode": "fpdiff-plan", "pure": p.pure_error, "error": p.error, "status": "pass" if p.passed else "no plan",
             "layers_float": round((1 - p.low_fraction) * p.units) if p.passed else None, "units": p.units,
-            "nodes_float": len(p.keep), "evaluations": p.evaluations, "seconds": round(time.perf_counter() - t0, 1)}
+            "nodes_float": len(p.keep), "evaluations": p.evaluations, "screened": p.screened,
+            "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ import pytest
 
 import fpdiff
 from conftest import SPECS
-from fpdiff.analysis.plan.quantized import Layer, search
+from fpdiff.analysis.plan.quantized import Layer, _touching, search
 from fpdiff.analysis.plan.search import Trial
 from fpdiff.core.errors import UsageError
 from fpdiff.core.status import Status
@@ -22,6 +22,25 @@ def run(needed: set[str]):
         ok = needed <= names
         return Trial(sorted(names), 0.0 if ok else 1.0, ok)
     return search(LAYERS, evaluate), log
+
+
+def test_the_screen_leaves_float_every_quantized_activation_a_node_reads_or_makes():
+    """x -Q-DQ-> MatMul -Q-DQ-> Relu -> y: the MatMul reads x's and makes h's quantized value; the Relu reads h's and
+    makes a float output; the quantizers themselves touch nothing."""
+    from onnx import TensorProto, helper
+    scale, zero = helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("z", TensorProto.UINT8,
+                                                                                             [], [128])
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dqx"),
+             helper.make_node("MatMul", ["xd", "w"], ["h"], name="mm"),
+             helper.make_node("QuantizeLinear", ["h", "s", "z"], ["hq"], name="qh"),
+             helper.make_node("DequantizeLinear", ["hq", "s", "z"], ["hd"], name="dqh"),
+             helper.make_node("Relu", ["hd"], ["y"], name="relu")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [scale, zero])
+    touching = _touching(g)
+    assert touching["mm"] == {"x", "h"} and touching["relu"] == {"h"}
+    assert "qx" not in touching and "dqh" not in touching
 
 
 @pytest.mark.parametrize("needed", [{"t0"}, {"t3"}, {"t1", "t6"}, {"t2", "t9", "t13"}, {"t18"}])
