@@ -50,10 +50,18 @@ docs-build: install
 # the quantized rows (support/quantized/): ONNX's quantized ops and every ONNX op wrapped in QDQ by ONNX Runtime's
 # quantizer, judged against their exact emulation at their own format (docs/ops.md, "Quantized ops")
 QUANT_SWEEP := --catalog onnx --variants quantized,qdq --variants-only --backends ort,openvino,iree
+# torch ops quantized by the PT2E backends' own quantizers (LiteRT's in its interpreter: `make litert-env`; without it
+# its cells say so)
+QUANT_TORCH_OPS := nn.functional.conv1d,nn.functional.conv2d,nn.functional.conv_transpose2d,nn.functional.linear,matmul,bmm,add,mul,nn.functional.relu,nn.functional.gelu,nn.functional.silu,sigmoid,tanh,nn.functional.hardtanh,softmax,nn.functional.layer_norm,nn.functional.batch_norm,nn.functional.max_pool2d,nn.functional.adaptive_avg_pool2d,cat,mean,nn.functional.embedding
+QUANT_TORCH_SWEEP := --catalog torch --ops '$(QUANT_TORCH_OPS)' --variants quantize --variants-only \
+	--backends executorch,inductor,litert --backend-python litert=.venv-litert/bin/python
 support-quantized: install
 	$(BIN)/fpdiff ops $(QUANT_SWEEP) --no-repro --no-store -q --json support/quantized/sweep.json || test $$? = 1
 	$(BIN)/fpdiff publish support/quantized/sweep.json --out support/quantized --findings findings \
 		--title "Quantized op support on this stack: ONNX Runtime, OpenVINO, IREE (CPU)"
+	$(BIN)/fpdiff ops $(QUANT_TORCH_SWEEP) --no-repro --no-store -q --json support/quantized-torch/sweep.json || test $$? = 1
+	$(BIN)/fpdiff publish support/quantized-torch/sweep.json --out support/quantized-torch --findings findings \
+		--title "Torch ops quantized by each backend's own quantizer: ExecuTorch, inductor, LiteRT (CPU, int8)"
 
 # the README's image: the docs build draws it anew each time (docs/hooks/build.py); this writes the repository's copy
 hero: install

@@ -1,6 +1,6 @@
 """What the documentation build makes itself, so the site shows this code and this install, not a copy made once:
 the op support page (from support/support.json, the published sweep: `make support` makes it again) and the
-quantized one (support/quantized/support.json: `make support-quantized`), a page for
+quantized ones (support/quantized and support/quantized-torch: `make support-quantized`), a page for
 each triaged report in findings/ (its REPORT.md, ANALYSIS.md and minimal repro.py) that the support page's rows
 link to, and the hero image: a live `fpdiff check example:tinycnn`, its terminal grid drawn as SVG text."""
 from __future__ import annotations
@@ -17,6 +17,8 @@ QUANTIZED = ROOT / "support" / "quantized" / "support.json"
 FINDINGS = ROOT / "findings"
 SUPPORT_PAGE, FINDINGS_PAGE, HERO = "support.md", "findings/index.md", "img/hero.svg"
 QUANTIZED_PAGE = "quantized-support.md"
+QUANTIZED_TORCH = ROOT / "support" / "quantized-torch" / "support.json"
+QUANTIZED_TORCH_PAGE = "quantized-torch-support.md"
 # each support page: its published data, its title and words, and the make target that makes it again
 PAGES = {
     SUPPORT_PAGE: (SUPPORT, "Op support", "support", "Which ops each backend computes at each precision on this "
@@ -25,6 +27,11 @@ PAGES = {
                      "which ONNX ops wrapped in QDQ by ONNX Runtime's quantizer) each backend runs at each quantized "
                      "format, in integer kernels or dequantized to float, and whether it computes what the graph's "
                      "exact float64 emulation computes, in quantization steps"),
+    QUANTIZED_TORCH_PAGE: (QUANTIZED_TORCH, "Torch ops each backend quantizes", "support/quantized-torch",
+                           "Which torch ops each PT2E backend's own quantizer quantizes at int8 (XNNPACKQuantizer on "
+                           "ExecuTorch, X86InductorQuantizer on inductor, litert-torch's PT2EQuantizer on LiteRT), "
+                           "whether the backend then runs them in integer kernels, and whether it computes what its "
+                           "own quantized program's exact float64 emulation computes"),
 }
 PLACEHOLDER = "<!-- fpdiff-support-page -->"
 HERO_MODEL = "example:tinycnn"
