@@ -40,6 +40,14 @@ def test_a_quantize_graph_is_the_sweeps_quantize_variant_with_its_weights_held()
     assert s.id != s.with_(form=TORCH).id
 
 
+def test_a_minimized_quantize_graph_is_judged_again_as_quantized_whatever_variant_it_shows():
+    """The repro step names a minimized graph's variant (its layout, its magnitudes); a quantize graph stays the
+    quantize variant, or it would be judged as a float case and read as passing."""
+    s = _conv(0.5, 0, 1)
+    assert oracle.case_of(s, shown="channels-last").variant == BY_BACKEND
+    assert oracle.case_of(s.with_(form=TORCH), shown="channels-last").variant == "channels-last"
+
+
 def test_only_float_inputs_after_the_first_are_held():
     for seed in range(40):
         s = generate(seed, form=QUANTIZE)
