@@ -243,9 +243,10 @@ def _verified_screen(plan: Plan, pure: Cell, session: QuantSession, layers: Sequ
         return None
     keep, runs = screened
     plan.screened = runs
-    plan.analyses.append(f"screened on the exact emulation: {runs} trials, {len(keep)} of {len(layers)} layers "
-                         f"float below {SCREEN_MARGIN:g}x the tolerance, then verified on {plan.backend}")
     trial = on_backend(keep)
+    said = "which it passes" if trial.passed else "which it fails: searched on the backend"
+    plan.analyses.append(f"screened on the exact emulation: {runs} trials, {len(keep)} of {len(layers)} layers "
+                         f"float below {SCREEN_MARGIN:g}x the tolerance, verified on {plan.backend}, {said}")
     return dropped(keep, trial, on_backend) if trial.passed else None
 
 
