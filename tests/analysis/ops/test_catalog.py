@@ -146,6 +146,15 @@ def test_layouts_keep_the_values_and_transposed_hands_the_op_a_strided_view(tmp_
             assert seen == [(False, True)]
 
 
+def test_a_transposed_input_with_a_size_1_dim_has_canonical_strides():
+    """`.contiguous()` leaves a size-1 dim's stride as the transpose made it, which export reads as a permuted dim
+    order; the case's input is laid out as any contiguous tensor of its shape is."""
+    x = torch.arange(4.0, dtype=torch.float64).reshape(2, 1, 2, 1)
+    (t,) = torch_catalog.case_tensors(TorchSample(fn="torch.neg", args=(x,), layout=TRANSPOSED))
+    assert t.shape == (2, 1, 1, 2) and t.stride() == torch.empty(2, 1, 1, 2).stride()
+    assert torch.equal(t, x.transpose(-1, -2))
+
+
 @pytest.mark.slow
 def test_dynamic_dims_export_and_run_at_another_size(tmp_path):
     cases, _ = torch_catalog.cases(["add", "nn.functional.avg_pool2d"])

@@ -452,11 +452,13 @@ def case_inputs(path: str | Path) -> tuple[torch.Tensor, ...]:
 
 
 def case_tensors(payload: TorchSample) -> tuple[torch.Tensor, ...]:
-    """case_inputs of a payload in memory (its parameters are the model's, not inputs)."""
+    """case_inputs of a payload in memory (its parameters are the model's, not inputs). A transposed input is laid
+    out with canonical strides: `.contiguous()` keeps a size-1 dim's stride as it was, which export then declares
+    as a permuted dim order (0, 1, 3, 2) that ExecuTorch's XNNPACK delegate refuses at run time."""
     tensors = [t for k, t in enumerate(_tensor_leaves(payload)) if k not in payload.params]
     if payload.layout == TRANSPOSED:
-        tensors = [t.transpose(-1, -2).contiguous() if t.is_floating_point() and t.dim() >= 2 else t
-                   for t in tensors]
+        tensors = [t.transpose(-1, -2).clone(memory_format=torch.contiguous_format)
+                   if t.is_floating_point() and t.dim() >= 2 else t for t in tensors]
     return tuple(tensors)
 
 
