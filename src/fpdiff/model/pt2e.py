@@ -33,7 +33,7 @@ def quantize(program: torch.export.ExportedProgram, quantizer: Any, calibration:
         converted = convert_pt2e(prepared, fold_quantize=fold)
         if not any("quantize" in str(n.target) for n in converted.graph.nodes if n.op == "call_function"):
             # said before the backend lowers a float program as if quantized (a converter error that is not the
-            # format's: litert-torch's PT2EQuantizer annotates no conv_transpose2d, findings/quant-018)
+            # format's: litert-torch's PT2EQuantizer annotates no conv_transpose2d, findings/ops-025)
             raise Unsupported(f"{type(quantizer).__name__} (PT2E) {QUANTIZED_NONE}: the program it made holds no "
                               "quantize op")
         return torch.export.export(converted, tuple(inputs))

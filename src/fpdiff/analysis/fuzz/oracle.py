@@ -18,6 +18,7 @@ from fpdiff.analysis.ops.quantized import NOTHING_QUANTIZED
 from fpdiff.analysis.ops.quantized_cases import BY_BACKEND, ORT_QUANTIZER, ort_quantized
 from fpdiff.analysis.ops.sweep import CaseOutcome, SweepConfig
 from fpdiff.analysis.ops.verdict import wrong_only_in_mixes
+from fpdiff.core.errors import QUANTIZED_NONE
 from fpdiff.core.status import Status
 from fpdiff.judging.cell import Cell
 
@@ -159,7 +160,6 @@ def verdict_of(sample_id: str, outcome: CaseOutcome) -> GraphVerdict:
 
 def quantized_none(cells: list[OpsCell]) -> bool:
     """Every backend's own quantizer left the graph float (a quantize graph of ops no quantizer annotates)."""
-    from fpdiff.core.errors import QUANTIZED_NONE
     return bool(cells) and all(c.status == Status.UNSUPPORTED and QUANTIZED_NONE in (c.reason or "") for c in cells)
 
 
